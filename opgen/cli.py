@@ -1,0 +1,133 @@
+"""The `opgen` command line: new, lint, explain."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+
+import click
+
+from .schema.errors import OpgenError
+
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+
+
+def handle_errors(fn):
+    """Bad input ends in a clear message and exit code 2, never a traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except OpgenError as error:
+            click.echo(error.render(), err=True)
+            sys.exit(EXIT_USAGE)
+        except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
+            raise
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            sys.exit(EXIT_USAGE)
+        except Exception as error:  # an opgen bug: say so briefly, keep the traceback for OPGEN_DEBUG
+            if os.environ.get("OPGEN_DEBUG"):
+                raise
+            click.echo(f"internal error: {type(error).__name__}: {error}\n"
+                       "  = hint: this is a bug in opgen; rerun with OPGEN_DEBUG=1 for the traceback", err=True)
+            sys.exit(EXIT_USAGE)
+
+    return wrapper
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="opgen")
+def main() -> None:
+    """Generate and lint PyTorch custom-operator registrations."""
+
+
+@main.command()
+@click.argument("schema", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (one object per line when SCHEMA is '-').")
+@click.option("--code", "code", metavar="OPGxxx", help="Explain a diagnostic code instead of a schema.")
+@handle_errors
+def explain(schema: str | None, as_json: bool, code: str | None) -> None:
+    """Show how opgen reads SCHEMA: canonical form, types, mutation, diagnostics.
+
+    SCHEMA '-' reads one schema per line from standard input.
+    Exit codes: 0 valid, 1 valid with error diagnostics, 2 unparseable or bad usage.
+    """
+    from .explain import describe, describe_line, render_text
+    from .schema import parse_schema
+
+    if code is not None:
+        if schema is not None:
+            raise click.UsageError("give either a SCHEMA or --code, not both")
+        explain_code(code, as_json)
+        return
+    if schema is None:
+        raise click.UsageError("missing SCHEMA (or --code OPGxxx)")
+    if schema == "-":
+        worst = EXIT_OK
+        for raw in sys.stdin:
+            line = raw.rstrip("\n")
+            if not line.strip():
+                continue
+            info = describe_line(line)
+            if "error" in info:
+                worst = EXIT_USAGE
+            elif info["has_errors"] and worst == EXIT_OK:
+                worst = EXIT_FINDINGS
+            if as_json:
+                click.echo(json.dumps(info))
+            else:
+                _print_human(info)
+        sys.exit(worst)
+    info = describe(parse_schema(schema))
+    if as_json:
+        click.echo(json.dumps(info, indent=2))
+    else:
+        from rich.console import Console
+
+        render_text(info, Console())
+    sys.exit(EXIT_FINDINGS if info["has_errors"] else EXIT_OK)
+
+
+def _print_human(info: dict) -> None:
+    from rich.console import Console
+
+    from .explain import render_text
+    from .schema.errors import SchemaError
+
+    if "error" in info:
+        err = info["error"]
+        click.echo(SchemaError(err["message"], source=info["input"], column=err["column"], hint=err["hint"]).render(),
+                   err=True)
+    else:
+        render_text(info, Console())
+
+
+def explain_code(code: str, as_json: bool) -> None:
+    from .rules import all_rules
+
+    rules = all_rules()
+    rule = rules.get(code.upper())
+    if rule is None:
+        known = ", ".join(sorted(rules))
+        raise OpgenError(f"unknown diagnostic code {code!r}", hint=f"known codes: {known}")
+    if as_json:
+        click.echo(json.dumps({"code": rule.code, "name": rule.name, "severity": rule.severity,
+                               "summary": rule.summary, "explanation": rule.explanation,
+                               "bad": rule.bad, "good": rule.good, "fixable": rule.fixable}, indent=2))
+        return
+    click.echo(f"{rule.code} ({rule.name}, {rule.severity}): {rule.summary}\n")
+    click.echo(rule.explanation)
+    if rule.bad:
+        click.echo(f"\nBad:\n    {rule.bad.replace(chr(10), chr(10) + '    ')}")
+    if rule.good:
+        click.echo(f"\nGood:\n    {rule.good.replace(chr(10), chr(10) + '    ')}")
+    if rule.fixable:
+        click.echo("\nopgen lint --fix repairs this automatically.")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,306 @@
+"""The rules every operator must satisfy, shared by `opgen new`, `opgen explain` and `opgen lint`.
+
+Each rule lives once, in `RULES`, with its code, severity, one-line summary, the reasoning
+(`opgen explain --code`), and a bad and a good example. `check_schema` applies the rules that
+can be decided from one schema; `check_ops` adds the ones that need every op of a namespace.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from .schema.model import Schema, is_tensor_like, strip_alias
+from .schema.types import custom_op_can_infer, inferred_return_ok
+
+ERROR, WARNING, INFO = "error", "warning", "info"
+
+
+@dataclass(frozen=True)
+class Rule:
+    code: str
+    name: str
+    severity: str
+    summary: str
+    explanation: str
+    bad: str = ""
+    good: str = ""
+    fixable: bool = False
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    code: str
+    severity: str
+    message: str
+    hint: str = ""
+    path: str | None = None
+    line: int | None = None
+    column: int | None = None
+    fix: object | None = field(default=None, compare=False)
+
+    def as_dict(self) -> dict:
+        data = {"code": self.code, "severity": self.severity, "message": self.message}
+        if self.hint:
+            data["hint"] = self.hint
+        for key in ("path", "line", "column"):
+            if getattr(self, key) is not None:
+                data[key] = getattr(self, key)
+        return data
+
+
+RULES: dict[str, Rule] = {}
+
+
+def rule(code: str, name: str, severity: str, summary: str, explanation: str, bad: str = "", good: str = "",
+         fixable: bool = False) -> Rule:
+    if code in RULES:
+        raise ValueError(f"duplicate rule code {code}")
+    RULES[code] = Rule(code, name, severity, summary, explanation.strip(), bad, good, fixable)
+    return RULES[code]
+
+
+SCHEMA_INVALID = rule(
+    "OPG001", "invalid-schema", ERROR, "the schema string does not parse (or parses to something wrong)",
+    """
+torch either refuses the string or, worse, accepts it and reads something else (`int x=0x10` is 0,
+`int y=1.5` is kept as a float). The message gives the column and what was expected.
+""", bad='lib.define("f(Tensor x, int y=1.5) -> Tensor")', good='lib.define("f(Tensor x, int y=1) -> Tensor")')
+
+SHARED_ALIAS_SET = rule(
+    "OPG101", "shared-alias-set", ERROR, "two mutated arguments share one alias set",
+    """
+Every mutated tensor needs its own alias set: `Tensor(a!) x, Tensor(b!) y`. Sharing a letter tells
+the compiler the two may be the same storage, which breaks functionalization's bookkeeping.
+""", bad="f(Tensor(a!) x, Tensor(a!) y) -> ()", good="f(Tensor(a!) x, Tensor(b!) y) -> ()")
+
+ALIASED_RETURN = rule(
+    "OPG102", "aliased-return", ERROR, "a return aliases an input (`-> Tensor(a!)` or `Tensor(a)`)",
+    """
+torch.compile functionalizes custom ops; it cannot functionalize a custom op whose output carries
+an alias annotation and fails with "Found a custom (non-ATen) operator whose output has alias
+annotations". Return nothing (`-> ()`; the caller still sees the mutated tensor) or return a fresh
+tensor. `-> Tensor(a!)` is only supported with `tags=torch.Tag.inplace` (or `torch.Tag.out` for
+`.out` overloads), which needs a torch that has those tags (2.13+).
+""", bad="scale_(Tensor(a!) x, float s) -> Tensor(a!)", good="scale_(Tensor(a!) x, float s) -> ()")
+
+UNDERSCORE_NOT_INPLACE = rule(
+    "OPG103", "underscore-not-inplace", ERROR, "a name ending in `_` whose first argument is not mutated",
+    """
+A trailing underscore means "in-place on the first argument" to PyTorch's passes: the reinplacing
+pass of torch.fx (used by npugraph_ex) asserts "First argument of inplace op must be mutable" when it
+meets such an op. Drop the underscore or declare the first argument `Tensor(a!)`.
+""", bad="scale_(Tensor x, float s) -> Tensor", good="scale(Tensor x, float s) -> Tensor")
+
+SIDE_EFFECT_ONLY = rule(
+    "OPG104", "side-effect-only", WARNING, "returns nothing and mutates nothing: mark it side-effecting",
+    """
+An op that returns nothing and mutates no argument only acts outside the graph (a prefetch, a
+collective, a log). Unless it is marked with `torch.fx.node.has_side_effect(op)`, dead-code
+elimination drops it from every compiled graph. `opgen new` emits that call for such ops.
+""", bad="prefetch(Tensor x) -> ()", good="prefetch(Tensor x) -> ()  +  has_side_effect(torch.ops.ns.prefetch.default)")
+
+INPLACE_TWIN = rule(
+    "OPG105", "inplace-twin", WARNING, "`foo` and `foo_` both exist: the compiler may swap them",
+    """
+npugraph_ex's default `inplace_pass` (torch.fx reinplace) replaces `ns::foo` by `ns::foo_` when the
+out-of-place result is a dead intermediate. That is right only if `foo_` is exactly the in-place
+form of `foo` (same arguments, first one mutated). Otherwise rename one of them.
+""", bad="norm(Tensor x) -> Tensor  and  norm_(Tensor(a!) x, float eps) -> ()",
+    good="norm(Tensor x) -> Tensor  and  norm_(Tensor(a!) x) -> ()")
+
+KWARG_ONLY_TENSOR = rule(
+    "OPG106", "kwarg-only-tensor", WARNING, "keyword-only Tensor argument: only the Library style can register it",
+    """
+`torch.library.custom_op` refuses keyword-only Tensor arguments ("custom_op with kwarg-only Tensor
+args") unless the op is tagged `torch.Tag.out`, and `register_autograd` refuses them too. Generate
+with `style: library`, or make the tensor positional.
+""", bad="f(Tensor x, *, Tensor bias) -> Tensor", good="f(Tensor x, Tensor? bias=None) -> Tensor")
+
+NOT_INFERRABLE = rule(
+    "OPG107", "custom-op-explicit-schema", INFO, "custom_op cannot infer this schema from type hints",
+    """
+`custom_op` infers a schema from the function's annotations, and some schema types have no
+annotation that infers back to them (`int` becomes `SymInt`, `int[2]` loses its size, `Layout`,
+`MemoryFormat`, `Generator`, `str[]` are refused, list defaults are refused). opgen then passes the
+schema explicitly with `schema=`; nothing to do unless you write the registration by hand.
+""", bad='@custom_op("ns::f", mutates_args=())\ndef f(x: Tensor, k: list[int] = [1, 1]) -> Tensor',
+    good='@custom_op("ns::f", mutates_args=(), schema="(Tensor x, int[2] k=[1, 1]) -> Tensor")')
+
+RESERVED_NAMESPACE = rule(
+    "OPG108", "reserved-namespace", ERROR, "the namespace is reserved by PyTorch",
+    """
+`prim` is refused by `Library` ("prim is a reserved namespace"); `aten` belongs to PyTorch and a
+`DEF` library there fails; `torch`, `_` and other internal names collide with torch's own
+registrations. Use your project's name as the namespace.
+""", bad='Library("aten", "FRAGMENT").define("my_op(Tensor x) -> Tensor")',
+    good='Library("myproj", "FRAGMENT").define("my_op(Tensor x) -> Tensor")')
+
+MUTATED_NON_TENSOR = rule(
+    "OPG109", "mutated-non-tensor", ERROR, "a non-Tensor argument is marked as written (`(a!)`)",
+    """
+Only tensors (and lists or optionals of tensors) can be mutated; `custom_op` refuses
+"only Tensors or collections of Tensors can be mutated". Remove the annotation.
+""", bad="f(Tensor x, int(a!) n) -> ()", good="f(Tensor(a!) x, int n) -> ()")
+
+ALIAS_WITHOUT_WRITE = rule(
+    "OPG110", "view-input", WARNING, "an input carries a read-only alias annotation `(a)`",
+    """
+`Tensor(a)` on an input only means something when a return shares the set (a view op), and custom
+view ops cannot be functionalized by torch.compile. For a custom op, drop the annotation and return
+a fresh tensor, or mark the input `(a!)` if the op writes it.
+""", bad="f(Tensor(a) x) -> Tensor(a)", good="f(Tensor x) -> Tensor")
+
+NO_RETURN_NAME_CLASH = rule(
+    "OPG111", "return-name-clash", ERROR, "a named return has the same name as an argument",
+    """
+Generated Python code (fake functions, tests) binds arguments and returns by name; a return named
+like an argument shadows it. Rename the return.
+""", bad="f(Tensor x) -> Tensor x", good="f(Tensor x) -> Tensor y")
+
+RESERVED = {"prim": ERROR, "aten": ERROR, "torch": ERROR, "_": ERROR, "prims": ERROR, "inductor": WARNING,
+            "higher_order": ERROR, "_c10d_functional": WARNING}
+
+
+def diag(rule_: Rule, message: str, hint: str = "", severity: str | None = None) -> Diagnostic:
+    return Diagnostic(rule_.code, severity or rule_.severity, message, hint)
+
+
+def check_schema(schema: Schema, *, tags: tuple[str, ...] = (), side_effect_marked: bool = False,
+                 style: str | None = None) -> list[Diagnostic]:
+    """Diagnostics decidable from one schema.
+
+    `tags` are the `torch.Tag` names the op is defined with ("inplace", "out"); `style` is
+    "custom_op" or "library" when the registration style is known.
+    """
+    found: list[Diagnostic] = []
+    name = schema.qualified_name + (f".{schema.overload}" if schema.overload else "")
+
+    letters: dict[str, list[str]] = defaultdict(list)
+    for arg in schema.arguments:
+        alias = arg.alias
+        if alias is None:
+            continue
+        if alias.is_write and not is_tensor_like(arg.type):
+            found.append(diag(MUTATED_NON_TENSOR, f"{name}: argument {arg.name!r} of type '{arg.type}' is marked "
+                              "as written, but only tensors can be mutated", hint=f"remove the annotation on {arg.name!r}"))
+        if alias.is_write:
+            for letter in alias.before:
+                if letter != "*":
+                    letters[letter].append(arg.name)
+        elif alias.before and not any(r.alias for r in schema.returns):
+            found.append(diag(ALIAS_WITHOUT_WRITE, f"{name}: argument {arg.name!r} has a read-only alias "
+                              f"annotation '{alias}'", hint=f"drop '{alias}' or write '({alias.before[0]}!)' if the op writes it"))
+    for letter, names in letters.items():
+        if len(names) > 1:
+            fresh = _fresh_letters(schema, len(names) - 1)
+            found.append(diag(SHARED_ALIAS_SET, f"{name}: arguments {', '.join(map(repr, names))} share alias set "
+                              f"'{letter}'", hint=f"give each mutated tensor its own letter, e.g. "
+                              + ", ".join(f"Tensor({c}!) {n}" for c, n in zip([letter, *fresh], names))))
+
+    tagged = set(tags) & {"inplace", "out"}
+    for index, ret in enumerate(schema.returns):
+        alias = ret.alias
+        if alias is None or tagged:
+            continue
+        label = f"return {ret.name!r}" if ret.name else f"return {index}"
+        found.append(diag(ALIASED_RETURN, f"{name}: {label} '{ret.type}' aliases an input, which torch.compile "
+                          "cannot functionalize", hint="return nothing ('-> ()') or a fresh tensor; or tag the op "
+                          "torch.Tag.inplace / torch.Tag.out (torch >= 2.13)"))
+
+    if schema.name.endswith("_") and not schema.name.endswith("__"):
+        first = schema.positional[0] if schema.positional else None
+        if first is None or not first.is_write:
+            found.append(diag(UNDERSCORE_NOT_INPLACE, f"{name}: the trailing '_' says in-place, but the first "
+                              "argument is not mutated", hint=f"rename to '{schema.name.rstrip('_')}' or declare "
+                              f"the first argument 'Tensor(a!)'"))
+
+    if not schema.returns and not schema.varret and not schema.is_mutable and not side_effect_marked:
+        found.append(diag(SIDE_EFFECT_ONLY, f"{name}: returns nothing and mutates nothing, so compiled graphs drop it",
+                          hint="mark it with torch.fx.node.has_side_effect(op) (opgen new does this), or declare "
+                          "the tensors it writes as Tensor(a!)"))
+
+    kw_tensors = [a.name for a in schema.kwarg_only if is_tensor_like(a.type)]
+    if kw_tensors and "out" not in tagged and style != "library":
+        found.append(diag(KWARG_ONLY_TENSOR, f"{name}: keyword-only tensor argument(s) {', '.join(map(repr, kw_tensors))} "
+                          "cannot be registered with custom_op", hint="use the Library style, or make them positional"))
+
+    if style != "library":
+        reasons = custom_op_explicit_schema_reasons(schema)
+        if reasons:
+            found.append(diag(NOT_INFERRABLE, f"{name}: custom_op needs an explicit schema= ({'; '.join(reasons)})"))
+
+    if schema.namespace:
+        found.extend(check_namespace(schema.namespace))
+
+    arg_names = {a.name for a in schema.arguments}
+    for ret in schema.returns:
+        if ret.name and ret.name in arg_names:
+            found.append(diag(NO_RETURN_NAME_CLASH, f"{name}: return {ret.name!r} has the name of an argument",
+                              hint=f"rename it, e.g. '{ret.name}_out'"))
+    return found
+
+
+def check_namespace(namespace: str) -> list[Diagnostic]:
+    severity = RESERVED.get(namespace)
+    if severity is None:
+        return []
+    return [diag(RESERVED_NAMESPACE, f"namespace {namespace!r} is reserved by PyTorch",
+                 hint="use your project's name as the namespace", severity=severity)]
+
+
+def check_ops(schemas: list[Schema]) -> list[Diagnostic]:
+    """Rules over all ops of a project: in-place twins."""
+    found: list[Diagnostic] = []
+    by_name = {(s.namespace, s.name): s for s in schemas}
+    for (namespace, op_name), schema in sorted(by_name.items(), key=lambda kv: (kv[0][0] or "", kv[0][1])):
+        twin = by_name.get((namespace, op_name + "_"))
+        if twin is None:
+            continue
+        if not _is_inplace_form(schema, twin):
+            found.append(diag(INPLACE_TWIN, f"{op_name!r} and {twin.name!r} are both defined, but {twin.name!r} is "
+                              f"not the in-place form of {op_name!r}", hint="npugraph_ex's inplace_pass may swap "
+                              f"them; make {twin.name!r} take the same arguments with the first mutated, or rename it"))
+    return found
+
+
+def _is_inplace_form(functional: Schema, inplace: Schema) -> bool:
+    if len(functional.arguments) != len(inplace.arguments) or not inplace.positional:
+        return False
+    if not inplace.positional[0].is_write:
+        return False
+    return all(
+        a.name == b.name and strip_alias(a.type) == strip_alias(b.type)
+        for a, b in zip(functional.arguments, inplace.arguments)
+    )
+
+
+def _fresh_letters(schema: Schema, count: int) -> list[str]:
+    used = {letter for a in schema.arguments if a.alias for letter in a.alias.before}
+    letters = [c for c in "abcdefghijklmnopqrstuvwxyz" if c not in used]
+    return letters[:count]
+
+
+def custom_op_explicit_schema_reasons(schema: Schema) -> list[str]:
+    """Why `custom_op` would infer a different schema from type hints (empty: it infers this one)."""
+    reasons = []
+    for arg in schema.arguments:
+        if not custom_op_can_infer(arg.type):
+            reasons.append(f"'{arg.type} {arg.name}'")
+        elif arg.has_default and isinstance(arg.default, tuple):
+            reasons.append(f"list default of {arg.name!r}")
+    for ret in schema.returns:
+        if not inferred_return_ok(ret.type) or ret.name:
+            reasons.append(f"return '{ret}'")
+    if schema.returns_tuple and len(schema.returns) == 1:
+        reasons.append("1-tuple return")
+    return reasons
+
+
+def mutates_args(schema: Schema) -> list[str]:
+    """The `mutates_args` a custom_op needs: every argument written to."""
+    return [a.name for a in schema.arguments if a.is_write]
+
+
+def has_errors(diagnostics: list[Diagnostic]) -> bool:
+    return any(d.severity == ERROR for d in diagnostics)

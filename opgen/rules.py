@@ -1,0 +1,14 @@
+"""The catalogue of every diagnostic code opgen can report (contract rules + lint rules)."""
+
+from __future__ import annotations
+
+from .contract import RULES, Rule
+
+
+def all_rules() -> dict[str, Rule]:
+    """Every rule, by code. Lint rules register themselves into the same table when imported."""
+    try:
+        from . import lint  # noqa: F401  (registers the lint-only rules)
+    except ImportError:
+        pass
+    return dict(sorted(RULES.items()))

@@ -1,0 +1,287 @@
+"""A torch-free model of an operator schema.
+
+One small frozen dataclass per concept, each printing itself in opgen's canonical form
+(a form `torch._C.parse_schema` re-parses to the same structure; torch's own `str(schema)`
+does not always do that).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Union
+
+# Enum words the schema grammar accepts as defaults, with the integer torch stores for them.
+SCALAR_TYPE_WORDS = {
+    "uint8": 0, "int8": 1, "int16": 2, "short": 2, "int": 3, "int32": 3, "long": 4, "int64": 4,
+    "half": 5, "float16": 5, "float": 6, "float32": 6, "double": 7, "float64": 7,
+    "complex32": 8, "complex64": 9, "cfloat": 9, "complex128": 10, "cdouble": 10,
+    "bool": 11, "bfloat16": 15,
+}
+ENUM_WORDS = {
+    "ScalarType": SCALAR_TYPE_WORDS,
+    "Layout": {"strided": 0},
+    "MemoryFormat": {"contiguous_format": 0},
+    "int": {"Mean": 1},
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Alias:
+    """An alias annotation: `(a)`, `(a!)`, `(a|b)`, `(a -> *)`, `(*)`."""
+
+    before: tuple[str, ...]
+    after: tuple[str, ...] = ()
+    is_write: bool = False
+
+    def __str__(self) -> str:
+        text = "|".join(self.before)
+        if self.is_write:
+            text += "!"
+        if self.after:
+            text += " -> " + "|".join(self.after)
+        return f"({text})"
+
+
+@dataclass(frozen=True, slots=True)
+class BaseType:
+    """A named type such as `Tensor`, `int`, `SymInt`, `ScalarType`, with an optional alias."""
+
+    name: str
+    alias: Alias | None = None
+
+    def __str__(self) -> str:
+        return self.name + (str(self.alias) if self.alias else "")
+
+
+@dataclass(frozen=True, slots=True)
+class OptionalType:
+    elem: "Type"
+
+    def __str__(self) -> str:
+        return f"{self.elem}?"
+
+
+@dataclass(frozen=True, slots=True)
+class ListType:
+    """`T[]` or a fixed-size `T[N]`; `alias` is the c10d-style `Tensor[](a!)` annotation."""
+
+    elem: "Type"
+    size: int | None = None
+    alias: Alias | None = None
+
+    def __str__(self) -> str:
+        size = "" if self.size is None else str(self.size)
+        return f"{self.elem}[{size}]" + (str(self.alias) if self.alias else "")
+
+
+@dataclass(frozen=True, slots=True)
+class DictType:
+    key: "Type"
+    value: "Type"
+
+    def __str__(self) -> str:
+        return f"Dict({self.key}, {self.value})"
+
+
+@dataclass(frozen=True, slots=True)
+class TupleType:
+    elems: tuple["Type", ...]
+
+    def __str__(self) -> str:
+        return "(" + ", ".join(map(str, self.elems)) + ")"
+
+
+Type = Union[BaseType, OptionalType, ListType, DictType, TupleType]
+
+
+def type_alias(t: Type) -> Alias | None:
+    """The alias annotation written anywhere on a type (outermost first)."""
+    if isinstance(t, ListType) and t.alias:
+        return t.alias
+    if isinstance(t, (OptionalType, ListType)):
+        return type_alias(t.elem)
+    if isinstance(t, BaseType):
+        return t.alias
+    return None
+
+
+def strip_alias(t: Type) -> Type:
+    if isinstance(t, BaseType):
+        return BaseType(t.name)
+    if isinstance(t, OptionalType):
+        return OptionalType(strip_alias(t.elem))
+    if isinstance(t, ListType):
+        return ListType(strip_alias(t.elem), t.size)
+    return t
+
+
+def base_name(t: Type) -> str:
+    """The innermost named type: `Tensor` for `Tensor?[]`, `Dict` / `Tuple` for those."""
+    if isinstance(t, (OptionalType, ListType)):
+        return base_name(t.elem)
+    if isinstance(t, DictType):
+        return "Dict"
+    if isinstance(t, TupleType):
+        return "Tuple"
+    return t.name
+
+
+def is_optional(t: Type) -> bool:
+    return isinstance(t, OptionalType)
+
+
+def is_tensor_like(t: Type) -> bool:
+    """Tensor, Tensor?, Tensor[], Tensor?[] and Tensor[]?."""
+    return base_name(t) == "Tensor" and not isinstance(t, (DictType, TupleType))
+
+
+@dataclass(frozen=True, slots=True)
+class EnumWord:
+    """A bare word default such as `contiguous_format`, `long` or `Mean`."""
+
+    word: str
+
+    def __str__(self) -> str:
+        return self.word
+
+
+Default = Union[None, bool, int, float, str, EnumWord, tuple]
+
+
+def format_default(value: Default) -> str:
+    if value is None:
+        return "None"
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        text = repr(value)
+        if math.isfinite(value) and "e" not in text and "." not in text:
+            text += ".0"
+        return text
+    if isinstance(value, str):
+        escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
+        return f'"{escaped}"'
+    if isinstance(value, EnumWord):
+        return value.word
+    return "[" + ", ".join(format_default(v) for v in value) + "]"
+
+
+@dataclass(frozen=True, slots=True)
+class Argument:
+    type: Type
+    name: str
+    default: Default = None
+    has_default: bool = False
+    kwarg_only: bool = False
+
+    @property
+    def alias(self) -> Alias | None:
+        return type_alias(self.type)
+
+    @property
+    def is_write(self) -> bool:
+        alias = self.alias
+        return bool(alias and alias.is_write)
+
+    @property
+    def is_tensor(self) -> bool:
+        return is_tensor_like(self.type)
+
+    def __str__(self) -> str:
+        text = f"{self.type} {self.name}"
+        if self.has_default:
+            text += "=" + format_default(self.default)
+        return text
+
+
+@dataclass(frozen=True, slots=True)
+class Return:
+    type: Type
+    name: str | None = None
+
+    @property
+    def alias(self) -> Alias | None:
+        return type_alias(self.type)
+
+    def __str__(self) -> str:
+        return f"{self.type} {self.name}" if self.name else str(self.type)
+
+
+@dataclass(frozen=True, slots=True)
+class Schema:
+    """`[ns::]name[.overload](arguments) -> returns`."""
+
+    name: str
+    arguments: tuple[Argument, ...]
+    returns: tuple[Return, ...]
+    overload: str = ""
+    namespace: str | None = None
+    # `-> ((Tensor))` is a 1-tuple, distinct from `-> Tensor`; `-> (Tensor)` is the same as `-> Tensor`.
+    returns_tuple: bool = False
+    varargs: bool = False
+    varret: bool = False
+    spans: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.namespace}::{self.name}" if self.namespace else self.name
+
+    @property
+    def op_name(self) -> str:
+        """`name.overload` as `Library.impl` and `register_fake` want it (no namespace)."""
+        return f"{self.name}.{self.overload}" if self.overload else self.name
+
+    @property
+    def overload_or_default(self) -> str:
+        return self.overload or "default"
+
+    @property
+    def positional(self) -> tuple[Argument, ...]:
+        return tuple(a for a in self.arguments if not a.kwarg_only)
+
+    @property
+    def kwarg_only(self) -> tuple[Argument, ...]:
+        return tuple(a for a in self.arguments if a.kwarg_only)
+
+    @property
+    def mutated_args(self) -> tuple[Argument, ...]:
+        return tuple(a for a in self.arguments if a.is_write)
+
+    @property
+    def is_mutable(self) -> bool:
+        return any(a.is_write for a in self.arguments)
+
+    def argument(self, name: str) -> Argument | None:
+        return next((a for a in self.arguments if a.name == name), None)
+
+    def signature(self, with_namespace: bool = False) -> str:
+        """The canonical schema text; `with_namespace=False` is what `Library.define` wants."""
+        head = self.qualified_name if with_namespace else self.name
+        if self.overload:
+            head += "." + self.overload
+        parts: list[str] = []
+        star_written = False
+        for arg in self.arguments:
+            if arg.kwarg_only and not star_written:
+                parts.append("*")
+                star_written = True
+            parts.append(str(arg))
+        if self.varargs:
+            parts.append("...")
+        return f"{head}({', '.join(parts)}) -> {self.returns_text()}"
+
+    def returns_text(self) -> str:
+        if self.varret:
+            return "..."
+        rets = [str(r) for r in self.returns]
+        if len(rets) == 1 and not self.returns_tuple:
+            return rets[0]
+        if len(rets) == 1:
+            return f"(({rets[0]}))" if self.returns[0].name is None else f"({rets[0]},)"
+        return "(" + ", ".join(rets) + ")"
+
+    def __str__(self) -> str:
+        return self.signature(with_namespace=True)

@@ -1,0 +1,507 @@
+"""Parse operator schema strings into `opgen.schema.model` objects.
+
+Accepts the grammar of `torch._C.parse_schema` that custom ops use, and refuses, with the same
+error type, what torch accepts but gets wrong (mistyped defaults, hex literals, duplicate names…).
+Never imports torch.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+
+from .errors import SchemaError
+from .model import (
+    ENUM_WORDS,
+    Alias,
+    Argument,
+    BaseType,
+    DictType,
+    EnumWord,
+    ListType,
+    OptionalType,
+    Return,
+    Schema,
+    TupleType,
+    Type,
+    base_name,
+    format_default,
+)
+
+KNOWN_TYPES = frozenset({
+    "Tensor", "int", "SymInt", "SymFloat", "SymBool", "float", "bool", "str", "Scalar", "ScalarType", "Layout", "Device",
+    "DeviceIndex", "MemoryFormat", "Generator", "Storage", "Stream", "QScheme", "complex", "Any",
+    "NoneType",
+})
+RETIRED_TYPES = {
+    "Dimname": "named tensors are gone from torch (`Dimname` no longer parses in torch 2.13); "
+    "take an `int` dimension instead",
+}
+# Shared instances for the common case of a type with no alias annotation (they are immutable).
+_PLAIN_TYPES = {name: BaseType(name) for name in KNOWN_TYPES}
+_INTEGER_TYPES = frozenset({"int", "SymInt", "DeviceIndex"})
+
+# One alternation, so that `findall` splits a schema into token strings in a single C call;
+# the kind of a token follows from its first character. Positions are only worked out again
+# (by `_offsets`) when an error needs a column.
+_TOKEN = re.compile(
+    r"""\s*(
+        -?0[xX][0-9a-fA-F]+
+      | -?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)
+      | [A-Za-z_][A-Za-z0-9_]*
+      | "(?:[^"\\\n]|\\.)*" | '(?:[^'\\\n]|\\.)*'
+      | :: | -> | \.\.\. | [()\[\],.?!|*=]
+      | \S
+    )""",
+    re.VERBOSE,
+)
+_SUSPICIOUS = re.compile(r"[^\w\s()\[\],.?!|*=:>\-]")
+_OPS = frozenset({"::", "->", "...", "(", ")", "[", "]", ",", ".", "?", "!", "|", "*", "="})
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "0": "\0"}
+
+
+def _unescape(body: str) -> str:
+    return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(1)), body)
+
+
+def _kind(token: str) -> str:
+    if not token:
+        return "eof"
+    first = token[0]
+    if first.isalpha() or first == "_":
+        return "ident"
+    if first in "\"'":
+        return "string"
+    if token in _OPS:
+        return "op"
+    if first.isdigit() or (len(token) > 1 and first in "-."):
+        return "hex" if "x" in token or "X" in token else "number"
+    return "bad"
+
+
+def _offsets(text: str) -> list[int]:
+    starts = [m.start(1) for m in _TOKEN.finditer(text)]
+    return starts + [len(text)]
+
+
+class _Parser:
+    __slots__ = ("text", "toks", "pos")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.toks = _TOKEN.findall(text)
+        self.toks.append("")
+        self.pos = 0
+        if not _SUSPICIOUS.search(text):
+            return
+        for i, tok in enumerate(self.toks):
+            if len(tok) == 1 and not (tok.isalnum() or tok == "_" or tok in _OPS):
+                self.pos = i
+                self.fail(f"unexpected character {tok!r}",
+                          hint="schemas use letters, digits, _ and ( ) [ ] , . ? ! | * = -> ::")
+
+    # -- helpers ------------------------------------------------------------------------------
+    def fail_at(self, offset: int, message: str, hint: str | None = None):
+        raise SchemaError(message, source=self.text, column=offset + 1, hint=hint)
+
+    def fail(self, message: str, hint: str | None = None, index: int | None = None):
+        self.fail_at(_offsets(self.text)[self.pos if index is None else index], message, hint)
+
+    def kind(self, index: int | None = None) -> str:
+        return _kind(self.toks[self.pos if index is None else index])
+
+    def describe(self, index: int | None = None) -> str:
+        tok = self.toks[self.pos if index is None else index]
+        return repr(tok) if tok else "end of input"
+
+    def peek(self, value: str) -> bool:
+        return self.toks[self.pos] == value
+
+    def accept(self, value: str) -> bool:
+        if self.toks[self.pos] == value:
+            self.pos += 1
+            return True
+        return False
+
+    def expect(self, value: str, context: str, hint: str | None = None) -> None:
+        if not self.accept(value):
+            self.fail(f"expected {value!r} {context}, found {self.describe()}", hint)
+
+    def ident(self, what: str, hint: str | None = None) -> str:
+        tok = self.toks[self.pos]
+        if not tok or not (tok[0].isalpha() or tok[0] == "_"):
+            self.fail(f"expected {what}, found {self.describe()}", hint)
+        self.pos += 1
+        return tok
+
+    # -- grammar ------------------------------------------------------------------------------
+    def schema(self) -> Schema:
+        spans: dict = {}
+        namespace = None
+        name_at = self.pos
+        name = self.ident("an operator name", hint='a schema looks like "my_op(Tensor x) -> Tensor"')
+        if self.accept("::"):
+            namespace, name_at = name, self.pos
+            name = self.ident("an operator name after '::'")
+        spans["name"] = name_at
+        overload = ""
+        if self.accept("."):
+            overload_at = self.pos
+            overload = self.ident("an overload name after '.'")
+            spans["overload"] = overload_at
+            if overload == "default":
+                self.fail("'default' is not a legal overload name", index=overload_at,
+                          hint=f"torch reserves it for the unnamed overload: write '{name}(' for that, "
+                          f"or pick another name such as '{name}.base('")
+        self.expect("(", "to open the argument list", hint=f'write "{name}(<arguments>) -> <returns>"')
+        arguments, varargs = self.arguments(spans)
+        if not self.accept("->"):
+            self.fail(f"expected '->' after the argument list, found {self.describe()}",
+                      hint="every schema declares its returns: '-> Tensor', '-> (Tensor a, Tensor b)' or '-> ()'")
+        spans["returns"] = self.pos
+        returns, returns_tuple, varret = self.returns()
+        if self.kind() != "eof":
+            self.fail(f"unexpected {self.describe()} after the returns", hint="a schema ends after its returns")
+        spans["text"] = self.text
+        return Schema(name=name, overload=overload, namespace=namespace, arguments=tuple(arguments),
+                      returns=tuple(returns), returns_tuple=returns_tuple, varargs=varargs, varret=varret,
+                      spans=spans)
+
+    def arguments(self, spans: dict) -> tuple[list[Argument], bool]:
+        args: list[Argument] = []
+        seen: set[str] = set()
+        kwarg_only = False
+        star_at = None
+        first_default: Argument | None = None
+        varargs = False
+        toks = self.toks
+        if toks[self.pos] == ")":
+            self.pos += 1
+            return args, varargs
+        while True:
+            tok = toks[self.pos]
+            if tok == "*":
+                if kwarg_only:
+                    first_col = _offsets(self.text)[star_at] + 1
+                    self.fail("a second '*' in the argument list",
+                              hint=f"one '*' marks where keyword-only arguments start (the first is at column {first_col})")
+                kwarg_only, star_at = True, self.pos
+                self.pos += 1
+            elif tok == "...":
+                self.pos += 1
+                varargs = True
+                if toks[self.pos] != ")":
+                    self.fail("'...' must be the last argument")
+            else:
+                arg_at = self.pos
+                arg, name_at = self.argument(kwarg_only)
+                if arg.name in seen:
+                    self.fail(f"duplicate argument name {arg.name!r}", index=name_at,
+                              hint="torch accepts it silently, but the op could not be called by keyword; rename one")
+                if not kwarg_only:
+                    if arg.has_default:
+                        first_default = first_default or arg
+                    elif first_default is not None:
+                        self.fail(f"argument {arg.name!r} has no default but follows {first_default.name!r}, "
+                                  "which has one", index=arg_at,
+                                  hint=f"give {arg.name!r} a default, move it before {first_default.name!r}, "
+                                  "or make it keyword-only after '*'")
+                seen.add(arg.name)
+                spans[("arg", arg.name)] = arg_at
+                args.append(arg)
+            tok = toks[self.pos]
+            self.pos += 1
+            if tok == ")":
+                return args, varargs
+            if tok != ",":
+                self.pos -= 1
+                self.fail(f"expected ',' or ')' after the argument, found {self.describe()}")
+            if toks[self.pos] == ")":
+                self.fail("trailing ',' before ')'", index=self.pos - 1, hint="remove the last comma")
+
+    def argument(self, kwarg_only: bool) -> tuple[Argument, int]:
+        typ = self.type()
+        name_at = self.pos
+        name = self.toks[name_at]
+        if not name or not (name[0].isalpha() or name[0] == "_"):
+            self.fail(f"expected an argument name after type '{typ}', found {self.describe()}",
+                      hint='each argument is "<type> <name>", e.g. "Tensor x" or "float eps=1e-06"')
+        self.pos += 1
+        if self.toks[self.pos] != "=":
+            return Argument(typ, name, None, False, kwarg_only), name_at
+        self.pos += 1
+        default_at = self.pos
+        value = self.default_value()
+        problem = _default_problem(typ, value)
+        if problem:
+            self.fail(f"default for {name!r} does not fit type '{typ}': {problem}", index=default_at,
+                      hint=_default_hint(typ))
+        return Argument(typ, name, value, True, kwarg_only), name_at
+
+    def type(self) -> Type:
+        toks = self.toks
+        at = self.pos
+        name = toks[at]
+        typ: Type
+        if name in _PLAIN_TYPES and toks[at + 1] != "(":
+            typ = _PLAIN_TYPES[name]
+            self.pos += 1
+        elif name == "(":
+            self.pos += 1
+            elems = [self.type()]
+            while self.accept(","):
+                elems.append(self.type())
+            self.expect(")", "to close the tuple type")
+            typ = TupleType(tuple(elems))
+        else:
+            name = self.ident("a type", hint="types are Tensor, int, SymInt, float, bool, str, Scalar, ScalarType, "
+                              "Device, Layout, MemoryFormat, Generator, Any, with ? for optional and [] for lists")
+            if name == "Dict":
+                self.expect("(", "after Dict")
+                key = self.type()
+                self.expect(",", "between the key and value types of Dict")
+                value = self.type()
+                self.expect(")", "to close Dict(...)")
+                typ = DictType(key, value)
+            else:
+                if name == "None":
+                    name = "NoneType"
+                if name not in KNOWN_TYPES:
+                    if name in RETIRED_TYPES:
+                        self.fail(f"unsupported type {name!r}", index=at, hint=RETIRED_TYPES[name])
+                    close = difflib.get_close_matches(name, sorted(KNOWN_TYPES), n=1)
+                    hint = f"did you mean {close[0]!r}?" if close else "known types: " + ", ".join(sorted(KNOWN_TYPES))
+                    self.fail(f"unknown type {name!r}", index=at, hint=hint)
+                alias = self.alias() if toks[self.pos] == "(" else None
+                typ = BaseType(name, alias)
+        while True:
+            tok = toks[self.pos]
+            if tok == "?":
+                self.pos += 1
+                typ = OptionalType(typ)
+            elif tok == "[":
+                self.pos += 1
+                size = None
+                kind = self.kind()
+                if kind == "number":
+                    text = toks[self.pos]
+                    if not text.isdigit():
+                        self.fail(f"a list size must be a non-negative integer, found {text!r}")
+                    size = int(text)
+                    self.pos += 1
+                elif kind == "hex":
+                    self.fail("hex literals are not allowed", hint="write the size in decimal")
+                self.expect("]", "to close the list type")
+                alias = self.alias() if toks[self.pos] == "(" and self._alias_follows() else None
+                typ = ListType(typ, size, alias)
+            else:
+                return typ
+
+    def _alias_follows(self) -> bool:
+        # After `Tensor[]`, a '(' opens an alias annotation only when an identifier or '*' and then
+        # '!', '|', '->' or ')' follow; anything else belongs to the next token of the schema.
+        k = self.pos + 1
+        return self.kind(k) == "ident" or self.toks[k] == "*"
+
+    def alias(self) -> Alias:
+        self.expect("(", "to open the alias annotation")
+        before = self.alias_set("an alias set name such as 'a'")
+        is_write = self.accept("!")
+        after: list[str] = []
+        if self.accept("->"):
+            after = self.alias_set("an alias set after '->'")
+        if not self.accept(")"):
+            self.fail(f"expected ')' to close the alias annotation, found {self.describe()}",
+                      hint="alias annotations look like (a), (a!), (a|b) or (a -> *)")
+        return Alias(tuple(before), tuple(after), is_write)
+
+    def alias_set(self, what: str) -> list[str]:
+        names = [self.alias_name(what)]
+        while self.accept("|"):
+            names.append(self.alias_name(what))
+        return names
+
+    def alias_name(self, what: str) -> str:
+        if self.accept("*"):
+            return "*"
+        return self.ident(what, hint="alias annotations look like (a), (a!), (a|b) or (a -> *)")
+
+    def default_value(self):
+        kind, text = self.kind(), self.toks[self.pos]
+        if kind == "hex":
+            self.fail(f"hex literal {text!r} as a default",
+                      hint=f"torch silently reads it as 0; write it in decimal ({int(text, 16)})")
+        if kind == "number":
+            self.pos += 1
+            if re.fullmatch(r"-?\d+", text):
+                return int(text)
+            return float(text)
+        if kind == "string":
+            self.pos += 1
+            return _unescape(text[1:-1])
+        if kind == "ident":
+            self.pos += 1
+            if text == "None":
+                return None
+            if text == "True":
+                return True
+            if text == "False":
+                return False
+            if text in ("inf", "nan"):
+                self.fail(f"{text!r} is not a valid default", index=self.pos - 1,
+                          hint="torch rejects it; for an unbounded limit use a large finite value such as 1e+300 "
+                          "(or 9223372036854775807 for an int), or make the argument optional with None")
+            return EnumWord(text)
+        if self.accept("["):
+            items = []
+            if not self.accept("]"):
+                while True:
+                    items.append(self.default_value())
+                    if self.accept("]"):
+                        break
+                    self.expect(",", "between list elements")
+            return tuple(items)
+        self.fail(f"expected a default value, found {self.describe()}",
+                  hint="defaults are None, True, False, numbers, \"strings\", [lists] or enum words such as contiguous_format")
+
+    def returns(self) -> tuple[list[Return], bool, bool]:
+        if self.accept("..."):
+            return [], False, True
+        if self.peek("(") and self.toks[self.pos + 1] == "(" and self._double_paren_tuple():
+            self.pos += 2
+            ret = self.return_()
+            self.expect(")", "to close the 1-tuple of returns")
+            self.expect(")", "to close the returns")
+            return [ret], True, False
+        if self.accept("("):
+            rets: list[Return] = []
+            if self.accept(")"):
+                return rets, False, False
+            while True:
+                rets.append(self.return_())
+                if self.accept(")"):
+                    return rets, len(rets) != 1, False
+                if not self.accept(","):
+                    self.fail(f"expected ',' or ')' in the returns, found {self.describe()}")
+        return [self.return_()], False, False
+
+    def _double_paren_tuple(self) -> bool:
+        # `((Tensor))` is a 1-tuple; `((int, int) a, Tensor b)` starts with a tuple type instead.
+        depth, k = 0, self.pos
+        while self.kind(k) != "eof":
+            v = self.toks[k]
+            if v == "(":
+                depth += 1
+            elif v == ")":
+                depth -= 1
+                if depth == 1:
+                    return self.toks[k + 1] == ")" if k + 1 < len(self.toks) else False
+                if depth == 0:
+                    return False
+            elif v == "," and depth == 2:
+                return False
+            k += 1
+        return False
+
+    def return_(self) -> Return:
+        typ = self.type()
+        name = None
+        if self.kind() == "ident":
+            name = self.toks[self.pos]
+            self.pos += 1
+        return Return(typ, name)
+
+
+def _default_hint(typ: Type) -> str:
+    base = base_name(typ)
+    examples = {
+        "int": "an integer such as 0 or -1", "SymInt": "an integer such as 0 or -1", "float": "a number such as 1.0 or 1e-06",
+        "bool": "True or False", "str": 'a quoted string such as "mean"', "Scalar": "a number such as 1 or 0.5",
+        "ScalarType": "a dtype word such as float32 or long", "Device": 'a quoted device such as "cpu"',
+        "Tensor": "nothing, or None on Tensor?",
+    }
+    text = examples.get(base, "a value of that type")
+    if isinstance(typ, OptionalType):
+        text += ", or None"
+    if isinstance(typ, ListType) or (isinstance(typ, OptionalType) and isinstance(typ.elem, ListType)):
+        text = f"a list of {text}, e.g. [0, 1]"
+    return f"write {text}"
+
+
+def _default_problem(typ: Type, value) -> str | None:
+    if isinstance(typ, OptionalType):
+        return None if value is None else _default_problem(typ.elem, value)
+    if value is None:
+        return "None needs an optional type (add '?')"
+    if isinstance(typ, ListType):
+        if isinstance(value, tuple):
+            for item in value:
+                problem = _default_problem(typ.elem, item)
+                if problem:
+                    return problem
+            if base_name(typ) in ("Tensor", "str", "Generator") and isinstance(typ.elem, BaseType):
+                return f"a {typ.elem.name}[] argument cannot have a list default"
+            return None
+        if typ.size is not None:
+            return _default_problem(typ.elem, value)
+        return "a list type needs a [list] default"
+    if isinstance(value, tuple):
+        return "a list for a non-list type"
+    if not isinstance(typ, BaseType):
+        return "defaults are not supported on this type"
+    t = typ.name
+    if t == "Tensor":
+        return "a Tensor argument can only default to None, and only as Tensor?"
+    if t in _INTEGER_TYPES:
+        if isinstance(value, bool) or isinstance(value, float):
+            return f"{_literal(value)} is not an integer"
+        if isinstance(value, EnumWord):
+            return None if value.word in ENUM_WORDS["int"] else f"unknown word {value.word!r}"
+        return None if isinstance(value, int) else f"{_literal(value)} is not an integer"
+    if t == "float":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return f"{_literal(value)} is not a number"
+        return None
+    if t == "bool":
+        return None if isinstance(value, bool) else f"{_literal(value)} is not True or False"
+    if t == "Scalar":
+        return None if isinstance(value, (int, float)) else f"{_literal(value)} is not a number"
+    if t in ("str", "Device"):
+        return None if isinstance(value, str) else f"{_literal(value)} is not a quoted string"
+    if t in ENUM_WORDS:
+        words = ENUM_WORDS[t]
+        if isinstance(value, EnumWord):
+            if value.word in words:
+                return None
+            close = difflib.get_close_matches(value.word, sorted(words), n=1)
+            return f"unknown {t} {value.word!r}" + (f" (did you mean {close[0]!r}?)" if close else
+                                                    f" (torch accepts {', '.join(sorted(words))})")
+        return None if isinstance(value, int) and not isinstance(value, bool) else f"{_literal(value)} is not a {t}"
+    return f"torch cannot parse a default for type {t!r}"
+
+
+def _literal(value) -> str:
+    return format_default(value)
+
+
+def parse_schema(text: str) -> Schema:
+    """Parse one schema string; raise `SchemaError` (with column, caret and hint) if it is bad."""
+    if not isinstance(text, str):
+        raise SchemaError(f"a schema must be a string, got {type(text).__name__}")
+    stripped = text.strip()
+    if not stripped:
+        raise SchemaError("empty schema", source=text, column=1,
+                          hint='a schema looks like "my_op(Tensor x) -> Tensor"')
+    return _Parser(text).schema()
+
+
+def span_column(schema: Schema, key) -> int | None:
+    """1-based column, inside the parsed text, of a part of the schema.
+
+    `key` is "name", "overload", "returns" or ("arg", name). Worked out on demand so that
+    parsing stays cheap.
+    """
+    index = schema.spans.get(key)
+    if index is None or "text" not in schema.spans:
+        return None
+    return _offsets(schema.spans["text"])[index] + 1
