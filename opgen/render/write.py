@@ -1,0 +1,547 @@
+"""Writing a generated project so that nothing a user owns is ever lost.
+
+`plan_changes` reads the disk and decides, file by file, what to do; it writes nothing and refuses
+the whole plan (listing every problem) when any file would be lost. `apply_plan` then performs it:
+backups first, each file written atomically (temp file in the same directory, fsync, os.replace),
+stale files removed, and the manifest - opgen's memory of what it wrote - replaced last, so a run
+that dies halfway leaves complete files and a manifest that is still true for the next run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import secrets
+import stat
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path, PurePosixPath, PureWindowsPath
+
+from .. import __version__
+from ..schema.errors import OpgenError
+
+MANIFEST = ".opgen/manifest.json"
+BACKUP_DIR = ".opgen/backup"
+MANIFEST_FORMAT = 1
+OWNERS = ("generated", "user")
+# Display order of Plan.render() and Plan.summary: what writes first, then what only reports.
+KINDS = ("create", "update", "overwrite", "remove", "unchanged", "keep", "orphan")
+WRITING_KINDS = frozenset({"create", "update", "overwrite", "remove"})
+_RESERVED = PurePosixPath(MANIFEST).parts[0]
+_FORCE_HINT = "re-run with --force to overwrite (the replaced text is saved under .opgen/backup/)"
+
+
+@dataclass(frozen=True)
+class PlannedFile:
+    """One file of the project. `owner`: "generated" (opgen may regenerate it) or "user" (created once)."""
+
+    path: str
+    content: str
+    owner: str
+    executable: bool = False
+
+    def __post_init__(self) -> None:
+        if self.owner not in OWNERS:
+            raise ValueError(f"PlannedFile.owner must be one of {OWNERS}, not {self.owner!r}")
+        if not isinstance(self.path, str) or not isinstance(self.content, str):
+            raise TypeError("PlannedFile.path and PlannedFile.content must be str")
+
+    @property
+    def data(self) -> bytes:
+        return self.content.encode("utf-8")
+
+    @property
+    def sha256(self) -> str:
+        return _sha256(self.data)
+
+
+@dataclass(frozen=True)
+class Action:
+    """What happens to one path. `file` is the planned file (None for remove/orphan); `backup` is where
+    the text being replaced is saved (relative to the project); `expected_sha256` is what the disk held
+    when the plan was made (None: no file), re-checked before anything is written."""
+
+    path: str
+    kind: str
+    reason: str = ""
+    file: PlannedFile | None = None
+    backup: str | None = None
+    expected_sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Why a plan was refused. `forceable`: --force would resolve it (with a backup)."""
+
+    path: str
+    message: str
+    forceable: bool = False
+
+    def __str__(self) -> str:
+        if not self.path:
+            return self.message
+        shown = self.path if self.path.isprintable() else repr(self.path)
+        return f"{shown}: {self.message}"
+
+
+class WriteRefused(OpgenError):
+    """The plan would lose user text or escape the project; nothing was written."""
+
+    def __init__(self, out_dir: Path, problems: list[Problem]) -> None:
+        self.problems = problems
+        lines = [f"refusing to write {out_dir}: {len(problems)} problem{'s' if len(problems) != 1 else ''}"]
+        lines += [f"  - {problem}" for problem in problems]
+        if all(problem.forceable for problem in problems):
+            hint = _FORCE_HINT + ", or move your edits into a user-owned file (kernels, TODO fakes)"
+        else:
+            hint = "nothing was written; fix the problems above (paths come from the spec)"
+            if any(problem.forceable for problem in problems):
+                hint += "; --force only resolves the ones about edited or unknown files"
+        super().__init__("\n".join(lines), hint=hint)
+
+
+@dataclass(frozen=True)
+class Plan:
+    out_dir: Path
+    actions: list[Action]
+    manifest_text: str
+    old_manifest_text: str | None = None
+    backup_dir: str | None = None
+    force: bool = False
+
+    @property
+    def summary(self) -> dict[str, int]:
+        """Number of actions of each kind, every kind present, in KINDS order."""
+        counts = dict.fromkeys(KINDS, 0)
+        for action in self.actions:
+            counts[action.kind] += 1
+        return counts
+
+    @property
+    def manifest_changed(self) -> bool:
+        return self.manifest_text != self.old_manifest_text
+
+    @property
+    def changed(self) -> bool:
+        """True when applying the plan would change anything on disk."""
+        return self.manifest_changed or any(action.kind in WRITING_KINDS for action in self.actions)
+
+    def render(self, *, include_unchanged: bool = True) -> str:
+        """One line per action ("create     pkg/_ops.py"), sorted by path, then a count line."""
+        width = max(len(kind) for kind in KINDS)
+        lines = []
+        for action in self.actions:
+            if action.kind == "unchanged" and not include_unchanged:
+                continue
+            line = f"{action.kind:<{width}}  {action.path}"
+            if action.reason:
+                line += f"  ({action.reason})"
+            lines.append(line)
+        counts = ", ".join(f"{count} {kind}" for kind, count in self.summary.items() if count)
+        lines.append(f"{self.out_dir}: {counts or 'no files'}" + ("" if self.changed else " (nothing to write)"))
+        return "\n".join(lines)
+
+
+def plan_changes(out_dir: str | Path, files: list[PlannedFile], *, force: bool = False) -> Plan:
+    """Decide what writing `files` into `out_dir` does, without writing; raise WriteRefused if unsafe."""
+    root = Path(out_dir)
+    files = sorted(files, key=lambda planned: planned.path)
+    problems = _check_plan_paths(files)
+    blocker = _check_root(root)
+    if blocker is not None:
+        raise WriteRefused(root, [*problems, blocker])
+    bad_paths = {problem.path for problem in problems}
+    disk: dict[str, bytes | None] = {}
+    for path in [planned.path for planned in files if planned.path not in bad_paths] + [MANIFEST]:
+        problem = _check_on_disk(root, path)
+        if problem is not None:
+            problems.append(problem)
+        elif path != MANIFEST:
+            disk[path] = _read(root / path)
+    old_manifest_text, old_entries, manifest_problem = _load_manifest(root, force)
+    if manifest_problem is not None:
+        problems.append(manifest_problem)
+    if old_manifest_text is None and not force and _is_foreign(root, files):
+        problems.insert(0, Problem("", f"opgen did not create {root} (it is not empty and has no {MANIFEST})",
+                                   forceable=True))
+
+    backup_dir = _backup_dir_name(root)
+    actions: list[Action] = []
+    entries: dict[str, dict] = {}
+    for planned in files:
+        if planned.path not in disk:
+            continue  # its path problem is already reported
+        action, entry, problem = _decide(planned, disk[planned.path], old_entries.get(planned.path), force,
+                                         backup_dir, root)
+        if problem is not None:
+            problems.append(problem)
+            continue
+        actions.append(action)
+        entries[planned.path] = entry
+    for path in sorted(set(old_entries) - {planned.path for planned in files}):
+        action = _decide_stale(root, path, old_entries[path])
+        if action is not None:
+            actions.append(action)
+    if problems:
+        raise WriteRefused(root, problems)
+    actions.sort(key=lambda action: action.path)
+    uses_backup = any(action.backup for action in actions)
+    return Plan(root, actions, _manifest_text(entries), old_manifest_text, backup_dir if uses_backup else None, force)
+
+
+def apply_plan(plan: Plan) -> None:
+    """Perform `plan`: backups, atomic writes, removals, then the manifest. Writes nothing when the disk
+    no longer looks the way it did when the plan was made."""
+    root = plan.out_dir
+    _verify_unchanged_since_plan(plan)
+    if not plan.changed:
+        return
+    touched_dirs: set[Path] = set()
+    for action in plan.actions:
+        if action.backup:
+            target = root / action.backup
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _atomic_write(target, (root / action.path).read_bytes(), executable=False)
+            touched_dirs.add(target.parent)
+    for action in plan.actions:
+        if action.kind in ("create", "update", "overwrite"):
+            assert action.file is not None
+            target = root / action.path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _ensure_inside(root, target)
+            current = _read(target)
+            if current == action.file.data:
+                _set_executable(target, action.file.executable)  # only the mode differed
+            else:
+                _atomic_write(target, action.file.data, executable=action.file.executable,
+                              like=target if current is not None else None)
+            touched_dirs.add(target.parent)
+    for action in plan.actions:
+        if action.kind == "remove":
+            target = root / action.path
+            target.unlink()
+            touched_dirs.add(target.parent)
+            _remove_empty_parents(root, target.parent)
+    for directory in sorted(touched_dirs):
+        _fsync_dir(directory)
+    if plan.manifest_changed:
+        manifest = root / MANIFEST
+        manifest.parent.mkdir(parents=True, exist_ok=True)
+        _atomic_write(manifest, plan.manifest_text.encode("utf-8"), executable=False)
+        _fsync_dir(manifest.parent)
+
+
+# --- deciding -------------------------------------------------------------------------------------
+
+
+def _decide(planned: PlannedFile, current: bytes | None, old: dict | None, force: bool, backup_dir: str,
+            root: Path) -> tuple[Action | None, dict, Problem | None]:
+    """The action for one planned file, its new manifest entry, or the problem that blocks it."""
+    entry = {"owner": planned.owner, "sha256": planned.sha256, "executable": planned.executable}
+    if current is None:
+        reason = "deleted since the last run; recreated" if old is not None else ""
+        return Action(planned.path, "create", reason, planned), entry, None
+    current_sha = _sha256(current)
+    old_owner = None if old is None else old.get("owner")
+    untouched = old is not None and old.get("sha256") == current_sha  # disk still holds what opgen wrote
+    if planned.owner == "user":
+        if old_owner == "generated" and untouched and current != planned.data:
+            return (Action(planned.path, "update", "was generated and not edited; now yours", planned,
+                           expected_sha256=current_sha), entry, None)
+        if old is not None:
+            entry["sha256"] = old.get("sha256")
+        elif current != planned.data:
+            entry["sha256"] = None  # opgen never wrote this text
+        if old_owner == "generated":
+            reason = "now yours" if untouched else "now yours; your edits kept"
+        else:
+            reason = "yours; never overwritten"
+        return Action(planned.path, "keep", reason, planned), entry, None
+    if current == planned.data:
+        if os.name != "nt" and _is_executable(root / planned.path) != planned.executable:
+            return (Action(planned.path, "update", "executable bit", planned, expected_sha256=current_sha),
+                    entry, None)
+        reason = "was yours and not edited; now generated" if old_owner == "user" else ""
+        return Action(planned.path, "unchanged", reason, planned, expected_sha256=current_sha), entry, None
+    if untouched:
+        reason = "was yours and not edited; now generated" if old_owner == "user" else ""
+        return Action(planned.path, "update", reason, planned, expected_sha256=current_sha), entry, None
+    if old is None:
+        why = "exists, but opgen did not write it"
+    elif old_owner == "user":
+        why = "was yours and is now generated, but holds your edits"
+    else:
+        why = "edited by hand since opgen generated it"
+    backup = f"{backup_dir}/{planned.path}"
+    if not force:
+        return None, entry, Problem(planned.path, f"{why}; --force replaces it and saves your version to {backup}",
+                                    forceable=True)
+    return (Action(planned.path, "overwrite", f"{why}; your version saved to {backup}", planned, backup,
+                   expected_sha256=current_sha), entry, None)
+
+
+def _decide_stale(root: Path, path: str, old: dict) -> Action | None:
+    """A file the last run wrote that this plan no longer has: removed if nobody edited it."""
+    target = root / path
+    if not target.exists() and not target.is_symlink():
+        return None  # already gone
+    if _check_on_disk(root, path) is not None or not target.is_file():
+        return Action(path, "orphan", "no longer planned and no longer a plain file; left in place")
+    current_sha = _sha256(target.read_bytes())
+    if old.get("owner") == "user":
+        return Action(path, "orphan", "yours and no longer planned; left in place", expected_sha256=current_sha)
+    if old.get("sha256") == current_sha:
+        return Action(path, "remove", "no longer generated", expected_sha256=current_sha)
+    return Action(path, "orphan", "no longer generated, but edited by hand; left in place",
+                  expected_sha256=current_sha)
+
+
+def _is_foreign(root: Path, files: list[PlannedFile]) -> bool:
+    """Whether `root` holds anything besides opgen's own files (an interrupted first run is not foreign)."""
+    if not root.is_dir():
+        return False
+    planned = {planned.path: planned.data for planned in files}
+    parents = {str(parent) for path in planned for parent in PurePosixPath(path).parents if str(parent) != "."}
+
+    def foreign(directory: Path, prefix: str) -> bool:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                rel = f"{prefix}{entry.name}"
+                if rel == _RESERVED:
+                    continue
+                if entry.is_dir(follow_symlinks=False) and rel in parents:
+                    if foreign(Path(entry.path), rel + "/"):
+                        return True
+                elif not (entry.is_file(follow_symlinks=False) and rel in planned
+                          and planned[rel] == _read(Path(entry.path))):
+                    return True
+        return False
+
+    return foreign(root, "")
+
+
+# --- paths ----------------------------------------------------------------------------------------
+
+
+def _check_plan_paths(files: list[PlannedFile]) -> list[Problem]:
+    problems = []
+    seen: dict[str, str] = {}
+    for planned in files:
+        message = _path_error(planned.path)
+        if message is not None:
+            problems.append(Problem(planned.path, message))
+            continue
+        folded = planned.path.casefold()
+        if folded in seen:
+            same = seen[folded] == planned.path
+            problems.append(Problem(planned.path, "planned twice" if same else
+                                    f"differs from {seen[folded]} only in case (they collide on macOS/Windows)"))
+        seen[folded] = planned.path
+    paths = set(seen.values())
+    for path in sorted(paths):
+        for parent in PurePosixPath(path).parents:
+            if str(parent) in paths:
+                problems.append(Problem(path, f"needs {parent} to be a directory, but it is also a planned file"))
+    return problems
+
+
+def _path_error(path: str) -> str | None:
+    """Why `path` cannot name a file inside the project, or None. Names come from user specs."""
+    if not path:
+        return "empty path"
+    if any(ord(char) < 32 or char == "\x7f" for char in path):
+        return "contains a control character"
+    if "\\" in path:
+        return "contains a backslash; use / to separate directories"
+    if path.startswith("/") or PureWindowsPath(path).drive or PureWindowsPath(path).root:
+        return "is absolute; paths must be relative to the project directory"
+    parts = path.split("/")
+    if ".." in parts:
+        return "contains '..'; paths must stay inside the project directory"
+    if any(part in ("", ".") for part in parts):
+        return "has an empty or '.' component"
+    if parts[0] == _RESERVED:
+        return f"is inside {_RESERVED}/, which opgen keeps for itself"
+    return None
+
+
+def _check_root(root: Path) -> Problem | None:
+    """The project directory, or the nearest existing directory above it, must be a directory."""
+    existing = root
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if existing.exists() and not existing.is_dir():
+        return Problem("", f"{existing} exists and is not a directory")
+    return None
+
+
+def _check_on_disk(root: Path, path: str) -> Problem | None:
+    """What on disk stops `path` from being a plain file inside `root`: a symlink, a directory, a file
+    where a directory is needed."""
+    real_root = root.resolve()
+    current = root
+    parts = PurePosixPath(path).parts
+    for depth, part in enumerate(parts):
+        current = current / part
+        last = depth == len(parts) - 1
+        shown = "/".join(parts[: depth + 1])
+        if current.is_symlink():
+            if last:
+                return Problem(path, "is a symbolic link; opgen only writes plain files")
+            if not _inside(real_root, current.resolve()):
+                return Problem(path, f"{shown} is a symbolic link to {os.readlink(current)}, outside {root}")
+        if not current.exists():
+            return None
+        if last and current.is_dir():
+            return Problem(path, "is a directory, but opgen needs to write a file there")
+        if not last and not current.is_dir():
+            return Problem(path, f"{shown} is a file, but opgen needs it to be a directory")
+    return None
+
+
+def _inside(root: Path, candidate: Path) -> bool:
+    return candidate == root or root in candidate.parents
+
+
+def _ensure_inside(root: Path, target: Path) -> None:
+    if not _inside(root.resolve(), target.parent.resolve()):
+        raise OpgenError(f"{target} is outside {root}: a symbolic link changed while opgen was writing",
+                         hint="nothing after this file was written; check the directory and re-run")
+
+
+# --- manifest -------------------------------------------------------------------------------------
+
+
+def _load_manifest(root: Path, force: bool) -> tuple[str | None, dict[str, dict], Problem | None]:
+    """The previous manifest's text and entries; a damaged one is a problem (--force ignores it)."""
+    manifest = root / MANIFEST
+    if not manifest.is_file():
+        return None, {}, None
+    text = manifest.read_text(encoding="utf-8", errors="replace")
+    try:
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise TypeError("not a JSON object")
+        if data.get("format") != MANIFEST_FORMAT:
+            return text, {}, Problem(MANIFEST, f"has format {data.get('format')!r}; this opgen "
+                                               f"({__version__}) reads format {MANIFEST_FORMAT}: upgrade opgen")
+        entries = data["files"]
+        for path, entry in entries.items():
+            if _path_error(path) is not None or not isinstance(entry, dict) or entry.get("owner") not in OWNERS:
+                raise ValueError(f"bad entry {path!r}")
+    except (ValueError, KeyError, AttributeError, TypeError) as error:
+        if force:
+            return text, {}, None
+        return text, {}, Problem(MANIFEST, f"is damaged ({error}); with --force opgen ignores it and treats every "
+                                           "existing file as unknown", forceable=True)
+    return text, entries, None
+
+
+def _manifest_text(entries: dict[str, dict]) -> str:
+    data = {"format": MANIFEST_FORMAT, "generator": "opgen", "opgen_version": __version__, "files": entries}
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
+def _backup_dir_name(root: Path) -> str:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    name, counter = f"{BACKUP_DIR}/{stamp}", 1
+    while (root / name).exists():
+        counter += 1
+        name = f"{BACKUP_DIR}/{stamp}-{counter}"
+    return name
+
+
+# --- disk -----------------------------------------------------------------------------------------
+
+
+def _verify_unchanged_since_plan(plan: Plan) -> None:
+    stale = []
+    for action in plan.actions:
+        if action.kind not in WRITING_KINDS:
+            continue
+        current = _read(plan.out_dir / action.path)
+        if (None if current is None else _sha256(current)) != action.expected_sha256:
+            stale.append(action.path)
+        if action.backup and (plan.out_dir / action.backup).exists():
+            stale.append(action.backup)
+    current_manifest = _read(plan.out_dir / MANIFEST)
+    if (None if current_manifest is None else current_manifest.decode("utf-8", "replace")) != plan.old_manifest_text:
+        stale.append(MANIFEST)
+    if stale:
+        raise OpgenError(f"{plan.out_dir} changed after opgen planned the write: {', '.join(stale)}",
+                         hint="nothing was written; re-run opgen")
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return None
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _is_executable(path: Path) -> bool:
+    return bool(path.stat().st_mode & stat.S_IXUSR)
+
+
+def _with_executable(mode: int, executable: bool) -> int:
+    if executable:
+        return mode | ((mode & 0o444) >> 2)  # x wherever r is, like `chmod +x` under the user's umask
+    return mode & ~0o111
+
+
+def _set_executable(path: Path, executable: bool) -> None:
+    os.chmod(path, _with_executable(stat.S_IMODE(path.stat().st_mode), executable))
+
+
+def _atomic_write(target: Path, data: bytes, *, executable: bool, like: Path | None = None) -> None:
+    """Replace `target` by `data` all at once: readers see the old file or the new one, never a part.
+    New files get the umask's permissions; a replaced file keeps its own (`like`)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    while True:
+        temp = target.parent / f".{target.name}.{secrets.token_hex(4)}.opgen-tmp"
+        try:
+            descriptor = os.open(temp, flags, 0o777 if executable else 0o666)
+            break
+        except FileExistsError:
+            continue
+    try:
+        with os.fdopen(descriptor, "wb") as stream:
+            stream.write(data)
+            stream.flush()
+            os.fsync(stream.fileno())
+        if like is not None:
+            os.chmod(temp, _with_executable(stat.S_IMODE(like.stat().st_mode), executable))
+        os.replace(temp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make the renames inside `directory` durable (POSIX; Windows cannot open a directory)."""
+    try:
+        descriptor = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass
+    finally:
+        os.close(descriptor)
+
+
+def _remove_empty_parents(root: Path, directory: Path) -> None:
+    while directory != root and root in directory.parents:
+        try:
+            directory.rmdir()
+        except OSError:
+            return
+        directory = directory.parent
