@@ -159,7 +159,10 @@ def plan_changes(out_dir: str | Path, files: list[PlannedFile], *, force: bool =
         if problem is not None:
             problems.append(problem)
         elif path != MANIFEST:
-            disk[path] = _read(root / path)
+            try:
+                disk[path] = _read(root / path)
+            except OSError as error:
+                problems.append(Problem(path, f"cannot be read ({error.strerror or error})"))
     old_manifest_text, old_entries, manifest_problem = _load_manifest(root, force)
     if manifest_problem is not None:
         problems.append(manifest_problem)
@@ -199,6 +202,8 @@ def apply_plan(plan: Plan) -> None:
     if not plan.changed:
         return
     touched_dirs: set[Path] = set()
+    if plan.backup_dir:
+        _ignore_backups(root)
     for action in plan.actions:
         if action.backup:
             target = root / action.backup
@@ -442,6 +447,14 @@ def _load_manifest(root: Path, force: bool) -> tuple[str | None, dict[str, dict]
 def _manifest_text(entries: dict[str, dict]) -> str:
     data = {"format": MANIFEST_FORMAT, "generator": "opgen", "opgen_version": __version__, "files": entries}
     return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
+def _ignore_backups(root: Path) -> None:
+    """Backups stay on disk for the user but out of version control; the manifest itself is meant to be committed."""
+    ignore = root / _RESERVED / ".gitignore"
+    if not ignore.exists():
+        ignore.parent.mkdir(parents=True, exist_ok=True)
+        _atomic_write(ignore, b"backup/\n", executable=False)
 
 
 def _backup_dir_name(root: Path) -> str:

@@ -1,0 +1,659 @@
+"""The file writer behind `opgen new`: nothing a user owns is ever lost (DESIGN.md, "Nothing is lost")."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from opgen.render import write
+from opgen.render.write import (
+    BACKUP_DIR,
+    MANIFEST,
+    Action,
+    PlannedFile,
+    WriteRefused,
+    apply_plan,
+    plan_changes,
+)
+from opgen.schema.errors import OpgenError
+
+POSIX = os.name == "posix"
+needs_posix = pytest.mark.skipif(not POSIX, reason="file modes and symlinks are POSIX features")
+
+OPS = PlannedFile("pkg/_ops.py", "import torch\n\nLIB = 1\n", "generated")
+FAKE = PlannedFile("pkg/_fake.py", "def fake(x):\n    return x\n", "generated")
+KERNEL = PlannedFile("pkg/kernel.py", "def kernel(x):\n    raise NotImplementedError('write your kernel here')\n",
+                     "user")
+SCRIPT = PlannedFile("scripts/run.sh", "#!/bin/sh\necho hi\n", "generated", executable=True)
+PROJECT = [OPS, FAKE, KERNEL, SCRIPT]
+
+
+def generate(root: Path, files: list[PlannedFile], *, force: bool = False) -> write.Plan:
+    plan = plan_changes(root, files, force=force)
+    apply_plan(plan)
+    return plan
+
+
+def kinds(plan: write.Plan) -> dict[str, str]:
+    return {action.path: action.kind for action in plan.actions}
+
+
+def edited(file: PlannedFile, content: str) -> PlannedFile:
+    return PlannedFile(file.path, content, file.owner, file.executable)
+
+
+def snapshot(root: Path) -> dict[str, tuple]:
+    """Everything observable about a tree: kind, bytes, mode, mtime and inode of every entry."""
+    state: dict[str, tuple] = {}
+    if not root.exists():
+        return state
+    for directory, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = Path(directory, name)
+            info = path.lstat()
+            if path.is_symlink():
+                content: object = ("link", os.readlink(path))
+            elif path.is_dir():
+                content = "dir"
+            else:
+                content = path.read_bytes()
+            state[path.relative_to(root).as_posix()] = (content, info.st_mode, info.st_mtime_ns, info.st_ino)
+    return state
+
+
+def manifest(root: Path) -> dict:
+    return json.loads((root / MANIFEST).read_text(encoding="utf-8"))
+
+
+def refusal(root: Path, files: list[PlannedFile], *, force: bool = False) -> WriteRefused:
+    before = snapshot(root)
+    with pytest.raises(WriteRefused) as caught:
+        plan_changes(root, files, force=force)
+    assert snapshot(root) == before
+    return caught.value
+
+
+# --- first run ------------------------------------------------------------------------------------
+
+
+def test_missing_directory_gets_every_file_and_a_manifest(tmp_path):
+    root = tmp_path / "deep" / "proj"
+    plan = plan_changes(root, PROJECT)
+    assert not root.exists(), "planning must not create the directory"
+    assert kinds(plan) == dict.fromkeys(["pkg/_fake.py", "pkg/_ops.py", "pkg/kernel.py", "scripts/run.sh"], "create")
+    assert plan.changed
+    apply_plan(plan)
+    for file in PROJECT:
+        assert (root / file.path).read_bytes() == file.content.encode()
+    entries = manifest(root)["files"]
+    assert entries["pkg/_ops.py"] == {"owner": "generated", "sha256": OPS.sha256, "executable": False}
+    assert entries["pkg/kernel.py"]["owner"] == "user"
+    assert entries["scripts/run.sh"]["executable"] is True
+    assert sorted(entries) == sorted(file.path for file in PROJECT)
+
+
+def test_empty_existing_directory_is_filled(tmp_path):
+    plan = generate(tmp_path, PROJECT)
+    assert set(kinds(plan).values()) == {"create"}
+
+
+def test_content_is_written_as_utf8_with_newlines_untranslated(tmp_path):
+    text = "# naïve résumé – 算子\nx = 'µ'\n"
+    generate(tmp_path, [PlannedFile("pkg/ü.py", text, "generated")])
+    assert (tmp_path / "pkg/ü.py").read_bytes() == text.encode("utf-8")
+    assert b"\r" not in (tmp_path / "pkg/ü.py").read_bytes()
+
+
+def test_directory_opgen_did_not_create_is_refused(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine\n")
+    error = refusal(tmp_path, PROJECT)
+    assert f"opgen did not create {tmp_path}" in error.render()
+    assert "--force" in error.render()
+    assert all(problem.forceable for problem in error.problems)
+
+
+def test_force_into_foreign_directory_backs_up_what_it_replaces_and_leaves_the_rest(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine\n")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg/_ops.py").write_text("my own ops\n")
+    (tmp_path / "pkg/kernel.py").write_text("my kernel\n")
+    plan = generate(tmp_path, PROJECT, force=True)
+    assert kinds(plan) == {"pkg/_fake.py": "create", "pkg/_ops.py": "overwrite", "pkg/kernel.py": "keep",
+                           "scripts/run.sh": "create"}
+    assert (tmp_path / "notes.txt").read_text() == "mine\n"
+    assert (tmp_path / "pkg/kernel.py").read_text() == "my kernel\n"
+    assert (tmp_path / "pkg/_ops.py").read_text() == OPS.content
+    backup = tmp_path / plan.backup_dir / "pkg/_ops.py"
+    assert backup.read_text() == "my own ops\n"
+    assert plan.backup_dir.startswith(BACKUP_DIR + "/")
+    assert (tmp_path / ".opgen/.gitignore").read_text() == "backup/\n"
+    # the kept kernel was never written by opgen, so a later owner change treats it as edited
+    assert manifest(tmp_path)["files"]["pkg/kernel.py"]["sha256"] is None
+
+
+def test_interrupted_first_run_is_resumed_without_force(tmp_path):
+    """A first run that died before its manifest left only complete planned files: not a foreign directory."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg/_ops.py").write_text(OPS.content)
+    plan = generate(tmp_path, PROJECT)
+    assert kinds(plan)["pkg/_ops.py"] == "unchanged"
+    assert kinds(plan)["pkg/_fake.py"] == "create"
+
+
+def test_directory_with_a_stray_file_in_a_planned_folder_is_foreign(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg/_ops.py").write_text(OPS.content)
+    (tmp_path / "pkg/extra.py").write_text("x\n")
+    refusal(tmp_path, PROJECT)
+
+
+# --- regeneration ---------------------------------------------------------------------------------
+
+
+def test_second_identical_run_changes_nothing(tmp_path):
+    generate(tmp_path, PROJECT)
+    before = snapshot(tmp_path)
+    plan = plan_changes(tmp_path, PROJECT)
+    assert kinds(plan) == {"pkg/_fake.py": "unchanged", "pkg/_ops.py": "unchanged", "pkg/kernel.py": "keep",
+                           "scripts/run.sh": "unchanged"}
+    assert not plan.changed
+    assert plan.summary == {"create": 0, "update": 0, "overwrite": 0, "remove": 0, "unchanged": 3, "keep": 1,
+                            "orphan": 0}
+    apply_plan(plan)
+    assert snapshot(tmp_path) == before  # same bytes, modes, mtimes and inodes, manifest included
+
+
+def test_new_generated_content_updates_unedited_files_only(tmp_path):
+    generate(tmp_path, PROJECT)
+    fake_before = snapshot(tmp_path)["pkg/_fake.py"]
+    new_ops = edited(OPS, OPS.content + "LIB2 = 2\n")
+    plan = generate(tmp_path, [new_ops, FAKE, KERNEL, SCRIPT])
+    assert kinds(plan)["pkg/_ops.py"] == "update"
+    assert (tmp_path / "pkg/_ops.py").read_text() == new_ops.content
+    assert snapshot(tmp_path)["pkg/_fake.py"] == fake_before
+    assert manifest(tmp_path)["files"]["pkg/_ops.py"]["sha256"] == new_ops.sha256
+
+
+def test_user_files_are_never_overwritten_even_with_force(tmp_path):
+    generate(tmp_path, PROJECT)
+    (tmp_path / "pkg/kernel.py").write_text("def kernel(x):\n    return x * 2\n")
+    new_template = edited(KERNEL, "def kernel(x):\n    raise RuntimeError('new stub')\n")
+    for force in (False, True):
+        plan = generate(tmp_path, [OPS, FAKE, new_template, SCRIPT], force=force)
+        assert kinds(plan)["pkg/kernel.py"] == "keep"
+        assert (tmp_path / "pkg/kernel.py").read_text() == "def kernel(x):\n    return x * 2\n"
+    # an untouched user file is also kept when its template changes: created once, never overwritten
+    assert manifest(tmp_path)["files"]["pkg/kernel.py"]["sha256"] == KERNEL.sha256
+
+
+def test_deleted_files_are_recreated(tmp_path):
+    generate(tmp_path, PROJECT)
+    (tmp_path / "pkg/_ops.py").unlink()
+    (tmp_path / "pkg/kernel.py").unlink()
+    plan = generate(tmp_path, PROJECT)
+    assert kinds(plan)["pkg/_ops.py"] == "create"
+    assert kinds(plan)["pkg/kernel.py"] == "create"
+    assert "recreated" in plan.render()
+    assert (tmp_path / "pkg/_ops.py").read_text() == OPS.content
+    assert (tmp_path / "pkg/kernel.py").read_text() == KERNEL.content
+
+
+def test_hand_edited_generated_file_is_refused_naming_the_file(tmp_path):
+    generate(tmp_path, PROJECT)
+    (tmp_path / "pkg/_ops.py").write_text("# my tweak\n")
+    error = refusal(tmp_path, [edited(OPS, "new\n"), FAKE, KERNEL, SCRIPT])
+    text = error.render()
+    assert "pkg/_ops.py: edited by hand" in text
+    assert "--force" in text and "user-owned file" in text
+    assert [problem.path for problem in error.problems] == ["pkg/_ops.py"]
+
+
+def test_hand_edited_generated_file_is_refused_even_if_the_template_did_not_change(tmp_path):
+    generate(tmp_path, PROJECT)
+    (tmp_path / "pkg/_ops.py").write_text("# my tweak\n")
+    refusal(tmp_path, PROJECT)
+
+
+def test_force_overwrites_an_edit_after_saving_it(tmp_path):
+    generate(tmp_path, PROJECT)
+    (tmp_path / "pkg/_ops.py").write_text("# my tweak\n")
+    plan = generate(tmp_path, PROJECT, force=True)
+    (action,) = [action for action in plan.actions if action.kind == "overwrite"]
+    assert action.path == "pkg/_ops.py" and action.backup == f"{plan.backup_dir}/pkg/_ops.py"
+    assert (tmp_path / action.backup).read_text() == "# my tweak\n"
+    assert action.backup in plan.render()
+    assert (tmp_path / "pkg/_ops.py").read_text() == OPS.content
+    # a second forced overwrite in the same second gets its own backup folder
+    (tmp_path / "pkg/_ops.py").write_text("# tweak two\n")
+    second = generate(tmp_path, PROJECT, force=True)
+    assert second.backup_dir != plan.backup_dir
+    assert (tmp_path / plan.backup_dir / "pkg/_ops.py").read_text() == "# my tweak\n"
+    assert (tmp_path / second.backup_dir / "pkg/_ops.py").read_text() == "# tweak two\n"
+
+
+def test_an_edit_that_equals_the_new_output_is_simply_unchanged(tmp_path):
+    generate(tmp_path, PROJECT)
+    new_ops = edited(OPS, "the same text the user typed\n")
+    (tmp_path / "pkg/_ops.py").write_text(new_ops.content)
+    plan = generate(tmp_path, [new_ops, FAKE, KERNEL, SCRIPT])
+    assert kinds(plan)["pkg/_ops.py"] == "unchanged"
+    assert manifest(tmp_path)["files"]["pkg/_ops.py"]["sha256"] == new_ops.sha256
+
+
+def test_unknown_file_at_a_generated_path_is_refused(tmp_path):
+    generate(tmp_path, PROJECT)
+    extra = PlannedFile("pkg/_extra.py", "generated\n", "generated")
+    (tmp_path / "pkg/_extra.py").write_text("user wrote this first\n")
+    error = refusal(tmp_path, [*PROJECT, extra])
+    assert "opgen did not write it" in error.render()
+    plan = generate(tmp_path, [*PROJECT, extra], force=True)
+    assert kinds(plan)["pkg/_extra.py"] == "overwrite"
+    assert (tmp_path / plan.backup_dir / "pkg/_extra.py").read_text() == "user wrote this first\n"
+
+
+def test_every_problem_is_listed_at_once(tmp_path):
+    generate(tmp_path, PROJECT)
+    (tmp_path / "pkg/_ops.py").write_text("edit 1\n")
+    (tmp_path / "pkg/_fake.py").write_text("edit 2\n")
+    error = refusal(tmp_path, [*PROJECT, PlannedFile("../escape.py", "", "generated"),
+                               PlannedFile("/abs.py", "", "generated")])
+    assert [problem.path for problem in error.problems] == ["../escape.py", "/abs.py", "pkg/_fake.py",
+                                                            "pkg/_ops.py"]
+    assert "4 problems" in error.render()
+    assert "--force only resolves" in error.render()
+
+
+# --- ownership changes ----------------------------------------------------------------------------
+
+
+def test_untouched_user_file_that_becomes_generated_is_updated(tmp_path):
+    todo_fake = PlannedFile("pkg/_fake.py", "raise NotImplementedError('TODO: outputs')\n", "user")
+    generate(tmp_path, [OPS, todo_fake])
+    plan = generate(tmp_path, [OPS, FAKE])
+    assert kinds(plan)["pkg/_fake.py"] == "update"
+    assert "now generated" in plan.render()
+    assert (tmp_path / "pkg/_fake.py").read_text() == FAKE.content
+    assert manifest(tmp_path)["files"]["pkg/_fake.py"]["owner"] == "generated"
+
+
+def test_edited_user_file_that_becomes_generated_is_refused_then_saved_with_force(tmp_path):
+    todo_fake = PlannedFile("pkg/_fake.py", "raise NotImplementedError('TODO: outputs')\n", "user")
+    generate(tmp_path, [OPS, todo_fake])
+    (tmp_path / "pkg/_fake.py").write_text("def fake(x):\n    return x.new_empty(x.shape)\n")
+    error = refusal(tmp_path, [OPS, FAKE])
+    assert "was yours and is now generated" in error.render()
+    plan = generate(tmp_path, [OPS, FAKE], force=True)
+    assert kinds(plan)["pkg/_fake.py"] == "overwrite"
+    assert (tmp_path / plan.backup_dir / "pkg/_fake.py").read_text().endswith("x.new_empty(x.shape)\n")
+
+
+def test_user_file_opgen_never_wrote_that_becomes_generated_counts_as_edited(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg/kernel.py").write_text("hand written before opgen\n")
+    generate(tmp_path, [OPS, KERNEL], force=True)
+    error = refusal(tmp_path, [OPS, PlannedFile("pkg/kernel.py", "generated now\n", "generated")])
+    assert "pkg/kernel.py: was yours and is now generated, but holds your edits" in error.render()
+
+
+def test_generated_file_that_becomes_yours_gets_the_new_text_only_if_unedited(tmp_path):
+    generate(tmp_path, [OPS, FAKE])
+    todo_fake = PlannedFile("pkg/_fake.py", "raise NotImplementedError('TODO: outputs')\n", "user")
+    plan = generate(tmp_path, [OPS, todo_fake])
+    assert kinds(plan)["pkg/_fake.py"] == "update"
+    assert (tmp_path / "pkg/_fake.py").read_text() == todo_fake.content
+    assert manifest(tmp_path)["files"]["pkg/_fake.py"]["owner"] == "user"
+
+    generate(tmp_path, [OPS, FAKE])  # generated again (it was untouched)
+    (tmp_path / "pkg/_fake.py").write_text("my improved fake\n")
+    for force in (True, False):
+        plan = plan_changes(tmp_path, [OPS, todo_fake], force=force)
+        assert kinds(plan)["pkg/_fake.py"] == "keep"
+        assert "now yours; your edits kept" in plan.render()
+    apply_plan(plan)
+    assert (tmp_path / "pkg/_fake.py").read_text() == "my improved fake\n"
+    assert manifest(tmp_path)["files"]["pkg/_fake.py"]["owner"] == "user"
+
+
+# --- stale files ----------------------------------------------------------------------------------
+
+
+def test_stale_unedited_generated_file_is_removed_with_its_empty_folder(tmp_path):
+    extra = PlannedFile("pkg/sub/_old.py", "old\n", "generated")
+    generate(tmp_path, [*PROJECT, extra])
+    plan = generate(tmp_path, PROJECT)
+    assert kinds(plan)["pkg/sub/_old.py"] == "remove"
+    assert not (tmp_path / "pkg/sub").exists()
+    assert "pkg/sub/_old.py" not in manifest(tmp_path)["files"]
+    assert (tmp_path / "pkg").is_dir()
+
+
+def test_stale_edited_generated_file_is_an_orphan_left_in_place(tmp_path):
+    extra = PlannedFile("pkg/_old.py", "old\n", "generated")
+    generate(tmp_path, [*PROJECT, extra])
+    (tmp_path / "pkg/_old.py").write_text("old, but I changed it\n")
+    for force in (False, True):
+        plan = plan_changes(tmp_path, PROJECT, force=force)
+        assert kinds(plan)["pkg/_old.py"] == "orphan"
+        assert "edited by hand; left in place" in plan.render()
+    apply_plan(plan)
+    assert (tmp_path / "pkg/_old.py").read_text() == "old, but I changed it\n"
+    # reported once: afterwards opgen no longer claims the file
+    assert "pkg/_old.py" not in manifest(tmp_path)["files"]
+    assert "pkg/_old.py" not in kinds(plan_changes(tmp_path, PROJECT))
+
+
+def test_stale_user_file_is_left_in_place(tmp_path):
+    generate(tmp_path, PROJECT)
+    plan = generate(tmp_path, [OPS, FAKE, SCRIPT])
+    assert kinds(plan)["pkg/kernel.py"] == "orphan"
+    assert (tmp_path / "pkg/kernel.py").read_text() == KERNEL.content
+
+
+def test_stale_file_the_user_already_deleted_is_forgotten(tmp_path):
+    generate(tmp_path, PROJECT)
+    (tmp_path / "pkg/_fake.py").unlink()
+    plan = generate(tmp_path, [OPS, KERNEL, SCRIPT])
+    assert "pkg/_fake.py" not in kinds(plan)
+    assert "pkg/_fake.py" not in manifest(tmp_path)["files"]
+
+
+# --- paths ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["../up.py", "pkg/../../up.py", "/etc/passwd", "C:/x.py", "pkg\\x.py", "",
+                                  "pkg//x.py", "./x.py", "pkg/", "a\nb.py", ".opgen/manifest.json",
+                                  ".opgen/evil.py"])
+def test_paths_that_leave_the_project_or_are_malformed_are_refused(tmp_path, path):
+    error = refusal(tmp_path, [OPS, PlannedFile(path, "x\n", "generated")])
+    assert [problem.path for problem in error.problems] == [path]
+    assert not error.problems[0].forceable
+    with pytest.raises(WriteRefused):
+        plan_changes(tmp_path, [PlannedFile(path, "x\n", "generated")], force=True)
+
+
+def test_duplicate_case_colliding_and_file_as_folder_paths_are_refused(tmp_path):
+    error = refusal(tmp_path, [OPS, OPS, PlannedFile("pkg/_OPS.py", "", "generated"),
+                               PlannedFile("pkg/_fake.py/inner.py", "", "generated"), FAKE])
+    messages = "\n".join(str(problem) for problem in error.problems)
+    assert "pkg/_ops.py: planned twice" in messages
+    assert "only in case" in messages
+    assert "pkg/_fake.py/inner.py: needs pkg/_fake.py to be a directory" in messages
+
+
+@needs_posix
+def test_symlink_pointing_outside_is_refused_even_with_force(tmp_path):
+    root, outside = tmp_path / "proj", tmp_path / "outside"
+    outside.mkdir()
+    generate(root, [OPS])
+    (root / "scripts").symlink_to(outside, target_is_directory=True)
+    for force in (False, True):
+        error = refusal(root, [OPS, SCRIPT], force=force)
+        assert "scripts is a symbolic link" in error.render()
+    assert list(outside.iterdir()) == []
+
+
+@needs_posix
+def test_symlinked_file_is_refused_and_its_target_untouched(tmp_path):
+    root = tmp_path / "proj"
+    generate(root, [OPS, FAKE])
+    target = tmp_path / "elsewhere.py"
+    target.write_text("precious\n")
+    (root / "pkg/_fake.py").unlink()
+    (root / "pkg/_fake.py").symlink_to(target)
+    error = refusal(root, [OPS, FAKE], force=True)
+    assert "pkg/_fake.py: is a symbolic link" in error.render()
+    assert target.read_text() == "precious\n"
+
+
+@needs_posix
+def test_symlink_inside_the_project_is_followed(tmp_path):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "pkg").symlink_to(tmp_path / "real", target_is_directory=True)
+    (tmp_path / ".opgen").mkdir()
+    (tmp_path / MANIFEST).write_text(write._manifest_text({}))  # an opgen project with no files yet
+    generate(tmp_path, [OPS])
+    assert (tmp_path / "real/_ops.py").read_text() == OPS.content
+
+
+@needs_posix
+def test_stale_entry_behind_an_outside_symlink_is_never_removed(tmp_path):
+    root, outside = tmp_path / "proj", tmp_path / "outside"
+    generate(root, [OPS, FAKE])
+    outside.mkdir()
+    (outside / "_fake.py").write_text(FAKE.content)  # same bytes as the recorded hash
+    (root / "pkg/_fake.py").unlink()
+    (root / "pkg").rename(root / "real")
+    (root / "pkg").symlink_to(outside, target_is_directory=True)
+    (root / "real/_ops.py").rename(outside / "_ops.py")
+    plan = plan_changes(root, [PlannedFile("other.py", "x\n", "generated")])
+    assert kinds(plan)["pkg/_fake.py"] == "orphan"
+    apply_plan(plan)
+    assert (outside / "_fake.py").read_text() == FAKE.content
+
+
+def test_directory_where_a_file_should_be_is_refused_even_with_force(tmp_path):
+    generate(tmp_path, PROJECT)
+    (tmp_path / "pkg/_fake.py").unlink()
+    (tmp_path / "pkg/_fake.py").mkdir()
+    (tmp_path / "pkg/_fake.py/keep.txt").write_text("mine\n")
+    for force in (False, True):
+        error = refusal(tmp_path, PROJECT, force=force)
+        assert "pkg/_fake.py: is a directory" in error.render()
+        assert not error.problems[0].forceable
+
+
+def test_file_where_a_folder_should_be_is_refused(tmp_path):
+    generate(tmp_path, [OPS])
+    (tmp_path / "scripts").write_text("I am a file\n")
+    error = refusal(tmp_path, [OPS, SCRIPT], force=True)
+    assert "scripts is a file, but opgen needs it to be a directory" in error.render()
+
+
+def test_output_directory_that_is_a_file_is_refused(tmp_path):
+    (tmp_path / "proj").write_text("file\n")
+    for out_dir in (tmp_path / "proj", tmp_path / "proj" / "sub"):
+        with pytest.raises(WriteRefused, match="proj exists and is not a directory"):
+            plan_changes(out_dir, [OPS])
+
+
+# --- manifest -------------------------------------------------------------------------------------
+
+
+def test_manifest_is_deterministic_sorted_json(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    generate(a, PROJECT)
+    generate(b, list(reversed(PROJECT)))
+    text = (a / MANIFEST).read_text(encoding="utf-8")
+    assert text == (b / MANIFEST).read_text(encoding="utf-8")
+    assert text == json.dumps(json.loads(text), indent=2, sort_keys=True) + "\n"
+    data = json.loads(text)
+    assert data["opgen_version"] == write.__version__ and data["format"] == write.MANIFEST_FORMAT
+
+
+def test_new_opgen_version_rewrites_only_the_manifest(tmp_path, monkeypatch):
+    generate(tmp_path, PROJECT)
+    before = snapshot(tmp_path)
+    monkeypatch.setattr(write, "__version__", "99.0")
+    plan = plan_changes(tmp_path, PROJECT)
+    assert plan.changed and plan.manifest_changed
+    apply_plan(plan)
+    after = snapshot(tmp_path)
+    assert manifest(tmp_path)["opgen_version"] == "99.0"
+    assert {path for path in after if after[path] != before[path] and after[path][0] != "dir"} == {MANIFEST}
+
+
+@pytest.mark.parametrize("damage", ["{not json", "[]", json.dumps({"format": 1, "files": {"../x": {"owner": "user"}}}),
+                                    json.dumps({"format": 1, "files": {"a.py": {"owner": "root"}}}),
+                                    json.dumps({"format": 1})])
+def test_damaged_manifest_is_refused_and_force_treats_files_as_unknown(tmp_path, damage):
+    generate(tmp_path, PROJECT)
+    (tmp_path / "pkg/_ops.py").write_text("edit\n")
+    (tmp_path / MANIFEST).write_text(damage)
+    error = refusal(tmp_path, PROJECT)
+    assert ".opgen/manifest.json: is damaged" in error.render()
+    plan = generate(tmp_path, PROJECT, force=True)
+    assert kinds(plan)["pkg/_ops.py"] == "overwrite"
+    assert kinds(plan)["pkg/_fake.py"] == "unchanged"
+    assert (tmp_path / plan.backup_dir / "pkg/_ops.py").read_text() == "edit\n"
+    assert manifest(tmp_path)["files"]["pkg/_ops.py"]["sha256"] == OPS.sha256
+
+
+def test_manifest_from_a_newer_opgen_is_refused_even_with_force(tmp_path):
+    generate(tmp_path, PROJECT)
+    (tmp_path / MANIFEST).write_text(json.dumps({"format": 2, "files": {}}))
+    error = refusal(tmp_path, PROJECT, force=True)
+    assert "upgrade opgen" in error.render()
+
+
+# --- modes ----------------------------------------------------------------------------------------
+
+
+@needs_posix
+def test_new_files_follow_the_umask_and_the_executable_flag(tmp_path):
+    old = os.umask(0o027)
+    try:
+        generate(tmp_path, PROJECT)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "pkg/_ops.py").stat().st_mode) == 0o640
+    assert stat.S_IMODE((tmp_path / "scripts/run.sh").stat().st_mode) == 0o750
+    assert stat.S_IMODE((tmp_path / "pkg/kernel.py").stat().st_mode) == 0o640
+
+
+@needs_posix
+def test_update_keeps_the_users_permissions(tmp_path):
+    generate(tmp_path, PROJECT)
+    os.chmod(tmp_path / "pkg/_ops.py", 0o600)
+    os.chmod(tmp_path / "scripts/run.sh", 0o700)
+    generate(tmp_path, [edited(OPS, "v2\n"), FAKE, KERNEL, edited(SCRIPT, "#!/bin/sh\necho v2\n")])
+    assert stat.S_IMODE((tmp_path / "pkg/_ops.py").stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "scripts/run.sh").stat().st_mode) == 0o700
+
+
+@needs_posix
+def test_executable_flag_change_alone_is_a_mode_only_update(tmp_path):
+    generate(tmp_path, PROJECT)
+    inode = (tmp_path / "pkg/_ops.py").stat().st_ino
+    plan = generate(tmp_path, [PlannedFile(OPS.path, OPS.content, "generated", executable=True), FAKE, KERNEL,
+                               SCRIPT])
+    assert kinds(plan)["pkg/_ops.py"] == "update"
+    assert "executable bit" in plan.render()
+    info = (tmp_path / "pkg/_ops.py").stat()
+    assert info.st_mode & stat.S_IXUSR and info.st_ino == inode
+    plan = generate(tmp_path, PROJECT)
+    assert not (tmp_path / "pkg/_ops.py").stat().st_mode & 0o111
+    assert not plan_changes(tmp_path, PROJECT).changed
+
+
+# --- atomicity ------------------------------------------------------------------------------------
+
+
+class HalfWrite:
+    """A stream that writes half of what it is given, then fails like a full disk."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, data):
+        self.stream.write(data[: len(data) // 2])
+        self.stream.flush()
+        raise OSError(28, "No space left on device")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stream.close()
+
+
+def fail_on_call(monkeypatch, name: str, failing_call: int) -> None:
+    real = getattr(os, name)
+    calls = {"n": 0}
+
+    def flaky(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == failing_call:
+            if name == "fdopen":
+                return HalfWrite(real(*args, **kwargs))
+            raise OSError(28, "No space left on device")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(os, name, flaky)
+
+
+@pytest.mark.parametrize(("name", "failing_call", "new_files"),
+                         [("fdopen", 2, 1), ("fsync", 2, 1), ("replace", 2, 1), ("replace", 4, 3)])
+def test_failure_midway_leaves_complete_files_and_a_valid_old_manifest(tmp_path, monkeypatch, name, failing_call,
+                                                                       new_files):
+    """Three files then the manifest are replaced: fail in the 2nd file's write, fsync or rename, or in the
+    manifest's rename."""
+    generate(tmp_path, PROJECT)
+    old_manifest = (tmp_path / MANIFEST).read_bytes()
+    version2 = [edited(OPS, "v2 ops\n"), edited(FAKE, "v2 fake\n"), KERNEL, edited(SCRIPT, "#!/bin/sh\nv2\n")]
+    plan = plan_changes(tmp_path, version2)
+    with monkeypatch.context() as patch:
+        fail_on_call(patch, name, failing_call)
+        with pytest.raises(OSError, match="No space"):
+            apply_plan(plan)
+    # each generated file is entirely old or entirely new, the first `new_files` in write (path) order new
+    pairs = sorted(((old, new) for old, new in zip(PROJECT, version2) if old.owner == "generated"),
+                   key=lambda pair: pair[0].path)
+    states = [(tmp_path / old.path).read_text() for old, _ in pairs]
+    expected = [new.content for _, new in pairs[:new_files]] + [old.content for old, _ in pairs[new_files:]]
+    assert states == expected
+    assert not [path for path in snapshot(tmp_path) if path.endswith(".opgen-tmp")]
+    assert (tmp_path / MANIFEST).read_bytes() == old_manifest
+    # the next run, without --force, finishes the job
+    plan = generate(tmp_path, version2)
+    assert set(kinds(plan).values()) <= {"update", "unchanged", "keep"}
+    for file in version2:
+        assert (tmp_path / file.path).read_text() == file.content
+    assert not plan_changes(tmp_path, version2).changed
+
+
+def test_failure_during_a_first_run_can_be_resumed(tmp_path, monkeypatch):
+    with monkeypatch.context() as patch:
+        fail_on_call(patch, "replace", 3)
+        with pytest.raises(OSError):
+            apply_plan(plan_changes(tmp_path / "proj", PROJECT))
+    assert not (tmp_path / "proj" / MANIFEST).exists()
+    generate(tmp_path / "proj", PROJECT)
+    assert not plan_changes(tmp_path / "proj", PROJECT).changed
+
+
+def test_disk_changed_between_plan_and_apply_writes_nothing(tmp_path):
+    generate(tmp_path, PROJECT)
+    plan = plan_changes(tmp_path, [edited(OPS, "v2\n"), edited(FAKE, "v2\n"), KERNEL, SCRIPT])
+    (tmp_path / "pkg/_ops.py").write_text("edited after the dry run\n")
+    before = snapshot(tmp_path)
+    with pytest.raises(OpgenError, match="changed after opgen planned"):
+        apply_plan(plan)
+    assert snapshot(tmp_path) == before
+
+
+# --- rendering ------------------------------------------------------------------------------------
+
+
+def test_render_is_one_sorted_line_per_action_and_a_count(tmp_path):
+    generate(tmp_path, [*PROJECT, PlannedFile("old.py", "o\n", "generated")])
+    (tmp_path / "pkg/_fake.py").write_text("edit\n")
+    plan = plan_changes(tmp_path, [edited(OPS, "v2\n"), FAKE, KERNEL, SCRIPT], force=True)
+    lines = plan.render().splitlines()
+    assert lines[0] == "remove     old.py  (no longer generated)"
+    assert lines[1].startswith("overwrite  pkg/_fake.py  (edited by hand since opgen generated it; your version "
+                               "saved to .opgen/backup/")
+    assert lines[2:5] == ["update     pkg/_ops.py", "keep       pkg/kernel.py  (yours; never overwritten)",
+                          "unchanged  scripts/run.sh"]
+    assert lines[5] == f"{tmp_path}: 1 update, 1 overwrite, 1 remove, 1 unchanged, 1 keep"
+    assert "scripts/run.sh" not in plan.render(include_unchanged=False)
+    assert plan.render() == plan_changes(tmp_path, [SCRIPT, KERNEL, FAKE, edited(OPS, "v2\n")], force=True).render()
+
+
+def test_planned_file_rejects_an_unknown_owner():
+    with pytest.raises(ValueError, match="owner"):
+        PlannedFile("a.py", "", "opgen")
+    assert Action("a.py", "create").reason == ""
