@@ -1,0 +1,365 @@
+"""The template context: every name, literal and line of code the templates paste, computed here.
+
+Pure data (dicts, lists, strings, bools) so tests can inspect it without rendering, and so the
+templates stay dumb. Text from the spec only reaches generated code as a Python string literal
+(`literal`, `docstring`) or after validation as an identifier; nothing from the spec is ever
+pasted raw into code, a comment or a template.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+from .. import __version__
+from ..contract import custom_op_explicit_schema_reasons, mutates_args
+from ..schema.model import BaseType, EnumWord, ListType, OptionalType, format_default, strip_alias
+from ..schema.types import python_annotation
+from ..spec.model import DEVICES, Example, OpSpec, ProjectSpec, TensorValue
+
+DEVICE_NAMES = {"npu": "NPU", "cuda": "CUDA", "cpu": "CPU"}
+
+
+def literal(text: str) -> str:
+    """A Python string literal for any text (quotes, backslashes, newlines, braces stay inert)."""
+    return json.dumps(text, ensure_ascii=True)
+
+
+def docstring(text: str, indent: str = "") -> str:
+    """A docstring literal: readable triple quotes when that is safe, an escaped literal otherwise."""
+    text = text.strip()
+    safe = (text and all(ch.isprintable() or ch == "\n" for ch in text) and "\\" not in text
+            and '"""' not in text and not text.endswith('"') and text.isascii())
+    if not safe:
+        return literal(text or "(no description)")
+    lines = text.split("\n")
+    if len(lines) == 1:
+        return f'"""{text}"""'
+    body = "\n".join((indent + line) if line.strip() else "" for line in lines[1:])
+    return f'"""{lines[0]}\n{body}\n{indent}"""'
+
+
+def project_context(spec: ProjectSpec) -> dict:
+    """The cookiecutter context of a project: `project_slug` plus everything else under `_opgen`
+    (cookiecutter renders underscore-free values through Jinja; `_opgen` it passes verbatim)."""
+    ops = [op_context(spec, op) for op in spec.ops]
+    device = spec.device
+    return {
+        "project_slug": spec.package,
+        "_opgen": {
+            "opgen_version": __version__,
+            "namespace": spec.namespace,
+            "namespace_literal": literal(spec.namespace),
+            "package": spec.package,
+            "style": spec.style,
+            "device": device,
+            "device_name": DEVICE_NAMES[device],
+            "dispatch_key": DEVICES[device],
+            "dispatch_key_literal": literal(DEVICES[device]),
+            "npu": device == "npu",
+            "cuda": device == "cuda",
+            "spec_text": spec.text,
+            "uses_number": any(op["uses_number"] for op in ops),
+            "has_todo_fakes": any(op["todo_fake"] for op in ops),
+            "has_side_effects": any(op["side_effect"] for op in ops),
+            "public_names": sorted(op["function"] for op in ops),
+            "ops": ops,
+            "npu_skip_reason": literal(f"the ops are generated for device {device!r}, not 'npu'"),
+            "cuda_skip_reason": literal(f"the ops are generated for device {device!r}, not 'cuda'"),
+        },
+    }
+
+
+def op_context(spec: ProjectSpec, op: OpSpec) -> dict:
+    schema = op.schema
+    stem = schema.name + (f"_{schema.overload}" if schema.overload else "")
+    namespace = spec.namespace
+    qualname = f"{namespace}::{schema.op_name}"
+    overload = f"torch.ops.{namespace}.{schema.name}.{schema.overload_or_default}"
+    param_list = _parameters(op)
+    params = ", ".join(param_list)
+    returns = _return_annotation(op)
+    call = ", ".join(a.name if not a.kwarg_only else f"{a.name}={a.name}" for a in schema.arguments)
+    missing = op.missing_semantics
+    kernel_device = spec.device if spec.device != "cpu" else None
+    package = spec.package
+    device_kernel_path = f"{package}/kernels/{stem}_{spec.device}.py"
+    cpu_kernel_path = f"{package}/kernels/{stem}_cpu.py"
+    todo_path = f"{package}/fakes/{stem}.py"
+    explicit = custom_op_explicit_schema_reasons(schema)
+    mutated = mutates_args(schema)
+    fake_lines, expected_lines = _fake_and_expected(op) if not missing else ([], [])
+    examples = [line for example in op.examples for line in _example_lines(op, example)]
+    reference = op.reference
+    todo_message = (f"{qualname} has no fake function: fill {', '.join(missing)} in opgen.yaml and re-run "
+                    f"`opgen new`, or write the fake function by hand in {todo_path}") if missing else ""
+    return {
+        "index": op.index,
+        "name": schema.name,
+        "stem": stem,
+        "function": stem,
+        "qualname": qualname,
+        "qualname_literal": literal(qualname),
+        "op_name_literal": literal(schema.op_name),
+        "overload": overload,
+        "define_line": string_call("lib.define(", schema.signature(with_namespace=False), ")"),
+        "def_public": define(stem, param_list, returns),
+        "def_fake": define(f"_{stem}_fake", param_list, returns),
+        "def_expected": define(f"_{stem}_expected", param_list, "list"),
+        "def_cpu_kernel": define(f"{stem}_cpu", param_list, returns),
+        "def_device_kernel": define(f"{stem}_{spec.device}", param_list, returns),
+        "def_todo_fake": define(f"{stem}_fake", param_list, returns),
+        "def_custom_op": define(stem, param_list, returns),
+        "opcheck_utils": "OPCHECK_UTILS_DYNAMIC" if op.is_dynamic else "OPCHECK_UTILS",
+        "device_registered_assert": _device_registered_assert(spec, qualname),
+        "custom_op_schema_literal": literal(_schema_tail(schema)) if explicit else "",
+        "doc": docstring(op.doc or f"The {qualname} operator.", "    "),
+        "params": params,
+        "returns": returns,
+        "call": call,
+        "mutates_args": "(" + "".join(f"{literal(n)}, " for n in mutated).rstrip(" ") + ")" if mutated else "()",
+        "mutable": bool(mutated),
+        "side_effect": not schema.returns and not schema.is_mutable,
+        "dynamic": op.is_dynamic,
+        "uses_number": "Number" in params or "Number" in returns,
+        # kernels (user-owned files, created once)
+        "kernel_device": kernel_device,
+        "device_kernel": f"{stem}_{spec.device}",
+        "device_type_literal": literal(spec.device),
+        "device_kernel_error": literal(f"{qualname} has no {DEVICE_NAMES[spec.device]} kernel yet: write it in "
+                                       f"{device_kernel_path}"),
+        "cpu_kernel": f"{stem}_cpu",
+        "cpu_kernel_body": _reference_body(reference) if reference else [],
+        "cpu_kernel_error": literal(f"{qualname} has no CPU reference kernel yet: write it in {cpu_kernel_path} "
+                                    f"(or give ops[{op.index}].reference in opgen.yaml before the first generation)"),
+        "cpu_kernel_imports": _imports(reference or "", params + returns),
+        "has_reference": reference is not None,
+        # fake function
+        "todo_fake": bool(missing),
+        "todo_fake_function": f"{stem}_fake",
+        "todo_message": literal(todo_message),
+        "todo_fields": ", ".join(missing),
+        "fake_lines": fake_lines,
+        "expected_lines": expected_lines,
+        # tests
+        "example_lines": examples,
+        "has_examples": bool(op.examples),
+        "derived_example": bool(op.examples) and op.examples[0].derived,
+        "no_example_reason": literal(f"no example inputs for {qualname}: add ops[{op.index}].examples to opgen.yaml"),
+        "mutated_keys": _mutated_keys(op),
+        "dynamic_skip_reason": literal(f"{qualname} has a data-dependent output size (`dynamic`); a captured graph "
+                                       "cannot return a size known only at run time"),
+    }
+
+
+LINE_LENGTH = 120
+
+
+def define(name: str, params: list[str], returns: str) -> str:
+    """A `def` line, wrapped one parameter per line when it would be too long."""
+    line = f"def {name}({', '.join(params)}) -> {returns}:"
+    if len(line) <= LINE_LENGTH:
+        return line
+    return f"def {name}(\n" + "".join(f"    {param},\n" for param in params) + f") -> {returns}:"
+
+
+def string_call(prefix: str, text: str, suffix: str) -> str:
+    """`prefix"text"suffix`, with the literal split over lines (implicit concatenation) when too long."""
+    line = prefix + literal(text) + suffix
+    if len(line) <= LINE_LENGTH:
+        return line
+    pieces, current = [], ""
+    for part in text.split(", "):
+        candidate = part if not current else current + ", " + part
+        if current and len(literal(candidate)) > LINE_LENGTH - 8:
+            pieces.append(current + ", ")
+            current = part
+        else:
+            current = candidate
+    pieces.append(current)
+    return prefix + "\n" + "".join(f"    {literal(piece)}\n" for piece in pieces) + suffix
+
+
+def _device_registered_assert(spec: ProjectSpec, qualname: str) -> str:
+    has = f"torch._C._dispatch_has_kernel_for_dispatch_key({literal(qualname)}, {literal(DEVICES[spec.device])})"
+    if spec.device == "npu" and spec.style == "custom_op":
+        return f"assert {has} == {spec.package}.ops.NPU_BACKEND  # custom_op needs the \"npu\" device type"
+    return f"assert {has}"
+
+
+def _schema_tail(schema) -> str:
+    """The schema without its name, as `custom_op(schema=...)` wants it."""
+    text = schema.signature(with_namespace=False)
+    return text[text.index("("):]
+
+
+def _parameters(op: OpSpec) -> list[str]:
+    parts = []
+    star = False
+    for arg in op.schema.arguments:
+        if arg.kwarg_only and not star:
+            parts.append("*")
+            star = True
+        annotation = python_annotation(arg.type) or "object"
+        text = f"{arg.name}: {annotation}"
+        if arg.has_default:
+            text += f" = {python_default(arg.type, arg.default)}"
+        parts.append(text)
+    return parts
+
+
+def python_default(t, value) -> str:
+    """A schema default as Python source."""
+    if value is None:
+        return "None"
+    if isinstance(value, EnumWord):
+        from ..schema.model import SCALAR_TYPE_WORDS
+
+        base = strip_alias(t)
+        base = base.elem if isinstance(base, OptionalType) else base
+        if isinstance(base, BaseType) and base.name == "ScalarType" and value.word in SCALAR_TYPE_WORDS:
+            number = SCALAR_TYPE_WORDS[value.word]
+            names = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "float16", 6: "float32",
+                     7: "float64", 9: "complex64", 10: "complex128", 11: "bool", 15: "bfloat16"}
+            return f"torch.{names[number]}"
+        return repr(value.word)
+    if isinstance(value, str):
+        return literal(value)
+    if isinstance(value, tuple):
+        return "(" + "".join(python_default(t, v) + ", " for v in value).rstrip(" ") + ")" if value else "()"
+    return format_default(value)
+
+
+def _return_annotation(op: OpSpec) -> str:
+    returns = op.schema.returns
+    if not returns:
+        return "None"
+    parts = [python_annotation(r.type) or "object" for r in returns]
+    if len(parts) == 1 and not op.schema.returns_tuple:
+        return parts[0]
+    return "tuple[" + ", ".join(parts) + "]"
+
+
+def _fake_and_expected(op: OpSpec) -> tuple[list[str], list[str]]:
+    """The fake function's body from the semantics, and the test's `expected` body (real inputs, no ctx)."""
+    from ..spec.semantics_ir import PyContext
+
+    reserved = {a.name for a in op.schema.arguments} | {"torch"}
+    ctx = PyContext(reserved=reserved)
+    device = _device_expr(op)
+    body: list[str] = []
+    names = []
+    expected_ctx = PyContext(reserved=reserved)
+    expected_body: list[str] = []
+    expected_items = []
+    for out in op.outputs:
+        statements, shape = out.shape_rule.python(ctx)
+        dtype = out.dtype_rule.python(ctx)
+        var = out.name if out.name not in reserved else f"{out.name}_"
+        body.extend(statements)
+        body.append(f"{var} = torch.empty({shape}, dtype={dtype}, device={device})")
+        names.append(var)
+        expected_dtype = out.dtype_rule.python(expected_ctx)
+        if out.shape_rule.is_dynamic:
+            expected_items.append(f"(None, {expected_dtype})")
+        else:
+            more, expected_shape = out.shape_rule.python(expected_ctx)
+            expected_body.extend(more)
+            expected_items.append(f"({expected_shape}, {expected_dtype})")
+    if not names:
+        body.append("return None")
+    elif len(names) == 1 and not op.schema.returns_tuple:
+        body.append(f"return {names[0]}")
+    else:
+        body.append("return " + ", ".join(names) + ("," if len(names) == 1 else ""))
+    expected_body.append("return [" + ", ".join(expected_items) + "]")
+    return body, expected_body
+
+
+def _device_expr(op: OpSpec) -> str:
+    """Where fake outputs live: the device of the first tensor input."""
+    for arg in op.schema.arguments:
+        t = strip_alias(arg.type)
+        if t == BaseType("Tensor"):
+            return f"{arg.name}.device"
+        if isinstance(t, ListType) and t.elem == BaseType("Tensor"):
+            return f"{arg.name}[0].device"
+    return "'cpu'"
+
+
+def _reference_body(reference: str) -> list[str]:
+    return textwrap.dedent(reference).strip("\n").split("\n")
+
+
+def _imports(body: str, signature: str) -> list[str]:
+    """Imports a kernel file needs: torch when the code names it, math likewise."""
+    imports = []
+    if "math." in body:
+        imports.append("import math")
+    if "torch" in body or "torch" in signature:
+        imports.append("import torch")
+    if "Number" in signature:
+        imports.append("from torch.types import Number")
+    return imports
+
+
+def _mutated_keys(op: OpSpec) -> str:
+    keys = []
+    for index, arg in enumerate(op.schema.positional):
+        if arg.is_write:
+            keys.append(str(index))
+    keys += [literal(a.name) for a in op.schema.kwarg_only if a.is_write]
+    return "(" + "".join(k + ", " for k in keys).rstrip(" ") + ")" if keys else "()"
+
+
+# --- example inputs -------------------------------------------------------------------------------
+
+
+def _example_lines(op: OpSpec, example: Example) -> list[str]:
+    """`((positional...), {keyword: ...}),` building one call's inputs from generator `g`, wrapped if long."""
+    values = example.values
+    positional = list(op.schema.positional)
+    last_given = max((i for i, a in enumerate(positional) if a.name in values), default=-1)
+    args = []
+    for arg in positional[: last_given + 1]:
+        if arg.name in values:
+            args.append(_value(values[arg.name]))
+        else:
+            args.append(python_default(arg.type, arg.default))
+    kwargs = [f"{literal(a.name)}: {_value(values[a.name])}" for a in op.schema.kwarg_only if a.name in values]
+    args_text = "(" + "".join(a + ", " for a in args).rstrip(" ") + ")" if args else "()"
+    line = f"({args_text}, {{{', '.join(kwargs)}}}),"
+    if len(line) + 8 <= LINE_LENGTH:
+        return [line]
+    lines = ["(", "    ("]
+    lines += [_fit(f"        {arg},", 8) for arg in args]
+    lines += ["    ),", "    {"]
+    lines += [_fit(f"        {kwarg},", 8) for kwarg in kwargs]
+    lines += ["    },", "),"]
+    return lines
+
+
+def _fit(line: str, indent: int) -> str:
+    return line + "  # noqa: E501" if len(line) + indent > LINE_LENGTH else line
+
+
+def _value(value) -> str:
+    if isinstance(value, TensorValue):
+        if value.shape is not None:
+            return f"_random({tuple(value.shape)!r}, torch.{value.dtype}, g)"
+        return f"torch.tensor({_nested(value.values)}, dtype=torch.{value.dtype})"
+    if isinstance(value, tuple):
+        return "[" + ", ".join(_value(v) for v in value) + "]"
+    if isinstance(value, EnumWord):
+        return f"torch.{value.word}"
+    if isinstance(value, str):
+        return literal(value)
+    if isinstance(value, float):
+        return repr(value)
+    return repr(value)
+
+
+def _nested(values) -> str:
+    if isinstance(values, tuple):
+        return "[" + ", ".join(_nested(v) for v in values) + "]"
+    return repr(values)

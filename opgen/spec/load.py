@@ -1,0 +1,566 @@
+"""Read a spec (YAML) into `ProjectSpec`, with `path:line:col` on every error.
+
+The YAML is composed into nodes (`yaml.compose`) rather than loaded, so every key and value keeps
+the line and column it was written at; an error inside a schema string or a semantics expression
+is placed at the exact character of the file.
+"""
+
+from __future__ import annotations
+
+import difflib
+import keyword
+import math
+import re
+
+import yaml
+from yaml.constructor import ConstructorError, SafeConstructor
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from ..contract import ERROR, check_namespace, check_ops, check_schema
+from ..schema.errors import OpgenError
+from ..schema.model import (
+    BaseType,
+    EnumWord,
+    ListType,
+    OptionalType,
+    Return,
+    Schema,
+    base_name,
+    strip_alias,
+)
+from ..schema.parser import parse_schema, span_column
+from .model import (
+    DEFAULT_DEVICE,
+    DEFAULT_STYLE,
+    DEVICES,
+    DTYPES,
+    STYLES,
+    Example,
+    OpSpec,
+    OutputSpec,
+    ProjectSpec,
+    TensorValue,
+)
+
+SPEC_KEYS = ("namespace", "style", "device", "package", "ops")
+OP_KEYS = ("schema", "doc", "outputs", "reference", "examples")
+OUTPUT_KEYS = ("shape", "dtype")
+TENSOR_KEYS = ("shape", "dtype", "values")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+# Names the generated modules use themselves; an argument with one of them would shadow it.
+_TAKEN_NAMES = frozenset({"torch", "lib", "pytest", "math"})
+
+
+class SpecError(OpgenError):
+    """A spec that opgen cannot generate from; always located in the spec file."""
+
+
+class _Source:
+    """The spec text and its name, for turning YAML marks into located errors."""
+
+    def __init__(self, text: str, path: str) -> None:
+        self.text = text
+        self.path = path
+        self.lines = text.splitlines()
+
+    def error(self, node: Node | None, message: str, hint: str | None = None, *, column: int | None = None,
+              line: int | None = None) -> SpecError:
+        """An error at `node` (or at an explicit 0-based `line` / 1-based `column`)."""
+        if node is not None:
+            line = node.start_mark.line if line is None else line
+            column = node.start_mark.column + 1 if column is None else column
+        line = 0 if line is None else line
+        source = self.lines[line] if 0 <= line < len(self.lines) else None
+        if source is not None and not source.isprintable():
+            source = None
+        return SpecError(message, source=source, column=column, hint=hint, path=self.path, line=line + 1)
+
+    def inner(self, node: ScalarNode, offset: int, error: OpgenError, field: str) -> SpecError:
+        """`error` raised with a 1-based `offset` inside the string value of `node`, placed in the file."""
+        line, column = _char_position(self, node, max(offset, 1))
+        hint = error.hint
+        return self.error(None, f"{field}: {error.message}", hint, line=line, column=column)
+
+
+def _char_position(source: _Source, node: ScalarNode, offset: int) -> tuple[int, int]:
+    """0-based line and 1-based column of the `offset`-th (1-based) character of a scalar's value."""
+    mark = node.start_mark
+    if node.style in (None, "", '"', "'") and node.end_mark.line == mark.line:
+        raw = source.lines[mark.line][mark.column:] if mark.line < len(source.lines) else ""
+        if node.style in ('"', "'"):
+            column = mark.column + 2
+            index, produced = 1, 0
+            while index < len(raw) and produced < offset - 1:
+                step = 1
+                if node.style == '"' and raw[index] == "\\" and index + 1 < len(raw):
+                    step = 2 + {"x": 2, "u": 4, "U": 8}.get(raw[index + 1], 0)
+                elif node.style == "'" and raw[index] == "'" and raw[index + 1:index + 2] == "'":
+                    step = 2
+                index += step
+                produced += 1
+            return mark.line, mark.column + 1 + index
+        return mark.line, mark.column + offset
+    if node.style in ("|", ">"):
+        return mark.line + 1, 1
+    return mark.line, mark.column + 1
+
+
+def load_spec(path: str) -> ProjectSpec:
+    try:
+        with open(path, encoding="utf-8") as stream:
+            text = stream.read()
+    except FileNotFoundError:
+        raise OpgenError(f"spec file {path} does not exist", hint="give the path of an opgen spec (YAML); "
+                         "see docs/spec.md, or start from a schema with --schema") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise OpgenError(f"cannot read spec file {path}: {error}") from None
+    return load_spec_text(text, path)
+
+
+def load_spec_text(text: str, path: str = "<spec>", *, style: str | None = None,
+                   device: str | None = None) -> ProjectSpec:
+    """Parse and check a spec. `style`/`device` override the spec's own values (CLI flags)."""
+    source = _Source(text, path)
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        line = mark.line if mark else 0
+        column = mark.column + 1 if mark else 1
+        problem = error.problem or error.context or "malformed YAML"
+        raise source.error(None, f"invalid YAML: {problem}", "check indentation and quoting; quote strings "
+                           "that contain ': ' or start with '{', '[' or '*'", line=line, column=column) from None
+    except yaml.YAMLError as error:
+        raise source.error(None, f"invalid YAML: {error}") from None
+    if root is None:
+        raise source.error(None, "the spec is empty", "a spec needs at least `namespace:` and `ops:` (see docs/spec.md)")
+    top = _mapping(source, root, "the spec", SPEC_KEYS, required=("namespace", "ops"))
+
+    namespace = _identifier(source, top["namespace"][1], "namespace")
+    style_value = style or (_choice(source, top["style"][1], "style", STYLES) if "style" in top else DEFAULT_STYLE)
+    device_value = device or (_choice(source, top["device"][1], "device", tuple(DEVICES))
+                              if "device" in top else DEFAULT_DEVICE)
+    package = _identifier(source, top["package"][1], "package") if "package" in top else namespace
+    if keyword.iskeyword(package) or package in ("torch", "tests", "test"):
+        node = top["package"][1] if "package" in top else top["namespace"][1]
+        raise source.error(node, f"{package!r} cannot be the name of the generated Python package",
+                           "set `package:` to another name")
+    for diagnostic in check_namespace(namespace):
+        if diagnostic.severity == ERROR:
+            raise source.error(top["namespace"][1], diagnostic.message, diagnostic.hint)
+
+    ops_node = top["ops"][1]
+    if not isinstance(ops_node, SequenceNode) or not ops_node.value:
+        raise source.error(ops_node, "`ops` must be a non-empty list of operators", "write `ops:` followed by "
+                           "lines starting with `- schema: \"my_op(Tensor x) -> Tensor\"`")
+    ops = [_op(source, node, index, namespace, style_value) for index, node in enumerate(ops_node.value)]
+    _check_names_unique(source, ops_node, ops)
+    for diagnostic in check_ops([op.schema for op in ops]):
+        if diagnostic.severity == ERROR:
+            raise source.error(ops_node, diagnostic.message, diagnostic.hint)
+    text_out = _with_overrides(source, top, {"style": style, "device": device})
+    return ProjectSpec(namespace, style_value, device_value, package, tuple(ops), text_out, path)
+
+
+def _with_overrides(source: _Source, top: dict, overrides: dict[str, str | None]) -> str:
+    """The spec text with CLI overrides written in, so the stored opgen.yaml regenerates the same project."""
+    edits = []
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        if key in top:
+            node = top[key][1]
+            if _scalar(node) != value:
+                edits.append((node.start_mark.index, node.end_mark.index, value))
+        else:
+            end = top["namespace"][1].end_mark.index
+            line_end = source.text.find("\n", end)
+            line_end = len(source.text) if line_end < 0 else line_end
+            edits.append((line_end, line_end, f"\n{key}: {value}"))
+    text = source.text
+    for start, end, new in sorted(edits, reverse=True):
+        text = text[:start] + new + text[end:]
+    return text
+
+
+# --- YAML shapes ----------------------------------------------------------------------------------
+
+
+def _mapping(source: _Source, node: Node, what: str, allowed: tuple[str, ...],
+             required: tuple[str, ...] = ()) -> dict[str, tuple[ScalarNode, Node]]:
+    if not isinstance(node, MappingNode):
+        raise source.error(node, f"{what} must be a mapping (`key: value` lines), not {_kind(node)}",
+                           f"allowed keys: {', '.join(allowed)}")
+    found: dict[str, tuple[ScalarNode, Node]] = {}
+    for key_node, value_node in node.value:
+        if not isinstance(key_node, ScalarNode) or not isinstance(key_node.value, str):
+            raise source.error(key_node, f"keys of {what} must be plain words")
+        key = key_node.value
+        if key in found:
+            raise source.error(key_node, f"duplicate key {key!r} in {what}",
+                               f"the first {key!r} is on line {found[key][0].start_mark.line + 1}; keep one")
+        if key not in allowed:
+            close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]!r}?" if close else f"allowed keys: {', '.join(allowed)}"
+            raise source.error(key_node, f"unknown key {key!r} in {what}", hint)
+        found[key] = (key_node, value_node)
+    for key in required:
+        if key not in found:
+            raise source.error(node, f"{what} has no {key!r}", f"add `{key}:` (see docs/spec.md)")
+    return found
+
+
+def _kind(node: Node) -> str:
+    if isinstance(node, MappingNode):
+        return "a mapping"
+    if isinstance(node, SequenceNode):
+        return "a list"
+    value = _scalar(node)
+    return "null" if value is None else f"{type(value).__name__} {value!r}"
+
+
+def _scalar(node: Node):
+    """The Python value of a scalar node (YAML 1.1 rules, as `yaml.safe_load` reads it)."""
+    try:
+        return SafeConstructor().construct_object(node, deep=True)
+    except ConstructorError:
+        return node.value
+
+
+def _string(source: _Source, node: Node, what: str, *, allow_empty: bool = False) -> str:
+    value = _scalar(node) if isinstance(node, ScalarNode) else None
+    if not isinstance(node, ScalarNode) or not isinstance(value, str):
+        raise source.error(node, f"{what} must be a string, not {_kind(node)}", "quote it: \"...\"")
+    if not allow_empty and not value.strip():
+        raise source.error(node, f"{what} is empty")
+    return value
+
+
+def _identifier(source: _Source, node: Node, what: str) -> str:
+    value = _string(source, node, what)
+    if not _IDENTIFIER.match(value) or keyword.iskeyword(value):
+        raise source.error(node, f"{what} {value!r} is not a valid identifier",
+                           "use letters, digits and '_', not starting with a digit (e.g. my_ops)")
+    return value
+
+
+def _choice(source: _Source, node: Node, what: str, choices: tuple[str, ...]) -> str:
+    value = _string(source, node, what)
+    if value not in choices:
+        close = difflib.get_close_matches(value, choices, n=1, cutoff=0.5)
+        hint = (f"did you mean {close[0]!r}? " if close else "") + f"choose one of: {', '.join(choices)}"
+        raise source.error(node, f"unknown {what} {value!r}", hint)
+    return value
+
+
+# --- one operator ---------------------------------------------------------------------------------
+
+
+def _op(source: _Source, node: Node, index: int, namespace: str, style: str) -> OpSpec:
+    where = f"ops[{index}]"
+    fields = _mapping(source, node, where, OP_KEYS, required=("schema",))
+    schema_node = fields["schema"][1]
+    schema_text = _string(source, schema_node, f"{where}.schema")
+    try:
+        schema = parse_schema(schema_text)
+    except OpgenError as error:
+        raise source.inner(schema_node, error.column or 1, error, f"{where}.schema") from None
+    if schema.namespace is not None and schema.namespace != namespace:
+        raise source.inner(schema_node, 1, OpgenError(
+            f"the schema's namespace {schema.namespace!r} differs from the spec's namespace {namespace!r}",
+            hint=f"drop '{schema.namespace}::' (the spec's `namespace:` applies to every op)"), f"{where}.schema")
+    schema = _with_namespace(schema, namespace)
+    notes: list[str] = []
+    schema = _rewrite_aliased_returns(schema, notes)
+
+    for diagnostic in check_schema(schema, side_effect_marked=True, style=style):
+        fatal = diagnostic.severity == ERROR or (diagnostic.code == "OPG106" and style == "custom_op")
+        if fatal:
+            raise source.inner(schema_node, 1, OpgenError(diagnostic.message, hint=diagnostic.hint),
+                               f"{where}.schema [{diagnostic.code}]")
+        if diagnostic.severity != "info":
+            notes.append(f"{diagnostic.code}: {diagnostic.message}")
+    for arg in schema.arguments:
+        if keyword.iskeyword(arg.name) or arg.name in _TAKEN_NAMES or arg.name.startswith("_"):
+            offset = span_column(schema, ("arg", arg.name)) or 1
+            raise source.inner(schema_node, offset, OpgenError(
+                f"argument name {arg.name!r} cannot be used in generated Python code",
+                hint="rename it (Python keywords, 'torch', 'lib', 'pytest', 'math' and names starting with '_' "
+                "are taken)"), f"{where}.schema")
+
+    doc = _string(source, fields["doc"][1], f"{where}.doc", allow_empty=True) if "doc" in fields else ""
+    reference = None
+    if "reference" in fields:
+        reference = _string(source, fields["reference"][1], f"{where}.reference")
+        _check_reference(source, fields["reference"][1], reference, where)
+    outputs = _outputs(source, fields["outputs"][1] if "outputs" in fields else None, schema, where)
+    examples = _examples(source, fields["examples"][1] if "examples" in fields else None, schema, where)
+    return OpSpec(index, schema, doc, outputs, reference, examples, tuple(notes))
+
+
+def _with_namespace(schema: Schema, namespace: str) -> Schema:
+    from dataclasses import replace
+
+    return replace(schema, namespace=namespace, spans=schema.spans)
+
+
+def _rewrite_aliased_returns(schema: Schema, notes: list[str]) -> Schema:
+    """`-> Tensor(a!)` returning a mutated argument becomes `-> ()`: the caller already holds that tensor.
+
+    torch.compile cannot functionalize aliased returns of custom ops (OPG102), and the `Tag.inplace`
+    route only exists in the newest torch; dropping the return keeps the op correct everywhere.
+    """
+    from dataclasses import replace
+
+    written = {letter for a in schema.mutated_args for letter in (a.alias.before if a.alias else ())}
+    kept: list[Return] = []
+    dropped: list[str] = []
+    for ret in schema.returns:
+        alias = ret.alias
+        if alias is not None and alias.is_write and set(alias.before) <= written and base_name(ret.type) == "Tensor":
+            dropped.append(str(ret))
+        else:
+            kept.append(ret)
+    if not dropped:
+        return schema
+    rewritten = replace(schema, returns=tuple(kept), returns_tuple=schema.returns_tuple and len(kept) == 1,
+                        spans=schema.spans)
+    notes.append(f"OPG102: rewrote {schema.qualified_name}: dropped aliased return(s) {', '.join(dropped)}; "
+                 f"the schema is now '{rewritten.signature()}' (callers keep using the mutated argument)")
+    return rewritten
+
+
+def _check_reference(source: _Source, node: ScalarNode, body: str, where: str) -> None:
+    import ast
+    import textwrap
+
+    try:
+        ast.parse("def _reference():\n" + textwrap.indent(textwrap.dedent(body), "    "))
+    except SyntaxError as error:
+        line = (error.lineno or 2) - 2
+        first = node.start_mark.line + (1 if node.style in ("|", ">") else 0)
+        raise source.error(None, f"{where}.reference is not valid Python: {error.msg}",
+                           "write the body of a function whose parameters are the op's arguments",
+                           line=first + max(line, 0), column=None) from None
+
+
+def _outputs(source: _Source, node: Node | None, schema: Schema, where: str) -> tuple[OutputSpec, ...]:
+    names = [ret.name or f"out{i}" for i, ret in enumerate(schema.returns)]
+    given: dict[str, tuple[ScalarNode, Node]] = {}
+    if node is not None and not (isinstance(node, ScalarNode) and _scalar(node) is None):
+        if not names:
+            raise source.error(node, f"{where}.outputs: the op returns nothing, so there is nothing to describe",
+                               "remove `outputs:`")
+        hint_names = ", ".join(names)
+        if not isinstance(node, MappingNode):
+            raise source.error(node, f"{where}.outputs must map each returned tensor to {{shape, dtype}}",
+                               f"returned tensors: {hint_names}")
+        for key_node, value_node in node.value:
+            key = _scalar(key_node)
+            if key not in names:
+                close = difflib.get_close_matches(str(key), names, n=1, cutoff=0.5)
+                hint = (f"did you mean {close[0]!r}? " if close else "") + f"the op returns: {hint_names} " \
+                    "(unnamed returns are out0, out1, ...)"
+                raise source.error(key_node, f"{where}.outputs: {key!r} is not a return of {schema.qualified_name}",
+                                   hint)
+            given[key] = (key_node, value_node)
+    from .semantics import SemanticsError, parse_dtype, parse_shape
+
+    outputs = []
+    for index, (name, ret) in enumerate(zip(names, schema.returns)):
+        supported = strip_alias(ret.type) == BaseType("Tensor")
+        shape_rule = dtype_rule = None
+        if name in given:
+            key_node, value_node = given[name]
+            field = f"{where}.outputs.{name}"
+            if not supported:
+                raise source.error(key_node, f"{field}: semantics can only describe plain Tensor returns, not "
+                                   f"'{ret.type}'", "remove this entry; opgen writes a TODO fake for the op")
+            entry = _mapping(source, value_node, field, OUTPUT_KEYS)
+            if "shape" in entry:
+                shape_rule = _rule(source, entry["shape"][1], f"{field}.shape", schema, parse_shape, SemanticsError)
+            if "dtype" in entry:
+                dtype_rule = _rule(source, entry["dtype"][1], f"{field}.dtype", schema, parse_dtype, SemanticsError)
+        outputs.append(OutputSpec(name, index, shape_rule, dtype_rule, supported))
+    return tuple(outputs)
+
+
+def _rule(source: _Source, node: Node, field: str, schema: Schema, parse, error_type):
+    value = _scalar(node) if isinstance(node, ScalarNode) else None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str) or not value.strip():
+        raise source.error(node, f"{field} must be an expression string, not {_kind(node)}",
+                           'quote it, e.g. shape: "x.shape" or dtype: "x.dtype"')
+    try:
+        return parse(value, schema)
+    except error_type as error:
+        raise source.inner(node, error.column or 1, error, field) from None
+
+
+# --- examples -------------------------------------------------------------------------------------
+
+
+def _examples(source: _Source, node: Node | None, schema: Schema, where: str) -> tuple[Example, ...]:
+    if node is None or (isinstance(node, ScalarNode) and _scalar(node) is None):
+        derived = derive_example(schema)
+        return () if derived is None else (derived,)
+    if not isinstance(node, SequenceNode):
+        raise source.error(node, f"{where}.examples must be a list of {{argument: value}} mappings",
+                           "write `examples:` then `- {x: {shape: [4, 8], dtype: float32}}`")
+    names = [a.name for a in schema.arguments]
+    examples = []
+    for number, item in enumerate(node.value):
+        field = f"{where}.examples[{number}]"
+        entries = _mapping(source, item, field, tuple(names)) if names or isinstance(item, MappingNode) else {}
+        values: dict = {}
+        for arg in schema.arguments:
+            if arg.name in entries:
+                values[arg.name] = _example_value(source, entries[arg.name][1], arg.type, f"{field}.{arg.name}")
+            elif not arg.has_default:
+                raise source.error(item, f"{field} gives no value for {arg.name!r}, which has no default",
+                                   f"add `{arg.name}: ...` ({_value_hint(arg.type)})")
+        examples.append(Example(values))
+    return tuple(examples)
+
+
+def _value_hint(t) -> str:
+    name = base_name(t)
+    if name == "Tensor":
+        if isinstance(strip_alias(t), ListType):
+            return "a list of {shape: [...], dtype: ...}"
+        return "{shape: [4, 8], dtype: float32} or {values: [...], dtype: int64}"
+    return {"int": "an integer", "SymInt": "an integer", "float": "a number", "bool": "true or false",
+            "str": "a string", "ScalarType": "a dtype name such as float32", "Scalar": "a number"}.get(name, "a value")
+
+
+def _example_value(source: _Source, node: Node, t, field: str):
+    t = strip_alias(t)
+    if isinstance(t, OptionalType):
+        if isinstance(node, ScalarNode) and _scalar(node) is None:
+            return None
+        return _example_value(source, node, t.elem, field)
+    if isinstance(t, ListType):
+        if not isinstance(node, SequenceNode):
+            raise source.error(node, f"{field} must be a list ({_value_hint(t)}), not {_kind(node)}")
+        if t.size is not None and len(node.value) != t.size:
+            raise source.error(node, f"{field} must have {t.size} elements, not {len(node.value)}")
+        return tuple(_example_value(source, item, t.elem, f"{field}[{i}]") for i, item in enumerate(node.value))
+    name = t.name if isinstance(t, BaseType) else None
+    if name == "Tensor":
+        return _tensor_value(source, node, field)
+    value = _scalar(node) if isinstance(node, ScalarNode) else node
+    if name in ("int", "SymInt") and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if name == "float":
+        number = _number(value)
+        if number is not None:
+            return number
+    if name == "Scalar":
+        number = _number(value)
+        if number is not None:
+            return int(number) if isinstance(value, int) else number
+    if name == "bool" and isinstance(value, bool):
+        return value
+    if name == "str" and isinstance(value, str):
+        return value
+    if name == "ScalarType" and isinstance(value, str):
+        if value not in DTYPES:
+            raise source.error(node, f"{field}: unknown dtype {value!r}", f"one of: {', '.join(DTYPES)}")
+        return EnumWord(DTYPES[value])
+    if name not in ("int", "SymInt", "float", "Scalar", "bool", "str", "ScalarType"):
+        raise source.error(node, f"{field}: examples cannot give a value of type '{t}' yet",
+                           "leave the argument out to use its default")
+    raise source.error(node, f"{field} must be {_value_hint(t)}, not {_kind(node)}")
+
+
+def _number(value) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):  # YAML 1.1 reads `1e-6` (no dot) as a string
+        try:
+            number = float(value)
+        except ValueError:
+            return None
+        return number if math.isfinite(number) else None
+    return None
+
+
+def _tensor_value(source: _Source, node: Node, field: str) -> TensorValue:
+    entries = _mapping(source, node, field, TENSOR_KEYS)
+    if ("shape" in entries) == ("values" in entries):
+        raise source.error(node, f"{field} needs exactly one of `shape` (random values) or `values` (exact values)",
+                           "e.g. {shape: [4, 8], dtype: float16} or {values: [0, 2], dtype: int64}")
+    dtype = None
+    if "dtype" in entries:
+        word = _string(source, entries["dtype"][1], f"{field}.dtype")
+        if word not in DTYPES:
+            close = difflib.get_close_matches(word, DTYPES, n=1)
+            raise source.error(entries["dtype"][1], f"{field}.dtype: unknown dtype {word!r}",
+                               (f"did you mean {close[0]!r}? " if close else "") + f"one of: {', '.join(DTYPES)}")
+        dtype = DTYPES[word]
+    if "shape" in entries:
+        shape_node = entries["shape"][1]
+        shape = _scalar(shape_node) if isinstance(shape_node, ScalarNode) else None
+        items = shape_node.value if isinstance(shape_node, SequenceNode) else None
+        dims = [_scalar(item) if isinstance(item, ScalarNode) else None for item in (items or [])]
+        if items is None or shape is not None or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
+                                                         for d in dims):
+            raise source.error(shape_node, f"{field}.shape must be a list of sizes >= 0, such as [4, 8]")
+        return TensorValue(dtype or "float32", shape=tuple(dims))
+    values = yaml.safe_load(yaml.serialize(entries["values"][1]))
+    flat = list(_flatten(values))
+    if not flat and not isinstance(values, list) or any(isinstance(v, (str, type(None), dict)) for v in flat):
+        raise source.error(entries["values"][1], f"{field}.values must be a number or (nested) list of numbers")
+    if dtype is None:
+        dtype = "bool" if all(isinstance(v, bool) for v in flat) and flat else (
+            "int64" if all(isinstance(v, int) for v in flat) else "float32")
+    return TensorValue(dtype, values=_freeze(values))
+
+
+def _flatten(value):
+    if isinstance(value, list):
+        for item in value:
+            yield from _flatten(item)
+    else:
+        yield value
+
+
+def _freeze(value):
+    return tuple(_freeze(v) for v in value) if isinstance(value, list) else value
+
+
+def derive_example(schema: Schema) -> Example | None:
+    """A small call for an op without `examples` (tensors [4, 8] float32), or None when opgen cannot guess one."""
+    values: dict = {}
+    for arg in schema.arguments:
+        if arg.has_default:
+            continue
+        t = strip_alias(arg.type)
+        if t == BaseType("Tensor"):
+            values[arg.name] = TensorValue("float32", shape=(4, 8))
+        elif t == ListType(BaseType("Tensor")):
+            values[arg.name] = (TensorValue("float32", shape=(4, 8)), TensorValue("float32", shape=(4, 8)))
+        elif t in (BaseType("int"), BaseType("SymInt")):
+            values[arg.name] = 1
+        elif t == BaseType("float"):
+            values[arg.name] = 0.5
+        elif t == BaseType("bool"):
+            values[arg.name] = False
+        else:
+            return None
+    return Example(values, derived=True)
+
+
+def _check_names_unique(source: _Source, ops_node: SequenceNode, ops: list[OpSpec]) -> None:
+    seen: dict[str, int] = {}
+    for op in ops:
+        key = op.schema.op_name
+        if key in seen:
+            raise source.error(ops_node.value[op.index], f"ops[{op.index}] defines {key!r} again (first in "
+                               f"ops[{seen[key]}])", "give each op (or overload) its own name")
+        seen[key] = op.index
+
+

@@ -1,0 +1,100 @@
+"""The checked content of a spec file: one `ProjectSpec` holding one `OpSpec` per operator.
+
+Built only by `opgen.spec.load`; everything here has been validated against the op's schema, so
+the renderer can trust names, examples and semantics without looking at YAML again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+from ..schema.model import Schema
+
+STYLES = ("library", "custom_op")
+# Spec device -> the dispatch key its kernel is registered at (and the custom_op device type).
+DEVICES = {"npu": "PrivateUse1", "cuda": "CUDA", "cpu": "CPU"}
+DEFAULT_STYLE, DEFAULT_DEVICE = "library", "npu"
+
+# Spec dtype names -> the `torch` attribute they stand for.
+DTYPES = {
+    "float32": "float32", "float": "float32", "float16": "float16", "half": "float16", "bfloat16": "bfloat16",
+    "float64": "float64", "double": "float64", "int8": "int8", "int16": "int16", "int32": "int32", "int": "int32",
+    "int64": "int64", "long": "int64", "uint8": "uint8", "bool": "bool", "complex64": "complex64",
+}
+
+
+@dataclass(frozen=True)
+class TensorValue:
+    """An example tensor: random values of `shape` or exactly `values`, of torch dtype `dtype`."""
+
+    dtype: str
+    shape: tuple[int, ...] | None = None
+    values: object = None  # nested lists of numbers when given exactly
+
+
+ExampleValue = Union[None, bool, int, float, str, TensorValue, tuple]
+
+
+@dataclass(frozen=True)
+class Example:
+    """Inputs for one call, by argument name; arguments left out take their schema default."""
+
+    values: dict[str, ExampleValue]
+    derived: bool = False  # made up by opgen because the spec gave none
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    """Semantics of one returned tensor. `shape_rule`/`dtype_rule` are the parsed rules (None: missing)."""
+
+    name: str
+    index: int
+    shape_rule: object | None = None
+    dtype_rule: object | None = None
+    supported: bool = True  # False for returns the semantics language cannot describe (Tensor[], int, ...)
+
+    @property
+    def complete(self) -> bool:
+        return self.supported and self.shape_rule is not None and self.dtype_rule is not None
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    index: int  # position in `ops:`, for messages naming `ops[i]...`
+    schema: Schema
+    doc: str
+    outputs: tuple[OutputSpec, ...]
+    reference: str | None
+    examples: tuple[Example, ...]
+    notes: tuple[str, ...] = ()  # warnings about rewrites, shown by `opgen new`
+
+    @property
+    def missing_semantics(self) -> list[str]:
+        """The spec fields to fill before opgen can write this op's fake function."""
+        missing = []
+        for out in self.outputs:
+            prefix = f"ops[{self.index}].outputs.{out.name}"
+            if not out.supported:
+                missing.append(prefix)
+                continue
+            if out.shape_rule is None:
+                missing.append(prefix + ".shape")
+            if out.dtype_rule is None:
+                missing.append(prefix + ".dtype")
+        return missing
+
+    @property
+    def is_dynamic(self) -> bool:
+        return any(out.shape_rule is not None and out.shape_rule.is_dynamic for out in self.outputs)
+
+
+@dataclass(frozen=True)
+class ProjectSpec:
+    namespace: str
+    style: str
+    device: str
+    package: str
+    ops: tuple[OpSpec, ...]
+    text: str = field(default="", repr=False)  # the spec as written, stored in the project as opgen.yaml
+    path: str | None = None

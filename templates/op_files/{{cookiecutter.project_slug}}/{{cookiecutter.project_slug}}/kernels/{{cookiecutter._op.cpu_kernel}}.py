@@ -1,0 +1,25 @@
+"""CPU reference kernel of {{ cookiecutter._op.qualname }}.
+
+This file is yours: opgen created it once and never overwrites it. {{ cookiecutter._opgen.package }}/ops.py registers it for
+the CPU dispatch key; the graph-entry tests compare compiled and eager calls with it.
+"""
+{% if cookiecutter._op.cpu_kernel_imports %}
+
+{% for line in cookiecutter._op.cpu_kernel_imports %}
+{{ line }}
+{% endfor %}
+{% endif %}
+
+
+{{ cookiecutter._op.def_cpu_kernel }}
+{% if cookiecutter._op.has_reference %}
+{% for line in cookiecutter._op.cpu_kernel_body %}
+{% if line %}
+    {{ line }}
+{% else %}
+
+{% endif %}
+{% endfor %}
+{% else %}
+    raise NotImplementedError({{ cookiecutter._op.cpu_kernel_error }})
+{% endif %}
