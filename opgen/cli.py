@@ -129,5 +129,13 @@ def explain_code(code: str, as_json: bool) -> None:
         click.echo("\nopgen lint --fix repairs this automatically.")
 
 
+from .lint.command import lint as _lint  # noqa: E402
+main.add_command(_lint)
+
+from .new import new  # noqa: E402  (subcommand modules import handle_errors from here)
+
+main.add_command(new)
+
+
 if __name__ == "__main__":
     main()
