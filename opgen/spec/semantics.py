@@ -1,0 +1,781 @@
+"""The semantics language: shape and dtype rules of an op's outputs, over its arguments.
+
+A rule is a Python expression (`x.shape[:-1] + [1]`, `promote(x, y)`), parsed with `ast`,
+type-checked against the op's schema and printed to Python (for fake functions) and C++ (for
+op_plugin meta code). It is never evaluated by opgen. The language reference is in
+docs/spec.md ("Semantics language"); errors carry the column inside the rule text.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import io
+import tokenize
+from dataclasses import dataclass
+
+from opgen.schema.errors import OpgenError
+from opgen.schema.model import Argument, BaseType, ListType, OptionalType, Schema, base_name, strip_alias
+
+from .semantics_ir import (
+    BOOL,
+    DTYPE,
+    DTYPE_ALIASES,
+    DTYPES,
+    FLOAT,
+    INT,
+    NONE,
+    PY_COND,
+    SIZES,
+    STR,
+    BinOp,
+    BoolOp,
+    Call,
+    Compare,
+    Concat,
+    Const,
+    DtypeFallback,
+    DtypeName,
+    Dynamic,
+    IfExp,
+    Index,
+    IsNone,
+    Len,
+    ListLit,
+    Name,
+    Neg,
+    Node,
+    Not,
+    NotInCpp,
+    PyContext,
+    Repeat,
+    SizeAt,
+    Slice,
+    TensorAttr,
+    Ty,
+    _Cpp,
+    _Py,
+)
+
+__all__ = ["DtypeRule", "PyContext", "SemanticsError", "ShapeRule", "parse_dtype", "parse_shape"]
+
+FUNCTIONS = ("broadcast", "dynamic", "len", "max", "min", "promote")
+TENSOR_MEMBERS = ("shape", "dtype", "ndim", "size()", "dim()", "numel()")
+_EXAMPLE_DYNAMIC = "[dynamic(max=x.shape[0]), x.shape[1]]"
+
+
+class SemanticsError(OpgenError):
+    """A shape or dtype rule that does not parse or does not type-check.
+
+    `column` is 1-based inside the line `expr_line` (1-based) of the rule text; `source` is that line.
+    """
+
+    def __init__(self, message: str, *, expr_line: int = 1, **kwargs) -> None:
+        super().__init__(message, **kwargs)
+        self.expr_line = expr_line
+
+    def located(self, *, path: str | None = None, line: int | None = None, column_offset: int = 0) -> SemanticsError:
+        return SemanticsError(
+            self.message,
+            source=self.source,
+            column=None if self.column is None else self.column + column_offset,
+            hint=self.hint,
+            path=path if path is not None else self.path,
+            line=line if line is not None else self.line,
+            expr_line=self.expr_line,
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Public rules
+
+
+@dataclass(frozen=True)
+class ShapeRule:
+    """The sizes of one output tensor."""
+
+    text: str
+    node: Node
+    schema: Schema
+
+    @property
+    def uses(self) -> frozenset[str]:
+        return _uses(self.node)
+
+    @property
+    def is_dynamic(self) -> bool:
+        return any(isinstance(n, Dynamic) for n in self.node.walk())
+
+    def python(self, ctx: PyContext | None = None) -> tuple[list[str], str]:
+        """(statements to run first, expression) for a fake function whose parameters are the arguments.
+
+        The expression is a list or `torch.Size` fit for `x.new_empty(sizes, dtype=...)`; a top-level
+        conditional comes parenthesised so it can be placed anywhere.
+        """
+        printer = _Py(ctx if ctx is not None else PyContext(reserved=_argument_names(self.schema)))
+        return printer.statements, _top(self.node.py(printer))
+
+    def cpp(self) -> str:
+        """A C++ expression (IntArrayRef, SmallVector or std::vector) for `at::empty(sizes, options)`."""
+        return _cpp(self.node, self.text, self.schema)
+
+
+@dataclass(frozen=True)
+class DtypeRule:
+    """The dtype of one output tensor."""
+
+    text: str
+    node: Node
+    schema: Schema
+
+    @property
+    def uses(self) -> frozenset[str]:
+        return _uses(self.node)
+
+    def python(self, ctx: PyContext | None = None) -> str:
+        printer = _Py(ctx if ctx is not None else PyContext(reserved=_argument_names(self.schema)))
+        return _top(self.node.py(printer))
+
+    def cpp(self) -> str:
+        return _cpp(self.node, self.text, self.schema)
+
+
+def parse_shape(text: str, schema: Schema) -> ShapeRule:
+    """Parse and check a shape rule; raises SemanticsError."""
+    source = _Source(text)
+    checker = _Checker(source, schema)
+    tree = source.parse()
+    node = checker.sizes(checker.value(tree, frozenset(), dynamic_ok=True), tree, "a shape rule")
+    return ShapeRule(text, node, schema)
+
+
+def parse_dtype(text: str, schema: Schema) -> DtypeRule:
+    """Parse and check a dtype rule; raises SemanticsError."""
+    source = _Source(text)
+    checker = _Checker(source, schema)
+    tree = source.parse()
+    node = checker.dtype(checker.value(tree, frozenset(), dynamic_ok=True), tree, "a dtype rule")
+    return DtypeRule(text, node, schema)
+
+
+def _uses(node: Node) -> frozenset[str]:
+    return frozenset(n.name for n in node.walk() if isinstance(n, Name))
+
+
+def _argument_names(schema: Schema) -> frozenset[str]:
+    return frozenset(a.name for a in schema.arguments)
+
+
+def _top(printed: tuple[str, int]) -> str:
+    text, prec = printed
+    return f"({text})" if prec <= PY_COND else text
+
+
+def _cpp(node: Node, text: str, schema: Schema) -> str:
+    try:
+        out, prec = node.cpp(_Cpp(_argument_names(schema)))
+    except NotInCpp as refusal:
+        raise _Source(text).error(refusal.message, refusal.node.col, refusal.hint) from None
+    return f"({out})" if prec <= 1 else out
+
+
+# ---------------------------------------------------------------------------------------------
+# Source text and positions
+
+
+class _Source:
+    """The rule text; maps `ast` offsets (UTF-8 bytes of one flattened line) to line and column."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        # Newlines become spaces so that a multi-line YAML string parses as one expression
+        # with the same character offsets.
+        flat = text.replace("\r", " ").replace("\n", " ")
+        self.lead = len(flat) - len(flat.lstrip())
+        self.flat = flat.lstrip()
+        self.encoded = self.flat.encode("utf-8")
+
+    def parse(self) -> ast.expr:
+        if not self.flat.strip():
+            raise self.error("empty rule", 0, "write an expression over the op's arguments, e.g. `x.shape`")
+        self._refuse_comments()
+        try:
+            return ast.parse(self.flat, mode="eval").body
+        except SyntaxError as e:
+            message = e.msg[0].lower() + e.msg[1:] if e.msg else "invalid syntax"
+            if not e.offset:  # Python reports an unfinished expression at offset 0
+                offset, message = self.lead + len(self.flat.rstrip()), "the expression ends too early"
+            else:
+                offset = self.lead + min(e.offset - 1, len(self.flat))
+            raise self.error(f"not a valid expression: {message}", offset,
+                             "rules use Python expression syntax, e.g. `x.shape[:-1] + [1]`") from None
+
+    def _refuse_comments(self) -> None:
+        try:
+            for tok in tokenize.generate_tokens(io.StringIO(self.flat).readline):
+                if tok.type == tokenize.COMMENT:
+                    raise self.error("comments are not allowed in a rule", self.lead + tok.start[1],
+                                     "put the explanation in the op's `doc:` field")
+        except (tokenize.TokenError, IndentationError, SyntaxError):
+            pass  # ast.parse reports these with a better message
+
+    def offset(self, node: ast.AST, end: bool = False) -> int:
+        byte = node.end_col_offset if end else node.col_offset
+        return self.lead + len(self.encoded[:byte].decode("utf-8", errors="ignore"))
+
+    def error(self, message: str, offset: int, hint: str | None = None) -> SemanticsError:
+        before = self.text[:offset]
+        line = before.count("\n") + 1
+        start = before.rfind("\n") + 1
+        source = self.text.splitlines()[line - 1] if self.text.strip() else self.text
+        return SemanticsError(message, source=source, column=offset - start + 1, hint=hint, expr_line=line)
+
+
+# ---------------------------------------------------------------------------------------------
+# Argument types
+
+
+_SCALAR_KINDS = {
+    "Tensor": "tensor", "int": "int", "SymInt": "int", "DeviceIndex": "int", "bool": "bool", "SymBool": "bool",
+    "float": "float", "SymFloat": "float", "Scalar": "float", "str": "str", "ScalarType": "dtype",
+}
+
+
+def argument_type(arg: Argument) -> Ty | None:
+    """What an argument is inside the language; None for types it cannot use (Generator, Device…)."""
+    t = strip_alias(arg.type)
+    optional = isinstance(t, OptionalType)
+    if optional:
+        t = t.elem
+    if isinstance(t, ListType):
+        elem_optional = isinstance(t.elem, OptionalType)
+        kind = _SCALAR_KINDS.get(base_name(t.elem))
+        if kind == "tensor":
+            return Ty("tensors", optional, elem_optional)
+        if kind == "int" and not elem_optional:
+            return Ty("sizes", optional)
+        return None
+    if isinstance(t, BaseType) and t.name in _SCALAR_KINDS:
+        return Ty(_SCALAR_KINDS[t.name], optional)
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# The checker: ast -> typed nodes
+
+
+_UNSUPPORTED = {
+    "Lambda": "a lambda", "ListComp": "a list comprehension", "GeneratorExp": "a generator expression",
+    "SetComp": "a set comprehension", "DictComp": "a dict comprehension", "Dict": "a dict", "Set": "a set",
+    "JoinedStr": "an f-string", "NamedExpr": "an assignment expression (:=)", "Await": "await",
+    "Yield": "yield", "YieldFrom": "yield", "Starred": "a starred expression outside a list",
+    "Slice": "a slice outside brackets", "FormattedValue": "an f-string",
+}
+_BINARY = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Mod: "%"}
+_COMPARE = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
+_LANGUAGE_HINT = ("rules may use the op's arguments, `.shape`, `.size(i)`, `.dim()`, `.dtype`, indexing, "
+                  "slicing, list `+`/`*`, integer `+ - * // %`, `a if c else b`, " + ", ".join(FUNCTIONS))
+
+
+class _Checker:
+    def __init__(self, source: _Source, schema: Schema) -> None:
+        self.src = source
+        self.schema = schema
+        self.args = {a.name: a for a in schema.arguments}
+
+    # -- errors --------------------------------------------------------------------------------
+
+    def fail(self, node: ast.AST, message: str, hint: str | None = None, *, at_end: int = 0):
+        offset = self.src.offset(node, end=True) - at_end if at_end else self.src.offset(node)
+        raise self.src.error(message, offset, hint)
+
+    def code(self, node: ast.AST) -> str:
+        return ast.unparse(node)
+
+    # -- coercions to what a context needs -----------------------------------------------------
+
+    def present(self, value: Node, node: ast.AST) -> Node:
+        if value.ty.optional:
+            text = self.code(node)
+            kind = value.ty.required().describe()
+            fallback = "x.dtype" if value.ty.kind == "dtype" else "[...]" if value.ty.kind in ("tensor", "sizes") else "..."
+            example = (f"`{text} or {fallback}`" if value.ty.kind == "dtype" else
+                       f"`{text}.shape if {text} is not None else {fallback}`" if value.ty.kind == "tensor" else
+                       f"`... if {text} is not None else {fallback}`")
+            self.fail(node, f"`{text}` is optional ({kind} or None) and may be None here",
+                      f"guard it: {example}")
+        return value
+
+    def integer(self, value: Node, node: ast.AST, what: str = "a size") -> Node:
+        value = self.present(value, node)
+        kind = value.ty.kind
+        if kind == "int":
+            return value
+        text = self.code(node)
+        if kind == "float":
+            self.fail(node, f"float arithmetic on sizes: `{text}` is a float, {what} must be an int",
+                      "sizes are integers; use `//` for division and int arguments")
+        hints = {
+            "dtype": "a dtype cannot be a size; did you mean the `dtype:` field?",
+            "sizes": f"pick one size with an index, e.g. `{text}[0]`, or count them with `len({text})`",
+            "tensor": f"use `{text}.shape[i]` for one size, `{text}.dim()` or `{text}.numel()`",
+            "tensors": f"use `len({text})` for the number of tensors",
+            "bool": f"write the choice explicitly: `1 if {text} else 0`",
+        }
+        self.fail(node, f"expected {what} (an int), got {value.ty.describe()}: `{text}`", hints.get(kind))
+
+    def sizes(self, value: Node, node: ast.AST, what: str = "a list of sizes") -> Node:
+        value = self.present(value, node)
+        if value.ty.kind == "sizes":
+            return value
+        text = self.code(node)
+        hints = {
+            "tensor": f"use `{text}.shape`",
+            "int": f"a shape is a list: write `[{text}]`",
+            "dtype": "a dtype goes in the `dtype:` field, not in the shape",
+            "tensors": f"use the shape of one tensor, e.g. `{text}[0].shape`",
+        }
+        self.fail(node, f"{what} must be a list of sizes, got {value.ty.describe()}: `{text}`", hints.get(value.ty.kind))
+
+    def dtype(self, value: Node, node: ast.AST, what: str = "a dtype") -> Node:
+        value = self.present(value, node)
+        if value.ty.kind == "dtype":
+            return value
+        if value.ty.kind == "tensor":
+            return TensorAttr(DTYPE, value.col, obj=value, attr="dtype")
+        text = self.code(node)
+        self.fail(node, f"{what} must be a dtype, got {value.ty.describe()}: `{text}`",
+                  "write a tensor argument (`x` or `x.dtype`), a dtype name such as `float32`, "
+                  "`promote(x, y)`, or `dtype or x.dtype` for an optional ScalarType argument")
+
+    def boolean(self, value: Node, node: ast.AST) -> Node:
+        text = self.code(node)
+        if value.ty.optional or value.ty.kind == "none":
+            self.fail(node, f"a condition must be a bool, got {value.ty.describe()}: `{text}`",
+                      f"test for None explicitly: `{text} is not None`")
+        if value.ty.kind == "bool":
+            return value
+        hint = f"compare explicitly, e.g. `{text} != 0`" if value.ty.kind == "int" else None
+        self.fail(node, f"a condition must be a bool, got {value.ty.describe()}: `{text}`", hint)
+
+    def tensor(self, value: Node, node: ast.AST, member: str) -> Node:
+        value = self.present(value, node)
+        if value.ty.kind == "tensor":
+            return value
+        text = self.code(node)
+        hint = None
+        if value.ty.kind == "tensors":
+            hint = f"pick one tensor: `{text}[0].{member}`; `len({text})` counts them"
+        elif value.ty.kind == "sizes" and member in ("shape", "size()"):
+            hint = f"`{text}` already is a list of sizes: use it directly, or `{text}[i]`"
+        self.fail(node, f"`.{member}` needs a tensor, but `{text}` is {value.ty.describe()}", hint)
+
+    # -- expressions ---------------------------------------------------------------------------
+
+    def value(self, node: ast.AST, env: frozenset[str], dynamic_ok: bool = False) -> Node:
+        method = getattr(self, "_" + type(node).__name__, None)
+        if method is None:
+            what = _UNSUPPORTED.get(type(node).__name__, type(node).__name__)
+            self.fail(node, f"unsupported syntax: {what}", _LANGUAGE_HINT)
+        return method(node, env, dynamic_ok)
+
+    def _Constant(self, node: ast.Constant, env, dynamic_ok) -> Node:
+        value = node.value
+        col = self.src.offset(node)
+        if isinstance(value, bool):
+            return Const(BOOL, col, value=value)
+        if isinstance(value, int):
+            return Const(INT, col, value=value)
+        if value is None:
+            return Const(NONE, col, value=None)
+        if isinstance(value, str):
+            return Const(STR, col, value=value)
+        if isinstance(value, float):
+            return Const(FLOAT, col, value=value)
+        self.fail(node, f"unsupported literal `{self.code(node)}`", "use ints, bools, strings or None")
+
+    def _Name(self, node: ast.Name, env, dynamic_ok) -> Node:
+        name, col = node.id, self.src.offset(node)
+        if name in self.args:
+            arg = self.args[name]
+            ty = argument_type(arg)
+            if ty is None:
+                self.fail(node, f"argument `{name}` has type `{arg.type}`, which rules cannot use",
+                          "rules can use tensors, tensor lists, int/SymInt (lists), bool, float, str and "
+                          "ScalarType arguments")
+            if ty.optional and name in env:
+                return Name(ty.required(), col, name=name, deref=True)
+            return Name(ty, col, name=name)
+        if name == "dynamic":
+            return self._dynamic(node, [], [], dynamic_ok)
+        if name in DTYPES or name in DTYPE_ALIASES:
+            return DtypeName(DTYPE, col, name=DTYPE_ALIASES.get(name, name))
+        if name in FUNCTIONS:
+            self.fail(node, f"`{name}` is a function: call it", f"e.g. `{_function_example(name)}`")
+        if name == "torch":
+            self.fail(node, "rules are not Python run with torch: `torch` is unknown",
+                      "write dtypes bare (`float32`) and use the builtins " + ", ".join(FUNCTIONS))
+        candidates = [*self.args, *FUNCTIONS, *DTYPES, *DTYPE_ALIASES, "None", "True", "False"]
+        close = difflib.get_close_matches(name, candidates, n=1)
+        arguments = ", ".join(self.args) or "none"
+        hint = (f"did you mean `{close[0]}`? " if close else "") + f"the op's arguments are: {arguments}"
+        self.fail(node, f"unknown name `{name}`", hint)
+
+    def _Attribute(self, node: ast.Attribute, env, dynamic_ok) -> Node:
+        attr = node.attr
+        self._no_torch(node)
+        if attr in ("size", "dim", "numel"):
+            self.fail(node, f"`.{attr}` is a method: call it", f"write `{self.code(node)}()`", at_end=len(attr))
+        if attr not in ("shape", "dtype", "ndim"):
+            self._unknown_member(node, attr)
+        obj = self.tensor(self.value(node.value, env), node.value, attr)
+        col = self.src.offset(node)
+        if attr == "shape":
+            return TensorAttr(SIZES, col, obj=obj, attr="shape")
+        if attr == "dtype":
+            return TensorAttr(DTYPE, col, obj=obj, attr="dtype")
+        return TensorAttr(INT, col, obj=obj, attr="dim")
+
+    def _no_torch(self, node: ast.Attribute) -> None:
+        if isinstance(node.value, ast.Name) and node.value.id == "torch" and "torch" not in self.args:
+            builtin = {"broadcast_shapes": "broadcast", "promote_types": "promote"}.get(node.attr)
+            if node.attr in DTYPES or node.attr in DTYPE_ALIASES:
+                hint = f"write `{node.attr}`"
+            elif builtin:
+                hint = f"use the builtin `{builtin}(...)`"
+            else:
+                hint = "rules use the op's arguments and the builtins " + ", ".join(FUNCTIONS)
+            self.fail(node, f"`{self.code(node)}`: rules are not Python run with torch", hint)
+
+    def _unknown_member(self, node: ast.Attribute, attr: str):
+        close = difflib.get_close_matches(attr, ["shape", "dtype", "ndim", "size", "dim", "numel"], n=1)
+        hint = (f"did you mean `.{close[0]}`? " if close else "") + "tensors offer " + ", ".join(
+            f"`.{m}`" for m in TENSOR_MEMBERS)
+        self.fail(node, f"unsupported attribute `.{attr}`", hint, at_end=len(attr))
+
+    def _Subscript(self, node: ast.Subscript, env, dynamic_ok) -> Node:
+        seq = self.present(self.value(node.value, env), node.value)
+        col = self.src.offset(node)
+        kind = seq.ty.kind
+        text = self.code(node.value)
+        if kind == "tensor":
+            self.fail(node, f"indexing the tensor `{text}` would read its data",
+                      f"sizes come from `{text}.shape[i]`")
+        if kind not in ("sizes", "tensors"):
+            self.fail(node, f"`{text}` is {seq.ty.describe()} and cannot be indexed")
+        if isinstance(node.slice, ast.Slice):
+            if kind == "tensors":
+                self.fail(node.slice, f"slicing the tensor list `{text}` is not supported",
+                          f"index one tensor, e.g. `{text}[0]`")
+            if node.slice.step is not None:
+                self.fail(node.slice.step, "slices with a step are not supported", "use `[start:stop]`")
+            lower = None if node.slice.lower is None else self.integer(
+                self.value(node.slice.lower, env), node.slice.lower, "a slice bound")
+            upper = None if node.slice.upper is None else self.integer(
+                self.value(node.slice.upper, env), node.slice.upper, "a slice bound")
+            return Slice(SIZES, col, seq=seq, lower=lower, upper=upper)
+        index = self.integer(self.value(node.slice, env), node.slice, "an index")
+        if kind == "sizes":
+            if isinstance(seq, TensorAttr) and seq.attr == "shape":
+                return SizeAt(INT, col, obj=seq.obj, index=index)
+            return Index(INT, col, seq=seq, index=index)
+        if seq.ty.elem_optional:
+            key = self.code(node)
+            if key in env:
+                return Index(Ty("tensor"), col, seq=seq, index=index, deref=True)
+            return Index(Ty("tensor", optional=True), col, seq=seq, index=index)
+        return Index(Ty("tensor"), col, seq=seq, index=index)
+
+    def _List(self, node: ast.List | ast.Tuple, env, dynamic_ok) -> Node:
+        col = self.src.offset(node)
+        parts: list[Node] = []
+        items: list[Node] = []
+        for element in node.elts:
+            if isinstance(element, ast.Starred):
+                if items:
+                    parts.append(ListLit(SIZES, self.src.offset(element), items=tuple(items)))
+                    items = []
+                parts.append(self.sizes(self.value(element.value, env, dynamic_ok), element.value,
+                                        "a starred list element"))
+            else:
+                items.append(self.integer(self.value(element, env, dynamic_ok), element, "a list element"))
+        if not parts:
+            return ListLit(SIZES, col, items=tuple(items))
+        if items:
+            parts.append(ListLit(SIZES, col, items=tuple(items)))
+        return parts[0] if len(parts) == 1 else Concat(SIZES, col, parts=tuple(parts))
+
+    _Tuple = _List
+
+    def _BinOp(self, node: ast.BinOp, env, dynamic_ok) -> Node:
+        if isinstance(node.op, ast.Div):
+            self.fail(node, "`/` is true division and gives a float; sizes are ints",
+                      "use `//` for integer (floor) division")
+        op = _BINARY.get(type(node.op))
+        if op is None:
+            self.fail(node, f"unsupported operator in `{self.code(node)}`",
+                      "sizes support `+ - * // %`; lists support `+` (concatenate) and `* n` (repeat)")
+        left = self.present(self.value(node.left, env, dynamic_ok), node.left)
+        right = self.present(self.value(node.right, env, dynamic_ok), node.right)
+        col = self.src.offset(node)
+        kinds = (left.ty.kind, right.ty.kind)
+        if op == "+" and kinds == ("sizes", "sizes"):
+            parts = [*(left.parts if isinstance(left, Concat) else (left,)),
+                     *(right.parts if isinstance(right, Concat) else (right,))]
+            return Concat(SIZES, col, parts=tuple(parts))
+        if op == "*" and "sizes" in kinds:
+            seq, count, count_node = (left, right, node.right) if kinds[0] == "sizes" else (right, left, node.left)
+            self._no_dynamic(count, count_node, "a repetition count")
+            return Repeat(SIZES, col, seq=seq, count=self.integer(count, count_node, "a repetition count"))
+        if "sizes" in kinds:
+            other, other_node = (right, node.right) if kinds[0] == "sizes" else (left, node.left)
+            hint = ("to append a size write `shape + [n]`" if op == "+" and other.ty.kind == "int"
+                    else "lists support `+` (concatenate two lists) and `* n` (repeat)")
+            self.fail(node, f"cannot apply `{op}` to a list of sizes and {other.ty.describe()} "
+                      f"(`{self.code(other_node)}`)", hint)
+        return BinOp(INT, col, op=op, left=self.integer(left, node.left), right=self.integer(right, node.right))
+
+    def _UnaryOp(self, node: ast.UnaryOp, env, dynamic_ok) -> Node:
+        col = self.src.offset(node)
+        if isinstance(node.op, ast.Not):
+            return Not(BOOL, col, operand=self.boolean(self.value(node.operand, env), node.operand))
+        if isinstance(node.op, ast.Invert):
+            self.fail(node, "unsupported operator `~`", "sizes support `+ - * // %`")
+        operand = self.integer(self.value(node.operand, env, dynamic_ok), node.operand)
+        if isinstance(node.op, ast.UAdd):
+            return operand
+        if isinstance(operand, Const):
+            return Const(INT, col, value=-operand.value)
+        return Neg(INT, col, operand=operand)
+
+    def _Compare(self, node: ast.Compare, env, dynamic_ok) -> Node:
+        col = self.src.offset(node)
+        if len(node.ops) > 1:
+            self.fail(node, "chained comparisons are not supported", "combine two comparisons with `and`")
+        op, right_node = node.ops[0], node.comparators[0]
+        if isinstance(op, (ast.Is, ast.IsNot)):
+            if not (isinstance(right_node, ast.Constant) and right_node.value is None):
+                self.fail(right_node, "`is` / `is not` only compare with None", "use `==` to compare values")
+            operand = self.value(node.left, env)
+            if not operand.ty.optional:
+                self.fail(node.left, f"`{self.code(node.left)}` is {operand.ty.describe()} and is never None",
+                          "only optional arguments (`Tensor?`, `int?`, `ScalarType?`…) can be None")
+            return IsNone(BOOL, col, operand=operand, negated=isinstance(op, ast.IsNot))
+        if type(op) not in _COMPARE:
+            self.fail(node, "unsupported comparison", "use `== != < <= > >=`, or `is None` / `is not None`")
+        symbol = _COMPARE[type(op)]
+        left = self.present(self.value(node.left, env), node.left)
+        right = self.present(self.value(right_node, env), right_node)
+        kinds = {left.ty.kind, right.ty.kind}
+        if kinds <= {"int", "float"}:
+            return Compare(BOOL, col, op=symbol, left=left, right=right)
+        if kinds == {"bool"} and symbol in ("==", "!=") and isinstance(right, Const) != isinstance(left, Const):
+            # `flag == True` is `flag` (and ruff's E712 refuses the long form in generated code).
+            variable, literal = (left, right) if isinstance(right, Const) else (right, left)
+            return variable if (symbol == "==") == literal.value else Not(BOOL, col, operand=variable)
+        if len(kinds) == 1 and kinds & {"sizes", "dtype", "str", "bool"}:
+            if symbol not in ("==", "!=") and kinds != {"bool"}:
+                self.fail(node, f"`{symbol}` does not order {left.ty.describe()}s", "use `==` or `!=`")
+            return Compare(BOOL, col, op=symbol, left=left, right=right)
+        if kinds == {"tensor", "dtype"}:
+            return Compare(BOOL, col, op=symbol, left=self.dtype(left, node.left), right=self.dtype(right, right_node))
+        self.fail(node, f"cannot compare {left.ty.describe()} (`{self.code(node.left)}`) with "
+                  f"{right.ty.describe()} (`{self.code(right_node)}`)",
+                  "compare sizes with sizes, dtypes with dtypes (`x.dtype == float16`), strings with strings")
+
+    def _BoolOp(self, node: ast.BoolOp, env, dynamic_ok) -> Node:
+        col = self.src.offset(node)
+        is_and = isinstance(node.op, ast.And)
+        first = self.value(node.values[0], env)
+        if not is_and and first.ty.kind == "dtype" and first.ty.optional:
+            return self._dtype_or(node, env)
+        values, scope = [], env
+        for value_node in node.values:
+            values.append(self.boolean(self.value(value_node, scope), value_node))
+            when_true, when_false = self.facts(value_node)
+            scope = scope | (when_true if is_and else when_false)
+        return BoolOp(BOOL, col, op="and" if is_and else "or", values=tuple(values))
+
+    def _dtype_or(self, node: ast.BoolOp, env) -> Node:
+        """`dtype or x.dtype`: an optional ScalarType argument with a fallback."""
+        *optionals, last = node.values
+        result = self.dtype(self.value(last, env), last, "the fallback of `or`")
+        for optional_node in reversed(optionals):
+            optional = self.value(optional_node, env)
+            if not (optional.ty.kind == "dtype" and optional.ty.optional):
+                self.fail(optional_node, f"`{self.code(optional_node)}` is {optional.ty.describe()}; "
+                          "`a or b` on dtypes needs an optional ScalarType argument on the left",
+                          "write `dtype or x.dtype`")
+            result = DtypeFallback(DTYPE, self.src.offset(node), optional=optional, fallback=result)
+        return result
+
+    def _IfExp(self, node: ast.IfExp, env, dynamic_ok) -> Node:
+        col = self.src.offset(node)
+        cond = self.boolean(self.value(node.test, env), node.test)
+        when_true, when_false = self.facts(node.test)
+        then = self.present(self.value(node.body, env | when_true), node.body)
+        orelse = self.present(self.value(node.orelse, env | when_false), node.orelse)
+        kinds = {then.ty.kind, orelse.ty.kind}
+        if kinds == {"tensor", "dtype"}:
+            then, orelse = self.dtype(then, node.body), self.dtype(orelse, node.orelse)
+        elif len(kinds) != 1 or kinds & {"none", "float"}:
+            self.fail(node, f"the branches of `if ... else` differ: {then.ty.describe()} "
+                      f"(`{self.code(node.body)}`) and {orelse.ty.describe()} (`{self.code(node.orelse)}`)",
+                      "both branches must be sizes, lists of sizes, dtypes or bools")
+        # `dtype if dtype is not None else x.dtype` is the fallback spelled out: print it one way.
+        if isinstance(cond, IsNone) and isinstance(cond.operand, Name) and then.ty.kind == "dtype":
+            present, absent = (then, orelse) if cond.negated else (orelse, then)
+            if isinstance(present, Name) and present.name == cond.operand.name:
+                return DtypeFallback(DTYPE, col, optional=cond.operand, fallback=absent)
+        return IfExp(then.ty, col, cond=cond, then=then, orelse=orelse)
+
+    def facts(self, node: ast.AST) -> tuple[frozenset[str], frozenset[str]]:
+        """Expressions known not to be None when `node` is true, and when it is false."""
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Is, ast.IsNot)):
+            right = node.comparators[0]
+            if isinstance(right, ast.Constant) and right.value is None:
+                key = frozenset({self.code(node.left)})
+                return (key, frozenset()) if isinstance(node.ops[0], ast.IsNot) else (frozenset(), key)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            when_true, when_false = self.facts(node.operand)
+            return when_false, when_true
+        if isinstance(node, ast.BoolOp):
+            parts = [self.facts(v) for v in node.values]
+            if isinstance(node.op, ast.And):
+                return frozenset().union(*(t for t, _ in parts)), frozenset()
+            return frozenset(), frozenset().union(*(f for _, f in parts))
+        return frozenset(), frozenset()
+
+    # -- calls ---------------------------------------------------------------------------------
+
+    def _Call(self, node: ast.Call, env, dynamic_ok) -> Node:
+        func = node.func
+        for arg in node.args:
+            if isinstance(arg, ast.Starred):
+                self.fail(arg, "`*` unpacking in a call is not supported", "pass the arguments one by one")
+        if isinstance(func, ast.Attribute):
+            return self._method(node, func, env)
+        if not isinstance(func, ast.Name):
+            self.fail(node, f"cannot call `{self.code(func)}`", _LANGUAGE_HINT)
+        name = func.id
+        if name == "dynamic":
+            return self._dynamic(node, node.args, node.keywords, dynamic_ok)
+        if name not in FUNCTIONS:
+            close = difflib.get_close_matches(name, FUNCTIONS, n=1)
+            hint = (f"did you mean `{close[0]}`? " if close else "") + "the functions are " + ", ".join(FUNCTIONS)
+            self.fail(func, f"unknown function `{name}`", hint)
+        if node.keywords:
+            self.fail(node.keywords[0].value, f"`{name}` takes no keyword arguments",
+                      f"e.g. `{_function_example(name)}`")
+        col = self.src.offset(node)
+        args = node.args
+        if name == "len":
+            self._arity(node, name, args, 1, 1)
+            seq = self.present(self.value(args[0], env), args[0])
+            if seq.ty.kind == "tensor":
+                self.fail(args[0], f"`len()` needs a list, but `{self.code(args[0])}` is a tensor",
+                          f"use `{self.code(args[0])}.dim()` for its number of dimensions")
+            if seq.ty.kind not in ("sizes", "tensors"):
+                self.fail(args[0], f"`len()` needs a list, but `{self.code(args[0])}` is {seq.ty.describe()}",
+                          "`len()` takes a Tensor[] or int[] argument, or a list of sizes")
+            if isinstance(seq, TensorAttr):
+                return TensorAttr(INT, col, obj=seq.obj, attr="dim")
+            return Len(INT, col, seq=seq)
+        if name == "broadcast":
+            self._arity(node, name, args, 1, None)
+            values = []
+            for a in args:
+                value = self.present(self.value(a, env), a)
+                if value.ty.kind == "tensor":
+                    value = TensorAttr(SIZES, value.col, obj=value, attr="shape")
+                values.append(self.sizes(value, a, "an argument of `broadcast`"))
+            return Call(SIZES, col, function="broadcast", args=tuple(values))
+        if name == "promote":
+            self._arity(node, name, args, 2, None)
+            values = [self.dtype(self.value(a, env), a, "an argument of `promote`") for a in args]
+            return Call(DTYPE, col, function="promote", args=tuple(values))
+        self._arity(node, name, args, 2, None)  # max / min
+        values = [self.integer(self.value(a, env), a, f"an argument of `{name}`") for a in args]
+        return Call(INT, col, function=name, args=tuple(values))
+
+    def _method(self, node: ast.Call, func: ast.Attribute, env) -> Node:
+        method = func.attr
+        self._no_torch(func)
+        if method not in ("size", "dim", "numel"):
+            if method in ("shape", "dtype", "ndim"):
+                self.fail(node, f"`.{method}` is not a method: drop the parentheses", f"write `{self.code(func)}`")
+            self._unknown_member(func, method)
+        if node.keywords:
+            self.fail(node.keywords[0].value, f"`.{method}()` takes no keyword arguments")
+        obj = self.tensor(self.value(func.value, env), func.value, method + "()")
+        col = self.src.offset(node)
+        if method == "size":
+            self._arity(node, ".size", node.args, 0, 1)
+            if not node.args:
+                return TensorAttr(SIZES, col, obj=obj, attr="shape")
+            index = self.integer(self.value(node.args[0], env), node.args[0], "a dimension")
+            return SizeAt(INT, col, obj=obj, index=index)
+        self._arity(node, "." + method, node.args, 0, 0)
+        return TensorAttr(INT, col, obj=obj, attr=method)
+
+    def _arity(self, node: ast.Call, name: str, args: list, least: int, most: int | None) -> None:
+        count = len(args)
+        if least <= count and (most is None or count <= most):
+            return
+        if most is None:
+            expected = f"at least {least} argument{'s' if least != 1 else ''}"
+        elif least == most:
+            expected = f"{least} argument{'s' if least != 1 else ''}" if least else "no arguments"
+        else:
+            expected = f"{least} or {most} arguments" if most == least + 1 else f"{least} to {most} arguments"
+        example = _function_example(name.lstrip(".")) if not name.startswith(".") else {
+            ".size": "x.size(0)", ".dim": "x.dim()", ".numel": "x.numel()"}[name]
+        self.fail(node, f"`{name}()` takes {expected}, got {count}", f"e.g. `{example}`")
+
+    def _dynamic(self, node: ast.AST, args: list, keywords: list, dynamic_ok: bool) -> Node:
+        col = self.src.offset(node)
+        if not dynamic_ok:
+            self.fail(node, "`dynamic` cannot be used here",
+                      "a data-dependent size can only be an element of the shape list (possibly in "
+                      f"arithmetic), e.g. `{_EXAMPLE_DYNAMIC}`")
+        if args:
+            self.fail(args[0], "`dynamic` takes only keyword arguments `min=` and `max=`",
+                      f"e.g. `{_EXAMPLE_DYNAMIC}`")
+        bounds: dict[str, Node] = {}
+        for keyword in keywords:
+            if keyword.arg not in ("min", "max"):
+                close = difflib.get_close_matches(keyword.arg or "", ["min", "max"], n=1)
+                where = keyword.value if keyword.arg is None else keyword
+                self.fail(where, f"`dynamic` has no argument `{keyword.arg}`",
+                          (f"did you mean `{close[0]}=`? " if close else "") + "it takes `min=` and `max=`")
+            if keyword.arg in bounds:
+                self.fail(keyword, f"`{keyword.arg}=` given twice")
+            value = self.value(keyword.value, frozenset())
+            bounds[keyword.arg] = self.integer(value, keyword.value, f"the `{keyword.arg}=` bound")
+        lower, upper = bounds.get("min"), bounds.get("max")
+        for key, bound in bounds.items():
+            if isinstance(bound, Const) and bound.value < 0:
+                self.fail(_keyword(keywords, key).value, f"`{key}={bound.value}`: a size is never negative",
+                          "bounds are >= 0")
+        if isinstance(lower, Const) and isinstance(upper, Const) and upper.value < lower.value:
+            self.fail(_keyword(keywords, "max").value, f"`max={upper.value}` is below `min={lower.value}`")
+        return Dynamic(INT, col, lower=lower, upper=upper)
+
+    def _no_dynamic(self, value: Node, node: ast.AST, where: str) -> None:
+        for inner in value.walk():
+            if isinstance(inner, Dynamic):
+                self.fail(node, f"`dynamic` cannot be used in {where}",
+                          "a data-dependent size can only be an element of the shape list (possibly in "
+                          f"arithmetic), e.g. `{_EXAMPLE_DYNAMIC}`")
+
+
+def _keyword(keywords: list[ast.keyword], name: str) -> ast.keyword:
+    return next(k for k in keywords if k.arg == name)
+
+
+def _function_example(name: str) -> str:
+    return {
+        "broadcast": "broadcast(a.shape, b.shape)", "dynamic": _EXAMPLE_DYNAMIC, "len": "len(xs)",
+        "max": "max(a.shape[0], b.shape[0])", "min": "min(a.shape[0], b.shape[0])", "promote": "promote(x, y)",
+        "size": "x.size(0)", "dim": "x.dim()", "numel": "x.numel()",
+    }[name]

@@ -1,0 +1,647 @@
+"""Checked expressions of the semantics language, and how each prints to Python and to C++.
+
+Nodes are built only by `opgen.spec.semantics` after type checking, so printing never fails
+on a type mistake; it only refuses what one target language cannot say (`dynamic` in C++).
+Each printer returns `(text, precedence)` so that parentheses appear only where needed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# One table for the dtype fact: spelling in a spec -> (torch attribute, ATen constant).
+DTYPES: dict[str, tuple[str, str]] = {
+    "float32": ("float32", "at::kFloat"),
+    "float16": ("float16", "at::kHalf"),
+    "bfloat16": ("bfloat16", "at::kBFloat16"),
+    "float64": ("float64", "at::kDouble"),
+    "int64": ("int64", "at::kLong"),
+    "int32": ("int32", "at::kInt"),
+    "int16": ("int16", "at::kShort"),
+    "int8": ("int8", "at::kChar"),
+    "uint8": ("uint8", "at::kByte"),
+    "bool": ("bool", "at::kBool"),
+    "complex64": ("complex64", "at::kComplexFloat"),
+    "complex128": ("complex128", "at::kComplexDouble"),
+}
+DTYPE_ALIASES: dict[str, str] = {
+    "float": "float32", "half": "float16", "double": "float64", "long": "int64", "int": "int32",
+    "short": "int16", "cfloat": "complex64", "cdouble": "complex128",
+}
+
+# Binding strength, higher binds tighter (Python reference §6.17, C++ [expr] grammar).
+PY_COND, PY_OR, PY_AND, PY_NOT, PY_CMP, PY_ADD, PY_MUL, PY_UNARY, PY_POSTFIX, PY_ATOM = 1, 2, 3, 4, 5, 9, 10, 11, 14, 15
+CPP_COND, CPP_OR, CPP_AND, CPP_EQ, CPP_REL, CPP_ADD, CPP_MUL, CPP_UNARY, CPP_POSTFIX, CPP_ATOM = (
+    1, 2, 3, 5, 6, 8, 9, 10, 11, 12)
+SIZE_VECTOR = "c10::SmallVector<int64_t, 8>"
+
+
+class NotInCpp(Exception):
+    """A construct C++ printing cannot express; carries the node for the error column."""
+
+    def __init__(self, node: Node, message: str, hint: str) -> None:
+        super().__init__(message)
+        self.node, self.message, self.hint = node, message, hint
+
+
+@dataclass(frozen=True)
+class Ty:
+    """A value's type: int, bool, float, str, dtype, tensor, sizes (int list), tensors, none."""
+
+    kind: str
+    optional: bool = False
+    elem_optional: bool = False  # Tensor?[]: each element may be None
+
+    def required(self) -> Ty:
+        return Ty(self.kind, False, self.elem_optional)
+
+    def describe(self) -> str:
+        text = {
+            "int": "an int", "bool": "a bool", "float": "a float", "str": "a string", "dtype": "a dtype",
+            "tensor": "a tensor", "sizes": "a list of sizes", "tensors": "a tensor list", "none": "None",
+        }[self.kind]
+        return "an optional " + text.split(" ", 1)[1] if self.optional else text
+
+
+INT, BOOL, FLOAT, STR, DTYPE, TENSOR, SIZES, NONE = (
+    Ty("int"), Ty("bool"), Ty("float"), Ty("str"), Ty("dtype"), Ty("tensor"), Ty("sizes"), Ty("none"))
+
+
+class PyContext:
+    """Shared state while printing the rules of one fake function.
+
+    `names` renames arguments (argument -> parameter name in the generated function);
+    fresh variables for `dynamic` sizes (`_n0`, `_n1`, …) never collide with `reserved` names.
+    """
+
+    def __init__(self, names: dict[str, str] | None = None, reserved: frozenset[str] | set[str] = frozenset()):
+        self.names = dict(names or {})
+        self.reserved = set(reserved) | set(self.names.values())
+        self._next = 0
+
+    def name(self, argument: str) -> str:
+        return self.names.get(argument, argument)
+
+    def fresh(self) -> str:
+        while True:
+            candidate = f"_n{self._next}"
+            self._next += 1
+            if candidate not in self.reserved:
+                self.reserved.add(candidate)
+                return candidate
+
+
+class _Py:
+    def __init__(self, ctx: PyContext) -> None:
+        self.ctx = ctx
+        self.statements: list[str] = []
+
+    def at(self, node: Node, minimum: int) -> str:
+        text, prec = node.py(self)
+        return f"({text})" if prec < minimum else text
+
+
+class _Cpp:
+    def __init__(self, reserved: frozenset[str]) -> None:
+        self.reserved = set(reserved)
+        self.used: dict[str, int] = {}
+
+    def at(self, node: Node, minimum: int) -> str:
+        text, prec = node.cpp(self)
+        return f"({text})" if prec < minimum else text
+
+    def local(self, base: str) -> str:
+        """A local name for generated lambdas that no argument shadows."""
+        name = base
+        while name in self.reserved:
+            name += "_"
+        return name
+
+
+@dataclass(frozen=True)
+class Node:
+    ty: Ty
+    col: int = field(compare=False)  # 0-based character offset of the construct in the expression
+
+    def children(self) -> tuple[Node, ...]:
+        return ()
+
+    def walk(self):
+        yield self
+        for child in self.children():
+            if child is not None:
+                yield from child.walk()
+
+    def py(self, p: _Py) -> tuple[str, int]:
+        raise NotImplementedError
+
+    def cpp(self, c: _Cpp) -> tuple[str, int]:
+        raise NotImplementedError
+
+    # How a C++ sizes expression is held: "ref" (IntArrayRef view), "vec" (SmallVector), "std" (std::vector).
+    def cpp_kind(self) -> str:
+        return "ref"
+
+    # Whether the Python value is certainly a list (not a torch.Size tuple): matters for `==`.
+    def py_is_list(self) -> bool:
+        return False
+
+
+def _member(c: _Cpp, obj: Node, member: str) -> str:
+    if getattr(obj, "deref", False):  # a present c10::optional
+        return f"{obj.cpp_optional(c)}->{member}"
+    return f"{c.at(obj, CPP_POSTFIX)}.{member}"
+
+
+def _cpp_len(c: _Cpp, seq: Node) -> str:
+    if isinstance(seq, TensorAttr) and seq.attr == "shape":
+        return _member(c, seq.obj, "dim()")
+    return f"static_cast<int64_t>({_member(c, seq, 'size()')})"
+
+
+@dataclass(frozen=True)
+class Name(Node):
+    name: str = ""
+    deref: bool = False  # an optional argument known to be present here
+
+    def py(self, p):
+        return p.ctx.name(self.name), PY_ATOM
+
+    def cpp(self, c):
+        if self.deref:
+            return f"{self.name}.value()", CPP_POSTFIX
+        return self.name, CPP_ATOM
+
+    def cpp_optional(self, c):
+        return self.name
+
+    def py_is_list(self):
+        return self.ty.kind == "sizes"
+
+
+@dataclass(frozen=True)
+class Const(Node):
+    value: object = None
+
+    def py(self, p):
+        if isinstance(self.value, int) and not isinstance(self.value, bool) and self.value < 0:
+            return repr(self.value), PY_UNARY
+        return repr(self.value), PY_ATOM
+
+    def cpp(self, c):
+        if self.value is None:
+            return "c10::nullopt", CPP_ATOM
+        if isinstance(self.value, bool):
+            return ("true" if self.value else "false"), CPP_ATOM
+        if isinstance(self.value, str):
+            escaped = self.value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+            return f'"{escaped}"', CPP_ATOM
+        return str(self.value), (CPP_UNARY if self.value < 0 else CPP_ATOM)
+
+
+@dataclass(frozen=True)
+class DtypeName(Node):
+    name: str = ""  # canonical key of DTYPES
+
+    def py(self, p):
+        return f"torch.{DTYPES[self.name][0]}", PY_POSTFIX
+
+    def cpp(self, c):
+        return DTYPES[self.name][1], CPP_ATOM
+
+
+_TENSOR_ATTRS = {"shape": ("shape", "sizes()"), "dtype": ("dtype", "scalar_type()"),
+                 "dim": ("dim()", "dim()"), "numel": ("numel()", "numel()")}
+
+
+@dataclass(frozen=True)
+class TensorAttr(Node):
+    obj: Node = None
+    attr: str = ""  # shape | dtype | dim | numel
+
+    def children(self):
+        return (self.obj,)
+
+    def py(self, p):
+        return f"{p.at(self.obj, PY_POSTFIX)}.{_TENSOR_ATTRS[self.attr][0]}", PY_POSTFIX
+
+    def cpp(self, c):
+        return _member(c, self.obj, _TENSOR_ATTRS[self.attr][1]), CPP_POSTFIX
+
+
+@dataclass(frozen=True)
+class SizeAt(Node):
+    """One size of a tensor: `x.shape[i]` / `x.size(i)` (negative `i` counts from the end)."""
+
+    obj: Node = None
+    index: Node = None
+
+    def children(self):
+        return (self.obj, self.index)
+
+    def py(self, p):
+        return f"{p.at(self.obj, PY_POSTFIX)}.shape[{p.at(self.index, 0)}]", PY_POSTFIX
+
+    def cpp(self, c):
+        return _member(c, self.obj, f"size({c.at(self.index, 0)})"), CPP_POSTFIX
+
+
+def _negative_literal(node: Node) -> int | None:
+    if isinstance(node, Const) and isinstance(node.value, int) and not isinstance(node.value, bool) and node.value < 0:
+        return node.value
+    return None
+
+
+@dataclass(frozen=True)
+class Index(Node):
+    """`seq[i]` of a size list or a tensor list."""
+
+    seq: Node = None
+    index: Node = None
+    deref: bool = False
+
+    def children(self):
+        return (self.seq, self.index)
+
+    def py(self, p):
+        return f"{p.at(self.seq, PY_POSTFIX)}[{p.at(self.index, 0)}]", PY_POSTFIX
+
+    def cpp(self, c):
+        negative = _negative_literal(self.index)
+        index = f"{_cpp_len(c, self.seq)} - {-negative}" if negative is not None else c.at(self.index, 0)
+        if self.seq.ty.elem_optional:  # c10::List<c10::optional<at::Tensor>>
+            text = self.cpp_optional(c)
+            return (f"{text}.value()" if self.deref else text), CPP_POSTFIX
+        return f"{c.at(self.seq, CPP_POSTFIX)}[{index}]", CPP_POSTFIX
+
+    def cpp_optional(self, c):
+        negative = _negative_literal(self.index)
+        index = f"{_cpp_len(c, self.seq)} - {-negative}" if negative is not None else c.at(self.index, 0)
+        return _member(c, self.seq, f"get({index})")
+
+
+@dataclass(frozen=True)
+class Slice(Node):
+    seq: Node = None
+    lower: Node | None = None
+    upper: Node | None = None
+
+    def children(self):
+        return (self.seq, self.lower, self.upper)
+
+    def py(self, p):
+        lower = "" if self.lower is None else p.at(self.lower, 0)
+        upper = "" if self.upper is None else p.at(self.upper, 0)
+        return f"{p.at(self.seq, PY_POSTFIX)}[{lower}:{upper}]", PY_POSTFIX
+
+    def cpp(self, c):
+        # ArrayRef::slice(start, length); Python's negative bounds count from the end.
+        def bound(node: Node) -> str:
+            negative = _negative_literal(node)
+            if negative is not None:
+                return f"{_cpp_len(c, self.seq)} - {-negative}"
+            return c.at(node, CPP_ADD)
+
+        seq = c.at(self.seq, CPP_POSTFIX)
+        if self.seq.cpp_kind() != "ref":
+            seq = f"c10::IntArrayRef({self.seq.cpp(c)[0]})"
+        lower = "0" if self.lower is None else bound(self.lower)
+        if self.upper is None:
+            text = f"{seq}.slice({lower})"
+        else:
+            upper = bound(self.upper)
+            length = upper if lower == "0" else f"{upper} - ({lower})" if " " in lower else f"{upper} - {lower}"
+            text = f"{seq}.slice({lower}, {length})"
+        if self.seq.cpp_kind() != "ref":  # a view of a temporary must not outlive it: copy
+            return f"{SIZE_VECTOR}({text})", CPP_POSTFIX
+        return text, CPP_POSTFIX
+
+    def cpp_kind(self):
+        return "ref" if self.seq.cpp_kind() == "ref" else "vec"
+
+
+@dataclass(frozen=True)
+class Len(Node):
+    seq: Node = None
+
+    def children(self):
+        return (self.seq,)
+
+    def py(self, p):
+        return f"len({p.at(self.seq, 0)})", PY_POSTFIX
+
+    def cpp(self, c):
+        return _cpp_len(c, self.seq), CPP_POSTFIX
+
+
+@dataclass(frozen=True)
+class ListLit(Node):
+    items: tuple[Node, ...] = ()
+
+    def children(self):
+        return self.items
+
+    def py(self, p):
+        return "[" + ", ".join(p.at(i, PY_COND) for i in self.items) + "]", PY_ATOM
+
+    def cpp(self, c):
+        return SIZE_VECTOR + "{" + ", ".join(c.at(i, CPP_COND) for i in self.items) + "}", CPP_ATOM
+
+    def cpp_kind(self):
+        return "vec"
+
+    def py_is_list(self):
+        return True
+
+
+@dataclass(frozen=True)
+class Concat(Node):
+    """`a + b + …` of size lists, flattened."""
+
+    parts: tuple[Node, ...] = ()
+
+    def children(self):
+        return self.parts
+
+    def py(self, p):
+        items: list[str] = []
+        for part in self.parts:
+            if isinstance(part, ListLit):
+                items.extend(p.at(i, PY_COND) for i in part.items)
+            else:
+                items.append("*" + p.at(part, PY_POSTFIX if isinstance(part, Repeat) else PY_ADD + 1))
+        return "[" + ", ".join(items) + "]", PY_ATOM
+
+    def cpp(self, c):
+        sizes, size = c.local("sizes"), c.local("size")
+        body = [f"{SIZE_VECTOR} {sizes};"]
+        for part in self.parts:
+            if isinstance(part, ListLit):
+                body.extend(f"{sizes}.push_back({c.at(i, CPP_COND)});" for i in part.items)
+            else:
+                body.append(f"for (int64_t {size} : {c.at(part, CPP_COND)}) {sizes}.push_back({size});")
+        body.append(f"return {sizes};")
+        return "[&] { " + " ".join(body) + " }()", CPP_POSTFIX
+
+    def cpp_kind(self):
+        return "vec"
+
+    def py_is_list(self):
+        return True
+
+
+@dataclass(frozen=True)
+class Repeat(Node):
+    """`seq * n`: the size list repeated n times (`[1] * x.dim()`)."""
+
+    seq: Node = None
+    count: Node = None
+
+    def children(self):
+        return (self.seq, self.count)
+
+    def py(self, p):
+        return f"{p.at(self.seq, PY_MUL)} * {p.at(self.count, PY_MUL + 1)}", PY_MUL
+
+    def cpp(self, c):
+        count = c.at(self.count, CPP_COND)
+        if isinstance(self.seq, ListLit) and len(self.seq.items) == 1:
+            item = self.seq.items[0]
+            return f"{SIZE_VECTOR}(static_cast<size_t>({count}), {c.at(item, CPP_COND)})", CPP_POSTFIX
+        sizes, size, i = c.local("sizes"), c.local("size"), c.local("i")
+        return (f"[&] {{ {SIZE_VECTOR} {sizes}; for (int64_t {i} = 0; {i} < {count}; ++{i}) "
+                f"for (int64_t {size} : {c.at(self.seq, CPP_COND)}) {sizes}.push_back({size}); "
+                f"return {sizes}; }}()"), CPP_POSTFIX
+
+    def cpp_kind(self):
+        return "vec"
+
+    def py_is_list(self):
+        return self.seq.py_is_list()
+
+
+_PY_BINARY = {"+": PY_ADD, "-": PY_ADD, "*": PY_MUL, "//": PY_MUL, "%": PY_MUL}
+_CPP_BINARY = {"+": ("+", CPP_ADD), "-": ("-", CPP_ADD), "*": ("*", CPP_MUL), "//": ("/", CPP_MUL),
+               "%": ("%", CPP_MUL)}
+
+
+@dataclass(frozen=True)
+class BinOp(Node):
+    op: str = "+"
+    left: Node = None
+    right: Node = None
+
+    def children(self):
+        return (self.left, self.right)
+
+    def py(self, p):
+        prec = _PY_BINARY[self.op]
+        return f"{p.at(self.left, prec)} {self.op} {p.at(self.right, prec + 1)}", prec
+
+    def cpp(self, c):
+        op, prec = _CPP_BINARY[self.op]
+        return f"{c.at(self.left, prec)} {op} {c.at(self.right, prec + 1)}", prec
+
+
+@dataclass(frozen=True)
+class Neg(Node):
+    operand: Node = None
+
+    def children(self):
+        return (self.operand,)
+
+    def py(self, p):
+        return f"-{p.at(self.operand, PY_UNARY)}", PY_UNARY
+
+    def cpp(self, c):
+        return f"-{c.at(self.operand, CPP_UNARY)}", CPP_UNARY
+
+
+_CPP_COMPARE = {"==": CPP_EQ, "!=": CPP_EQ, "<": CPP_REL, "<=": CPP_REL, ">": CPP_REL, ">=": CPP_REL}
+
+
+@dataclass(frozen=True)
+class Compare(Node):
+    op: str = "=="
+    left: Node = None
+    right: Node = None
+
+    def children(self):
+        return (self.left, self.right)
+
+    def py(self, p):
+        sides = [p.at(self.left, PY_CMP + 1), p.at(self.right, PY_CMP + 1)]
+        if self.left.ty.kind == "sizes":  # torch.Size never equals a list: compare lists
+            sides = [s if n.py_is_list() else f"list({s})" for s, n in zip(sides, (self.left, self.right))]
+        return f"{sides[0]} {self.op} {sides[1]}", PY_CMP
+
+    def cpp(self, c):
+        prec = _CPP_COMPARE[self.op]
+        if self.left.ty.kind == "sizes":
+            sides = [f"c10::IntArrayRef({n.cpp(c)[0]})" for n in (self.left, self.right)]
+        else:
+            sides = [c.at(self.left, prec + 1), c.at(self.right, prec + 1)]
+        return f"{sides[0]} {self.op} {sides[1]}", prec
+
+
+@dataclass(frozen=True)
+class IsNone(Node):
+    operand: Node = None
+    negated: bool = False
+
+    def children(self):
+        return (self.operand,)
+
+    def py(self, p):
+        return f"{p.at(self.operand, PY_CMP + 1)} is {'not ' if self.negated else ''}None", PY_CMP
+
+    def cpp(self, c):
+        text = _member(c, self.operand, "has_value()")
+        return (text, CPP_POSTFIX) if self.negated else (f"!{text}", CPP_UNARY)
+
+
+@dataclass(frozen=True)
+class BoolOp(Node):
+    op: str = "and"
+    values: tuple[Node, ...] = ()
+
+    def children(self):
+        return self.values
+
+    def py(self, p):
+        prec = PY_AND if self.op == "and" else PY_OR
+        return f" {self.op} ".join(p.at(v, prec + 1) for v in self.values), prec
+
+    def cpp(self, c):
+        op, prec = ("&&", CPP_AND) if self.op == "and" else ("||", CPP_OR)
+        return f" {op} ".join(c.at(v, prec + 1) for v in self.values), prec
+
+
+@dataclass(frozen=True)
+class Not(Node):
+    operand: Node = None
+
+    def children(self):
+        return (self.operand,)
+
+    def py(self, p):
+        return f"not {p.at(self.operand, PY_NOT)}", PY_NOT
+
+    def cpp(self, c):
+        return f"!{c.at(self.operand, CPP_UNARY)}", CPP_UNARY
+
+
+@dataclass(frozen=True)
+class IfExp(Node):
+    cond: Node = None
+    then: Node = None
+    orelse: Node = None
+
+    def children(self):
+        return (self.cond, self.then, self.orelse)
+
+    def py(self, p):
+        return (f"{p.at(self.then, PY_COND + 1)} if {p.at(self.cond, PY_COND + 1)} "
+                f"else {p.at(self.orelse, PY_COND)}"), PY_COND
+
+    def cpp(self, c):
+        branches = [self.then, self.orelse]
+        texts = [c.at(b, CPP_COND) for b in branches]
+        if self.ty.kind == "sizes" and len({b.cpp_kind() for b in branches}) > 1:
+            # The two arms of `?:` must have one type.
+            texts = [t if b.cpp_kind() == "vec" else f"{SIZE_VECTOR}({t})" for t, b in zip(texts, branches)]
+        return f"{c.at(self.cond, CPP_COND + 1)} ? {texts[0]} : {texts[1]}", CPP_COND
+
+    def cpp_kind(self):
+        kinds = {self.then.cpp_kind(), self.orelse.cpp_kind()}
+        return kinds.pop() if len(kinds) == 1 else "vec"
+
+    def py_is_list(self):
+        return self.then.py_is_list() and self.orelse.py_is_list()
+
+
+def _fold(function: str, args: list[str]) -> str:
+    text = args[0]
+    for arg in args[1:]:
+        text = f"{function}({text}, {arg})"
+    return text
+
+
+_PY_FUNCTIONS = {"broadcast": "torch.broadcast_shapes", "promote": "torch.promote_types",
+                 "max": "torch.sym_max", "min": "torch.sym_min"}
+_CPP_FUNCTIONS = {"broadcast": "at::infer_size", "promote": "at::promote_types",
+                  "max": "std::max<int64_t>", "min": "std::min<int64_t>"}
+
+
+@dataclass(frozen=True)
+class Call(Node):
+    """A builtin over several arguments: broadcast, promote, max, min."""
+
+    function: str = ""
+    args: tuple[Node, ...] = ()
+
+    def children(self):
+        return self.args
+
+    def py(self, p):
+        args = [p.at(a, PY_COND) for a in self.args]
+        if self.function == "broadcast":
+            return f"torch.broadcast_shapes({', '.join(args)})", PY_POSTFIX
+        return _fold(_PY_FUNCTIONS[self.function], args), PY_POSTFIX
+
+    def cpp(self, c):
+        args = [c.at(a, CPP_COND) for a in self.args]
+        if self.function == "broadcast" and len(args) == 1:
+            return self.args[0].cpp(c)
+        return _fold(_CPP_FUNCTIONS[self.function], args), CPP_POSTFIX
+
+    def cpp_kind(self):
+        if self.function == "broadcast" and len(self.args) == 1:
+            return self.args[0].cpp_kind()
+        return "std"
+
+
+@dataclass(frozen=True)
+class Dynamic(Node):
+    """A data-dependent size: an unbacked SymInt from the fake-impl context, with its bounds."""
+
+    lower: Node | None = None
+    upper: Node | None = None
+
+    def children(self):
+        return (self.lower, self.upper)
+
+    def py(self, p):
+        name = p.ctx.fresh()
+        # new_dynamic_size only takes plain ints; symbolic bounds become torch._check relations.
+        static = {key: b.value for key, b in (("min", self.lower), ("max", self.upper))
+                  if isinstance(b, Const) and not isinstance(b.value, bool)}
+        args = ", ".join(f"{key}={value}" for key, value in static.items())
+        p.statements.append(f"{name} = torch.library.get_ctx().new_dynamic_size({args})")
+        for op, bound, key in ((">=", self.lower, "min"), ("<=", self.upper, "max")):
+            if bound is not None and key not in static:
+                p.statements.append(f"torch._check({name} {op} {p.at(bound, PY_CMP + 1)})")
+        return name, PY_ATOM
+
+    def cpp(self, c):
+        raise NotInCpp(self, "`dynamic` is not expressible in C++",
+                       "write the data-dependent size by hand in the C++ meta function "
+                       "(c10::SymInt from the output of the kernel)")
+
+
+@dataclass(frozen=True)
+class DtypeFallback(Node):
+    """`dtype or x.dtype`: an optional ScalarType argument, else another dtype."""
+
+    optional: Node = None
+    fallback: Node = None
+
+    def children(self):
+        return (self.optional, self.fallback)
+
+    def py(self, p):
+        name = p.at(self.optional, PY_CMP + 1)
+        return f"{name} if {name} is not None else {p.at(self.fallback, PY_COND)}", PY_COND
+
+    def cpp(self, c):
+        return _member(c, self.optional, f"value_or({c.at(self.fallback, CPP_COND)})"), CPP_POSTFIX

@@ -1,0 +1,595 @@
+"""The semantics language: parsing, checking, and the Python it prints run for real against torch."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+import pytest
+import torch
+
+from opgen.schema import parse_schema
+from opgen.schema.errors import OpgenError
+from opgen.spec.semantics import (
+    DtypeRule,
+    PyContext,
+    SemanticsError,
+    ShapeRule,
+    parse_dtype,
+    parse_shape,
+)
+from opgen.spec.semantics_ir import DTYPE_ALIASES, DTYPES
+
+SHAPE_SCHEMA = parse_schema(
+    "t::f(Tensor x, Tensor gamma, Tensor a, Tensor b, Tensor[] xs, Tensor? bias, int n, bool flag, "
+    "int[] size, str mode, int? k, float eps, Tensor?[] ys) -> Tensor"
+)
+
+
+def shape_inputs(**overrides):
+    inputs = {
+        "x": torch.randn(2, 3, 4), "gamma": torch.randn(4), "a": torch.randn(5, 1, 3), "b": torch.randn(4, 1),
+        "xs": [torch.randn(2, 3) for _ in range(3)], "bias": None, "n": 3, "flag": True, "size": [7, 8],
+        "mode": "mean", "k": None, "eps": 1e-6, "ys": [None, torch.randn(6)],
+    }
+    inputs.update(overrides)
+    return inputs
+
+
+def compile_fake(schema, *lines_and_exprs):
+    """A function named like the schema arguments whose body is printed rules; returns its results."""
+    params = ", ".join(a.name for a in schema.arguments)
+    body = [line for statements, _ in lines_and_exprs for line in statements]
+    results = ", ".join(expr for _, expr in lines_and_exprs)
+    source = f"def fake({params}):\n" + "".join(f"    {line}\n" for line in body) + f"    return ({results},)\n"
+    namespace = {"torch": torch}
+    exec(compile(source, "<fake>", "exec"), namespace)  # noqa: S102 - running generated code is the test
+    return namespace["fake"], source
+
+
+def run_shape(text, schema=SHAPE_SCHEMA, **inputs):
+    rule = parse_shape(text, schema)
+    fake, _ = compile_fake(schema, rule.python())
+    (sizes,) = fake(**shape_inputs(**inputs))
+    # The printed expression must be usable as the sizes of a new tensor.
+    return list(torch.empty(sizes).shape)
+
+
+SHAPE_CASES = [
+    ("x.shape", {}, [2, 3, 4]),
+    ("x.shape[:x.dim() - gamma.dim()] + [1] * gamma.dim()", {}, [2, 3, 1]),
+    ("broadcast(a.shape, b.shape)", {}, [5, 4, 3]),
+    ("broadcast(a, b, [1, 3])", {}, [5, 4, 3]),
+    ("[len(xs)] + xs[0].shape", {}, [3, 2, 3]),
+    ("[x.shape[-1], x.shape[0]]", {}, [4, 2]),
+    ("x.shape[:-1]", {}, [2, 3]),
+    ("x.shape[1:]", {}, [3, 4]),
+    ("x.shape[1:-1]", {}, [3]),
+    ("x.shape[-2:]", {}, [3, 4]),
+    ("x.shape[:n - 1]", {}, [2, 3]),
+    ("x.shape[:]", {}, [2, 3, 4]),
+    ("[x.size(0), x.size(-1)]", {}, [2, 4]),
+    ("x.size()", {}, [2, 3, 4]),
+    ("[x.dim(), x.ndim, x.numel()]", {}, [3, 3, 24]),
+    ("[len(xs), len(size), len(x.shape)]", {}, [3, 2, 3]),
+    ("[xs[-1].shape[0]]", {}, [2]),
+    ("xs[1].shape", {}, [2, 3]),
+    ("[1] * n", {}, [1, 1, 1]),
+    ("n * [1]", {}, [1, 1, 1]),
+    ("x.shape * 2", {}, [2, 3, 4, 2, 3, 4]),
+    ("[1, 2] * 2", {}, [1, 2, 1, 2]),
+    ("[x.shape[0] + 1, x.shape[1] - 1, x.shape[2] * 2, x.shape[2] // 3, x.shape[2] % 3]", {}, [3, 2, 8, 1, 1]),
+    ("[-x.shape[0] + 10, +x.shape[0]]", {}, [8, 2]),
+    ("[x.shape[0] - (x.shape[1] - x.shape[2])]", {}, [3]),
+    ("[(x.shape[0] + 1) * 2, x.shape[2] // (x.shape[0] * 2)]", {}, [6, 1]),
+    ("x.shape if flag else []", {}, [2, 3, 4]),
+    ("x.shape if flag else []", {"flag": False}, []),
+    ("[n if n > 2 and not flag else 0]", {}, [0]),
+    ("[n if n > 2 or flag else 0]", {"flag": False}, [3]),
+    ("[1 if mode == 'mean' else 2]", {}, [1]),
+    ("[1 if mode != \"mean\" else 2]", {}, [2]),
+    ("bias.shape if bias is not None else [x.shape[0]]", {}, [2]),
+    ("bias.shape if bias is not None else [x.shape[0]]", {"bias": torch.randn(6)}, [6]),
+    ("[x.shape[0]] if bias is None else bias.shape", {"bias": torch.randn(6)}, [6]),
+    ("[bias.shape[0] if bias is not None and bias.dim() == 1 else 0]", {"bias": torch.randn(6)}, [6]),
+    ("[0 if bias is None or bias.dim() != 1 else bias.shape[0]]", {"bias": torch.randn(6)}, [6]),
+    ("[0 if not bias is not None else bias.shape[0]]", {"bias": torch.randn(5)}, [5]),
+    ("[k if k is not None else n]", {}, [3]),
+    ("[k if k is not None else n]", {"k": 5}, [5]),
+    ("ys[1].shape if ys[1] is not None else []", {}, [6]),
+    ("ys[0].shape if ys[0] is not None else []", {}, []),
+    ("size", {}, [7, 8]),
+    ("size + [n]", {}, [7, 8, 3]),
+    ("[*size, *x.shape[1:]]", {}, [7, 8, 3, 4]),
+    ("[n, *size]", {}, [3, 7, 8]),
+    ("size[-1:]", {}, [8]),
+    ("[size[0], size[-1]]", {}, [7, 8]),
+    ("[max(n, x.shape[0]), min(n, x.shape[0]), max(1, 2, n)]", {}, [3, 2, 3]),
+    ("[x.shape[0]] + (x.shape[1:] if flag else [])", {}, [2, 3, 4]),
+    ("(x.shape[0], x.shape[1])", {}, [2, 3]),
+    ("(x.shape[0],)", {}, [2]),
+    ("[]", {}, []),
+    ("[1] if x.shape == a.shape else [0]", {}, [0]),
+    ("[1] if x.shape == [2, 3, 4] else [0]", {}, [1]),
+    ("[1] if [2, 3, 4] == x.shape else [0]", {}, [1]),
+    ("[1] if x.shape[1:] != size else [0]", {}, [1]),
+    ("[1] if x.dtype == float32 else [2]", {}, [1]),
+    ("[1] if x.dtype != gamma.dtype else [2]", {}, [2]),
+    ("[1] if flag == True else [2]", {}, [1]),
+    ("[1] if False != flag else [2]", {"flag": False}, [2]),
+    ("[1] if eps < 0.5 else [2]", {}, [1]),
+    ("(x.shape[:-1] + [1])[0:1]", {}, [2]),
+    ("[(x.shape[:-1] + [7])[-1]]", {}, [7]),
+    ("broadcast(x.shape)", {}, [2, 3, 4]),
+    ("x.shape\n    + [1]", {}, [2, 3, 4, 1]),
+    ("  x.shape  ", {}, [2, 3, 4]),
+]
+
+
+@pytest.mark.parametrize(("text", "inputs", "expected"), SHAPE_CASES, ids=[c[0] for c in SHAPE_CASES])
+def test_shape_rule_python_runs_against_torch(text, inputs, expected):
+    assert run_shape(text, **inputs) == expected
+
+
+def test_shape_rules_under_fake_tensors_with_symbolic_sizes():
+    """The printed expressions also work on SymInts (what a fake function really receives)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    rule = parse_shape("x.shape[:x.dim() - gamma.dim()] + [1] * gamma.dim()", SHAPE_SCHEMA)
+    fake, _ = compile_fake(SHAPE_SCHEMA, rule.python())
+    with FakeTensorMode(shape_env=ShapeEnv()) as mode:
+        x = mode.from_tensor(torch.randn(5, 6, 7), symbolic_context=None)
+        x = torch.empty_strided(x.shape, x.stride())
+        inputs = shape_inputs(x=x, gamma=torch.empty(7))
+        (sizes,) = fake(**inputs)
+        out = x.new_empty(sizes)
+    assert list(out.shape) == [5, 6, 1]
+
+
+@pytest.mark.parametrize("text", ["x.shape", "broadcast(a.shape, b.shape)", "[len(xs)] + xs[0].shape"])
+def test_shape_rule_readable_python(text):
+    _, expr = parse_shape(text, SHAPE_SCHEMA).python()
+    assert ast.parse(expr, mode="eval")
+
+
+def test_python_snapshots():
+    def py(text):
+        return parse_shape(text, SHAPE_SCHEMA).python()
+
+    assert py("x.shape") == ([], "x.shape")
+    assert py("x.shape[:x.dim() - gamma.dim()] + [1] * gamma.dim()") == (
+        [], "[*x.shape[:x.dim() - gamma.dim()], *([1] * gamma.dim())]")
+    assert py("broadcast(a.shape, b.shape)") == ([], "torch.broadcast_shapes(a.shape, b.shape)")
+    assert py("[len(xs)] + xs[0].shape") == ([], "[len(xs), *xs[0].shape]")
+    assert py("[x.size(-1) // 2]") == ([], "[x.shape[-1] // 2]")
+    assert py("bias.shape if bias is not None else []") == ([], "(bias.shape if bias is not None else [])")
+    assert py("[x.shape[0] - (x.shape[1] - 1)]") == ([], "[x.shape[0] - (x.shape[1] - 1)]")
+    assert py("[(x.shape[0] - x.shape[1]) - 1]") == ([], "[x.shape[0] - x.shape[1] - 1]")
+    assert py("[dynamic(max=x.shape[0]), x.shape[1]]") == (
+        ["_n0 = torch.library.get_ctx().new_dynamic_size()", "torch._check(_n0 <= x.shape[0])"],
+        "[_n0, x.shape[1]]")
+    assert py("[dynamic(min=1, max=16) * 2]") == (
+        ["_n0 = torch.library.get_ctx().new_dynamic_size(min=1, max=16)"], "[_n0 * 2]")
+    assert py("[dynamic(min=n), dynamic]") == (
+        ["_n0 = torch.library.get_ctx().new_dynamic_size()", "torch._check(_n0 >= n)",
+         "_n1 = torch.library.get_ctx().new_dynamic_size()"], "[_n0, _n1]")
+
+
+def test_python_is_deterministic_and_context_shares_fresh_names():
+    schema = parse_schema("t::u(Tensor x, Tensor _n0) -> (Tensor a, Tensor b)")
+    first = parse_shape("[dynamic(max=x.shape[0])]", schema)
+    second = parse_shape("[dynamic, _n0.shape[0]]", schema)
+    assert first.python() == first.python()
+    ctx = PyContext(reserved={"x", "_n0"})
+    stmts_a, expr_a = first.python(ctx)
+    stmts_b, expr_b = second.python(ctx)
+    assert expr_a == "[_n1]" and expr_b == "[_n2, _n0.shape[0]]"
+    assert stmts_a[0].startswith("_n1 = ") and stmts_b[0].startswith("_n2 = ")
+    # Without a context, argument names are still avoided.
+    assert second.python() == (["_n1 = torch.library.get_ctx().new_dynamic_size()"], "[_n1, _n0.shape[0]]")
+
+
+def test_python_context_renames_arguments():
+    rule = parse_shape("[len(xs)] + x.shape", SHAPE_SCHEMA)
+    assert rule.python(PyContext(names={"x": "self_"})) == ([], "[len(xs), *self_.shape]")
+
+
+def test_uses_and_is_dynamic():
+    rule = parse_shape("bias.shape if bias is not None and flag else [x.shape[0] + n]", SHAPE_SCHEMA)
+    assert rule.uses == frozenset({"bias", "flag", "x", "n"})
+    assert not rule.is_dynamic
+    assert parse_shape("[dynamic]", SHAPE_SCHEMA).is_dynamic
+    assert parse_shape("[dynamic(max=x.shape[0])]", SHAPE_SCHEMA).uses == frozenset({"x"})
+    assert isinstance(parse_shape("x.shape", SHAPE_SCHEMA), ShapeRule)
+    assert isinstance(parse_dtype("x", SHAPE_SCHEMA), DtypeRule)
+    assert parse_dtype("promote(x, gamma)", SHAPE_SCHEMA).uses == frozenset({"x", "gamma"})
+
+
+def test_generated_module_passes_ruff(tmp_path):
+    """Printed rules inside a fake function: no undefined names, no lint (as generated files must be)."""
+    import subprocess
+    import sys
+
+    rules = [parse_shape(text, SHAPE_SCHEMA).python() for text, _, _ in SHAPE_CASES]
+    rules.append(parse_shape("[dynamic(max=x.shape[0]), dynamic(min=n)]", SHAPE_SCHEMA).python())
+    params = ", ".join(a.name for a in SHAPE_SCHEMA.arguments)
+    lines = ["import torch", ""]
+    for number, (statements, expr) in enumerate(rules):
+        lines += ["", f"def fake_{number}({params}):", *(f"    {s}" for s in statements), f"    return {expr}", ""]
+    path = tmp_path / "fakes.py"
+    path.write_text("\n".join(lines).rstrip() + "\n")
+    result = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--isolated",
+                             "--select", "E,F,W", "--ignore", "F841,E501", str(path)],
+                            check=False, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# dynamic: a real op whose fake function comes from the rule
+
+
+def _register_dynamic_op(name, rule_text, kernel):
+    schema = parse_schema(f"semtest::{name}(Tensor x, int n) -> Tensor")
+    rule = parse_shape(rule_text, schema)
+    dtype = parse_dtype("x", schema)
+    statements, expr = rule.python()
+    params = ", ".join(a.name for a in schema.arguments)
+    source = (f"def fake({params}):\n" + "".join(f"    {s}\n" for s in statements)
+              + f"    return x.new_empty({expr}, dtype={dtype.python()})\n")
+    namespace = {"torch": torch}
+    exec(compile(source, "<fake>", "exec"), namespace)  # noqa: S102 - running generated code is the test
+    op = torch.library.custom_op(f"semtest::{name}", mutates_args=())(kernel)
+    op.register_fake(namespace["fake"])
+    return op, source
+
+
+def _nonzero_rows(x: torch.Tensor, n: int) -> torch.Tensor:
+    return x[x.sum(1) > 0].clone()
+
+
+def test_dynamic_size_in_a_real_fake_impl():
+    op, source = _register_dynamic_op("rows_max", "[dynamic(max=x.shape[0]), x.shape[1]]", _nonzero_rows)
+    assert "new_dynamic_size()" in source and "torch._check(_n0 <= x.shape[0])" in source
+    x = torch.tensor([[1.0, 2.0], [-5.0, 1.0], [3.0, 3.0]])
+    torch.library.opcheck(op, (x, 1), test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"))
+
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    shape_env = ShapeEnv(allow_dynamic_output_shape_ops=True)
+    with FakeTensorMode(shape_env=shape_env) as mode:
+        fake_x = mode.from_tensor(x)
+        out = torch.ops.semtest.rows_max(fake_x, 1)
+    rows, cols = out.shape
+    assert cols is fake_x.shape[1] or cols == fake_x.shape[1]
+    (symbol,) = rows.node.expr.free_symbols
+    assert symbol.name.startswith("u")  # unbacked: data-dependent
+    # torch._check(_n0 <= x.shape[0]) reached the shape env as a relation to the symbolic input size.
+    asserts = [str(a.expr) for a in shape_env.deferred_runtime_asserts[symbol]]
+    assert asserts == [f"{symbol} <= {fake_x.shape[0]}"]
+
+    compiled = torch.compile(lambda t: op(t, 1) * 2, fullgraph=True, backend="aot_eager")
+    torch.testing.assert_close(compiled(x), op(x, 1) * 2)
+
+
+def test_dynamic_size_with_static_bounds():
+    def first_n(x: torch.Tensor, n: int) -> torch.Tensor:
+        return x[: max(1, (x.sum(1) > 0).sum().item())].clone()
+
+    op, source = _register_dynamic_op("rows_bounded", "[dynamic(min=1, max=8), x.shape[1]]", first_n)
+    assert "new_dynamic_size(min=1, max=8)" in source
+    x = torch.tensor([[1.0, 2.0], [-5.0, 1.0], [3.0, 3.0]])
+    torch.library.opcheck(op, (x, 1), test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"))
+
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    shape_env = ShapeEnv(allow_dynamic_output_shape_ops=True)
+    with FakeTensorMode(shape_env=shape_env) as mode:
+        out = torch.ops.semtest.rows_bounded(mode.from_tensor(x), 1)
+    value_range = shape_env.var_to_range[next(iter(out.shape[0].node.expr.free_symbols))]
+    assert (int(value_range.lower), int(value_range.upper)) == (1, 8)
+
+
+# ---------------------------------------------------------------------------------------------
+# dtype rules
+
+DTYPE_SCHEMA = parse_schema(
+    "t::g(Tensor x, Tensor h, Tensor i, ScalarType out_dtype, bool upcast, ScalarType? dtype=None) -> Tensor")
+
+
+def run_dtype(text, **overrides):
+    inputs = {"x": torch.randn(2), "h": torch.randn(2).half(), "i": torch.arange(2), "dtype": None,
+              "out_dtype": torch.int8, "upcast": True}
+    inputs.update(overrides)
+    rule = parse_dtype(text, DTYPE_SCHEMA)
+    fake, _ = compile_fake(DTYPE_SCHEMA, ([], rule.python()))
+    (dtype,) = fake(**inputs)
+    assert isinstance(dtype, torch.dtype)
+    return dtype
+
+
+DTYPE_CASES = [
+    ("x.dtype", {}, torch.float32),
+    ("h", {}, torch.float16),
+    ("float32", {}, torch.float32),
+    ("bfloat16", {}, torch.bfloat16),
+    ("int64", {}, torch.int64),
+    ("bool", {}, torch.bool),
+    ("complex64", {}, torch.complex64),
+    ("float", {}, torch.float32),
+    ("half", {}, torch.float16),
+    ("long", {}, torch.int64),
+    ("int", {}, torch.int32),
+    ("double", {}, torch.float64),
+    ("promote(x, i)", {}, torch.float32),
+    ("promote(h, i)", {}, torch.float16),
+    ("promote(h, x.dtype, float64)", {}, torch.float64),
+    ("promote(i, bool)", {}, torch.int64),
+    ("dtype or x.dtype", {}, torch.float32),
+    ("dtype or x.dtype", {"dtype": torch.bfloat16}, torch.bfloat16),
+    ("dtype or h", {}, torch.float16),
+    ("dtype if dtype is not None else x.dtype", {}, torch.float32),
+    ("dtype if dtype is not None else x.dtype", {"dtype": torch.int32}, torch.int32),
+    ("x.dtype if dtype is None else dtype", {"dtype": torch.int32}, torch.int32),
+    ("out_dtype", {}, torch.int8),
+    ("float32 if h.dtype == float16 else h", {}, torch.float32),
+    ("float32 if upcast else h", {"upcast": False}, torch.float16),
+    ("x if upcast else h", {"upcast": False}, torch.float16),
+    ("promote(dtype or x, i)", {"dtype": torch.float64}, torch.float64),
+]
+
+
+@pytest.mark.parametrize(("text", "inputs", "expected"), DTYPE_CASES, ids=[c[0] for c in DTYPE_CASES])
+def test_dtype_rule_python_runs_against_torch(text, inputs, expected):
+    assert run_dtype(text, **inputs) == expected
+
+
+def test_dtype_python_snapshots():
+    def py(text):
+        return parse_dtype(text, DTYPE_SCHEMA).python()
+
+    assert py("x.dtype") == "x.dtype"
+    assert py("x") == "x.dtype"
+    assert py("float") == "torch.float32"
+    assert py("promote(x, i)") == "torch.promote_types(x.dtype, i.dtype)"
+    assert py("dtype or x.dtype") == "(dtype if dtype is not None else x.dtype)"
+    assert py("dtype if dtype is not None else x.dtype") == "(dtype if dtype is not None else x.dtype)"
+
+
+def test_dtype_table_names_real_torch_dtypes():
+    for name, (attribute, _) in DTYPES.items():
+        assert isinstance(getattr(torch, attribute), torch.dtype), name
+    for alias, target in DTYPE_ALIASES.items():
+        assert getattr(torch, alias) == getattr(torch, DTYPES[target][0]), alias
+
+
+# ---------------------------------------------------------------------------------------------
+# errors: message, column, hint
+
+
+ERROR_CASES = [
+    # (kind, text, message regex, column, hint regex)
+    ("shape", "gama.shape", r"unknown name `gama`", 1, r"did you mean `gamma`\?.*arguments are: x, gamma"),
+    ("shape", "[x.shape[0], nn]", r"unknown name `nn`", 14, r"did you mean `n`\?"),
+    ("shape", "broadcst(a.shape, b.shape)", r"unknown function `broadcst`", 1, r"did you mean `broadcast`\?"),
+    ("shape", "foo(x)", r"unknown function `foo`", 1, r"the functions are broadcast, dynamic"),
+    ("shape", "len", r"`len` is a function: call it", 1, r"len\(xs\)"),
+    ("shape", "[len(xs, xs)]", r"`len\(\)` takes 1 argument, got 2", 2, r"len\(xs\)"),
+    ("shape", "broadcast()", r"`broadcast\(\)` takes at least 1 argument, got 0", 1, r"broadcast\(a.shape"),
+    ("shape", "[x.size(0, 1)]", r"`.size\(\)` takes 0 or 1 arguments, got 2", 2, r"x.size\(0\)"),
+    ("shape", "[x.dim(0)]", r"`.dim\(\)` takes no arguments, got 1", 2, r"x.dim\(\)"),
+    ("shape", "[max(n)]", r"`max\(\)` takes at least 2 arguments, got 1", 2, None),
+    ("dtype", "promote(x)", r"`promote\(\)` takes at least 2 arguments, got 1", 1, r"promote\(x, y\)"),
+    ("shape", "eps.shape", r"`.shape` needs a tensor, but `eps` is a float", 1, None),
+    ("shape", "[n.size(0)]", r"`.size\(\)` needs a tensor, but `n` is an int", 2, None),
+    ("shape", "xs.shape", r"`.shape` needs a tensor, but `xs` is a tensor list", 1, r"xs\[0\].shape"),
+    ("shape", "size.shape", r"`.shape` needs a tensor, but `size` is a list of sizes", 1, r"use it directly"),
+    ("shape", "[len(n)]", r"`len\(\)` needs a list, but `n` is an int", 6, r"Tensor\[\] or int\[\]"),
+    ("shape", "[len(x)]", r"`len\(\)` needs a list, but `x` is a tensor", 6, r"x.dim\(\)"),
+    ("shape", "[x.dtype]", r"expected a list element \(an int\), got a dtype: `x.dtype`", 2, r"dtype"),
+    ("shape", "x.dtype", r"a shape rule must be a list of sizes, got a dtype", 1, r"`dtype:` field"),
+    ("shape", "[float32]", r"expected a list element \(an int\), got a dtype", 2, None),
+    ("shape", "[x.shape[0] * eps]", r"float arithmetic on sizes: `eps` is a float", 15, r"integers"),
+    ("shape", "[x.shape[0] * 0.5]", r"float arithmetic on sizes: `0.5` is a float", 15, None),
+    ("shape", "[x.shape[0] / 2]", r"`/` is true division", 2, r"use `//`"),
+    ("shape", "x.shape[:x.dim() / 2]", r"`/` is true division", 10, r"use `//`"),
+    ("shape", "lambda: x.shape", r"unsupported syntax: a lambda", 1, r"rules may use"),
+    ("shape", "[i for i in size]", r"unsupported syntax: a list comprehension", 1, None),
+    ("shape", "[x.shape[0] ** 2]", r"unsupported operator", 2, r"\+ - \* // %"),
+    ("shape", "[x.shape[0] << 1]", r"unsupported operator", 2, None),
+    ("shape", "x.device", r"unsupported attribute `.device`", 3, r"tensors offer `.shape`"),
+    ("shape", "[x.stride(0)]", r"unsupported attribute `.stride`", 4, r"tensors offer"),
+    ("shape", "x.shap", r"unsupported attribute `.shap`", 3, r"did you mean `.shape`\?"),
+    ("shape", "[x.dim]", r"`.dim` is a method: call it", 4, r"x.dim\(\)"),
+    ("shape", "x.shape()", r"`.shape` is not a method", 1, r"write `x.shape`"),
+    ("shape", "bias.shape", r"`bias` is optional \(a tensor or None\) and may be None here", 1,
+     r"bias.shape if bias is not None else"),
+    ("shape", "[k]", r"`k` is optional \(an int or None\)", 2, r"is not None"),
+    ("shape", "ys[0].shape", r"`ys\[0\]` is optional", 1, None),
+    ("shape", "bias.shape if bias is None else []", r"`bias` is optional", 1, None),
+    ("shape", "x.shape if x is not None else []", r"`x` is a tensor and is never None", 12, r"optional arguments"),
+    ("shape", "x.shape if bias is 3 else []", r"`is` / `is not` only compare with None", 20, r"use `==`"),
+    ("shape", "n", r"a shape rule must be a list of sizes, got an int: `n`", 1, r"write `\[n\]`"),
+    ("shape", "x", r"a shape rule must be a list of sizes, got a tensor: `x`", 1, r"use `x.shape`"),
+    ("shape", "xs", r"got a tensor list", 1, r"xs\[0\].shape"),
+    ("shape", "x.shape + 1", r"cannot apply `\+` to a list of sizes and an int", 1, r"shape \+ \[n\]"),
+    ("shape", "x.shape - [1]", r"cannot apply `-` to a list of sizes", 1, r"concatenate"),
+    ("shape", "[x.shape]", r"expected a list element \(an int\), got a list of sizes", 2, r"x.shape\[0\]"),
+    ("shape", "x[0].shape", r"indexing the tensor `x` would read its data", 1, r"x.shape\[i\]"),
+    ("shape", "[n[0]]", r"`n` is an int and cannot be indexed", 2, None),
+    ("shape", "x.shape[::2]", r"slices with a step are not supported", 11, None),
+    ("shape", "xs[1:]", r"slicing the tensor list `xs` is not supported", 4, r"xs\[0\]"),
+    ("shape", "[1] if flag else x.dtype", r"the branches of `if ... else` differ", 1, r"both branches"),
+    ("shape", "[1] if n else []", r"a condition must be a bool, got an int", 8, r"n != 0"),
+    ("shape", "[1] if k else []", r"a condition must be a bool, got an optional int", 8, r"`k is not None`"),
+    ("shape", "[1] if 0 < n < 3 else []", r"chained comparisons", 8, r"and"),
+    ("shape", "[1] if n in size else []", r"unsupported comparison", 8, None),
+    ("shape", "[1] if x.shape < a.shape else []", r"`<` does not order", 8, r"`==`"),
+    ("shape", "[1] if x == a else []", r"cannot compare a tensor", 8, r"dtypes with dtypes"),
+    ("shape", "[dynamic if flag else 1]", r"`dynamic` cannot be used here", 2, r"element of the shape list"),
+    ("shape", "[1] * dynamic", r"`dynamic` cannot be used in a repetition count", 7, r"element of the shape"),
+    ("shape", "x.shape[:dynamic]", r"`dynamic` cannot be used here", 10, None),
+    ("shape", "[dynamic(3)]", r"`dynamic` takes only keyword arguments", 10, r"dynamic\(max="),
+    ("shape", "[dynamic(maxx=3)]", r"`dynamic` has no argument `maxx`", 10, r"did you mean `max=`\?"),
+    ("shape", "[dynamic(min=-1)]", r"`min=-1`: a size is never negative", 14, None),
+    ("shape", "[dynamic(min=4, max=2)]", r"`max=2` is below `min=4`", 21, None),
+    ("shape", "[dynamic(max=dynamic)]", r"`dynamic` cannot be used here", 14, None),
+    ("shape", "[dynamic(max=eps)]", r"float arithmetic on sizes: `eps` is a float, the `max=` bound", 14, None),
+    ("shape", "x.shape[", r"not a valid expression: '\[' was never closed", 8, r"Python expression syntax"),
+    ("shape", "x.shape +", r"not a valid expression: the expression ends too early", 10, None),
+    ("shape", "[x.shape[0] if n]", r"expected 'else' after 'if' expression", 2, None),
+    ("shape", "", r"empty rule", 1, r"x.shape"),
+    ("shape", "x.shape  # all of it", r"comments are not allowed", 10, r"doc"),
+    ("shape", "[x.shape[0],\n nn]", r"unknown name `nn`", 2, None),
+    ("shape", "[len(g)]", r"argument `g` has type `Generator\?`", 6, r"rules can use"),
+    ("shape", "[n if True else eps]", r"the branches of `if ... else` differ", 2, None),
+    ("shape", "[1] if mode else []", r"a condition must be a bool, got a string", 8, None),
+    ("shape", "[1] if not n else []", r"a condition must be a bool", 12, None),
+    ("shape", "[flag]", r"expected a list element \(an int\), got a bool", 2, r"1 if flag else 0"),
+    ("shape", "x.shape + [~n]", r"unsupported operator `~`", 12, None),
+    ("shape", "[len(*xs)]", r"`\*` unpacking in a call", 6, None),
+    ("shape", "[len(xs=1)]", r"`len` takes no keyword arguments", 9, None),
+    ("shape", "*x.shape", r"not a valid expression|unsupported syntax", 1, None),
+    ("shape", "{1: 2}", r"unsupported syntax: a dict", 1, None),
+    ("shape", "f'{n}'", r"unsupported syntax: an f-string", 1, None),
+    ("shape", "[1j]", r"unsupported literal `1j`", 2, None),
+    ("dtype", "[1]", r"a dtype rule must be a dtype, got a list of sizes", 1, r"dtype name such as `float32`"),
+    ("dtype", "flaot32", r"unknown name `flaot32`", 1, r"did you mean `float32`\?"),
+    ("dtype", "dtype", r"`dtype` is optional \(a dtype or None\)", 1, r"`dtype or x.dtype`"),
+    ("dtype", "upcast or x.dtype", r"a condition must be a bool, got a dtype", 11, None),
+    ("dtype", "x.dtype or dtype", r"a condition must be a bool, got a dtype", 1, None),
+    ("dtype", "promote(x, [1])", r"an argument of `promote` must be a dtype, got a list of sizes", 12, None),
+    ("dtype", "dynamic", r"a dtype rule must be a dtype, got an int", 1, None),
+    ("dtype", "torch.float32", r"`torch.float32`: rules are not Python run with torch", 1, r"write `float32`"),
+    ("shape", "torch.broadcast_shapes(a, b)", r"rules are not Python run with torch", 1, r"`broadcast\(...\)`"),
+    ("shape", "torch", r"`torch` is unknown", 1, r"write dtypes bare"),
+]
+
+
+@pytest.mark.parametrize(("kind", "text", "message", "column", "hint"), ERROR_CASES,
+                         ids=[f"{c[0]}:{c[1]}" for c in ERROR_CASES])
+def test_errors_have_message_column_and_hint(kind, text, message, column, hint):
+    schema = SHAPE_SCHEMA if kind == "shape" else DTYPE_SCHEMA
+    if "`g`" in message:
+        schema = parse_schema("t::h(Tensor x, Generator? g) -> Tensor")
+    if kind == "dtype" and text.startswith("promote"):
+        schema = SHAPE_SCHEMA
+    parse = parse_shape if kind == "shape" else parse_dtype
+    with pytest.raises(SemanticsError) as info:
+        parse(text, schema)
+    error = info.value
+    assert isinstance(error, OpgenError)
+    assert re.search(message, error.message), error.render()
+    assert error.column == column, error.render()
+    if hint is None:
+        return
+    assert error.hint and re.search(hint, error.hint), error.render()
+
+
+def test_error_renders_caret_and_relocates_into_a_file():
+    with pytest.raises(SemanticsError) as info:
+        parse_shape("x.shape[:x.dim() - gama.dim()]", SHAPE_SCHEMA)
+    text = info.value.render()
+    assert text.splitlines()[1:3] == ["  | x.shape[:x.dim() - gama.dim()]", "  |                    ^"]
+    located = info.value.located(path="opgen.yaml", line=7, column_offset=14)
+    assert isinstance(located, SemanticsError)
+    assert located.render().startswith("error: opgen.yaml:7:34: unknown name `gama`")
+
+
+def test_multiline_error_reports_line_within_the_rule():
+    with pytest.raises(SemanticsError) as info:
+        parse_shape("[x.shape[0],\n  nn]", SHAPE_SCHEMA)
+    assert (info.value.expr_line, info.value.column, info.value.source) == (2, 3, "  nn]")
+
+
+def test_non_ascii_text_keeps_character_columns():
+    with pytest.raises(SemanticsError) as info:
+        parse_shape("[n, 'é' == mode, nn]", SHAPE_SCHEMA)
+    # The element `'é' == mode` is a bool; its column counts characters, not UTF-8 bytes.
+    assert info.value.column == 5
+    with pytest.raises(SemanticsError) as info:
+        parse_shape("[1 if mode == 'é' else 2, nn]", SHAPE_SCHEMA)
+    assert info.value.column == 27
+
+
+# ---------------------------------------------------------------------------------------------
+# C++
+
+
+def cpp(text, schema=SHAPE_SCHEMA):
+    return parse_shape(text, schema).cpp()
+
+
+def test_cpp_snapshots():
+    assert cpp("x.shape") == "x.sizes()"
+    assert cpp("[x.size(0), x.shape[-1] // 2]") == "c10::SmallVector<int64_t, 8>{x.size(0), x.size(-1) / 2}"
+    assert cpp("broadcast(a.shape, b.shape)") == "at::infer_size(a.sizes(), b.sizes())"
+    assert cpp("x.shape[:-1]") == "x.sizes().slice(0, x.dim() - 1)"
+    assert cpp("x.shape[1:]") == "x.sizes().slice(1)"
+    assert cpp("[1] * gamma.dim()") == "c10::SmallVector<int64_t, 8>(static_cast<size_t>(gamma.dim()), 1)"
+    assert cpp("[len(xs)] + xs[0].shape") == (
+        "[&] { c10::SmallVector<int64_t, 8> sizes; sizes.push_back(static_cast<int64_t>(xs.size())); "
+        "for (int64_t size_ : xs[0].sizes()) sizes.push_back(size_); return sizes; }()")
+    assert cpp("bias.shape if bias is not None else [x.shape[0]]") == (
+        "(bias.has_value() ? c10::SmallVector<int64_t, 8>(bias->sizes()) : c10::SmallVector<int64_t, 8>{x.size(0)})")
+    assert cpp("[k if k is not None else n]") == "c10::SmallVector<int64_t, 8>{k.has_value() ? k.value() : n}"
+    assert cpp("[1] if not flag and mode == 'mean' else []") == (
+        '(!flag && mode == "mean" ? c10::SmallVector<int64_t, 8>{1} : c10::SmallVector<int64_t, 8>{})')
+
+
+def test_cpp_dtype_snapshots():
+    def dtype_cpp(text):
+        return parse_dtype(text, DTYPE_SCHEMA).cpp()
+
+    assert dtype_cpp("x") == "x.scalar_type()"
+    assert dtype_cpp("float32") == "at::kFloat"
+    assert dtype_cpp("promote(x, i)") == "at::promote_types(x.scalar_type(), i.scalar_type())"
+    assert dtype_cpp("dtype or x.dtype") == "dtype.value_or(x.scalar_type())"
+    assert dtype_cpp("dtype if dtype is not None else x.dtype") == "dtype.value_or(x.scalar_type())"
+    assert dtype_cpp("float32 if upcast else x") == "(upcast ? at::kFloat : x.scalar_type())"
+
+
+def test_cpp_refuses_dynamic_with_location():
+    with pytest.raises(SemanticsError) as info:
+        cpp("[x.shape[0], dynamic(max=n)]")
+    assert "not expressible in C++" in info.value.message
+    assert info.value.column == 14 and info.value.hint
+
+
+_PYTHON_ONLY = re.compile(r"\b(and|or|not|is|None|True|False|if|else|torch|len)\b|//|\*\*|\[:|:\]|\.shape\b|\.dtype\b")
+
+
+def _balanced(text):
+    pairs, stack = {")": "(", "]": "[", "}": "{"}, []
+    for char in re.sub(r'"(?:[^"\\]|\\.)*"', '""', text):
+        if char in "([{":
+            stack.append(char)
+        elif char in pairs and (not stack or stack.pop() != pairs[char]):
+            return False
+    return not stack
+
+
+@pytest.mark.parametrize("text", [c[0] for c in SHAPE_CASES])
+def test_cpp_is_structurally_sane_for_every_shape_construct(text):
+    out = cpp(text)
+    assert _balanced(out), out
+    assert not _PYTHON_ONLY.search(re.sub(r'"[^"]*"', '""', out)), out
+
+
+@pytest.mark.parametrize("text", [c[0] for c in DTYPE_CASES])
+def test_cpp_is_structurally_sane_for_every_dtype_construct(text):
+    out = parse_dtype(text, DTYPE_SCHEMA).cpp()
+    assert _balanced(out), out
+    assert not _PYTHON_ONLY.search(out), out
+
+
+def test_semantics_module_does_not_import_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys, opgen.spec.semantics as s; from opgen.schema import parse_schema; "
+            "s.parse_shape('x.shape', parse_schema('t::f(Tensor x) -> Tensor')).python(); "
+            "assert 'torch' not in sys.modules, 'torch imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)
