@@ -1,0 +1,908 @@
+"""Read one Python file into a `FileRecord`: libraries, definitions, registrations, function facts.
+
+Uses the stdlib `ast` (libcst is an order of magnitude slower and only needed for edits that keep
+formatting). Names are resolved from the file's own imports (`import torch.library as tl`,
+`from torch.library import impl as i`); schema strings are resolved from literals, module-level
+constants, `+` and simple f-strings. What cannot be resolved is skipped, never guessed.
+"""
+
+from __future__ import annotations
+
+import ast
+import bisect
+import re
+
+from ..contract import Diagnostic
+from .records import (
+    UNKNOWN,
+    Definition,
+    FileRecord,
+    Finding,
+    Function,
+    KeyLiteral,
+    LibraryDecl,
+    Literal,
+    Param,
+    Registration,
+    Where,
+)
+from .rules import SYNTAX_ERROR
+
+# Files that contain none of these cannot hold a registration (checked on bytes, before decoding).
+PREFILTER = re.compile(
+    rb"custom_op|torch\.library|library\s+import|register_fake|register_kernel|impl_abstract|Library\("
+    rb"|direct_register_custom_op|has_side_effect"
+)
+NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?", re.IGNORECASE)
+FILE_NOQA = re.compile(r"^\s*#\s*opgen:\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?\s*$",
+                       re.IGNORECASE | re.MULTILINE)
+TODO_MARKER = "# opgen: TODO-fake"
+# A statement is only walked when one of its lines matches this.
+INTERESTING = re.compile(r"Library\(|_scoped_library|define\(|impl\(|register_fake|register_kernel|impl_abstract"
+                         r"|custom_op|triton_op|has_side_effect|fallback\(")
+
+LIB = "torch.library."
+KERNEL_METHODS_NOT_WRITING = frozenset({"requires_grad_", "share_memory_", "retain_grad_"})
+VIEW_METHODS = frozenset({"view", "view_as", "narrow", "select", "unsqueeze", "squeeze", "transpose", "t",
+                          "permute", "expand", "expand_as", "diagonal", "as_strided", "unflatten", "unbind",
+                          "split", "chunk", "movedim", "swapaxes", "T", "mT", "real", "imag", "data", "detach"})
+DATA_READS = frozenset({"item", "tolist", "numpy", "cpu"})
+DYNAMIC_SHAPE = frozenset({"nonzero", "argwhere", "masked_select", "unique", "unique_consecutive"})
+SHAPE_ATTRS = frozenset({"shape", "size", "dim", "ndim", "numel", "stride", "dtype", "device", "is_contiguous",
+                         "storage_offset", "layout", "element_size", "nelement", "get_device"})
+ALLOCATORS = frozenset({"empty", "zeros", "ones", "full", "empty_strided", "rand", "randn", "randint", "arange",
+                        "eye", "linspace", "logspace", "randperm"})
+RANDOM_FUNCS = frozenset({"rand", "randn", "randint", "randperm", "bernoulli", "multinomial", "normal", "poisson",
+                          "rand_like", "randn_like", "randint_like", "dropout"})
+RANDOM_METHODS = frozenset({"uniform_", "normal_", "bernoulli_", "random_", "exponential_", "geometric_", "cauchy_",
+                            "log_normal_", "bernoulli", "multinomial"})
+SYNC_METHODS = frozenset({"item", "tolist", "cpu", "numpy", "synchronize", "nonzero"})
+
+
+def read_file(path: str, data: bytes | None = None) -> FileRecord | None:
+    """The record of one file, or None when it cannot hold a registration."""
+    if data is None:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    if not PREFILTER.search(data):
+        return None
+    text = data.decode("utf-8", errors="replace")
+    return collect_source(path, text)
+
+
+def collect_source(path: str, text: str) -> FileRecord:
+    record = FileRecord(path)
+    _read_noqa(record, text)
+    try:
+        tree = ast.parse(text, filename=path)
+    except (SyntaxError, ValueError) as error:
+        line = getattr(error, "lineno", None) or 1
+        column = getattr(error, "offset", None) or 1
+        message = getattr(error, "msg", None) or str(error)
+        record.diagnostics.append(Diagnostic(SYNTAX_ERROR.code, SYNTAX_ERROR.severity,
+                                             f"cannot parse this file: {message}; fix the syntax error",
+                                             path=path, line=line, column=max(column, 1)))
+        return record
+    _Collector(record, text, tree).run()
+    return record
+
+
+def _read_noqa(record: FileRecord, text: str) -> None:
+    if "noqa" not in text and "NOQA" not in text:
+        return
+    for match in FILE_NOQA.finditer(text):
+        codes = match.group("codes")
+        new = frozenset(re.split(r"[\s,]+", codes.upper().strip())) if codes else frozenset()
+        if record.file_noqa is None:
+            record.file_noqa = new
+        elif record.file_noqa and new:
+            record.file_noqa |= new
+        else:
+            record.file_noqa = frozenset()
+    for number, line in enumerate(text.splitlines(), 1):
+        if "#" not in line:
+            continue
+        match = NOQA.search(line)
+        if match and not FILE_NOQA.match(line):
+            codes = match.group("codes")
+            record.noqa[number] = frozenset(re.split(r"[\s,]+", codes.upper().strip())) if codes else frozenset()
+
+
+class _Collector:
+    def __init__(self, record: FileRecord, text: str, tree: ast.Module) -> None:
+        self.record = record
+        self.path = record.path
+        self.text = text
+        self.lines = text.splitlines()
+        self.tree = tree
+        self.aliases: dict[str, str] = {}
+        self.constants: dict[str, object] = {}
+        self.functions: dict[str, list[ast.AST]] = {}
+        self.libraries: dict[str, list[tuple[int, LibraryDecl]]] = {}
+        self.custom_ops: dict[str, Definition] = {}
+        self.decorator_ids: set[int] = set()
+        self.module_level_ids: set[int] = set()
+        self.function_facts: dict[int, Function] = {}
+
+    # -- entry ----------------------------------------------------------------------------------
+    def run(self) -> None:
+        calls: list[ast.Call] = []
+        defs: list[ast.AST] = []
+        assigns: list[ast.AST] = []
+        imports: list[ast.AST] = []
+        nested_imports: list[ast.AST] = []
+        counts: dict[str, int] = {}
+        for statement in self.tree.body:
+            self.module_level_ids.add(id(statement))
+            kind = type(statement)
+            if kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
+                self.functions.setdefault(statement.name, []).append(statement)
+            elif kind is ast.Assign or kind is ast.AnnAssign:
+                targets = statement.targets if kind is ast.Assign else [statement.target]
+                for target in targets:
+                    if isinstance(target, ast.Name):
+                        counts[target.id] = counts.get(target.id, 0) + 1
+            elif kind is ast.Import or kind is ast.ImportFrom:
+                imports.append(statement)
+        # Only statements whose lines mention a registration API (or a local alias of one) are walked:
+        # walking every node of a big module costs more than parsing it.
+        self._imports(imports)
+        pattern = INTERESTING
+        local = sorted(name for name, target in self.aliases.items()
+                       if target.startswith(("torch.library", "torch._library")) or target.endswith("custom_op"))
+        if local:
+            pattern = re.compile(INTERESTING.pattern + "|" + "|".join(rf"\b{re.escape(n)}\b" for n in local))
+        interesting = [number for number, line in enumerate(self.lines, 1) if pattern.search(line)]
+        for statement in self.tree.body:
+            first = statement.decorator_list[0].lineno if getattr(statement, "decorator_list", None) \
+                else statement.lineno
+            index = bisect.bisect_left(interesting, first)
+            if index == len(interesting) or interesting[index] > (statement.end_lineno or first):
+                continue
+            for node in ast.walk(statement):
+                kind = type(node)
+                if kind is ast.Call:
+                    calls.append(node)
+                elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
+                    defs.append(node)
+                    if node is not statement:
+                        self.functions.setdefault(node.name, []).append(node)
+                    for decorator in node.decorator_list:
+                        self.decorator_ids.add(id(decorator))
+                elif kind is ast.Assign or kind is ast.AnnAssign or kind is ast.With:
+                    assigns.append(node)
+                elif (kind is ast.Import or kind is ast.ImportFrom) and node is not statement:
+                    nested_imports.append(node)
+        self._imports(nested_imports)
+        for statement in self.tree.body:
+            if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
+                    and isinstance(statement.targets[0], ast.Name) and counts.get(statement.targets[0].id) == 1:
+                value = self.value(statement.value)
+                if value is not UNKNOWN:
+                    self.constants[statement.targets[0].id] = value
+        for node in sorted(assigns, key=lambda n: n.lineno):
+            self._library_assignment(node)
+        for node in sorted(defs, key=lambda n: n.lineno):
+            for decorator in node.decorator_list:
+                self._decorator(decorator, node)
+        for call in sorted(calls, key=lambda n: (n.lineno, n.col_offset)):
+            if id(call) not in self.decorator_ids:
+                self._call(call)
+
+    def _imports(self, imports: list[ast.AST]) -> None:
+        for node in sorted(imports, key=lambda n: n.lineno):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.asname:
+                        self.aliases[alias.asname] = alias.name
+                    else:
+                        top = alias.name.split(".")[0]
+                        self.aliases.setdefault(top, top)
+            elif node.module and node.level == 0:
+                for alias in node.names:
+                    self.aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+
+    # -- resolution -----------------------------------------------------------------------------
+    def qualname(self, node: ast.AST) -> str | None:
+        """`torch.library.impl` for `tl.impl` after `import torch.library as tl`; None if not a dotted name."""
+        parts = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return None
+        head = self.aliases.get(node.id, node.id)
+        parts.append(head)
+        return ".".join(reversed(parts))
+
+    def is_api(self, func: ast.AST, *names: str) -> str | None:
+        qual = self.qualname(func)
+        if qual is None:
+            return None
+        for name in names:
+            if qual == LIB + name or qual == "torch._library.custom_ops." + name and name == "custom_op":
+                return name
+        return None
+
+    def value(self, node: ast.AST | None):
+        """A constant value (str, int, float, bool, None, tuples of those), or UNKNOWN."""
+        if node is None:
+            return UNKNOWN
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, ast.Name):
+            return self.constants.get(node.id, UNKNOWN)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            left, right = self.value(node.left), self.value(node.right)
+            if isinstance(left, str) and isinstance(right, str):
+                return left + right
+            return UNKNOWN
+        if isinstance(node, ast.JoinedStr):
+            parts = []
+            for part in node.values:
+                if isinstance(part, ast.Constant):
+                    parts.append(str(part.value))
+                elif isinstance(part, ast.FormattedValue) and part.conversion == -1 and part.format_spec is None:
+                    inner = self.value(part.value)
+                    if not isinstance(inner, (str, int)) or isinstance(inner, bool):
+                        return UNKNOWN
+                    parts.append(str(inner))
+                else:
+                    return UNKNOWN
+            return "".join(parts)
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            items = [self.value(e) for e in node.elts]
+            return UNKNOWN if any(i is UNKNOWN for i in items) else tuple(items)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            inner = self.value(node.operand)
+            return -inner if isinstance(inner, (int, float)) and not isinstance(inner, bool) else UNKNOWN
+        return UNKNOWN
+
+    def where(self, node: ast.AST) -> Where:
+        return Where(self.path, node.lineno, self._column(node.lineno, node.col_offset) + 1)
+
+    def _column(self, line: int, byte_offset: int) -> int:
+        """ast gives UTF-8 byte offsets; report characters."""
+        text = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
+        if text.isascii():
+            return byte_offset
+        return len(text.encode("utf-8")[:byte_offset].decode("utf-8", errors="replace"))
+
+    def literal(self, node: ast.AST) -> Literal | None:
+        """The literal when its characters map 1:1 onto the line (so columns and edits are exact)."""
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str)) or node.end_lineno != node.lineno:
+            return None
+        line = self.lines[node.lineno - 1]
+        start = self._column(node.lineno, node.col_offset)
+        end = self._column(node.lineno, node.end_col_offset)
+        source = line[start:end]
+        prefix = 0
+        while prefix < len(source) and source[prefix] in "rRuU":
+            prefix += 1
+        body = source[prefix:]
+        for quote in ('"""', "'''", '"', "'"):
+            if body.startswith(quote) and body.endswith(quote) and len(body) >= 2 * len(quote):
+                inner = body[len(quote):-len(quote)]
+                if inner == node.value:
+                    return Literal(node.lineno, start + prefix + len(quote), inner)
+                return None
+        return None
+
+    def op_ref(self, node: ast.AST, default_ns: str | None) -> tuple[str | None, str, str | None] | None:
+        """(namespace, name, overload or None) named by a string, `torch.ops.ns.op[.ovl]` or a custom_op."""
+        value = self.value(node)
+        if isinstance(value, str):
+            ns = default_ns
+            text = value
+            if "::" in text:
+                ns, text = text.split("::", 1)
+            name, _, overload = text.partition(".")
+            if not name:
+                return None
+            return ns, name, (overload if _ else None)
+        qual = self.qualname(node)
+        if qual and qual.startswith("torch.ops."):
+            parts = qual.split(".")[2:]
+            if len(parts) == 2:
+                return parts[0], parts[1], None
+            if len(parts) == 3:
+                return parts[0], parts[1], "" if parts[2] == "default" else parts[2]
+        if isinstance(node, ast.Name) and node.id in self.custom_ops:
+            definition = self.custom_ops[node.id]
+            return definition.namespace, definition.name, definition.overload
+        return None
+
+    def library_at(self, node: ast.AST, line: int) -> LibraryDecl | None:
+        key = _dotted(node)
+        if key is None:
+            return None
+        candidates = self.libraries.get(key)
+        if not candidates:
+            return None
+        before = [decl for at, decl in candidates if at <= line]
+        if before:
+            return before[-1]
+        namespaces = {decl.namespace for _, decl in candidates}
+        return candidates[0][1] if len(namespaces) == 1 else None
+
+    # -- libraries ------------------------------------------------------------------------------
+    def _library_assignment(self, node: ast.AST) -> None:
+        if isinstance(node, ast.With):
+            for item in node.items:
+                if isinstance(item.context_expr, ast.Call) and item.optional_vars is not None:
+                    decl = self._library_call(item.context_expr, scoped=True, module_level=False)
+                    key = _dotted(item.optional_vars)
+                    if decl and key:
+                        self.libraries.setdefault(key, []).append((node.lineno, decl))
+            return
+        value = node.value
+        if not isinstance(value, ast.Call):
+            return
+        decl = self._library_call(value, scoped=False, module_level=id(node) in self.module_level_ids)
+        if decl is None:
+            return
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        for target in targets:
+            key = _dotted(target)
+            if key:
+                self.libraries.setdefault(key, []).append((node.lineno, decl))
+
+    def _library_call(self, call: ast.Call, *, scoped: bool, module_level: bool) -> LibraryDecl | None:
+        qual = self.qualname(call.func)
+        if qual not in (LIB + "Library", LIB + "_scoped_library", "torch._library.Library"):
+            return None
+        args = _arguments(call, ("ns", "kind", "dispatch_key"))
+        namespace, kind = self.value(args.get("ns")), self.value(args.get("kind"))
+        key_node = args.get("dispatch_key")
+        key = self.value(key_node) if key_node is not None else ""
+        if not isinstance(namespace, str) or not isinstance(kind, str):
+            return None
+        decl = LibraryDecl(namespace, kind, key if isinstance(key, str) else UNKNOWN, self.where(call),
+                           module_level, scoped or qual.endswith("_scoped_library"))
+        self.record.libraries.append(decl)
+        if key_node is not None:
+            self._dispatch_key(key_node)
+        return decl
+
+    def _dispatch_key(self, node: ast.AST) -> None:
+        value = self.value(node)
+        if isinstance(value, str) and value:
+            self.record.dispatch_keys.append(KeyLiteral(value, self.where(node), self.literal(node)))
+
+    # -- calls ----------------------------------------------------------------------------------
+    def _call(self, call: ast.Call) -> None:
+        func = call.func
+        if isinstance(func, ast.Attribute):
+            library = self.library_at(func.value, call.lineno)
+            if library is not None:
+                self._library_method(call, func.attr, library)
+                return
+            if isinstance(func.value, ast.Name) and func.value.id in self.custom_ops:
+                self._custom_op_method(call, self.custom_ops[func.value.id], func.attr, None)
+                return
+        qual = self.qualname(func)
+        if qual is None:
+            return
+        if qual.startswith(LIB):
+            api = qual[len(LIB):]
+            if api == "define":
+                self._torch_library_define(call)
+            elif api in ("impl", "_impl"):
+                self._torch_library_impl(call, None)
+            elif api in ("register_fake", "impl_abstract", "_register_fake"):
+                self._register_fake(call, None)
+            elif api == "register_kernel":
+                self._register_kernel(call, None)
+            elif api == "custom_op" and call.args and len(call.args) >= 2:
+                self._custom_op(call, self._function_arg(call.args[1], call.lineno))
+        elif qual.endswith("direct_register_custom_op"):
+            self._direct_register(call)
+        elif qual in ("torch.fx.node.has_side_effect", "torch.fx.has_side_effect") or qual.endswith(".has_side_effect") \
+                or qual == "has_side_effect":
+            self._side_effect(call)
+
+    def _library_method(self, call: ast.Call, method: str, library: LibraryDecl) -> None:
+        if library.namespace is UNKNOWN:
+            return
+        if method == "define":
+            args = _arguments(call, ("schema", "alias_analysis"))
+            self._define(call, args.get("schema"), library.namespace, self._tags(call), "library", library)
+        elif method == "impl":
+            args = _arguments(call, ("op_name", "fn", "dispatch_key"))
+            key_node = args.get("dispatch_key")
+            if key_node is not None:
+                self._dispatch_key(key_node)
+                key = self.value(key_node)
+            else:
+                key = library.key or "CompositeImplicitAutograd"
+            self._registration(args.get("op_name"), library.namespace, key, call,
+                               self._function_arg(args.get("fn"), call.lineno), "Library.impl")
+        elif method == "_register_fake":
+            args = _arguments(call, ("op_name", "fn"))
+            self._registration(args.get("op_name"), library.namespace, "fake", call,
+                               self._function_arg(args.get("fn"), call.lineno), "Library._register_fake")
+        elif method == "fallback":
+            args = _arguments(call, ("fn", "dispatch_key"))
+            if args.get("dispatch_key") is not None:
+                self._dispatch_key(args["dispatch_key"])
+
+    def _registration(self, op_node, default_ns, key, call, function, api, *, custom_op_target=False) -> None:
+        ref = self.op_ref(op_node, default_ns) if op_node is not None else None
+        role = "fake" if key in ("fake", "Meta") else "kernel"
+        if ref is None:
+            if role == "fake" or key in ("CompositeExplicitAutograd", "CompositeImplicitAutograd"):
+                self.record.unresolved_fake_namespaces.add(default_ns)
+            return
+        if not isinstance(key, str):
+            key = UNKNOWN
+            self.record.unresolved_fake_namespaces.add(ref[0])
+        namespace, name, overload = ref
+        self.record.registrations.append(Registration(role, namespace, name, overload, key, self.where(call), api,
+                                                      function, custom_op_target))
+
+    def _torch_library_define(self, call: ast.Call) -> None:
+        args = _arguments(call, ("qualname", "schema"))
+        qual = self.value(args.get("qualname"))
+        if not isinstance(qual, str) or "::" not in qual:
+            return
+        lib = _keyword(call, "lib")
+        library = self.library_at(lib, call.lineno) if lib is not None else None
+        self._define(call, args.get("schema"), qual.split("::", 1)[0], self._tags(call), "library", library,
+                     name_prefix=qual.split("::", 1)[1])
+
+    def _torch_library_impl(self, call: ast.Call, decorated: ast.AST | None) -> None:
+        first = call.args[0] if call.args else _keyword(call, "qualname")
+        library = self.library_at(first, call.lineno) if first is not None else None
+        if library is not None:  # the deprecated impl(lib, name, dispatch_key) form: keys only
+            args = _arguments(call, ("lib", "name", "dispatch_key"))
+            key_node = args.get("dispatch_key")
+            if key_node is not None:
+                self._dispatch_key(key_node)
+            key = self.value(key_node) if key_node is not None else (library.key or "CompositeImplicitAutograd")
+            self._registration(args.get("name"), library.namespace, key, call, self._function_node(decorated),
+                               "torch.library.impl")
+            return
+        args = _arguments(call, ("qualname", "types", "func"))
+        types = self.value(args.get("types"))
+        function = self._function_node(decorated) if decorated else self._function_arg(args.get("func"), call.lineno)
+        for key in _device_keys(types):
+            self._registration(args.get("qualname"), None, key, call, function, "torch.library.impl")
+
+    def _register_fake(self, call: ast.Call, decorated: ast.AST | None) -> None:
+        op_node = call.args[0] if call.args else None
+        function = self._function_node(decorated) if decorated else (
+            self._function_arg(call.args[1], call.lineno) if len(call.args) > 1 else None)
+        self._registration(op_node, None, "fake", call, function, "register_fake")
+
+    def _register_kernel(self, call: ast.Call, decorated: ast.AST | None) -> None:
+        op_node = call.args[0] if call.args else None
+        types = self.value(call.args[1]) if len(call.args) > 1 else self.value(_keyword(call, "device_types"))
+        function = self._function_node(decorated) if decorated else (
+            self._function_arg(call.args[2], call.lineno) if len(call.args) > 2 else None)
+        for key in _device_keys(types):
+            self._registration(op_node, None, key, call, function, "register_kernel")
+
+    def _custom_op_method(self, call: ast.Call, definition: Definition, method: str, decorated) -> None:
+        if method == "register_fake":
+            function = self._function_node(decorated) if decorated else (
+                self._function_arg(call.args[0], call.lineno) if call.args else None)
+            self.record.registrations.append(Registration("fake", definition.namespace, definition.name,
+                                                          definition.overload, "fake", self.where(call),
+                                                          "CustomOpDef.register_fake", function, True))
+        elif method == "register_kernel":
+            types = self.value(call.args[0]) if call.args else self.value(_keyword(call, "device_types"))
+            function = self._function_node(decorated) if decorated else (
+                self._function_arg(call.args[1], call.lineno) if len(call.args) > 1 else None)
+            for key in _device_keys(types):
+                self.record.registrations.append(Registration("kernel", definition.namespace, definition.name,
+                                                              definition.overload, key, self.where(call),
+                                                              "CustomOpDef.register_kernel", function, True))
+
+    def _side_effect(self, call: ast.Call) -> None:
+        if not call.args:
+            return
+        ref = self.op_ref(call.args[0], None)
+        if ref is None or ref[0] is None:
+            self.record.unresolved_side_effect = True
+        else:
+            self.record.side_effect_ops.add((ref[0], ref[1]))
+
+    # -- decorators -----------------------------------------------------------------------------
+    def _decorator(self, decorator: ast.AST, function: ast.AST) -> None:
+        if isinstance(decorator, ast.Attribute) and isinstance(decorator.value, ast.Name) \
+                and decorator.value.id in self.custom_ops:
+            self._custom_op_method(ast.Call(decorator, [], [], lineno=decorator.lineno,
+                                            col_offset=decorator.col_offset),
+                                   self.custom_ops[decorator.value.id], decorator.attr, function)
+            return
+        qual = self.qualname(decorator)
+        if qual in (LIB + "register_fake", LIB + "impl_abstract"):  # bare `@register_fake` is not valid; skip
+            return
+        if not isinstance(decorator, ast.Call):
+            return
+        func = decorator.func
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in self.custom_ops:
+            self._custom_op_method(decorator, self.custom_ops[func.value.id], func.attr, function)
+            return
+        api = self.is_api(func, "custom_op", "register_fake", "impl_abstract", "_register_fake", "impl", "_impl",
+                          "register_kernel", "triton_op")
+        if api in ("custom_op", "triton_op"):
+            definition = self._custom_op(decorator, self._function_node(function))
+            if definition is not None:
+                self.custom_ops[function.name] = definition
+        elif api in ("register_fake", "impl_abstract", "_register_fake"):
+            self._register_fake(decorator, function)
+        elif api in ("impl", "_impl"):
+            self._torch_library_impl(decorator, function)
+        elif api == "register_kernel":
+            self._register_kernel(decorator, function)
+
+    # -- definitions ----------------------------------------------------------------------------
+    def _tags(self, call: ast.Call) -> tuple[str, ...] | None:
+        node = _keyword(call, "tags")
+        if node is None:
+            return ()
+        items = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+        tags = []
+        for item in items:
+            qual = self.qualname(item)
+            if qual is None or not qual.startswith("torch.Tag."):
+                return None
+            tags.append(qual.rsplit(".", 1)[1])
+        return tuple(tags)
+
+    def _define(self, call, schema_node, namespace, tags, style, library, *, name_prefix: str = "") -> None:
+        schema = self.value(schema_node)
+        if not isinstance(schema, str):
+            self.record.opaque_namespaces.add(namespace)
+            return
+        text = name_prefix + schema
+        literal = self.literal(schema_node)
+        head = text.split("(", 1)[0].strip()
+        own_ns = None
+        if "::" in head:
+            own_ns, head = head.split("::", 1)
+        name, _, overload = head.partition(".")
+        definition = Definition(own_ns or namespace, name.strip(), overload.strip(), self.where(call), style, text,
+                                tags=tags, library_namespace=namespace if own_ns else None)
+        if literal is not None:
+            definition.schema_literal = literal
+            definition.schema_column = literal.offset + 1 - len(name_prefix)
+            definition.name_offset = len(name_prefix)
+            definition.where = Where(self.path, literal.line, literal.offset + 1)
+        elif schema_node is not None:
+            definition.where = self.where(schema_node)
+        self.record.definitions.append(definition)
+
+    def _custom_op(self, call: ast.Call, function: Function | None) -> Definition | None:
+        name_value = self.value(call.args[0]) if call.args else self.value(_keyword(call, "name"))
+        if not isinstance(name_value, str) or "::" not in name_value:
+            return None
+        namespace, name = name_value.split("::", 1)
+        schema_node = _keyword(call, "schema")
+        schema_text = None
+        literal = None
+        if schema_node is not None:
+            schema = self.value(schema_node)
+            if not isinstance(schema, str):
+                return None
+            schema_text = name + schema
+            literal = self.literal(schema_node)
+        mutates_node = _keyword(call, "mutates_args")
+        mutates = self.value(mutates_node) if mutates_node is not None else UNKNOWN
+        device_types = self.value(_keyword(call, "device_types"))
+        definition = Definition(namespace, name, "", self.where(call), "custom_op", schema_text,
+                                tags=self._tags(call), mutates_args=mutates,
+                                mutates_where=self.where(mutates_node) if mutates_node is not None else None,
+                                kernel=function,
+                                device_types=_device_keys(device_types) if device_types is not UNKNOWN else None)
+        if literal is not None:
+            definition.schema_literal = literal
+            definition.schema_column = literal.offset + 1 - len(name)
+            definition.name_offset = len(name)
+        self.record.definitions.append(definition)
+        if function is not None:
+            for key in definition.device_types or ("CompositeExplicitAutograd",):
+                self.record.registrations.append(Registration("kernel", namespace, name, "", key, self.where(call),
+                                                              "custom_op", function, True))
+        return definition
+
+    def _direct_register(self, call: ast.Call) -> None:
+        args = _arguments(call, ("op_name", "op_func", "mutates_args", "fake_impl", "target_lib", "dispatch_key",
+                                 "tags"))
+        name = self.value(args.get("op_name"))
+        if not isinstance(name, str):
+            return
+        library = self.library_at(args["target_lib"], call.lineno) if args.get("target_lib") is not None else None
+        namespace = library.namespace if library else None
+        function = self._function_arg(args.get("op_func"), call.lineno)
+        mutates_node = args.get("mutates_args")
+        mutates = self.value(mutates_node) if mutates_node is not None else ()
+        key_node = args.get("dispatch_key")
+        key = "CUDA"
+        if key_node is not None:
+            self._dispatch_key(key_node)
+            key = self.value(key_node)
+        definition = Definition(namespace, name, "", self.where(call), "custom_op", None, tags=self._tags(call),
+                                mutates_args=mutates,
+                                mutates_where=self.where(mutates_node) if mutates_node is not None else None,
+                                kernel=function)
+        self.record.definitions.append(definition)
+        if function is not None and isinstance(key, str):
+            self.record.registrations.append(Registration("kernel", namespace, name, "", key, self.where(call),
+                                                          "direct_register_custom_op", function))
+        fake_node = args.get("fake_impl")
+        if fake_node is not None and not (isinstance(fake_node, ast.Constant) and fake_node.value is None):
+            self.record.registrations.append(Registration("fake", namespace, name, "", "fake", self.where(call),
+                                                          "direct_register_custom_op",
+                                                          self._function_arg(fake_node, call.lineno)))
+
+    # -- functions ------------------------------------------------------------------------------
+    def _function_arg(self, node: ast.AST | None, line: int) -> Function | None:
+        if not isinstance(node, ast.Name):
+            return None
+        candidates = self.functions.get(node.id)
+        if not candidates:
+            return None
+        before = [f for f in candidates if f.lineno <= line]
+        return self._function_node(before[-1] if before else candidates[-1])
+
+    def _function_node(self, node: ast.AST | None) -> Function | None:
+        if node is None:
+            return None
+        cached = self.function_facts.get(id(node))
+        if cached is None:
+            cached = self.function_facts[id(node)] = _FunctionReader(self, node).read()
+        return cached
+
+
+class _FunctionReader:
+    """The facts the checks need about one function body."""
+
+    def __init__(self, collector: _Collector, node: ast.FunctionDef) -> None:
+        self.c = collector
+        self.node = node
+
+    def read(self) -> Function:
+        node = self.node
+        params = _params(node, self.c)
+        function = Function(node.name, self.c.where(node), params,
+                            ast.unparse(node.returns) if node.returns is not None else None)
+        names = {p.name for p in params if p.kind in ("positional", "kwonly")}
+        rebound = self._rebound(names)
+        live = names - rebound
+        for sub in ast.walk(node):
+            kind = type(sub)
+            if kind is ast.Call:
+                self._call(sub, function, live)
+            elif kind is ast.Assign:
+                for target in sub.targets:
+                    self._store(target, function, live, "assigns into")
+            elif kind is ast.AugAssign:
+                self._store(sub.target, function, live, "updates in place", augmented=True)
+            elif kind is ast.Return and sub.value is not None:
+                values = sub.value.elts if isinstance(sub.value, ast.Tuple) else [sub.value]
+                for value in values:
+                    if isinstance(value, ast.Name) and value.id in live:
+                        function.returned_params.append(self._finding("returns", value, value.id))
+            elif kind is ast.Raise and sub.exc is not None and function.todo is None:
+                self._raise(sub, function)
+            elif kind is ast.Name and sub.id == "get_ctx" or kind is ast.Attribute and sub.attr == "get_ctx":
+                function.uses_get_ctx = True
+        end = getattr(node, "end_lineno", node.lineno) or node.lineno
+        if function.todo is None:
+            for number in range(node.lineno, min(end, len(self.c.lines)) + 1):
+                if TODO_MARKER in self.c.lines[number - 1]:
+                    function.todo = Finding("marker comment", number, self.c.lines[number - 1].index(TODO_MARKER) + 1)
+                    break
+        return function
+
+    def _finding(self, what: str, node: ast.AST, param: str = "") -> Finding:
+        where = self.c.where(node)
+        return Finding(what, where.line, where.column, param)
+
+    def _rebound(self, names: set[str]) -> set[str]:
+        rebound = set()
+        for sub in ast.walk(self.node):
+            if isinstance(sub, ast.Name) and isinstance(sub.ctx, (ast.Store, ast.Del)) and sub.id in names:
+                rebound.add(sub.id)
+            elif isinstance(sub, (ast.Global, ast.Nonlocal)):
+                rebound.update(n for n in sub.names if n in names)
+            elif isinstance(sub, ast.arg) and sub.arg in names and sub not in _own_args(self.node):
+                rebound.add(sub.arg)  # shadowed by a nested function's parameter
+        return rebound
+
+    def _root(self, node: ast.AST) -> str | None:
+        """The parameter a write through `node` reaches: `x`, `x[i]`, `x.data`, `x.view(...)[i]`."""
+        while True:
+            if isinstance(node, ast.Name):
+                return node.id
+            if isinstance(node, ast.Subscript) or (
+                    isinstance(node, ast.Attribute) and node.attr in ("data", "T", "mT", "real", "imag")):
+                node = node.value
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in VIEW_METHODS:
+                node = node.func.value
+            else:
+                return None
+
+    def _tensor_root(self, node: ast.AST) -> str | None:
+        """The parameter a value is computed from, unless it is only shape metadata (`x.shape[0]`)."""
+        while True:
+            if isinstance(node, ast.Name):
+                return node.id
+            if isinstance(node, ast.Subscript):
+                node = node.value
+            elif isinstance(node, ast.Attribute):
+                if node.attr in SHAPE_ATTRS:
+                    return None
+                node = node.value
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                if node.func.attr in SHAPE_ATTRS:
+                    return None
+                node = node.func.value
+            else:
+                return None
+
+    def _store(self, target, function, live, how, augmented=False) -> None:
+        if isinstance(target, (ast.Tuple, ast.List)):
+            for element in target.elts:
+                self._store(element, function, live, how)
+            return
+        if isinstance(target, ast.Subscript) or (augmented and isinstance(target, ast.Name)):
+            root = self._root(target)
+            if root in live:
+                function.mutations.append(self._finding(how, target, root))
+
+    def _call(self, call: ast.Call, function: Function, live: set[str]) -> None:
+        func = call.func
+        for keyword in call.keywords:
+            if keyword.arg == "out":
+                outs = keyword.value.elts if isinstance(keyword.value, (ast.Tuple, ast.List)) else [keyword.value]
+                for out in outs:
+                    root = self._root(out)
+                    if root in live:
+                        function.mutations.append(self._finding("passes out=", out, root))
+        if isinstance(func, ast.Attribute):
+            attr = func.attr
+            qual = self.c.qualname(func)
+            module_call = qual is not None and qual.startswith("torch.") and not _is_param_chain(func.value, live)
+            if module_call:
+                short = qual.rsplit(".", 1)[1]
+                if (attr.endswith("_") and not attr.startswith("_") and attr not in KERNEL_METHODS_NOT_WRITING
+                        and call.args):
+                    root = self._root(call.args[0])
+                    if root in live:
+                        function.mutations.append(self._finding(f"calls {qual}() on", call, root))
+                if short in ALLOCATORS and qual in ("torch." + short,) and not _has_kw(call, "device"):
+                    function.device_less_allocs.append(self._finding(qual, call))
+                if short in RANDOM_FUNCS and (qual == "torch." + short or qual.startswith("torch.nn.functional.")):
+                    function.capture_unsafe.append(self._finding(f"random op {qual}()", call))
+                if short == "synchronize":
+                    function.capture_unsafe.append(self._finding(f"host sync {qual}()", call))
+                if short in DYNAMIC_SHAPE and qual == "torch." + short and call.args \
+                        and self._tensor_root(call.args[0]) in live:
+                    function.data_reads.append(self._finding(f"{qual}()", call))
+                    function.capture_unsafe.append(self._finding(f"host sync {qual}()", call))
+                return
+            root = self._root(func.value)
+            if (attr.endswith("_") and not attr.startswith("_") and attr not in KERNEL_METHODS_NOT_WRITING
+                    and root in live):
+                function.mutations.append(self._finding(f"calls .{attr}() on", func.value, root))
+            tensor_root = self._tensor_root(func.value)
+            if tensor_root in live:
+                if attr in DATA_READS or attr in DYNAMIC_SHAPE:
+                    function.data_reads.append(self._finding(f".{attr}()", call))
+                if attr in SYNC_METHODS:
+                    function.capture_unsafe.append(self._finding(f"host sync .{attr}()", call))
+                if attr in RANDOM_METHODS:
+                    function.capture_unsafe.append(self._finding(f"random op .{attr}()", call))
+
+    def _raise(self, node: ast.Raise, function: Function) -> None:
+        exc = node.exc
+        call = exc if isinstance(exc, ast.Call) else None
+        name = self.c.qualname(call.func if call else exc)
+        texts = []
+        if call is not None:
+            for arg in call.args:
+                value = self.c.value(arg)
+                if isinstance(value, str):
+                    texts.append(value)
+                elif isinstance(arg, ast.JoinedStr):
+                    texts.extend(str(v.value) for v in arg.values if isinstance(v, ast.Constant))
+        top_level = node in self.node.body
+        if name == "NotImplementedError" and top_level or any("TODO" in t for t in texts):
+            function.todo = self._finding("raises " + (name or "an error"), node)
+
+
+def _is_param_chain(node: ast.AST, live: set[str]) -> bool:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name) and node.id in live
+
+
+def _own_args(node: ast.FunctionDef) -> list[ast.arg]:
+    a = node.args
+    own = [*a.posonlyargs, *a.args, *a.kwonlyargs]
+    if a.vararg:
+        own.append(a.vararg)
+    if a.kwarg:
+        own.append(a.kwarg)
+    return own
+
+
+def _params(node: ast.FunctionDef, collector: _Collector) -> list[Param]:
+    a = node.args
+    params: list[Param] = []
+    positional = [*a.posonlyargs, *a.args]
+    defaults = [None] * (len(positional) - len(a.defaults)) + list(a.defaults)
+    for arg, default in zip(positional, defaults):
+        params.append(_param(arg, "positional", default, collector))
+    if a.vararg:
+        params.append(Param(a.vararg.arg, "varargs"))
+    for arg, default in zip(a.kwonlyargs, a.kw_defaults):
+        params.append(_param(arg, "kwonly", default, collector))
+    if a.kwarg:
+        params.append(Param(a.kwarg.arg, "varkw"))
+    return params
+
+
+def _param(arg: ast.arg, kind: str, default: ast.AST | None, collector: _Collector) -> Param:
+    annotation = ast.unparse(arg.annotation) if arg.annotation is not None else ""
+    if default is None:
+        return Param(arg.arg, kind, None, False, annotation)
+    value = collector.value(default)
+    if value is UNKNOWN:
+        qual = collector.qualname(default)
+        value = qual if qual else UNKNOWN
+    return Param(arg.arg, kind, value, True, annotation)
+
+
+def _arguments(call: ast.Call, names: tuple[str, ...]) -> dict[str, ast.AST]:
+    """Bind positional and keyword arguments of a call to parameter names."""
+    bound = {name: arg for name, arg in zip(names, call.args) if not isinstance(arg, ast.Starred)}
+    for keyword in call.keywords:
+        if keyword.arg in names:
+            bound[keyword.arg] = keyword.value
+    return bound
+
+
+def _keyword(call: ast.Call, name: str) -> ast.AST | None:
+    return next((k.value for k in call.keywords if k.arg == name), None)
+
+
+def _has_kw(call: ast.Call, name: str) -> bool:
+    return any(k.arg == name or k.arg is None for k in call.keywords)
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _device_keys(types) -> tuple[str, ...]:
+    """Dispatch keys for `types`/`device_types` ("cpu" -> CPU, "default" -> CompositeExplicitAutograd)."""
+    if types is None:
+        return ("CompositeExplicitAutograd",)
+    if isinstance(types, str):
+        types = (types,)
+    if not isinstance(types, tuple):
+        return (UNKNOWN,)
+    keys = []
+    for typ in types:
+        if not isinstance(typ, str):
+            keys.append(UNKNOWN)
+        elif typ == "default":
+            keys.append("CompositeExplicitAutograd")
+        elif typ in ("npu", "privateuseone"):
+            keys.append("PrivateUse1")
+        elif typ.islower():
+            keys.append(typ.upper())
+        else:
+            keys.append(typ)
+    return tuple(keys)

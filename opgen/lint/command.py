@@ -1,0 +1,76 @@
+"""`opgen lint`: the click command (registered on the main group by opgen/cli.py)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+MAX_FIX_PASSES = 8
+
+
+@click.command("lint", context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--output-format", "output_format", type=click.Choice(["text", "json", "github", "sarif"]),
+              default="text", show_default=True, help="How to print diagnostics.")
+@click.option("--select", "select", metavar="CODES", default="", help="Comma-separated codes or prefixes (OPG2,OPG301).")
+@click.option("--ignore", "ignore", metavar="CODES", default="", help="Comma-separated codes or prefixes to skip.")
+@click.option("--statistics", is_flag=True, help="Print one line per rule with its count instead of diagnostics.")
+@click.option("--exit-zero", "exit_zero", is_flag=True, help="Exit 0 even when diagnostics remain.")
+@click.option("--fix", is_flag=True, help="Apply the safe fixes (dispatch-key spelling, `(a!)`, define namespace).")
+@click.option("--explain", "explain", metavar="CODE", help="Explain a rule code and exit.")
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False),
+              help="pyproject.toml to read [tool.opgen.lint] from (default: the nearest one).")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Worker processes (default: all cores).")
+def lint(paths, output_format, select, ignore, statistics, exit_zero, fix, explain, config_path, jobs) -> None:
+    """Check custom-op registrations in PATHS (files or directories; default '.').
+
+    Ops are matched across all files given: a fake registered in another file counts.
+    Exit codes: 0 clean, 1 diagnostics remain, 2 usage or internal error.
+    Suppress one line with `# noqa: OPG204` (or a bare `# noqa`), a whole file with `# opgen: noqa`.
+    """
+    from ..cli import handle_errors
+
+    handle_errors(_run)(paths, output_format, select, ignore, statistics, exit_zero, fix, explain, config_path, jobs)
+
+
+def _run(paths, output_format, select, ignore, statistics, exit_zero, fix, explain, config_path, jobs) -> None:
+    from .config import load_config
+    from .engine import lint_paths
+    from .report import render
+    from .report import statistics as render_statistics
+
+    if explain:
+        from ..cli import explain_code
+
+        explain_code(explain, False)
+        return
+    paths = list(paths) or ["."]
+    config = load_config(paths[0], config_path)
+    select_codes = tuple(s for s in select.split(",") if s.strip())
+    ignore_codes = tuple(s for s in ignore.split(",") if s.strip())
+    result = lint_paths(paths, config, select=select_codes, ignore=ignore_codes, jobs=jobs)
+    fixed = 0
+    if fix:
+        from .fix import apply_edits
+
+        for _ in range(MAX_FIX_PASSES):
+            edits = [d.fix for d in result.diagnostics if d.fix is not None]
+            if not edits:
+                break
+            applied = apply_edits(edits)
+            fixed += applied
+            result = lint_paths(paths, config, select=select_codes, ignore=ignore_codes, jobs=jobs)
+            if not applied:
+                break
+    diagnostics = result.diagnostics
+    if statistics:
+        text = render_statistics(diagnostics)
+    else:
+        text = render(diagnostics, output_format, fixed=fixed)
+    if text:
+        click.echo(text)
+    if fix and output_format != "text" and fixed:
+        click.echo(f"{fixed} fixed", err=True)
+    sys.exit(EXIT_OK if exit_zero or not diagnostics else EXIT_FINDINGS)

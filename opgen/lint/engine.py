@@ -1,0 +1,184 @@
+"""Find the files, read them (in parallel for big trees), check them together, filter the result."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from dataclasses import dataclass, field
+
+from ..contract import RULES, Diagnostic
+from ..schema.errors import OpgenError
+from .config import LintConfig
+from .records import FileRecord
+
+SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".venv", "venv", ".tox", ".nox", "build", "dist",
+                       "node_modules", ".mypy_cache", ".ruff_cache", ".pytest_cache", "site-packages", ".eggs",
+                       ".direnv", "__pypackages__", ".ipynb_checkpoints"})
+PARALLEL_THRESHOLD = 256  # below this many files, starting worker processes costs more than it saves
+
+
+@dataclass
+class LintResult:
+    diagnostics: list[Diagnostic]
+    files_checked: int
+    records: list[FileRecord] = field(default_factory=list)
+
+
+def expand_selectors(selectors: tuple[str, ...], what: str) -> set[str]:
+    codes = set()
+    for selector in selectors:
+        selector = selector.strip().upper()
+        if not selector:
+            continue
+        if selector == "ALL":
+            selector = "OPG"
+        matched = {code for code in RULES if code.startswith(selector)}
+        if not matched:
+            raise OpgenError(f"unknown rule selector {selector!r} in {what}",
+                             hint="codes look like OPG204; a prefix such as OPG2 selects a group; "
+                             "`opgen lint --explain CODE` describes one")
+        codes |= matched
+    return codes
+
+
+def discover(paths: list[str], config: LintConfig) -> tuple[list[str], list[str]]:
+    python, yaml = [], []
+    for given in paths:
+        if not os.path.exists(given):
+            raise OpgenError(f"no such file or directory: {given}", hint="give existing files or directories")
+        if os.path.isfile(given):
+            given = os.path.normpath(given)
+            if not _excluded(given, config):
+                _classify(given, python, yaml, explicit=True)
+            continue
+        for directory, subdirs, files in os.walk(given):
+            subdirs[:] = sorted(d for d in subdirs if d not in SKIP_DIRS and not d.endswith(".egg-info")
+                                and not _excluded(os.path.join(directory, d), config))
+            for name in sorted(files):
+                if name.endswith((".py", ".pyi", ".yaml", ".yml")):
+                    path = os.path.normpath(os.path.join(directory, name))
+                    if not _excluded(path, config):
+                        _classify(path, python, yaml, explicit=False)
+    return python, yaml
+
+
+def _classify(path: str, python: list[str], yaml: list[str], explicit: bool) -> None:
+    if path.endswith((".yaml", ".yml")):
+        yaml.append(path)
+    elif path.endswith((".py", ".pyi")) or explicit:
+        python.append(path)
+
+
+def _relative(path: str, config: LintConfig) -> str:
+    absolute = os.path.abspath(path)
+    try:
+        return os.path.relpath(absolute, config.root).replace(os.sep, "/")
+    except ValueError:
+        return absolute.replace(os.sep, "/")
+
+
+def _matches(path: str, pattern: str, config: LintConfig) -> bool:
+    relative = _relative(path, config)
+    pattern = pattern.rstrip("/")
+    return (fnmatch.fnmatch(relative, pattern) or fnmatch.fnmatch(os.path.basename(path), pattern)
+            or fnmatch.fnmatch(relative, pattern + "/*") or relative.startswith(pattern + "/"))
+
+
+def _excluded(path: str, config: LintConfig) -> bool:
+    return any(_matches(path, pattern, config) for pattern in config.exclude)
+
+
+def _read_chunk(paths: list[str]) -> list[FileRecord]:
+    from .collect import read_file
+
+    records = []
+    for path in paths:
+        try:
+            record = read_file(path)
+        except OSError as error:
+            record = _unreadable(path, error)
+        if record is not None:
+            records.append(record)
+    return records
+
+
+def _unreadable(path: str, error: OSError) -> FileRecord:
+    from .rules import SYNTAX_ERROR
+
+    record = FileRecord(path)
+    record.diagnostics.append(Diagnostic(SYNTAX_ERROR.code, SYNTAX_ERROR.severity,
+                                         f"cannot read this file: {error.strerror or error}", path=path, line=1,
+                                         column=1))
+    return record
+
+
+def read_all(paths: list[str], jobs: int | None = None) -> list[FileRecord]:
+    workers = jobs if jobs is not None else (os.cpu_count() or 1)
+    if workers <= 1 or len(paths) < PARALLEL_THRESHOLD:
+        return _read_chunk(paths)
+    import multiprocessing
+
+    try:
+        context = multiprocessing.get_context("fork")
+    except ValueError:
+        context = multiprocessing.get_context()
+    chunks = [paths[i::workers * 4] for i in range(workers * 4)]
+    with context.Pool(workers) as pool:
+        results = pool.map(_read_chunk, chunks)
+    records = [record for chunk in results for record in chunk]
+    records.sort(key=lambda r: r.path)
+    return records
+
+
+def lint_paths(paths: list[str], config: LintConfig, *, select=(), ignore=(), jobs: int | None = None) -> LintResult:
+    from .checks import check_records
+    from .collect import _read_noqa
+    from .yaml_ops import is_op_yaml, lint_yaml
+
+    selected = expand_selectors(tuple(select) or config.select, "select")
+    selected -= expand_selectors(tuple(ignore) + config.ignore, "ignore")
+    per_file = {glob: expand_selectors(codes, f"per-file-ignores.{glob}")
+                for glob, codes in config.per_file_ignores.items()}
+    python, yaml = discover(paths, config)
+    records = read_all(python, jobs)
+    diagnostics = check_records(records)
+    for path in yaml:
+        with open(path, "rb") as handle:
+            data = handle.read()
+        if not is_op_yaml(path, data[:65536]):
+            continue
+        text = data.decode("utf-8", errors="replace")
+        record = FileRecord(path)
+        _read_noqa(record, text)
+        records.append(record)
+        diagnostics.extend(lint_yaml(path, text))
+    by_path = {record.path: record for record in records}
+    kept = [d for d in diagnostics if d.code in selected and not _suppressed(d, by_path, per_file, config)]
+    kept = _dedupe(kept)
+    kept.sort(key=lambda d: (d.path or "", d.line or 0, d.column or 0, d.code))
+    return LintResult(kept, len(python) + len(yaml), records)
+
+
+def _suppressed(diagnostic: Diagnostic, by_path, per_file, config) -> bool:
+    record = by_path.get(diagnostic.path)
+    if record is not None:
+        if record.file_noqa is not None and (not record.file_noqa or diagnostic.code in record.file_noqa):
+            return True
+        codes = record.noqa.get(diagnostic.line)
+        if codes is not None and (not codes or diagnostic.code in codes):
+            return True
+    for glob, codes in per_file.items():
+        if diagnostic.code in codes and diagnostic.path and _matches(diagnostic.path, glob, config):
+            return True
+    return False
+
+
+def _dedupe(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+    seen = set()
+    out = []
+    for d in diagnostics:
+        key = (d.path, d.line, d.column, d.code, d.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(d)
+    return out

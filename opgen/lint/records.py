@@ -1,0 +1,154 @@
+"""Plain records one file yields; the checks match them across every linted file.
+
+They are small picklable dataclasses so worker processes can send them back cheaply (no AST).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+class _Unknown:
+    """A value the collector could not resolve statically (a singleton, also across processes)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<unknown>"
+
+    def __reduce__(self):
+        return "UNKNOWN"
+
+
+UNKNOWN = _Unknown()
+
+
+@dataclass(slots=True)
+class Where:
+    path: str
+    line: int
+    column: int  # 1-based
+
+
+@dataclass(slots=True)
+class Literal:
+    """A string literal whose characters map 1:1 onto the source line (no escapes, one line).
+
+    `offset` is the 0-based character column of the first character inside the quotes.
+    """
+
+    line: int
+    offset: int
+    value: str
+
+
+@dataclass(slots=True)
+class Param:
+    name: str
+    kind: str  # "positional", "kwonly", "varargs", "varkw"
+    default: object = None
+    has_default: bool = False
+    annotation: str = ""
+
+
+@dataclass(slots=True)
+class Finding:
+    """A fact about a function body: what it does, where."""
+
+    what: str
+    line: int
+    column: int
+    param: str = ""
+
+
+@dataclass(slots=True)
+class Function:
+    name: str
+    where: Where
+    params: list[Param]
+    returns_annotation: str | None
+    mutations: list[Finding] = field(default_factory=list)      # writes to parameters
+    data_reads: list[Finding] = field(default_factory=list)     # .item(), .tolist(), nonzero ...
+    returned_params: list[Finding] = field(default_factory=list)
+    device_less_allocs: list[Finding] = field(default_factory=list)
+    capture_unsafe: list[Finding] = field(default_factory=list)
+    todo: Finding | None = None
+    uses_get_ctx: bool = False
+
+    def param(self, name: str) -> Param | None:
+        return next((p for p in self.params if p.name == name), None)
+
+
+@dataclass(slots=True)
+class LibraryDecl:
+    namespace: str
+    kind: str
+    key: str
+    where: Where
+    module_level: bool
+    scoped: bool
+
+
+@dataclass(slots=True)
+class Definition:
+    """An op definition: `Library.define`, `torch.library.define`, `custom_op`, `direct_register_custom_op`."""
+
+    namespace: str | None
+    name: str
+    overload: str
+    where: Where
+    style: str  # "library" or "custom_op"
+    schema_text: str | None  # full text to parse, None when inferred from annotations
+    schema_column: int | None = None  # 1-based column of schema_text[0] on `where.line` (exact literals only)
+    schema_literal: Literal | None = None  # for fixes
+    name_offset: int = 0  # how many leading characters of schema_text are not in the literal
+    tags: tuple[str, ...] | None = ()  # None: could not be resolved
+    mutates_args: object = None  # tuple of names, "unknown", or UNKNOWN
+    mutates_where: Where | None = None
+    kernel: Function | None = None
+    device_types: tuple[str, ...] | None = None
+    library_namespace: str | None = None  # the Library's namespace when the schema string carries its own
+
+    @property
+    def op_key(self) -> tuple[str | None, str, str]:
+        return (self.namespace, self.name, self.overload)
+
+
+@dataclass(slots=True)
+class Registration:
+    """A kernel, fake or Meta registration for one op."""
+
+    role: str  # "kernel" or "fake"
+    namespace: str | None
+    name: str
+    overload: str | None  # None: the text named no overload
+    key: str  # dispatch key or device type as written; "fake" for register_fake
+    where: Where
+    api: str  # which API registered it, for messages
+    function: Function | None = None
+    custom_op_target: bool = False  # registered through a CustomOpDef method (`@op.register_fake`)
+
+
+@dataclass(slots=True)
+class KeyLiteral:
+    """A dispatch-key string in a position that takes only dispatch keys."""
+
+    value: str
+    where: Where
+    literal: Literal | None
+
+
+@dataclass(slots=True)
+class FileRecord:
+    path: str
+    libraries: list[LibraryDecl] = field(default_factory=list)
+    definitions: list[Definition] = field(default_factory=list)
+    registrations: list[Registration] = field(default_factory=list)
+    dispatch_keys: list[KeyLiteral] = field(default_factory=list)
+    side_effect_ops: set = field(default_factory=set)  # (ns, name) marked with has_side_effect
+    unresolved_side_effect: bool = False
+    unresolved_fake_namespaces: set = field(default_factory=set)  # namespaces (or None) with dynamic fakes
+    opaque_namespaces: set = field(default_factory=set)  # namespaces with definitions we could not read
+    diagnostics: list = field(default_factory=list)  # file-local Diagnostics (syntax errors, ...)
+    noqa: dict = field(default_factory=dict)  # line -> frozenset of codes (empty: all)
+    file_noqa: frozenset | None = None  # None: none; empty: whole file

@@ -1,0 +1,110 @@
+"""Lint op_plugin / native_functions style YAML: every `func:` entry's schema, with line and column.
+
+The file is scanned line by line rather than loaded with a YAML parser: only `func:` values matter,
+positions must be exact, and a scan is much faster. Schemas are checked by the schema parser and
+`opgen.contract.check_schema` under ATen conventions (torchgen generates functionalization for these
+ops, so `-> Tensor(a!)` returning the written argument is the convention, not a mistake).
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..contract import Diagnostic, check_ops, check_schema
+from ..schema import SchemaError, parse_schema
+from . import rules as R
+
+FUNC = re.compile(r"^(?P<lead>\s*(?:-\s+)?func:\s*)(?P<value>\S.*?)\s*(?:#.*)?$")
+YAML_NAME = re.compile(r"(^|/)[^/]*functions[^/]*\.ya?ml$")
+# Contract rules that do not apply to ATen-style YAML: side effects are handled by torch's own
+# lists, keyword-only tensors and schema inference concern Python registration styles only.
+SKIPPED_IN_YAML = frozenset({R.SIDE_EFFECT_ONLY.code, "OPG106", R.NOT_INFERRABLE.code, "OPG110"})
+
+
+def is_op_yaml(path: str, head: bytes) -> bool:
+    return bool(YAML_NAME.search(path.replace("\\", "/"))) or b"- func:" in head or b"\nfunc:" in head
+
+
+def lint_yaml(path: str, text: str) -> list[Diagnostic]:
+    found: list[Diagnostic] = []
+    schemas = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if "func:" not in line:
+            continue
+        match = FUNC.match(line)
+        if not match:
+            continue
+        value = match.group("value")
+        column = match.start("value") + 1
+        if value[0] in "'\"" and value.endswith(value[0]) and len(value) >= 2:
+            value = value[1:-1]
+            column += 1
+        try:
+            schema = parse_schema(value)
+        except SchemaError as error:
+            hint = f" ({error.hint})" if error.hint else ""
+            found.append(Diagnostic(R.SCHEMA_INVALID.code, R.SCHEMA_INVALID.severity, f"invalid schema: "
+                                    f"{error.message}{hint}", path=path, line=number,
+                                    column=column + (error.column or 1) - 1))
+            continue
+        schemas.append((schema, number, column))
+        tags = ("out",) if _aliases_match_written_args(schema) else ()
+        for diagnostic in check_schema(schema, tags=tags, style="library"):
+            if diagnostic.code in SKIPPED_IN_YAML or diagnostic.code == "OPG111" and _out_names_returned(schema):
+                continue
+            message = f"{diagnostic.message}; {diagnostic.hint}" if diagnostic.hint else diagnostic.message
+            found.append(Diagnostic(diagnostic.code, diagnostic.severity, message, path=path, line=number,
+                                    column=column))
+        problem = _out_convention(schema)
+        if problem:
+            found.append(Diagnostic(R.YAML_OUT_CONVENTION.code, R.YAML_OUT_CONVENTION.severity,
+                                    f"{schema.op_name}: {problem}", path=path, line=number, column=column))
+    # check_ops compares `foo` with `foo_`: their default overloads.
+    for diagnostic in check_ops([s for s, _, _ in schemas if not s.overload]):
+        for schema, number, column in schemas:
+            if f"{schema.name!r}" in diagnostic.message:
+                message = f"{diagnostic.message}; {diagnostic.hint}" if diagnostic.hint else diagnostic.message
+                found.append(Diagnostic(diagnostic.code, diagnostic.severity, message, path=path, line=number,
+                                        column=column))
+                break
+    return found
+
+
+def _out_names_returned(schema) -> bool:
+    """ATen names an out variant's returns after its out arguments (`-> (Tensor(a!) values, ...)`)."""
+    written = {a.name for a in schema.arguments if a.is_write}
+    return all(r.alias is not None and r.name in written for r in schema.returns if r.name and schema.argument(r.name))
+
+
+def _aliases_match_written_args(schema) -> bool:
+    written = {letter for a in schema.arguments if a.is_write for letter in a.alias.before}
+    viewed = {letter for a in schema.arguments if a.alias for letter in a.alias.before}
+    for ret in schema.returns:
+        alias = ret.alias
+        if alias is None:
+            continue
+        if alias.is_write and not set(alias.before) <= written:
+            return False
+        if not alias.is_write and not set(alias.before) <= viewed:
+            return False
+    return True
+
+
+def _out_convention(schema) -> str | None:
+    """torchgen's rule for `.out` overloads: it writes its out tensors and returns all of them (or nothing)."""
+    if schema.overload != "out" and not schema.overload.endswith("_out"):
+        return None
+    written = [a for a in schema.arguments if a.is_write]
+    if not written:
+        named = [a.name for a in schema.kwarg_only if a.is_tensor] or ["out"]
+        return (f"an .out overload writes no argument; annotate the out tensor: 'Tensor(a!) {named[0]}' "
+                "after '*', returned as 'Tensor(a!)'")
+    outs = [a for a in written if a.kwarg_only]
+    if not outs or not schema.returns:
+        return None
+    returned = {letter for r in schema.returns if r.alias for letter in r.alias.before}
+    missing = [a.name for a in outs if not set(a.alias.before) & returned]
+    if missing:
+        return (f"out tensor(s) {', '.join(map(repr, missing))} must also be returned as 'Tensor(x!)' "
+                "(or return nothing: '-> ()')")
+    return None

@@ -1,0 +1,59 @@
+"""Every lint rule's own VALID and INVALID examples (Fixit style): the docs are the tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from opgen.contract import RULES
+from opgen.lint.config import LintConfig
+from opgen.lint.engine import lint_paths
+from opgen.lint.fix import apply_edits
+from opgen.lint.rules import LINT_RULES
+from opgen.rules import all_rules
+
+VALID = [(code, i, source) for code, lr in LINT_RULES.items() for i, source in enumerate(lr.valid)]
+INVALID = [(code, i, case) for code, lr in LINT_RULES.items() for i, case in enumerate(lr.invalid)]
+FIXED = [(code, i, case) for code, i, case in INVALID if case.fixed is not None]
+
+
+def _lint(tmp_path, code: str, source: str):
+    name = "op_plugin_functions.yaml" if code.startswith("OPG4") else "example.py"
+    path = tmp_path / name
+    path.write_text(source)
+    return path, lint_paths([str(path)], LintConfig(root=str(tmp_path))).diagnostics
+
+
+def test_every_lint_rule_has_examples_and_is_in_the_one_catalogue():
+    assert len(LINT_RULES) >= 17
+    for code, lint_rule in LINT_RULES.items():
+        assert lint_rule.valid and lint_rule.invalid, code
+        assert RULES[code] is lint_rule.rule
+        assert code in all_rules()
+        assert code[:4] in ("OPG2", "OPG3", "OPG4")
+        assert lint_rule.rule.fixable == any(case.fixed for case in lint_rule.invalid), code
+
+
+@pytest.mark.parametrize(("code", "index", "source"), VALID, ids=[f"{c}-valid-{i}" for c, i, _ in VALID])
+def test_valid_example_has_no_finding_at_all(tmp_path, code, index, source):
+    _, diagnostics = _lint(tmp_path, code, source)
+    assert diagnostics == [], [f"{d.line}:{d.column} {d.code} {d.message}" for d in diagnostics]
+
+
+@pytest.mark.parametrize(("code", "index", "case"), INVALID, ids=[f"{c}-invalid-{i}" for c, i, _ in INVALID])
+def test_invalid_example_fires_at_its_line(tmp_path, code, index, case):
+    _, diagnostics = _lint(tmp_path, code, case.source)
+    hits = [d for d in diagnostics if d.code == code]
+    assert [d.line for d in hits] == [case.line], [f"{d.line}:{d.column} {d.code} {d.message}" for d in diagnostics]
+    message = hits[0].message
+    assert ";" in message or "write" in message or "use" in message, "the message must say how to fix it"
+
+
+@pytest.mark.parametrize(("code", "index", "case"), FIXED, ids=[f"{c}-fix-{i}" for c, i, _ in FIXED])
+def test_fix_produces_the_documented_code_and_is_clean(tmp_path, code, index, case):
+    path, diagnostics = _lint(tmp_path, code, case.source)
+    edits = [d.fix for d in diagnostics if d.code == code and d.fix is not None]
+    assert edits, "the rule is fixable, so the diagnostic carries a fix"
+    assert apply_edits(edits) == len(edits)
+    assert path.read_text() == case.fixed
+    after = lint_paths([str(path)], LintConfig(root=str(tmp_path))).diagnostics
+    assert code not in {d.code for d in after}
