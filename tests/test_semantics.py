@@ -131,20 +131,28 @@ def test_shape_rule_python_runs_against_torch(text, inputs, expected):
     assert run_shape(text, **inputs) == expected
 
 
-def test_shape_rules_under_fake_tensors_with_symbolic_sizes():
-    """The printed expressions also work on SymInts (what a fake function really receives)."""
+@pytest.mark.parametrize(("text", "inputs", "expected"), SHAPE_CASES, ids=[c[0] for c in SHAPE_CASES])
+def test_shape_rule_python_runs_on_symbolic_fake_tensors(text, inputs, expected):
+    """What a fake function really receives under torch.compile(dynamic=True): SymInt sizes."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-    rule = parse_shape("x.shape[:x.dim() - gamma.dim()] + [1] * gamma.dim()", SHAPE_SCHEMA)
+    rule = parse_shape(text, SHAPE_SCHEMA)
     fake, _ = compile_fake(SHAPE_SCHEMA, rule.python())
+    real = shape_inputs(**inputs)
     with FakeTensorMode(shape_env=ShapeEnv()) as mode:
-        x = mode.from_tensor(torch.randn(5, 6, 7), symbolic_context=None)
-        x = torch.empty_strided(x.shape, x.stride())
-        inputs = shape_inputs(x=x, gamma=torch.empty(7))
-        (sizes,) = fake(**inputs)
-        out = x.new_empty(sizes)
-    assert list(out.shape) == [5, 6, 1]
+        def to_fake(value):
+            if isinstance(value, torch.Tensor):
+                return mode.from_tensor(value)
+            if isinstance(value, list) and any(isinstance(v, torch.Tensor) for v in value):
+                return [to_fake(v) for v in value]
+            return value
+
+        fakes = {name: to_fake(value) for name, value in real.items()}
+        assert any(isinstance(s, torch.SymInt) for s in fakes["x"].shape)
+        (sizes,) = fake(**fakes)
+        out = fakes["x"].new_empty(sizes)
+    assert [int(s) for s in out.shape] == expected
 
 
 @pytest.mark.parametrize("text", ["x.shape", "broadcast(a.shape, b.shape)", "[len(xs)] + xs[0].shape"])
@@ -299,10 +307,15 @@ DTYPE_SCHEMA = parse_schema(
     "t::g(Tensor x, Tensor h, Tensor i, ScalarType out_dtype, bool upcast, ScalarType? dtype=None) -> Tensor")
 
 
-def run_dtype(text, **overrides):
+def dtype_inputs(**overrides):
     inputs = {"x": torch.randn(2), "h": torch.randn(2).half(), "i": torch.arange(2), "dtype": None,
               "out_dtype": torch.int8, "upcast": True}
     inputs.update(overrides)
+    return inputs
+
+
+def run_dtype(text, **overrides):
+    inputs = dtype_inputs(**overrides)
     rule = parse_dtype(text, DTYPE_SCHEMA)
     fake, _ = compile_fake(DTYPE_SCHEMA, ([], rule.python()))
     (dtype,) = fake(**inputs)
@@ -483,9 +496,17 @@ def test_errors_have_message_column_and_hint(kind, text, message, column, hint):
     assert isinstance(error, OpgenError)
     assert re.search(message, error.message), error.render()
     assert error.column == column, error.render()
-    if hint is None:
-        return
-    assert error.hint and re.search(hint, error.hint), error.render()
+    assert error.hint, error.render()  # every error says what to do instead
+    if hint is not None:
+        assert re.search(hint, error.hint), error.render()
+
+
+@pytest.mark.parametrize("parse", [parse_shape, parse_dtype])
+def test_absurdly_deep_rule_is_an_error_not_a_crash(parse):
+    deep = "[" + " + ".join(["n"] * 20000) + "]"
+    with pytest.raises(SemanticsError) as info:
+        parse(deep, SHAPE_SCHEMA)
+    assert "nested too deeply" in info.value.message or "not a valid expression" in info.value.message
 
 
 def test_error_renders_caret_and_relocates_into_a_file():
@@ -593,3 +614,79 @@ def test_semantics_module_does_not_import_torch():
             "s.parse_shape('x.shape', parse_schema('t::f(Tensor x) -> Tensor')).python(); "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# C++ compiled for real: every shape and dtype construct gives the same answer as its Python
+
+
+_CPP_WRAPPER_TYPES = {  # what pybind11 hands over, converted to the op's real C++ parameter types
+    "Tensor[]": "std::vector<at::Tensor>", "Tensor?": "c10::optional<at::Tensor>", "int[]": "std::vector<int64_t>",
+    "str": "std::string", "int?": "c10::optional<int64_t>", "Tensor?[]": "std::vector<c10::optional<at::Tensor>>",
+    "ScalarType?": "c10::optional<at::ScalarType>",
+}
+
+
+def _cpp_module_source(schema, rules, kind):
+    from opgen.schema.types import cpp_type
+
+    params = ", ".join(f"{cpp_type(a)} {a.name}" for a in schema.arguments)
+    wrapper_params = ", ".join(f"{_CPP_WRAPPER_TYPES.get(str(a.type), cpp_type(a))} {a.name}"
+                               for a in schema.arguments)
+    converted = []
+    for a in schema.arguments:
+        if str(a.type) == "Tensor?[]":
+            converted.append(f"[&] {{ c10::List<c10::optional<at::Tensor>> l; for (auto& t : {a.name}) "
+                             "l.push_back(t); return l; }()")
+        else:
+            converted.append(a.name)
+    lines, names = [], []
+    for number, rule in enumerate(rules):
+        name = f"{kind}_{number}"
+        names.append(name)
+        if kind == "shape":
+            lines += [f"static std::vector<int64_t> rule_{name}({params}) {{",
+                      f"  const auto& sizes = {rule.cpp()};",
+                      "  return std::vector<int64_t>(sizes.begin(), sizes.end());", "}"]
+            result = "std::vector<int64_t>"
+        else:
+            lines += [f"static at::ScalarType rule_{name}({params}) {{", f"  return {rule.cpp()};", "}"]
+            result = "at::ScalarType"
+        lines += [f"{result} {name}({wrapper_params}) {{", f"  return rule_{name}({', '.join(converted)});", "}"]
+    return "\n".join(lines), names
+
+
+@pytest.fixture(scope="module")
+def compiled_rules(tmp_path_factory):
+    import shutil
+
+    if shutil.which("c++") is None:
+        pytest.skip("no C++ compiler (c++) on PATH: cannot compile the C++ printing")
+    from torch.utils.cpp_extension import load_inline
+
+    shape_rules = [parse_shape(text, SHAPE_SCHEMA) for text, _, _ in SHAPE_CASES]
+    dtype_rules = [parse_dtype(text, DTYPE_SCHEMA) for text, _, _ in DTYPE_CASES]
+    shape_source, shape_names = _cpp_module_source(SHAPE_SCHEMA, shape_rules, "shape")
+    dtype_source, dtype_names = _cpp_module_source(DTYPE_SCHEMA, dtype_rules, "dtype")
+    build = tmp_path_factory.mktemp("cpp_rules")
+    module = load_inline(
+        name="opgen_semantics_rules", cpp_sources=[shape_source + "\n" + dtype_source],
+        functions=shape_names + dtype_names, build_directory=str(build), extra_cflags=["-O0", "-Werror=return-type"],
+    )
+    return module
+
+
+@pytest.mark.parametrize("number", range(len(SHAPE_CASES)), ids=[c[0] for c in SHAPE_CASES])
+def test_cpp_shape_rule_compiles_and_agrees_with_python(compiled_rules, number):
+    text, overrides, expected = SHAPE_CASES[number]
+    inputs = shape_inputs(**overrides)
+    names = [a.name for a in SHAPE_SCHEMA.arguments]
+    assert getattr(compiled_rules, f"shape_{number}")(*(inputs[n] for n in names)) == expected, text
+
+
+@pytest.mark.parametrize("number", range(len(DTYPE_CASES)), ids=[c[0] for c in DTYPE_CASES])
+def test_cpp_dtype_rule_compiles_and_agrees_with_python(compiled_rules, number):
+    text, overrides, expected = DTYPE_CASES[number]
+    inputs = dtype_inputs(**overrides)
+    names = [a.name for a in DTYPE_SCHEMA.arguments]
+    assert getattr(compiled_rules, f"dtype_{number}")(*(inputs[n] for n in names)) == expected, text

@@ -9,6 +9,7 @@ docs/spec.md ("Semantics language"); errors carry the column inside the rule tex
 from __future__ import annotations
 
 import ast
+import contextlib
 import difflib
 import io
 import tokenize
@@ -142,20 +143,38 @@ class DtypeRule:
 
 def parse_shape(text: str, schema: Schema) -> ShapeRule:
     """Parse and check a shape rule; raises SemanticsError."""
-    source = _Source(text)
-    checker = _Checker(source, schema)
-    tree = source.parse()
-    node = checker.sizes(checker.value(tree, frozenset(), dynamic_ok=True), tree, "a shape rule")
-    return ShapeRule(text, node, schema)
+    with _depth_guard(text):
+        source = _Source(text)
+        checker = _Checker(source, schema)
+        tree = source.parse()
+        node = checker.sizes(checker.value(tree, frozenset(), dynamic_ok=True), tree, "a shape rule")
+        rule = ShapeRule(text, node, schema)
+        if not rule.is_dynamic:
+            rule.cpp()  # printing recurses too: a rule too deep to print fails here, not in the generator
+        rule.python()
+    return rule
 
 
 def parse_dtype(text: str, schema: Schema) -> DtypeRule:
     """Parse and check a dtype rule; raises SemanticsError."""
-    source = _Source(text)
-    checker = _Checker(source, schema)
-    tree = source.parse()
-    node = checker.dtype(checker.value(tree, frozenset(), dynamic_ok=True), tree, "a dtype rule")
-    return DtypeRule(text, node, schema)
+    with _depth_guard(text):
+        source = _Source(text)
+        checker = _Checker(source, schema)
+        tree = source.parse()
+        node = checker.dtype(checker.value(tree, frozenset(), dynamic_ok=True), tree, "a dtype rule")
+        rule = DtypeRule(text, node, schema)
+        rule.cpp()
+        rule.python()
+    return rule
+
+
+@contextlib.contextmanager
+def _depth_guard(text: str):
+    try:
+        yield
+    except (RecursionError, MemoryError):
+        raise SemanticsError("the rule is nested too deeply to check", source=text.splitlines()[0] if text else text,
+                             column=1, hint="split it: a shape rule is one short expression") from None
 
 
 def _uses(node: Node) -> frozenset[str]:
@@ -322,7 +341,8 @@ class _Checker:
             "tensors": f"use `len({text})` for the number of tensors",
             "bool": f"write the choice explicitly: `1 if {text} else 0`",
         }
-        self.fail(node, f"expected {what} (an int), got {value.ty.describe()}: `{text}`", hints.get(kind))
+        self.fail(node, f"expected {what} (an int), got {value.ty.describe()}: `{text}`",
+                  hints.get(kind, "sizes are ints: int arguments, `x.shape[i]`, `len(xs)`, `x.dim()`, literals"))
 
     def sizes(self, value: Node, node: ast.AST, what: str = "a list of sizes") -> Node:
         value = self.present(value, node)
@@ -335,7 +355,8 @@ class _Checker:
             "dtype": "a dtype goes in the `dtype:` field, not in the shape",
             "tensors": f"use the shape of one tensor, e.g. `{text}[0].shape`",
         }
-        self.fail(node, f"{what} must be a list of sizes, got {value.ty.describe()}: `{text}`", hints.get(value.ty.kind))
+        self.fail(node, f"{what} must be a list of sizes, got {value.ty.describe()}: `{text}`",
+                  hints.get(value.ty.kind, "a shape is a list such as `x.shape` or `[n, x.shape[1]]`"))
 
     def dtype(self, value: Node, node: ast.AST, what: str = "a dtype") -> Node:
         value = self.present(value, node)
@@ -355,7 +376,8 @@ class _Checker:
                       f"test for None explicitly: `{text} is not None`")
         if value.ty.kind == "bool":
             return value
-        hint = f"compare explicitly, e.g. `{text} != 0`" if value.ty.kind == "int" else None
+        hint = (f"compare explicitly, e.g. `{text} != 0`" if value.ty.kind == "int" else
+                "a condition is a comparison (`x.dim() == 2`), a bool argument or an `is None` test")
         self.fail(node, f"a condition must be a bool, got {value.ty.describe()}: `{text}`", hint)
 
     def tensor(self, value: Node, node: ast.AST, member: str) -> Node:
@@ -363,7 +385,8 @@ class _Checker:
         if value.ty.kind == "tensor":
             return value
         text = self.code(node)
-        hint = None
+        tensors = ", ".join(f"`{a}`" for a in self.args if argument_type(self.args[a]) == Ty("tensor")) or "none"
+        hint = f"only tensors have `.{member}`; the op's tensor arguments are: {tensors}"
         if value.ty.kind == "tensors":
             hint = f"pick one tensor: `{text}[0].{member}`; `len({text})` counts them"
         elif value.ty.kind == "sizes" and member in ("shape", "size()"):
@@ -462,7 +485,8 @@ class _Checker:
             self.fail(node, f"indexing the tensor `{text}` would read its data",
                       f"sizes come from `{text}.shape[i]`")
         if kind not in ("sizes", "tensors"):
-            self.fail(node, f"`{text}` is {seq.ty.describe()} and cannot be indexed")
+            self.fail(node, f"`{text}` is {seq.ty.describe()} and cannot be indexed",
+                      "index a shape (`x.shape[0]`), an int[] argument or a Tensor[] argument")
         if isinstance(node.slice, ast.Slice):
             if kind == "tensors":
                 self.fail(node.slice, f"slicing the tensor list `{text}` is not supported",
@@ -575,7 +599,8 @@ class _Checker:
             return variable if (symbol == "==") == literal.value else Not(BOOL, col, operand=variable)
         if len(kinds) == 1 and kinds & {"sizes", "dtype", "str", "bool"}:
             if symbol not in ("==", "!=") and kinds != {"bool"}:
-                self.fail(node, f"`{symbol}` does not order {left.ty.describe()}s", "use `==` or `!=`")
+                plural = {"sizes": "lists of sizes", "dtype": "dtypes", "str": "strings"}[left.ty.kind]
+                self.fail(node, f"`{symbol}` does not order {plural}", "use `==` or `!=`")
             return Compare(BOOL, col, op=symbol, left=left, right=right)
         if kinds == {"tensor", "dtype"}:
             return Compare(BOOL, col, op=symbol, left=self.dtype(left, node.left), right=self.dtype(right, right_node))
@@ -706,7 +731,8 @@ class _Checker:
                 self.fail(node, f"`.{method}` is not a method: drop the parentheses", f"write `{self.code(func)}`")
             self._unknown_member(func, method)
         if node.keywords:
-            self.fail(node.keywords[0].value, f"`.{method}()` takes no keyword arguments")
+            self.fail(node.keywords[0].value, f"`.{method}()` takes no keyword arguments",
+                      f"e.g. `{_function_example(method)}`")
         obj = self.tensor(self.value(func.value, env), func.value, method + "()")
         col = self.src.offset(node)
         if method == "size":
@@ -748,8 +774,6 @@ class _Checker:
                 where = keyword.value if keyword.arg is None else keyword
                 self.fail(where, f"`dynamic` has no argument `{keyword.arg}`",
                           (f"did you mean `{close[0]}=`? " if close else "") + "it takes `min=` and `max=`")
-            if keyword.arg in bounds:
-                self.fail(keyword, f"`{keyword.arg}=` given twice")
             value = self.value(keyword.value, frozenset())
             bounds[keyword.arg] = self.integer(value, keyword.value, f"the `{keyword.arg}=` bound")
         lower, upper = bounds.get("min"), bounds.get("max")
@@ -758,7 +782,8 @@ class _Checker:
                 self.fail(_keyword(keywords, key).value, f"`{key}={bound.value}`: a size is never negative",
                           "bounds are >= 0")
         if isinstance(lower, Const) and isinstance(upper, Const) and upper.value < lower.value:
-            self.fail(_keyword(keywords, "max").value, f"`max={upper.value}` is below `min={lower.value}`")
+            self.fail(_keyword(keywords, "max").value, f"`max={upper.value}` is below `min={lower.value}`",
+                      "`min=` is the smallest possible size, `max=` the largest")
         return Dynamic(INT, col, lower=lower, upper=upper)
 
     def _no_dynamic(self, value: Node, node: ast.AST, where: str) -> None:
