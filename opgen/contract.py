@@ -195,7 +195,7 @@ def check_schema(schema: Schema, *, tags: tuple[str, ...] = (), side_effect_mark
         if len(names) > 1:
             fresh = _fresh_letters(schema, len(names) - 1)
             found.append(diag(SHARED_ALIAS_SET, f"{name}: arguments {', '.join(map(repr, names))} share alias set "
-                              f"'{letter}'", hint=f"give each mutated tensor its own letter, e.g. "
+                              f"'{letter}'", hint="give each mutated tensor its own letter, e.g. "
                               + ", ".join(f"Tensor({c}!) {n}" for c, n in zip([letter, *fresh], names))))
 
     tagged = set(tags) & {"inplace", "out"}
@@ -292,8 +292,6 @@ def custom_op_explicit_schema_reasons(schema: Schema) -> list[str]:
     for ret in schema.returns:
         if not inferred_return_ok(ret.type) or ret.name:
             reasons.append(f"return '{ret}'")
-    if schema.returns_tuple and len(schema.returns) == 1:
-        reasons.append("1-tuple return")
     return reasons
 
 

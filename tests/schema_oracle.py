@@ -27,6 +27,7 @@ from opgen.schema.model import (
 
 # opgen base type name -> what torch calls it (SymInt and SymBool are told apart by kind()).
 _TORCH_BASE = {"Scalar": "number", "DeviceIndex": "int"}
+_SYM_IN_TUPLE = {"SymInt": "int", "SymBool": "bool", "ScalarType": "int", "Layout": "int", "MemoryFormat": "int"}
 _TORCH_KIND = {"SymIntType": "SymInt", "SymBoolType": "SymBool"}
 
 
@@ -88,16 +89,20 @@ def torch_view(schema) -> tuple:
 
 
 # -- opgen side ---------------------------------------------------------------------------------
-def opgen_type(t: Type) -> str:
+def opgen_type(t: Type, in_tuple: bool = False) -> str:
+    """torch's `real_type` text for `t`; inside tuple and dict types torch keeps
+    only the fake types (SymInt, ScalarType, Layout, MemoryFormat become int; SymBool becomes bool)."""
     if isinstance(t, OptionalType):
-        return f"Optional[{opgen_type(t.elem)}]"
+        return f"Optional[{opgen_type(t.elem, in_tuple)}]"
     if isinstance(t, ListType):
-        return f"List[{opgen_type(t.elem)}]"
+        return f"List[{opgen_type(t.elem, in_tuple)}]"
     if isinstance(t, DictType):
-        return f"Dict[{opgen_type(t.key)}, {opgen_type(t.value)}]"
+        return f"Dict[{opgen_type(t.key, True)}, {opgen_type(t.value, True)}]"
     if isinstance(t, TupleType):
-        return "Tuple[" + ", ".join(opgen_type(e) for e in t.elems) + "]"
+        return "Tuple[" + ", ".join(opgen_type(e, True) for e in t.elems) + "]"
     assert isinstance(t, BaseType)
+    if in_tuple and t.name in _SYM_IN_TUPLE:
+        return _SYM_IN_TUPLE[t.name]
     return _TORCH_BASE.get(t.name, t.name)
 
 
@@ -133,16 +138,15 @@ def opgen_default(t: Type, value, has_default: bool):
         return ENUM_WORDS[base_name(t)][value.word]
     if isinstance(value, tuple):
         return [_scalar_default(t, v) if not isinstance(v, EnumWord) else opgen_default(t, v, True) for v in value]
-    size = _list_size(t)
-    if size is not None and value is not None:
-        return [_scalar_default(t, value)] * size
+    if isinstance(t, ListType) and t.size is not None:
+        return [_scalar_default(t, value)] * t.size  # torch expands only a non-optional sized list
     return _scalar_default(t, value)
 
 
 def _scalar_default(t: Type, value):
     base = base_name(t)
-    if base == "Device" and isinstance(value, str):
-        return ("device", value)
+    if base == "Device" and isinstance(value, str) and not isinstance(t, OptionalType):
+        return ("device", value)  # torch keeps the string as it is for `Device?`
     if base == "float" and type(value) is int:
         return float(value)
     return value

@@ -28,7 +28,7 @@ class OpgenError(Exception):
         self.path = path
         self.line = line
 
-    def located(self, *, path: str | None = None, line: int | None = None, column_offset: int = 0) -> "OpgenError":
+    def located(self, *, path: str | None = None, line: int | None = None, column_offset: int = 0) -> OpgenError:
         """The same error placed inside a file (a schema string found at `path:line`)."""
         return OpgenError(
             self.message,

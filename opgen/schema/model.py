@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Union
 
 # Enum words the schema grammar accepts as defaults, with the integer torch stores for them.
 SCALAR_TYPE_WORDS = {
@@ -56,7 +55,7 @@ class BaseType:
 
 @dataclass(frozen=True, slots=True)
 class OptionalType:
-    elem: "Type"
+    elem: Type
 
     def __str__(self) -> str:
         return f"{self.elem}?"
@@ -66,7 +65,7 @@ class OptionalType:
 class ListType:
     """`T[]` or a fixed-size `T[N]`; `alias` is the c10d-style `Tensor[](a!)` annotation."""
 
-    elem: "Type"
+    elem: Type
     size: int | None = None
     alias: Alias | None = None
 
@@ -77,8 +76,8 @@ class ListType:
 
 @dataclass(frozen=True, slots=True)
 class DictType:
-    key: "Type"
-    value: "Type"
+    key: Type
+    value: Type
 
     def __str__(self) -> str:
         return f"Dict({self.key}, {self.value})"
@@ -86,13 +85,13 @@ class DictType:
 
 @dataclass(frozen=True, slots=True)
 class TupleType:
-    elems: tuple["Type", ...]
+    elems: tuple[Type, ...]
 
     def __str__(self) -> str:
         return "(" + ", ".join(map(str, self.elems)) + ")"
 
 
-Type = Union[BaseType, OptionalType, ListType, DictType, TupleType]
+Type = BaseType | OptionalType | ListType | DictType | TupleType
 
 
 def type_alias(t: Type) -> Alias | None:
@@ -113,6 +112,10 @@ def strip_alias(t: Type) -> Type:
         return OptionalType(strip_alias(t.elem))
     if isinstance(t, ListType):
         return ListType(strip_alias(t.elem), t.size)
+    if isinstance(t, TupleType):
+        return TupleType(tuple(strip_alias(e) for e in t.elems))
+    if isinstance(t, DictType):
+        return DictType(strip_alias(t.key), strip_alias(t.value))
     return t
 
 
@@ -146,7 +149,7 @@ class EnumWord:
         return self.word
 
 
-Default = Union[None, bool, int, float, str, EnumWord, tuple]
+Default = None | bool | int | float | str | EnumWord | tuple
 
 
 def format_default(value: Default) -> str:
@@ -162,11 +165,27 @@ def format_default(value: Default) -> str:
             text += ".0"
         return text
     if isinstance(value, str):
-        escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
-        return f'"{escaped}"'
+        return _quote(value)
     if isinstance(value, EnumWord):
         return value.word
     return "[" + ", ".join(format_default(v) for v in value) + "]"
+
+
+# Escapes torch's string literals understand; other control characters go out as 3-digit octal.
+_STRING_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\a": "\\a", "\b": "\\b",
+                   "\f": "\\f", "\v": "\\v"}
+
+
+def _quote(value: str) -> str:
+    if value.isprintable() and "\\" not in value and '"' not in value:
+        return f'"{value}"'
+    out = []
+    for ch in value:
+        escaped = _STRING_ESCAPES.get(ch)
+        if escaped is None and (ch < " " or ch == "\x7f"):
+            escaped = f"\\{ord(ch):03o}"
+        out.append(escaped or ch)
+    return '"' + "".join(out) + '"'
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,7 +238,8 @@ class Schema:
     returns: tuple[Return, ...]
     overload: str = ""
     namespace: str | None = None
-    # `-> ((Tensor))` is a 1-tuple, distinct from `-> Tensor`; `-> (Tensor)` is the same as `-> Tensor`.
+    # True when the op returns one Python tuple: several returns, or one return of a tuple type
+    # (`-> ((Tensor))` is one return of type `(Tensor)`, as torch reads it; `-> (Tensor)` is `-> Tensor`).
     returns_tuple: bool = False
     varargs: bool = False
     varret: bool = False
@@ -276,12 +296,14 @@ class Schema:
     def returns_text(self) -> str:
         if self.varret:
             return "..."
-        rets = [str(r) for r in self.returns]
-        if len(rets) == 1 and not self.returns_tuple:
-            return rets[0]
-        if len(rets) == 1:
-            return f"(({rets[0]}))" if self.returns[0].name is None else f"({rets[0]},)"
-        return "(" + ", ".join(rets) + ")"
+        if len(self.returns) != 1:
+            return "(" + ", ".join(map(str, self.returns)) + ")"
+        ret = self.returns[0]
+        if isinstance(ret.type, TupleType):
+            return f"({ret})"  # `-> (int, int)` would be two returns
+        if self.returns_tuple:  # built by hand with the 1-tuple flag: print the 1-tuple type
+            return f"(({ret.type}){' ' + ret.name if ret.name else ''})"
+        return str(ret)
 
     def __str__(self) -> str:
         return self.signature(with_namespace=True)

@@ -8,6 +8,7 @@ Never imports torch.
 from __future__ import annotations
 
 import difflib
+import math
 import re
 
 from .errors import SchemaError
@@ -47,21 +48,42 @@ _INTEGER_TYPES = frozenset({"int", "SymInt", "DeviceIndex"})
 _TOKEN = re.compile(
     r"""\s*(
         -?0[xX][0-9a-fA-F]+
-      | -?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)
+      | -?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)[jJ]?
       | [A-Za-z_][A-Za-z0-9_]*
-      | "(?:[^"\\\n]|\\.)*" | '(?:[^'\\\n]|\\.)*'
+      | "{3}(?:[^\\]|\\[\s\S])*?"{3} | '{3}(?:[^\\]|\\[\s\S])*?'{3}
+      | "(?:[^"\\\n]|\\[\s\S])*" | '(?:[^'\\\n]|\\[\s\S])*'
       | :: | -> | \.\.\. | [()\[\],.?!|*=]
       | \S
     )""",
     re.VERBOSE,
 )
-_SUSPICIOUS = re.compile(r"[^\w\s()\[\],.?!|*=:>\-]")
+# A `#` outside a string starts a comment that runs to the end of the line (torch's lexer agrees).
+_COMMENT = re.compile(r"""("{3}(?:[^\\]|\\[\s\S])*?"{3}|'{3}(?:[^\\]|\\[\s\S])*?'{3}"""
+                      r"""|"(?:[^"\\\n]|\\[\s\S])*"|'(?:[^'\\\n]|\\[\s\S])*')|\#[^\n]*""")
+_SUSPICIOUS = re.compile(r"[^\w\s()\[\],.?!|*=:>\-]", re.ASCII)
 _OPS = frozenset({"::", "->", "...", "(", ")", "[", "]", ",", ".", "?", "!", "|", "*", "="})
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "0": "\0"}
-
-
-def _unescape(body: str) -> str:
-    return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(1)), body)
+# Words torch's lexer keeps for itself: it refuses them as operator, argument, return or alias names.
+RESERVED_WORDS = frozenset({
+    "False", "None", "True", "and", "as", "assert", "break", "class", "continue", "def", "del", "elif", "else",
+    "for", "global", "if", "import", "in", "is", "not", "or", "pass", "raise", "return", "while", "with",
+    "NoneType", "Ellipsis",
+})
+# Escapes torch's string literals know (torch/csrc/jit/frontend/parse_string_literal.h); anything
+# else after a backslash must be a 3-digit octal code.
+_ESCAPES = {"\\": "\\", "'": "'", '"': '"', "\n": "\n", "a": "\a", "b": "\b", "f": "\f", "n": "\n", "v": "\v",
+            "t": "\t"}
+_ESCAPE_HINT = "torch's schema strings know \\n \\t \\a \\b \\f \\v \\\\ \\\" \\' and 3-digit octal codes such as \\015"
+# Device types `c10::Device` parses from a string default; npu is torch_npu's name for privateuseone.
+DEVICE_TYPES = frozenset({
+    "cpu", "cuda", "ipu", "xpu", "mkldnn", "opengl", "opencl", "ideep", "hip", "ve", "fpga", "maia", "xla", "lazy",
+    "vulkan", "mps", "meta", "hpu", "mtia", "privateuseone", "npu",
+})
+_DEVICE = re.compile(r"([a-z_]+)(?::(0|[1-9]\d*))?")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_INTEGER = re.compile(r"-?\d+")
+_OCTAL = re.compile(r"[0-7]{3}")
+_NONZERO_MANTISSA = re.compile(r"-?0*\.?0*[1-9]")
+_FLOAT_MIN_NORMAL = 2.2250738585072014e-308
 
 
 def _kind(token: str) -> str:
@@ -79,33 +101,46 @@ def _kind(token: str) -> str:
     return "bad"
 
 
+def _blank_comments(text: str) -> str:
+    """`text` with comments replaced by spaces, so that columns stay where they were."""
+    return _COMMENT.sub(lambda m: m.group(1) or " " * len(m.group(0)), text)
+
+
 def _offsets(text: str) -> list[int]:
     starts = [m.start(1) for m in _TOKEN.finditer(text)]
     return starts + [len(text)]
 
 
 class _Parser:
-    __slots__ = ("text", "toks", "pos")
+    __slots__ = ("pos", "scan", "text", "toks")
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self.toks = _TOKEN.findall(text)
+        self.scan = _blank_comments(text) if "#" in text else text
+        self.toks = _TOKEN.findall(self.scan)
         self.toks.append("")
         self.pos = 0
-        if not _SUSPICIOUS.search(text):
+        if not _SUSPICIOUS.search(self.scan):
             return
         for i, tok in enumerate(self.toks):
-            if len(tok) == 1 and not (tok.isalnum() or tok == "_" or tok in _OPS):
+            if len(tok) == 1 and not ((tok.isascii() and tok.isalnum()) or tok == "_" or tok in _OPS):
                 self.pos = i
+                if tok in "\"'":
+                    self.fail("unterminated string", hint=f"close the string with {tok}")
                 self.fail(f"unexpected character {tok!r}",
-                          hint="schemas use letters, digits, _ and ( ) [ ] , . ? ! | * = -> ::")
+                          hint="schemas use ASCII letters, digits, _ and ( ) [ ] , . ? ! | * = -> ::")
 
     # -- helpers ------------------------------------------------------------------------------
     def fail_at(self, offset: int, message: str, hint: str | None = None):
         raise SchemaError(message, source=self.text, column=offset + 1, hint=hint)
 
     def fail(self, message: str, hint: str | None = None, index: int | None = None):
-        self.fail_at(_offsets(self.text)[self.pos if index is None else index], message, hint)
+        self.fail_at(_offsets(self.scan)[self.pos if index is None else index], message, hint)
+
+    def not_reserved(self, word: str, what: str, index: int) -> None:
+        if word in RESERVED_WORDS:
+            self.fail(f"{word!r} is a reserved word and cannot be {what}", index=index,
+                      hint=f"torch's schema parser refuses it; rename it, e.g. '{word.lower()}_'")
 
     def kind(self, index: int | None = None) -> str:
         return _kind(self.toks[self.pos if index is None else index])
@@ -141,8 +176,10 @@ class _Parser:
         name_at = self.pos
         name = self.ident("an operator name", hint='a schema looks like "my_op(Tensor x) -> Tensor"')
         if self.accept("::"):
+            self.not_reserved(name, "a namespace", name_at)
             namespace, name_at = name, self.pos
             name = self.ident("an operator name after '::'")
+        self.not_reserved(name, "an operator name", name_at)
         spans["name"] = name_at
         overload = ""
         if self.accept("."):
@@ -153,6 +190,10 @@ class _Parser:
                 self.fail("'default' is not a legal overload name", index=overload_at,
                           hint=f"torch reserves it for the unnamed overload: write '{name}(' for that, "
                           f"or pick another name such as '{name}.base('")
+            if overload.startswith("__"):
+                self.fail(f"{overload!r} is not a legal overload name", index=overload_at,
+                          hint="torch refuses overload names that start with '__'; drop the leading underscores")
+            self.not_reserved(overload, "an overload name", overload_at)
         self.expect("(", "to open the argument list", hint=f'write "{name}(<arguments>) -> <returns>"')
         arguments, varargs = self.arguments(spans)
         if not self.accept("->"):
@@ -182,14 +223,18 @@ class _Parser:
             tok = toks[self.pos]
             if tok == "*":
                 if kwarg_only:
-                    first_col = _offsets(self.text)[star_at] + 1
+                    first_col = _offsets(self.scan)[star_at] + 1
                     self.fail("a second '*' in the argument list",
                               hint=f"one '*' marks where keyword-only arguments start (the first is at column {first_col})")
                 kwarg_only, star_at = True, self.pos
                 self.pos += 1
             elif tok == "...":
-                self.pos += 1
                 varargs = True
+                defaulted = next((a.name for a in args if a.has_default), None)
+                if defaulted is not None:
+                    self.fail("a schema with varargs '...' cannot have defaults",
+                              hint=f"torch refuses it; remove the default of {defaulted!r}")
+                self.pos += 1
                 if toks[self.pos] != ")":
                     self.fail("'...' must be the last argument")
             else:
@@ -226,6 +271,8 @@ class _Parser:
         if not name or not (name[0].isalpha() or name[0] == "_"):
             self.fail(f"expected an argument name after type '{typ}', found {self.describe()}",
                       hint='each argument is "<type> <name>", e.g. "Tensor x" or "float eps=1e-06"')
+        if name in RESERVED_WORDS:
+            self.not_reserved(name, "an argument name", name_at)
         self.pos += 1
         if self.toks[self.pos] != "=":
             return Argument(typ, name, None, False, kwarg_only), name_at
@@ -324,7 +371,10 @@ class _Parser:
     def alias_name(self, what: str) -> str:
         if self.accept("*"):
             return "*"
-        return self.ident(what, hint="alias annotations look like (a), (a!), (a|b) or (a -> *)")
+        at = self.pos
+        name = self.ident(what, hint="alias annotations look like (a), (a!), (a|b) or (a -> *)")
+        self.not_reserved(name, "an alias set name", at)
+        return name
 
     def default_value(self):
         kind, text = self.kind(), self.toks[self.pos]
@@ -333,12 +383,15 @@ class _Parser:
                       hint=f"torch silently reads it as 0; write it in decimal ({int(text, 16)})")
         if kind == "number":
             self.pos += 1
-            if re.fullmatch(r"-?\d+", text):
+            if text[-1] in "jJ":
+                self.fail(f"complex literal {text!r} as a default", index=self.pos - 1,
+                          hint="opgen does not support complex defaults; take a float, or make it optional with None")
+            if _INTEGER.fullmatch(text):
                 return int(text)
-            return float(text)
+            return self.float_value(text)
         if kind == "string":
             self.pos += 1
-            return _unescape(text[1:-1])
+            return self.string_value(text, self.pos - 1)
         if kind == "ident":
             self.pos += 1
             if text == "None":
@@ -364,15 +417,50 @@ class _Parser:
         self.fail(f"expected a default value, found {self.describe()}",
                   hint="defaults are None, True, False, numbers, \"strings\", [lists] or enum words such as contiguous_format")
 
+    def float_value(self, text: str) -> float:
+        value = float(text)
+        if math.isinf(value) or (value == 0.0 and _NONZERO_MANTISSA.match(text)) or (
+                value and abs(value) < _FLOAT_MIN_NORMAL):
+            self.fail(f"{text!r} is out of the range of a double", index=self.pos - 1,
+                      hint="torch's parser refuses it (stod); use a value between 2.2250738585072014e-308 and "
+                      "1.7976931348623157e+308 in magnitude, or 0.0")
+        return value
+
+    def string_value(self, token: str, index: int) -> str:
+        quote = 3 if len(token) >= 6 and token[:3] in ('"""', "'''") else 1
+        body = token[quote:-quote]
+        if "\\" not in body:
+            return body
+        parts: list[str] = []
+        start = 0
+        while True:
+            slash = body.find("\\", start)
+            if slash < 0:
+                parts.append(body[start:])
+                return "".join(parts)
+            parts.append(body[start:slash])
+            code = body[slash + 1]
+            if code in _ESCAPES:
+                parts.append(_ESCAPES[code])
+                start = slash + 2
+                continue
+            octal = body[slash + 1:slash + 4]
+            if _OCTAL.fullmatch(octal) and int(octal, 8) < 0o200:
+                parts.append(chr(int(octal, 8)))
+                start = slash + 4
+                continue
+            column = _offsets(self.scan)[index] + quote + slash
+            if code in "xuU":
+                self.fail_at(column, f"unsupported escape '\\{code}' in a string", hint=_ESCAPE_HINT)
+            if _OCTAL.fullmatch(octal):
+                self.fail_at(column, f"octal escape '\\{octal}' is not ASCII",
+                             hint="torch would build invalid UTF-8 from it; write the character itself")
+            self.fail_at(column, f"unsupported escape '\\{code}' in a string", hint=_ESCAPE_HINT)
+
     def returns(self) -> tuple[list[Return], bool, bool]:
+        # `-> (T)` is `-> T`; `-> ((T))` is one return of the 1-tuple type `(T)`, as torch reads it.
         if self.accept("..."):
             return [], False, True
-        if self.peek("(") and self.toks[self.pos + 1] == "(" and self._double_paren_tuple():
-            self.pos += 2
-            ret = self.return_()
-            self.expect(")", "to close the 1-tuple of returns")
-            self.expect(")", "to close the returns")
-            return [ret], True, False
         if self.accept("("):
             rets: list[Return] = []
             if self.accept(")"):
@@ -380,36 +468,27 @@ class _Parser:
             while True:
                 rets.append(self.return_())
                 if self.accept(")"):
-                    return rets, len(rets) != 1, False
+                    return rets, _is_tuple_return(rets), False
                 if not self.accept(","):
                     self.fail(f"expected ',' or ')' in the returns, found {self.describe()}")
-        return [self.return_()], False, False
-
-    def _double_paren_tuple(self) -> bool:
-        # `((Tensor))` is a 1-tuple; `((int, int) a, Tensor b)` starts with a tuple type instead.
-        depth, k = 0, self.pos
-        while self.kind(k) != "eof":
-            v = self.toks[k]
-            if v == "(":
-                depth += 1
-            elif v == ")":
-                depth -= 1
-                if depth == 1:
-                    return self.toks[k + 1] == ")" if k + 1 < len(self.toks) else False
-                if depth == 0:
-                    return False
-            elif v == "," and depth == 2:
-                return False
-            k += 1
-        return False
+                if self.peek(")"):
+                    self.fail("trailing ',' before ')'", index=self.pos - 1, hint="remove the last comma")
+        rets = [self.return_()]
+        return rets, _is_tuple_return(rets), False
 
     def return_(self) -> Return:
         typ = self.type()
         name = None
         if self.kind() == "ident":
             name = self.toks[self.pos]
+            self.not_reserved(name, "a return name", self.pos)
             self.pos += 1
         return Return(typ, name)
+
+
+def _is_tuple_return(rets: list[Return]) -> bool:
+    """The op returns one Python tuple: several values, or one value of a tuple type."""
+    return len(rets) != 1 or isinstance(rets[0].type, TupleType)
 
 
 def _default_hint(typ: Type) -> str:
@@ -430,6 +509,8 @@ def _default_hint(typ: Type) -> str:
 
 def _default_problem(typ: Type, value) -> str | None:
     if isinstance(typ, OptionalType):
+        if isinstance(value, tuple) and isinstance(typ.elem, ListType):
+            return "torch cannot parse a [list] default for an optional list; use None"
         return None if value is None else _default_problem(typ.elem, value)
     if value is None:
         return "None needs an optional type (add '?')"
@@ -453,11 +534,11 @@ def _default_problem(typ: Type, value) -> str | None:
     if t == "Tensor":
         return "a Tensor argument can only default to None, and only as Tensor?"
     if t in _INTEGER_TYPES:
-        if isinstance(value, bool) or isinstance(value, float):
+        if isinstance(value, (bool, float)):
             return f"{_literal(value)} is not an integer"
         if isinstance(value, EnumWord):
             return None if value.word in ENUM_WORDS["int"] else f"unknown word {value.word!r}"
-        return None if isinstance(value, int) else f"{_literal(value)} is not an integer"
+        return _int64_problem(value) if isinstance(value, int) else f"{_literal(value)} is not an integer"
     if t == "float":
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return f"{_literal(value)} is not a number"
@@ -465,9 +546,13 @@ def _default_problem(typ: Type, value) -> str | None:
     if t == "bool":
         return None if isinstance(value, bool) else f"{_literal(value)} is not True or False"
     if t == "Scalar":
+        if isinstance(value, int) and not isinstance(value, bool):
+            return _int64_problem(value)
         return None if isinstance(value, (int, float)) else f"{_literal(value)} is not a number"
-    if t in ("str", "Device"):
+    if t == "str":
         return None if isinstance(value, str) else f"{_literal(value)} is not a quoted string"
+    if t == "Device":
+        return _device_problem(value)
     if t in ENUM_WORDS:
         words = ENUM_WORDS[t]
         if isinstance(value, EnumWord):
@@ -478,6 +563,24 @@ def _default_problem(typ: Type, value) -> str | None:
                                                     f" (torch accepts {', '.join(sorted(words))})")
         return None if isinstance(value, int) and not isinstance(value, bool) else f"{_literal(value)} is not a {t}"
     return f"torch cannot parse a default for type {t!r}"
+
+
+def _int64_problem(value: int) -> str | None:
+    if _INT64_MIN <= value <= _INT64_MAX:
+        return None
+    return f"{value} does not fit in a 64-bit integer"
+
+
+def _device_problem(value) -> str | None:
+    if not isinstance(value, str):
+        return f"{_literal(value)} is not a quoted device string"
+    match = _DEVICE.fullmatch(value)
+    if match is None:
+        return f"{_literal(value)} is not a device string like \"cpu\" or \"cuda:0\""
+    if match.group(1) not in DEVICE_TYPES:
+        close = difflib.get_close_matches(match.group(1), sorted(DEVICE_TYPES), n=1)
+        return f"unknown device type {match.group(1)!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+    return None
 
 
 def _literal(value) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .model import Argument, BaseType, ListType, OptionalType, Type, strip_alias
+from .model import Argument, BaseType, ListType, OptionalType, TupleType, Type, strip_alias
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,9 @@ def python_annotation(t: Type) -> str | None:
     if isinstance(t, BaseType):
         row = TYPES.get(t.name)
         return row.python if row else None
+    if isinstance(t, TupleType):
+        inner = [python_annotation(e) for e in t.elems]
+        return None if None in inner else f"tuple[{', '.join(inner)}]"
     return None
 
 
@@ -108,6 +111,9 @@ def custom_op_can_infer(t: Type) -> bool:
 
 
 def inferred_return_ok(t: Type) -> bool:
+    """infer_schema gives back `t` as one return (`tuple[Tensor]` becomes the 1-tuple `((Tensor))`)."""
+    if isinstance(t, TupleType):
+        return len(t.elems) == 1 and inferred_return_ok(t.elems[0])
     return canonical_type_text(t) in _INFERRABLE_RETURNS
 
 
