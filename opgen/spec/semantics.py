@@ -12,6 +12,8 @@ import ast
 import contextlib
 import difflib
 import io
+import math
+import re
 import tokenize
 from dataclasses import dataclass
 
@@ -113,7 +115,7 @@ class ShapeRule:
         The expression is a list or `torch.Size` fit for `x.new_empty(sizes, dtype=...)`; a top-level
         conditional comes parenthesised so it can be placed anywhere.
         """
-        printer = _Py(ctx if ctx is not None else PyContext(reserved=_argument_names(self.schema)))
+        printer = _Py(_context(ctx, self.schema))
         return printer.statements, _top(self.node.py(printer))
 
     def cpp(self) -> str:
@@ -134,8 +136,7 @@ class DtypeRule:
         return _uses(self.node)
 
     def python(self, ctx: PyContext | None = None) -> str:
-        printer = _Py(ctx if ctx is not None else PyContext(reserved=_argument_names(self.schema)))
-        return _top(self.node.py(printer))
+        return _top(self.node.py(_Py(_context(ctx, self.schema))))
 
     def cpp(self) -> str:
         return _cpp(self.node, self.text, self.schema)
@@ -183,6 +184,14 @@ def _uses(node: Node) -> frozenset[str]:
 
 def _argument_names(schema: Schema) -> frozenset[str]:
     return frozenset(a.name for a in schema.arguments)
+
+
+def _context(ctx: PyContext | None, schema: Schema) -> PyContext:
+    """The caller's context (shared by the rules of one function), never handing out an argument's name."""
+    if ctx is None:
+        return PyContext(reserved=_argument_names(schema))
+    ctx.reserved |= _argument_names(schema)
+    return ctx
 
 
 def _top(printed: tuple[str, int]) -> str:
@@ -309,6 +318,12 @@ class _Checker:
         raise self.src.error(message, offset, hint)
 
     def code(self, node: ast.AST) -> str:
+        """The text the user wrote for `node` (for messages)."""
+        return ast.get_source_segment(self.src.flat, node) or ast.unparse(node)
+
+    @staticmethod
+    def key(node: ast.AST) -> str:
+        """A spelling-independent name for an expression narrowed by `is not None`."""
         return ast.unparse(node)
 
     # -- coercions to what a context needs -----------------------------------------------------
@@ -336,8 +351,9 @@ class _Checker:
                       "sizes are integers; use `//` for division and int arguments")
         hints = {
             "dtype": "a dtype cannot be a size; did you mean the `dtype:` field?",
-            "sizes": f"pick one size with an index, e.g. `{text}[0]`, or count them with `len({text})`",
-            "tensor": f"use `{text}.shape[i]` for one size, `{text}.dim()` or `{text}.numel()`",
+            "sizes": f"pick one size with an index, e.g. `{_operand(text)}[0]`, or count them with `len({text})`",
+            "tensor": f"use `{_operand(text)}.shape[i]` for one size, `{_operand(text)}.dim()` or "
+                      f"`{_operand(text)}.numel()`",
             "tensors": f"use `len({text})` for the number of tensors",
             "bool": f"write the choice explicitly: `1 if {text} else 0`",
         }
@@ -350,10 +366,10 @@ class _Checker:
             return value
         text = self.code(node)
         hints = {
-            "tensor": f"use `{text}.shape`",
+            "tensor": f"use `{_operand(text)}.shape`",
             "int": f"a shape is a list: write `[{text}]`",
             "dtype": "a dtype goes in the `dtype:` field, not in the shape",
-            "tensors": f"use the shape of one tensor, e.g. `{text}[0].shape`",
+            "tensors": f"use the shape of one tensor, e.g. `{_operand(text)}[0].shape`",
         }
         self.fail(node, f"{what} must be a list of sizes, got {value.ty.describe()}: `{text}`",
                   hints.get(value.ty.kind, "a shape is a list such as `x.shape` or `[n, x.shape[1]]`"))
@@ -388,7 +404,7 @@ class _Checker:
         tensors = ", ".join(f"`{a}`" for a in self.args if argument_type(self.args[a]) == Ty("tensor")) or "none"
         hint = f"only tensors have `.{member}`; the op's tensor arguments are: {tensors}"
         if value.ty.kind == "tensors":
-            hint = f"pick one tensor: `{text}[0].{member}`; `len({text})` counts them"
+            hint = f"pick one tensor: `{_operand(text)}[0].{member}`; `len({text})` counts them"
         elif value.ty.kind == "sizes" and member in ("shape", "size()"):
             hint = f"`{text}` already is a list of sizes: use it directly, or `{text}[i]`"
         self.fail(node, f"`.{member}` needs a tensor, but `{text}` is {value.ty.describe()}", hint)
@@ -408,12 +424,16 @@ class _Checker:
         if isinstance(value, bool):
             return Const(BOOL, col, value=value)
         if isinstance(value, int):
+            if not -(2**63) <= value < 2**63:
+                self.fail(node, f"`{value}` does not fit in int64", "sizes are 64-bit integers")
             return Const(INT, col, value=value)
         if value is None:
             return Const(NONE, col, value=None)
         if isinstance(value, str):
             return Const(STR, col, value=value)
         if isinstance(value, float):
+            if not math.isfinite(value):
+                self.fail(node, f"`{self.code(node)}` is not a finite number", "use a finite float literal")
             return Const(FLOAT, col, value=value)
         self.fail(node, f"unsupported literal `{self.code(node)}`", "use ints, bools, strings or None")
 
@@ -504,8 +524,7 @@ class _Checker:
                 return SizeAt(INT, col, obj=seq.obj, index=index)
             return Index(INT, col, seq=seq, index=index)
         if seq.ty.elem_optional:
-            key = self.code(node)
-            if key in env:
+            if self.key(node) in env:
                 return Index(Ty("tensor"), col, seq=seq, index=index, deref=True)
             return Index(Ty("tensor", optional=True), col, seq=seq, index=index)
         return Index(Ty("tensor"), col, seq=seq, index=index)
@@ -659,7 +678,7 @@ class _Checker:
         if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Is, ast.IsNot)):
             right = node.comparators[0]
             if isinstance(right, ast.Constant) and right.value is None:
-                key = frozenset({self.code(node.left)})
+                key = frozenset({self.key(node.left)})
                 return (key, frozenset()) if isinstance(node.ops[0], ast.IsNot) else (frozenset(), key)
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
             when_true, when_false = self.facts(node.operand)
@@ -792,6 +811,11 @@ class _Checker:
                 self.fail(node, f"`dynamic` cannot be used in {where}",
                           "a data-dependent size can only be an element of the shape list (possibly in "
                           f"arithmetic), e.g. `{_EXAMPLE_DYNAMIC}`")
+
+
+def _operand(text: str) -> str:
+    """`text` ready to take `.shape`, `[0]`… in a hint: parenthesised unless it is a simple chain."""
+    return text if re.fullmatch(r"[\w.]+(\[[^\]]*\]|\([^()]*\))*(\.\w+)*", text) else f"({text})"
 
 
 def _keyword(keywords: list[ast.keyword], name: str) -> ast.keyword:

@@ -7,6 +7,7 @@ Each printer returns `(text, precedence)` so that parentheses appear only where 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 # One table for the dtype fact: spelling in a spec -> (torch attribute, ATen constant).
@@ -104,7 +105,6 @@ class _Py:
 class _Cpp:
     def __init__(self, reserved: frozenset[str]) -> None:
         self.reserved = set(reserved)
-        self.used: dict[str, int] = {}
 
     def at(self, node: Node, minimum: int) -> str:
         text, prec = node.cpp(self)
@@ -184,7 +184,9 @@ class Const(Node):
     value: object = None
 
     def py(self, p):
-        if isinstance(self.value, int) and not isinstance(self.value, bool) and self.value < 0:
+        if isinstance(self.value, str):
+            return json.dumps(self.value, ensure_ascii=False), PY_ATOM  # double quotes, as ruff formats them
+        if isinstance(self.value, (int, float)) and not isinstance(self.value, bool) and self.value < 0:
             return repr(self.value), PY_UNARY
         return repr(self.value), PY_ATOM
 
@@ -194,8 +196,7 @@ class Const(Node):
         if isinstance(self.value, bool):
             return ("true" if self.value else "false"), CPP_ATOM
         if isinstance(self.value, str):
-            escaped = self.value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-            return f'"{escaped}"', CPP_ATOM
+            return json.dumps(self.value, ensure_ascii=False), CPP_ATOM  # JSON escapes are valid C++ escapes
         return str(self.value), (CPP_UNARY if self.value < 0 else CPP_ATOM)
 
 
@@ -454,7 +455,9 @@ class Neg(Node):
         return f"-{p.at(self.operand, PY_UNARY)}", PY_UNARY
 
     def cpp(self, c):
-        return f"-{c.at(self.operand, CPP_UNARY)}", CPP_UNARY
+        operand = c.at(self.operand, CPP_UNARY)
+        # `--x` would be C++'s decrement operator.
+        return (f"-({operand})" if operand.startswith("-") else f"-{operand}"), CPP_UNARY
 
 
 _CPP_COMPARE = {"==": CPP_EQ, "!=": CPP_EQ, "<": CPP_REL, "<=": CPP_REL, ">": CPP_REL, ">=": CPP_REL}
