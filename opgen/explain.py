@@ -48,26 +48,47 @@ def describe_line(text: str) -> dict:
         return {"input": text, "error": {"message": error.message, "column": error.column, "hint": error.hint}}
 
 
-def render_text(info: dict, console) -> None:
-    from rich.table import Table
+def render_text(info: dict, color: bool = False) -> str:
+    """A compact, pipe-friendly report: one block per argument, nothing truncated or wrapped."""
 
-    console.print(f"[bold]{info['canonical']}[/bold]", highlight=False, soft_wrap=True)
-    console.print(f"namespace: {info['namespace'] or '(none)'}   name: {info['name']}   "
-                  f"overload: {info['overload'] or '(default)'}", highlight=False)
-    table = Table("argument", "schema type", "Python annotation", "C++ type", "mutated", "default", "kw-only")
+    def paint(text: str, **style) -> str:
+        return _style(text, color, **style)
+
+    lines = [paint(info["canonical"], bold=True),
+             (f"  namespace: {info['namespace'] or '(none)'}   name: {info['name']}   "
+             f"overload: {info['overload'] or '(default)'}"), ""]
+    lines.append(paint("arguments:", bold=True) if info["arguments"] else "arguments: (none)")
     for a in info["arguments"]:
-        table.add_row(a["name"], a["type"], a["python"] or "-", a["cpp"] or "-", "yes" if a["mutated"] else "",
-                      a["default"] if a["default"] is not None else "", "yes" if a["kwarg_only"] else "")
-    console.print(table)
-    returns = ", ".join(f"{r['type']}{' ' + r['name'] if r['name'] else ''}" for r in info["returns"]) or "()"
-    console.print(f"returns: {returns}", highlight=False)
+        head = f"  {a['name']}: {a['type']}"
+        if a["default"] is not None:
+            head += f" = {a['default']}"
+        flags = [flag for flag, on in (("mutated", a["mutated"]), ("keyword-only", a["kwarg_only"])) if on]
+        if flags:
+            head += "  " + paint(f"[{', '.join(flags)}]", fg="yellow" if a["mutated"] else None)
+        lines.append(head)
+        lines.append(f"      python: {a['python'] or '(none: custom_op cannot take it)'}")
+        lines.append(f"      c++:    {a['cpp'] or '(none)'}")
+    returns = [f"{r['type']} {r['name']}" if r["name"] else r["type"] for r in info["returns"]]
+    lines.append("returns: " + (", ".join(returns) if returns else "()"))
     mutated = info["mutates_args"]
-    console.print(f"custom_op mutates_args: {tuple(mutated)!r}" if mutated else "custom_op mutates_args: ()",
-                  highlight=False)
+    lines.append("custom_op mutates_args: " + ("(" + ", ".join(f'"{m}"' for m in mutated)
+                                               + ("," if len(mutated) == 1 else "") + ")" if mutated else "()"))
+    lines.append("")
     if not info["diagnostics"]:
-        console.print("no diagnostics")
+        lines.append("diagnostics: none")
+    else:
+        lines.append(paint("diagnostics:", bold=True))
     for d in info["diagnostics"]:
         colour = {"error": "red", "warning": "yellow"}.get(d["severity"], "cyan")
-        console.print(f"[{colour}]{d['severity']}[/{colour}] {d['code']}: {d['message']}", highlight=False)
+        lines.append(f"  {paint(d['severity'], fg=colour, bold=True)} {d['code']}: {d['message']}")
         if d.get("hint"):
-            console.print(f"  hint: {d['hint']}", highlight=False)
+            lines.append(f"      hint: {d['hint']}")
+    return "\n".join(lines)
+
+
+def _style(text: str, color: bool, **style) -> str:
+    if not color or not any(style.values()):
+        return text
+    import click
+
+    return click.style(text, **style)

@@ -30,13 +30,14 @@ from .model import (
 )
 
 KNOWN_TYPES = frozenset({
-    "Tensor", "int", "SymInt", "SymFloat", "SymBool", "float", "bool", "str", "Scalar", "ScalarType", "Layout", "Device",
+    "Tensor", "int", "SymInt", "SymBool", "float", "bool", "str", "Scalar", "ScalarType", "Layout", "Device",
     "DeviceIndex", "MemoryFormat", "Generator", "Storage", "Stream", "QScheme", "complex", "Any",
     "NoneType",
 })
 RETIRED_TYPES = {
     "Dimname": "named tensors are gone from torch (`Dimname` no longer parses in torch 2.13); "
     "take an `int` dimension instead",
+    "SymFloat": "torch's schema parser has no SymFloat; write float",
 }
 # Shared instances for the common case of a type with no alias annotation (they are immutable).
 _PLAIN_TYPES = {name: BaseType(name) for name in KNOWN_TYPES}
@@ -236,7 +237,8 @@ class _Parser:
                               hint=f"torch refuses it; remove the default of {defaulted!r}")
                 self.pos += 1
                 if toks[self.pos] != ")":
-                    self.fail("'...' must be the last argument")
+                    self.fail("'...' must be the last argument", index=self.pos - 1,
+                              hint="varargs take everything after the named arguments; move '...' to the end")
             else:
                 arg_at = self.pos
                 arg, name_at = self.argument(kwarg_only)
@@ -499,6 +501,8 @@ def _default_hint(typ: Type) -> str:
         "ScalarType": "a dtype word such as float32 or long", "Device": 'a quoted device such as "cpu"',
         "Tensor": "nothing, or None on Tensor?",
     }
+    if base in ("Tensor", "str", "Generator") and isinstance(typ, ListType):
+        return f"a {base}[] argument takes no default; make it optional ({base}[]?) and default to None"
     text = examples.get(base, "a value of that type")
     if isinstance(typ, OptionalType):
         text += ", or None"

@@ -28,7 +28,6 @@ TYPES: dict[str, TypeRow] = {
     "SymInt": TypeRow("int", "SymInt", "c10::SymInt", "c10::optional<c10::SymInt>", "c10::SymIntArrayRef"),
     "DeviceIndex": TypeRow("int", "SymInt", "c10::DeviceIndex", "c10::optional<c10::DeviceIndex>", None),
     "SymBool": TypeRow("bool", "bool", "c10::SymBool", "c10::optional<c10::SymBool>", None),
-    "SymFloat": TypeRow("float", "float", "c10::SymFloat", "c10::optional<c10::SymFloat>", None),
     "float": TypeRow("float", "float", "double", "c10::optional<double>", "at::ArrayRef<double>"),
     "bool": TypeRow("bool", "bool", "bool", "c10::optional<bool>", None),
     "str": TypeRow("str", "str", "c10::string_view", "c10::optional<c10::string_view>", None),
