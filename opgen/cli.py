@@ -69,7 +69,7 @@ def explain(schema: str | None, as_json: bool, code: str | None) -> None:
     if schema == "-":
         worst = EXIT_OK
         for raw in sys.stdin:
-            line = raw.rstrip("\n")
+            line = raw.rstrip("\r\n")
             if not line.strip():
                 continue
             info = describe_line(line)
@@ -86,15 +86,11 @@ def explain(schema: str | None, as_json: bool, code: str | None) -> None:
     if as_json:
         click.echo(json.dumps(info, indent=2))
     else:
-        from rich.console import Console
-
-        render_text(info, Console())
+        click.echo(render_text(info, color=True))
     sys.exit(EXIT_FINDINGS if info["has_errors"] else EXIT_OK)
 
 
 def _print_human(info: dict) -> None:
-    from rich.console import Console
-
     from .explain import render_text
     from .schema.errors import SchemaError
 
@@ -103,7 +99,7 @@ def _print_human(info: dict) -> None:
         click.echo(SchemaError(err["message"], source=info["input"], column=err["column"], hint=err["hint"]).render(),
                    err=True)
     else:
-        render_text(info, Console())
+        click.echo(render_text(info, color=True) + "\n")
 
 
 def explain_code(code: str, as_json: bool) -> None:
