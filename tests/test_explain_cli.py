@@ -75,7 +75,7 @@ def test_json_returns_and_diagnostics(run_opgen):
 
 
 def test_json_stdin_one_object_per_line_in_order(run_opgen):
-    lines = ["f(Tensor x) -> Tensor", "f(Tensor x, int y=1.5) -> Tensor", "", ALIASED, "not a schema"]
+    lines = ["f(Tensor x) -> Tensor", "f(Tensor x, int y=1.5) -> Tensor", "", ALIASED, "my op(Tensor x) -> ()"]
     result = run_opgen("explain", "--json", "-", input="\n".join(lines) + "\n")
     assert result.returncode == 2  # the worst line decides
     objects = [json.loads(line) for line in result.stdout.splitlines()]
@@ -85,7 +85,7 @@ def test_json_stdin_one_object_per_line_in_order(run_opgen):
         "message": "default for 'y' does not fit type 'int': 1.5 is not an integer", "column": 19,
         "hint": "write an integer such as 0 or -1"}}
     assert objects[2]["diagnostics"][0]["code"] == "OPG102"
-    assert objects[3]["input"] == "not a schema" and objects[3]["error"]["column"] == 5
+    assert objects[3]["input"] == "my op(Tensor x) -> ()" and objects[3]["error"]["column"] == 4
     assert "Traceback" not in result.stderr
 
 
