@@ -59,6 +59,8 @@ def snapshot(root: Path) -> dict[str, tuple]:
                 content: object = ("link", os.readlink(path))
             elif path.is_dir():
                 content = "dir"
+            elif not path.is_file():
+                content = "special"
             else:
                 content = path.read_bytes()
             state[path.relative_to(root).as_posix()] = (content, info.st_mode, info.st_mtime_ns, info.st_ino)
@@ -112,8 +114,8 @@ def test_directory_opgen_did_not_create_is_refused(tmp_path):
     (tmp_path / "notes.txt").write_text("mine\n")
     error = refusal(tmp_path, PROJECT)
     assert f"opgen did not create {tmp_path}" in error.render()
-    assert "--force" in error.render()
-    assert all(problem.forceable for problem in error.problems)
+    assert "--force" in error.render() and "move your edits" not in error.render()
+    assert [(problem.kind, problem.forceable) for problem in error.problems] == [("foreign", True)]
 
 
 def test_force_into_foreign_directory_backs_up_what_it_replaces_and_leaves_the_rest(tmp_path):
@@ -208,8 +210,9 @@ def test_hand_edited_generated_file_is_refused_naming_the_file(tmp_path):
     error = refusal(tmp_path, [edited(OPS, "new\n"), FAKE, KERNEL, SCRIPT])
     text = error.render()
     assert "pkg/_ops.py: edited by hand" in text
-    assert "--force" in text and "user-owned file" in text
-    assert [problem.path for problem in error.problems] == ["pkg/_ops.py"]
+    assert "--force" in text and "move your edits into a file you own" in text
+    assert [(problem.path, problem.kind, problem.forceable) for problem in error.problems] == [
+        ("pkg/_ops.py", "edited", True)]
 
 
 def test_hand_edited_generated_file_is_refused_even_if_the_template_did_not_change(tmp_path):
@@ -446,6 +449,14 @@ def test_directory_where_a_file_should_be_is_refused_even_with_force(tmp_path):
         assert not error.problems[0].forceable
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_pipe_where_a_file_should_be_is_refused_without_reading_it(tmp_path):
+    generate(tmp_path, [OPS])
+    os.mkfifo(tmp_path / "pkg/_fake.py")  # reading it would block forever
+    error = refusal(tmp_path, [OPS, FAKE], force=True)
+    assert "pkg/_fake.py: is not a regular file" in error.render()
+
+
 def test_file_where_a_folder_should_be_is_refused(tmp_path):
     generate(tmp_path, [OPS])
     (tmp_path / "scripts").write_text("I am a file\n")
@@ -651,6 +662,14 @@ def test_render_is_one_sorted_line_per_action_and_a_count(tmp_path):
     assert lines[5] == f"{tmp_path}: 1 update, 1 overwrite, 1 remove, 1 unchanged, 1 keep"
     assert "scripts/run.sh" not in plan.render(include_unchanged=False)
     assert plan.render() == plan_changes(tmp_path, [SCRIPT, KERNEL, FAKE, edited(OPS, "v2\n")], force=True).render()
+
+
+def test_write_files_dry_run_writes_nothing(tmp_path):
+    plan = write.write_files(tmp_path / "proj", PROJECT, dry_run=True)
+    assert not (tmp_path / "proj").exists()
+    assert plan.summary["create"] == 4
+    assert write.write_files(tmp_path / "proj", PROJECT).render() == plan.render()
+    assert not write.write_files(tmp_path / "proj", PROJECT).changed
 
 
 def test_planned_file_rejects_an_unknown_owner():

@@ -30,7 +30,7 @@ OWNERS = ("generated", "user")
 KINDS = ("create", "update", "overwrite", "remove", "unchanged", "keep", "orphan")
 WRITING_KINDS = frozenset({"create", "update", "overwrite", "remove"})
 _RESERVED = PurePosixPath(MANIFEST).parts[0]
-_FORCE_HINT = "re-run with --force to overwrite (the replaced text is saved under .opgen/backup/)"
+_FORCE_HINT = "re-run with --force to replace them (opgen first saves each one under .opgen/backup/)"
 
 
 @dataclass(frozen=True)
@@ -73,10 +73,14 @@ class Action:
 
 @dataclass(frozen=True)
 class Problem:
-    """Why a plan was refused. `forceable`: --force would resolve it (with a backup)."""
+    """Why a plan was refused. `kind`: "path" (a planned path is malformed or leaves the project), "disk"
+    (a symlink, directory or unreadable file in the way), "manifest", "foreign" (a directory opgen did not
+    create), "edited" (a generated file holds hand edits) or "unknown" (a file opgen did not write).
+    Only "foreign", "edited", "unknown" and a damaged manifest are resolved by --force."""
 
     path: str
     message: str
+    kind: str
     forceable: bool = False
 
     def __str__(self) -> str:
@@ -94,7 +98,9 @@ class WriteRefused(OpgenError):
         lines = [f"refusing to write {out_dir}: {len(problems)} problem{'s' if len(problems) != 1 else ''}"]
         lines += [f"  - {problem}" for problem in problems]
         if all(problem.forceable for problem in problems):
-            hint = _FORCE_HINT + ", or move your edits into a user-owned file (kernels, TODO fakes)"
+            hint = _FORCE_HINT
+            if any(problem.kind == "edited" for problem in problems):
+                hint += ", or first move your edits into a file you own (the kernel, a TODO fake)"
         else:
             hint = "nothing was written; fix the problems above (paths come from the spec)"
             if any(problem.forceable for problem in problems):
@@ -151,7 +157,7 @@ def plan_changes(out_dir: str | Path, files: list[PlannedFile], *, force: bool =
     problems = _check_plan_paths(files)
     blocker = _check_root(root)
     if blocker is not None:
-        raise WriteRefused(root, [*problems, blocker])
+        raise WriteRefused(root, [*problems, blocker])  # nothing on disk can be checked below a file
     bad_paths = {problem.path for problem in problems}
     disk: dict[str, bytes | None] = {}
     for path in [planned.path for planned in files if planned.path not in bad_paths] + [MANIFEST]:
@@ -162,13 +168,13 @@ def plan_changes(out_dir: str | Path, files: list[PlannedFile], *, force: bool =
             try:
                 disk[path] = _read(root / path)
             except OSError as error:
-                problems.append(Problem(path, f"cannot be read ({error.strerror or error})"))
+                problems.append(Problem(path, f"cannot be read ({error.strerror or error})", "disk"))
     old_manifest_text, old_entries, manifest_problem = _load_manifest(root, force)
     if manifest_problem is not None:
         problems.append(manifest_problem)
     if old_manifest_text is None and not force and _is_foreign(root, files):
         problems.insert(0, Problem("", f"opgen did not create {root} (it is not empty and has no {MANIFEST})",
-                                   forceable=True))
+                                   "foreign", forceable=True))
 
     backup_dir = _backup_dir_name(root)
     actions: list[Action] = []
@@ -194,6 +200,15 @@ def plan_changes(out_dir: str | Path, files: list[PlannedFile], *, force: bool =
     return Plan(root, actions, _manifest_text(entries), old_manifest_text, backup_dir if uses_backup else None, force)
 
 
+def write_files(out_dir: str | Path, files: list[PlannedFile], *, force: bool = False,
+                dry_run: bool = False) -> Plan:
+    """Plan, then apply unless `dry_run`; the plan says what happened (or would)."""
+    plan = plan_changes(out_dir, files, force=force)
+    if not dry_run:
+        apply_plan(plan)
+    return plan
+
+
 def apply_plan(plan: Plan) -> None:
     """Perform `plan`: backups, atomic writes, removals, then the manifest. Writes nothing when the disk
     no longer looks the way it did when the plan was made."""
@@ -214,8 +229,8 @@ def apply_plan(plan: Plan) -> None:
         if action.kind in ("create", "update", "overwrite"):
             assert action.file is not None
             target = root / action.path
-            target.parent.mkdir(parents=True, exist_ok=True)
             _ensure_inside(root, target)
+            target.parent.mkdir(parents=True, exist_ok=True)
             current = _read(target)
             if current == action.file.data:
                 _set_executable(target, action.file.executable)  # only the mode differed
@@ -268,21 +283,21 @@ def _decide(planned: PlannedFile, current: bytes | None, old: dict | None, force
         if os.name != "nt" and _is_executable(root / planned.path) != planned.executable:
             return (Action(planned.path, "update", "executable bit", planned, expected_sha256=current_sha),
                     entry, None)
-        reason = "was yours and not edited; now generated" if old_owner == "user" else ""
+        reason = "now generated" if old_owner == "user" else ""
         return Action(planned.path, "unchanged", reason, planned, expected_sha256=current_sha), entry, None
     if untouched:
         reason = "was yours and not edited; now generated" if old_owner == "user" else ""
         return Action(planned.path, "update", reason, planned, expected_sha256=current_sha), entry, None
     if old is None:
-        why = "exists, but opgen did not write it"
+        why, kind = "exists, but opgen did not write it", "unknown"
     elif old_owner == "user":
-        why = "was yours and is now generated, but holds your edits"
+        why, kind = "was yours and is now generated, but holds your edits", "edited"
     else:
-        why = "edited by hand since opgen generated it"
+        why, kind = "edited by hand since opgen generated it", "edited"
     backup = f"{backup_dir}/{planned.path}"
     if not force:
         return None, entry, Problem(planned.path, f"{why}; --force replaces it and saves your version to {backup}",
-                                    forceable=True)
+                                    kind, forceable=True)
     return (Action(planned.path, "overwrite", f"{why}; your version saved to {backup}", planned, backup,
                    expected_sha256=current_sha), entry, None)
 
@@ -336,19 +351,21 @@ def _check_plan_paths(files: list[PlannedFile]) -> list[Problem]:
     for planned in files:
         message = _path_error(planned.path)
         if message is not None:
-            problems.append(Problem(planned.path, message))
+            problems.append(Problem(planned.path, message, "path"))
             continue
         folded = planned.path.casefold()
         if folded in seen:
             same = seen[folded] == planned.path
             problems.append(Problem(planned.path, "planned twice" if same else
-                                    f"differs from {seen[folded]} only in case (they collide on macOS/Windows)"))
+                                    f"differs from {seen[folded]} only in case (they collide on macOS/Windows)",
+                                    "path"))
         seen[folded] = planned.path
     paths = set(seen.values())
     for path in sorted(paths):
         for parent in PurePosixPath(path).parents:
             if str(parent) in paths:
-                problems.append(Problem(path, f"needs {parent} to be a directory, but it is also a planned file"))
+                problems.append(Problem(path, f"needs {parent} to be a directory, but it is also a planned file",
+                                        "path"))
     return problems
 
 
@@ -378,7 +395,7 @@ def _check_root(root: Path) -> Problem | None:
     while not existing.exists() and existing.parent != existing:
         existing = existing.parent
     if existing.exists() and not existing.is_dir():
-        return Problem("", f"{existing} exists and is not a directory")
+        return Problem("", f"{existing} exists and is not a directory", "disk")
     return None
 
 
@@ -394,15 +411,17 @@ def _check_on_disk(root: Path, path: str) -> Problem | None:
         shown = "/".join(parts[: depth + 1])
         if current.is_symlink():
             if last:
-                return Problem(path, "is a symbolic link; opgen only writes plain files")
+                return Problem(path, "is a symbolic link; opgen only writes plain files", "disk")
             if not _inside(real_root, current.resolve()):
-                return Problem(path, f"{shown} is a symbolic link to {os.readlink(current)}, outside {root}")
+                return Problem(path, f"{shown} is a symbolic link to {os.readlink(current)}, outside {root}", "disk")
         if not current.exists():
             return None
         if last and current.is_dir():
-            return Problem(path, "is a directory, but opgen needs to write a file there")
+            return Problem(path, "is a directory, but opgen needs to write a file there", "disk")
+        if last and not current.is_file():
+            return Problem(path, "is not a regular file (a device, socket or pipe)", "disk")
         if not last and not current.is_dir():
-            return Problem(path, f"{shown} is a file, but opgen needs it to be a directory")
+            return Problem(path, f"{shown} is a file, but opgen needs it to be a directory", "disk")
     return None
 
 
@@ -431,17 +450,24 @@ def _load_manifest(root: Path, force: bool) -> tuple[str | None, dict[str, dict]
             raise TypeError("not a JSON object")
         if data.get("format") != MANIFEST_FORMAT:
             return text, {}, Problem(MANIFEST, f"has format {data.get('format')!r}; this opgen "
-                                               f"({__version__}) reads format {MANIFEST_FORMAT}: upgrade opgen")
+                                               f"({__version__}) reads format {MANIFEST_FORMAT}: upgrade opgen",
+                                     "manifest")
         entries = data["files"]
         for path, entry in entries.items():
-            if _path_error(path) is not None or not isinstance(entry, dict) or entry.get("owner") not in OWNERS:
+            if _path_error(path) is not None or not _valid_entry(entry):
                 raise ValueError(f"bad entry {path!r}")
     except (ValueError, KeyError, AttributeError, TypeError) as error:
         if force:
             return text, {}, None
         return text, {}, Problem(MANIFEST, f"is damaged ({error}); with --force opgen ignores it and treats every "
-                                           "existing file as unknown", forceable=True)
+                                           "existing file as unknown", "manifest", forceable=True)
     return text, entries, None
+
+
+def _valid_entry(entry: object) -> bool:
+    return (isinstance(entry, dict) and entry.get("owner") in OWNERS
+            and (entry.get("sha256") is None or isinstance(entry.get("sha256"), str))
+            and isinstance(entry.get("executable", False), bool))
 
 
 def _manifest_text(entries: dict[str, dict]) -> str:
