@@ -33,6 +33,12 @@ PREFILTER = re.compile(
     rb"custom_op|torch\.library|library\s+import|register_fake|register_kernel|impl_abstract|Library\("
     rb"|direct_register_custom_op|has_side_effect"
 )
+# ... and, of those, the ones that call (or alias) one: mentions in comments and docs are common.
+CALL_SITE = re.compile(
+    rb"\b(?:custom_op|triton_op|register_fake|register_kernel|impl_abstract|Library|_scoped_library"
+    rb"|direct_register_custom_op|has_side_effect|define|impl|fallback)\s*\(|\.register_(?:fake|kernel)\b"
+    rb"|library\s+import[^\n]*\bas\b"
+)
 NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?", re.IGNORECASE)
 FILE_NOQA = re.compile(r"^\s*#\s*opgen:\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?\s*$",
                        re.IGNORECASE | re.MULTILINE)
@@ -64,7 +70,7 @@ def read_file(path: str, data: bytes | None = None) -> FileRecord | None:
     if data is None:
         with open(path, "rb") as handle:
             data = handle.read()
-    if not PREFILTER.search(data):
+    if not PREFILTER.search(data) or not CALL_SITE.search(data):
         return None
     text = data.decode("utf-8", errors="replace")
     return collect_source(path, text)

@@ -1,0 +1,137 @@
+"""opgen lint vs ruff vs a libcst-based linter, on the same tree in the same run.
+
+Tree: the installed torch package's Python files (about 2,300 files). Prints each figure next to its
+baseline and the ratio. Targets (issue 4): opgen lint no slower than `ruff check --no-cache`, at least
+50x faster than a libcst-based linter (torchfix, else fixit, else a libcst parse + PositionProvider
+visit, said so), and a single small file in under 0.3 s wall, cold.
+
+The libcst linter is timed on a fixed slice (every 10th file) because the whole tree takes about
+15 minutes; opgen lint is timed on the same slice for the direct ratio, and the slice time is scaled
+by the file count for the whole-tree estimate. Set OPGEN_BENCH_LIBCST_LINTER to a torchfix or fixit
+executable (default: looked up on PATH and in /tmp/bench-venv/bin).
+
+    python benchmarks/bench_lint.py [--runs 3] [--tree PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL_FILE = ROOT / "tests" / "fixtures" / "lint" / "good.py"
+
+
+def _wall(command: list[str], runs: int, cwd: Path | None = None) -> list[float]:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def _python_files(tree: Path) -> list[Path]:
+    return sorted(p for p in tree.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def _libcst_linter() -> list[str] | None:
+    override = os.environ.get("OPGEN_BENCH_LIBCST_LINTER")
+    candidates = [override] if override else []
+    candidates += [shutil.which("torchfix"), "/tmp/bench-venv/bin/torchfix", shutil.which("fixit"),
+                   "/tmp/bench-venv/bin/fixit"]
+    for candidate in candidates:
+        if candidate and os.access(candidate, os.X_OK):
+            if Path(candidate).name == "torchfix":
+                return [candidate, "--select", "ALL"]
+            return [candidate, "lint"]
+    return None
+
+
+def _libcst_visit(files: list[Path]) -> float:
+    """Fallback: what any libcst linter pays at least (parse + PositionProvider + a visit)."""
+    import libcst
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    class Visitor(libcst.CSTVisitor):
+        METADATA_DEPENDENCIES = (PositionProvider,)
+
+        def visit_Call(self, node):
+            self.get_metadata(PositionProvider, node)
+
+    start = time.perf_counter()
+    failures = 0
+    for path in files:
+        try:
+            MetadataWrapper(libcst.parse_module(path.read_bytes())).visit(Visitor())
+        except Exception:  # noqa: BLE001  (a file libcst cannot parse still costs its time)
+            failures += 1
+    if failures:
+        print(f"  (libcst could not parse {failures} files)")
+    return time.perf_counter() - start
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--tree", type=Path, default=None)
+    args = parser.parse_args(argv)
+    tree = args.tree or Path(importlib.util.find_spec("torch").origin).parent
+    files = _python_files(tree)
+    lines = sum(p.read_bytes().count(b"\n") for p in files)
+    print(f"tree: {tree} ({len(files)} .py files, {lines:,} lines), {os.cpu_count()} cores, "
+          f"median of {args.runs} cold runs")
+
+    opgen = [sys.executable, "-m", "opgen", "lint", "--exit-zero", str(tree)]
+    ruff = [shutil.which("ruff") or "ruff", "check", "--no-cache", "--exit-zero", "-q", str(tree)]
+    opgen_times, ruff_times = [], []
+    for _ in range(args.runs):  # interleaved, so a change in machine load hits both alike
+        opgen_times += _wall(opgen, 1)
+        ruff_times += _wall(ruff, 1)
+    opgen_s, ruff_s = statistics.median(opgen_times), statistics.median(ruff_times)
+    print(f"opgen lint (whole tree)          {opgen_s:7.2f} s")
+    print(f"ruff check --no-cache (baseline) {ruff_s:7.2f} s   opgen/ruff = {opgen_s / ruff_s:.2f}x "
+          f"({'meets' if opgen_s <= ruff_s else 'MISSES'} the 'no slower than ruff' target)")
+
+    slice_files = files[::10]
+    with tempfile.TemporaryDirectory() as scratch:
+        slice_root = Path(scratch) / "slice"
+        for index, path in enumerate(slice_files):
+            target = slice_root / f"{index:04}_{path.name}"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target)
+        opgen_slice = statistics.median(_wall([sys.executable, "-m", "opgen", "lint", "--exit-zero",
+                                               str(slice_root)], args.runs))
+        linter = _libcst_linter()
+        if linter is not None:
+            name = Path(linter[0]).name
+            libcst_s = statistics.median(_wall([*linter, str(slice_root)], 1))
+            what = f"{name} (libcst-based linter)"
+        else:
+            libcst_s = _libcst_visit(sorted(slice_root.iterdir()))
+            what = "libcst parse+PositionProvider visit (torchfix/fixit not installed)"
+    scale = len(files) / len(slice_files)
+    print(f"slice: every 10th file ({len(slice_files)} files)")
+    print(f"  opgen lint on the slice        {opgen_slice:7.2f} s")
+    print(f"  {what:<30} {libcst_s:7.2f} s   libcst/opgen = {libcst_s / opgen_slice:.0f}x on the slice")
+    print(f"  whole-tree estimate            {libcst_s * scale:7.1f} s   libcst/opgen = "
+          f"{libcst_s * scale / opgen_s:.0f}x ({'meets' if libcst_s * scale / opgen_s >= 50 else 'MISSES'} "
+          "the 50x target)")
+
+    small = _wall([sys.executable, "-m", "opgen", "lint", str(SMALL_FILE)], 10)
+    bare = _wall([sys.executable, "-c", "pass"], 10)
+    print(f"single small file ({SMALL_FILE.name}, cold): median {statistics.median(small):.3f} s, "
+          f"min {min(small):.3f} s   (python -c pass: {statistics.median(bare):.3f} s; target < 0.3 s: "
+          f"{'meets' if statistics.median(small) < 0.3 else 'MISSES'})")
+
+
+if __name__ == "__main__":
+    main()
