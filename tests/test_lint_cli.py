@@ -275,3 +275,12 @@ def test_python_m_opgen_lint_entry_point():
     result = subprocess.run([sys.executable, "-m", "opgen.lint", "noqa.py"], cwd=FIXTURES, capture_output=True,
                             text=True, env=env, timeout=120, check=False)
     assert result.returncode == 1 and len(findings(result.stdout)) == 2
+
+
+def test_kernels_and_fakes_imported_from_sibling_modules_are_read():
+    """The layout `opgen new` generates: ops.py registers functions imported from kernels/ and fakes/."""
+    result = run_lint("imported/pkg/ops.py")
+    assert findings(result.stdout) == [
+        ("imported/pkg/fakes/rows.py", 2, 5, "OPG306"),     # the TODO fake skeleton is still registered
+        ("imported/pkg/kernels/rows_cpu.py", 2, 5, "OPG301"),  # the CPU kernel writes x
+    ], result.stdout

@@ -98,10 +98,14 @@ def check_records(records: list[FileRecord]) -> list[Diagnostic]:
             by_name[(definition.namespace, definition.name)].append(op)
             if schema is not None and definition.style == "library" and not schema.overload:
                 schemas.append(schema)  # check_ops compares the default overloads of `foo` and `foo_`
-    # Registrations: attach to ops.
+    # Registrations: attach to ops (a kernel or fake imported from another file is read from there).
     dangling: list[Registration] = []
+    imported: dict[tuple[str, str], Function | None] = {}
     for record in records:
         for registration in record.registrations:
+            function = registration.function
+            if function is not None and function.imported_from is not None:
+                registration.function = _resolve_import(function, imported)
             op = _find(ops, by_name, registration)
             if op is None:
                 dangling.append(registration)
@@ -122,6 +126,22 @@ def check_records(records: list[FileRecord]) -> list[Diagnostic]:
             found.append(Diagnostic(diagnostic.code, diagnostic.severity, _with_hint(diagnostic), path=where.path,
                                     line=where.line, column=where.column))
     return found
+
+
+def _resolve_import(placeholder: Function, cache: dict) -> Function | None:
+    from .collect import function_in_file
+
+    seen = set()
+    function = placeholder
+    while function is not None and function.imported_from is not None:  # re-exports: follow a few hops
+        key = (function.imported_from, function.name)
+        if key in seen or len(seen) > 4:
+            return None
+        seen.add(key)
+        if key not in cache:
+            cache[key] = function_in_file(*key)
+        function = cache[key]
+    return function
 
 
 def _with_hint(diagnostic: Diagnostic) -> str:

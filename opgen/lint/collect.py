@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import os
 import re
 
 from ..contract import Diagnostic
@@ -129,6 +130,7 @@ class _Collector:
         self.decorator_ids: set[int] = set()
         self.module_level_ids: set[int] = set()
         self.function_facts: dict[int, Function] = {}
+        self.import_sources: dict[str, tuple[str, str, int]] = {}
 
     # -- entry ----------------------------------------------------------------------------------
     def run(self) -> None:
@@ -204,9 +206,12 @@ class _Collector:
                     else:
                         top = alias.name.split(".")[0]
                         self.aliases.setdefault(top, top)
-            elif node.module and node.level == 0:
+            else:
                 for alias in node.names:
-                    self.aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+                    local = alias.asname or alias.name
+                    self.import_sources[local] = (node.module or "", alias.name, node.level)
+                    if node.module and node.level == 0:
+                        self.aliases[local] = f"{node.module}.{alias.name}"
 
     # -- resolution -----------------------------------------------------------------------------
     def qualname(self, node: ast.AST) -> str | None:
@@ -649,9 +654,20 @@ class _Collector:
             return None
         candidates = self.functions.get(node.id)
         if not candidates:
-            return None
+            return self._imported_function(node.id)
         before = [f for f in candidates if f.lineno <= line]
         return self._function_node(before[-1] if before else candidates[-1])
+
+    def _imported_function(self, local: str) -> Function | None:
+        """A placeholder for a function imported from a file next to this one (resolved by the checks)."""
+        source = self.import_sources.get(local)
+        if source is None:
+            return None
+        module, name, level = source
+        target = _module_file(self.path, module, level)
+        if target is None:
+            return None
+        return Function(name, Where(target, 1, 1), [], None, imported_from=target)
 
     def _function_node(self, node: ast.AST | None) -> Function | None:
         if node is None:
@@ -818,6 +834,52 @@ class _FunctionReader:
         top_level = node in self.node.body
         if name == "NotImplementedError" and top_level or any("TODO" in t for t in texts):
             function.todo = self._finding("raises " + (name or "an error"), node)
+
+
+def _module_file(path: str, module: str, level: int) -> str | None:
+    """The file a `from <module> import ...` in `path` reads, when it is a source file on disk."""
+    parts = [p for p in module.split(".") if p]
+    if level > 0:
+        base = os.path.dirname(os.path.abspath(path))
+        for _ in range(level - 1):
+            base = os.path.dirname(base)
+        bases = [base]
+    else:
+        if not parts:
+            return None
+        bases, current = [], os.path.dirname(os.path.abspath(path))
+        while True:  # the package root is an ancestor directory of this file
+            bases.append(current)
+            parent = os.path.dirname(current)
+            if parent == current:
+                break
+            current = parent
+    for base in bases:
+        stem = os.path.join(base, *parts)
+        for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
+            if os.path.isfile(candidate):
+                return candidate if os.path.isabs(path) else os.path.relpath(candidate)
+    return None
+
+
+def function_in_file(path: str, name: str) -> Function | None:
+    """Facts about the module-level function `name` of another file (a kernel or fake imported by a
+    registration), or None when it is not there."""
+    try:
+        with open(path, "rb") as handle:
+            text = handle.read().decode("utf-8", errors="replace")
+        tree = ast.parse(text, filename=path)
+    except (OSError, SyntaxError, ValueError):
+        return None
+    collector = _Collector(FileRecord(path), text, tree)
+    collector._imports([n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))])
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+            collector.functions.setdefault(name, []).append(node)
+    definition = collector.functions.get(name)
+    if not definition:
+        return collector._imported_function(name)
+    return collector._function_node(definition[-1])
 
 
 def _is_param_chain(node: ast.AST, live: set[str]) -> bool:

@@ -160,6 +160,15 @@ def lint_paths(paths: list[str], config: LintConfig, *, select=(), ignore=(), jo
 
 
 def _suppressed(diagnostic: Diagnostic, by_path, per_file, config) -> bool:
+    if diagnostic.path not in by_path and diagnostic.path:  # a kernel/fake file read through an import
+        from .collect import _read_noqa
+
+        record = by_path[diagnostic.path] = FileRecord(diagnostic.path)
+        try:
+            with open(diagnostic.path, encoding="utf-8", errors="replace") as handle:
+                _read_noqa(record, handle.read())
+        except OSError:
+            pass
     record = by_path.get(diagnostic.path)
     if record is not None:
         if record.file_noqa is not None and (not record.file_noqa or diagnostic.code in record.file_noqa):

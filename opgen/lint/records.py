@@ -74,6 +74,8 @@ class Function:
     capture_unsafe: list[Finding] = field(default_factory=list)
     todo: Finding | None = None
     uses_get_ctx: bool = False
+    imported_from: str | None = None  # a placeholder: the function lives in this other file
+
 
     def param(self, name: str) -> Param | None:
         return next((p for p in self.params if p.name == name), None)
