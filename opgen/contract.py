@@ -65,7 +65,7 @@ SCHEMA_INVALID = rule(
     """
 torch either refuses the string or, worse, accepts it and reads something else (`int x=0x10` is 0,
 `int y=1.5` is kept as a float). The message gives the column and what was expected.
-""", bad='lib.define("f(Tensor x, int y=1.5) -> Tensor")', good='lib.define("f(Tensor x, int y=1) -> Tensor")')
+""", bad="f(Tensor x, int y=1.5) -> Tensor", good="f(Tensor x, int y=1) -> Tensor")
 
 SHARED_ALIAS_SET = rule(
     "OPG101", "shared-alias-set", ERROR, "two mutated arguments share one alias set",
@@ -124,8 +124,7 @@ NOT_INFERRABLE = rule(
 annotation that infers back to them (`int` becomes `SymInt`, `int[2]` loses its size, `Layout`,
 `MemoryFormat`, `Generator`, `str[]` are refused, list defaults are refused). opgen then passes the
 schema explicitly with `schema=`; nothing to do unless you write the registration by hand.
-""", bad='@custom_op("ns::f", mutates_args=())\ndef f(x: Tensor, k: list[int] = [1, 1]) -> Tensor',
-    good='@custom_op("ns::f", mutates_args=(), schema="(Tensor x, int[2] k=[1, 1]) -> Tensor")')
+""", bad="f(Tensor x, int[2] k=[1, 1]) -> Tensor", good="f(Tensor x, SymInt[] k) -> Tensor")
 
 RESERVED_NAMESPACE = rule(
     "OPG108", "reserved-namespace", ERROR, "the namespace is reserved by PyTorch",
@@ -133,8 +132,7 @@ RESERVED_NAMESPACE = rule(
 `prim` is refused by `Library` ("prim is a reserved namespace"); `aten` belongs to PyTorch and a
 `DEF` library there fails; `torch`, `_` and other internal names collide with torch's own
 registrations. Use your project's name as the namespace.
-""", bad='Library("aten", "FRAGMENT").define("my_op(Tensor x) -> Tensor")',
-    good='Library("myproj", "FRAGMENT").define("my_op(Tensor x) -> Tensor")')
+""", bad="aten::my_op(Tensor x) -> Tensor", good="myproj::my_op(Tensor x) -> Tensor")
 
 MUTATED_NON_TENSOR = rule(
     "OPG109", "mutated-non-tensor", ERROR, "a non-Tensor argument is marked as written (`(a!)`)",
@@ -149,7 +147,7 @@ ALIAS_WITHOUT_WRITE = rule(
 `Tensor(a)` on an input only means something when a return shares the set (a view op), and custom
 view ops cannot be functionalized by torch.compile. For a custom op, drop the annotation and return
 a fresh tensor, or mark the input `(a!)` if the op writes it.
-""", bad="f(Tensor(a) x) -> Tensor(a)", good="f(Tensor x) -> Tensor")
+""", bad="f(Tensor(a) x) -> Tensor", good="f(Tensor x) -> Tensor")
 
 NO_RETURN_NAME_CLASH = rule(
     "OPG111", "return-name-clash", ERROR, "a named return has the same name as an argument",
@@ -157,6 +155,10 @@ NO_RETURN_NAME_CLASH = rule(
 Generated Python code (fake functions, tests) binds arguments and returns by name; a return named
 like an argument shadows it. Rename the return.
 """, bad="f(Tensor x) -> Tensor x", good="f(Tensor x) -> Tensor y")
+
+# Every rule's `bad` and `good` is schema text that `check_schema` (or, for "A  and  B", `check_ops`)
+# judges; "  +  has_side_effect(...)" after a schema means the op is marked side-effecting.
+CONTRACT_CODES = tuple(RULES)
 
 RESERVED = {"prim": ERROR, "aten": ERROR, "torch": ERROR, "_": ERROR, "prims": ERROR, "inductor": WARNING,
             "higher_order": ERROR, "_c10d_functional": WARNING}
@@ -292,6 +294,8 @@ def custom_op_explicit_schema_reasons(schema: Schema) -> list[str]:
     for ret in schema.returns:
         if not inferred_return_ok(ret.type) or ret.name:
             reasons.append(f"return '{ret}'")
+    if schema.varargs or schema.varret:
+        reasons.append("varargs '...'")
     return reasons
 
 

@@ -271,8 +271,11 @@ class _Parser:
         name_at = self.pos
         name = self.toks[name_at]
         if not name or not (name[0].isalpha() or name[0] == "_"):
-            self.fail(f"expected an argument name after type '{typ}', found {self.describe()}",
-                      hint='each argument is "<type> <name>", e.g. "Tensor x" or "float eps=1e-06"')
+            hint = 'each argument is "<type> <name>", e.g. "Tensor x" or "float eps=1e-06"'
+            if name == "(" and not isinstance(typ, BaseType):
+                hint = f"an alias annotation goes right after the type name: {base_name(typ)}(a!)" + str(typ)[
+                    len(base_name(typ)):]
+            self.fail(f"expected an argument name after type '{typ}', found {self.describe()}", hint=hint)
         if name in RESERVED_WORDS:
             self.not_reserved(name, "an argument name", name_at)
         self.pos += 1

@@ -1,0 +1,212 @@
+"""The contract rules: each fires on its own bad example and not on its good one; torch confirms the premises."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from opgen.contract import (
+    CONTRACT_CODES,
+    ERROR,
+    RULES,
+    check_namespace,
+    check_ops,
+    check_schema,
+    custom_op_explicit_schema_reasons,
+    has_errors,
+    mutates_args,
+)
+from opgen.schema import SchemaError, parse_schema
+
+MARKED = "  +  has_side_effect("
+
+
+def codes_for(example: str) -> set[str]:
+    """Run the documented example format: schemas joined by '  and  ', optionally marked side-effecting."""
+    marked = MARKED in example
+    text = example.split(MARKED)[0]
+    try:
+        schemas = [parse_schema(part) for part in text.split("  and  ")]
+    except SchemaError:
+        return {"OPG001"}
+    found = {d.code for s in schemas for d in check_schema(s, side_effect_marked=marked)}
+    return found | {d.code for d in check_ops(schemas)}
+
+
+def test_catalogue_covers_the_documented_codes():
+    assert set(CONTRACT_CODES) >= {"OPG001", *(f"OPG1{n:02d}" for n in range(1, 12))}
+    for code in CONTRACT_CODES:
+        rule = RULES[code]
+        assert re.fullmatch(r"OPG[01]\d\d", code)
+        assert rule.severity in ("error", "warning", "info")
+        assert rule.summary and rule.explanation and rule.name
+
+
+@pytest.mark.parametrize("code", CONTRACT_CODES)
+def test_rule_fires_on_its_bad_example_only(code):
+    rule = RULES[code]
+    assert rule.bad and rule.good, f"{code} needs a bad and a good example"
+    assert code in codes_for(rule.bad), rule.bad
+    assert code not in codes_for(rule.good), rule.good
+
+
+def test_examples_are_otherwise_clean_where_they_can_be():
+    # A good example should not teach a different mistake (info-level OPG107 aside).
+    for code in CONTRACT_CODES:
+        noisy = {c for c in codes_for(RULES[code].good) if RULES[c].severity == ERROR}
+        assert not noisy, (code, noisy)
+
+
+def diag_codes(text: str, **kwargs) -> list[str]:
+    return [d.code for d in check_schema(parse_schema(text), **kwargs)]
+
+
+@pytest.mark.parametrize(("text", "kwargs", "expected"), [
+    ("f(Tensor x) -> Tensor", {}, []),
+    ("f_(Tensor(a!) x) -> ()", {}, []),
+    ("f(Tensor(a!) x, Tensor(b!) y) -> ()", {}, []),
+    ("f(Tensor(a!)[] xs, Tensor(a!) y) -> ()", {}, ["OPG101"]),
+    ("f(Tensor(a!) x) -> Tensor(a!)", {"tags": ("inplace",)}, []),
+    ("f.out(Tensor x, *, Tensor(a!) out) -> Tensor(a!)", {"tags": ("out",), "style": "library"}, []),
+    ("f.out(Tensor x, *, Tensor(a!) out) -> Tensor(a!)", {}, ["OPG102", "OPG106"]),
+    ("f(Tensor(a) x) -> Tensor(a)", {}, ["OPG102"]),
+    ("f(Tensor x) -> (Tensor(a!)[] a, Tensor b)", {}, ["OPG102", "OPG107"]),
+    ("f__(Tensor x) -> Tensor", {}, []),
+    ("f_(Tensor x, Tensor(a!) y) -> ()", {}, ["OPG103"]),
+    ("f_(*, Tensor(a!) y) -> ()", {}, ["OPG103", "OPG106"]),
+    ("log() -> ()", {}, ["OPG104"]),
+    ("log() -> ()", {"side_effect_marked": True}, []),
+    ("f(Tensor x) -> ...", {}, ["OPG107"]),
+    ("f(Tensor x, *, Tensor? w=None) -> Tensor", {"style": "library"}, []),
+    ("f(Tensor x, *, Tensor? w=None) -> Tensor", {}, ["OPG106"]),
+    ("f(Tensor x, Layout l) -> Tensor", {"style": "library"}, []),
+    ("f(Tensor x, Layout l) -> Tensor", {}, ["OPG107"]),
+    ("f(Tensor x) -> ((Tensor))", {}, []),
+    ("f(Tensor x) -> ((Tensor, Tensor))", {}, ["OPG107"]),
+    ("prim::f(Tensor x) -> Tensor", {}, ["OPG108"]),
+    ("inductor::f(Tensor x) -> Tensor", {}, ["OPG108"]),
+    ("f(Tensor x, Scalar(a!) s) -> ()", {}, ["OPG109"]),
+    ("f(Tensor(a!)?[] xs) -> ()", {}, []),
+    ("f(Tensor(a) x, Tensor y) -> Tensor", {}, ["OPG110"]),
+    ("f(Tensor x) -> (Tensor x, Tensor y)", {}, ["OPG107", "OPG111"]),
+])
+def test_targeted_cases(text, kwargs, expected):
+    assert diag_codes(text, **kwargs) == expected
+
+
+def test_severities_and_messages_locate_the_op():
+    diags = check_schema(parse_schema("ns::f.ov(Tensor(a!) x, Tensor(a!) y) -> Tensor(a!)"))
+    assert [d.code for d in diags] == ["OPG101", "OPG102"]
+    assert all(d.message.startswith("ns::f.ov: ") for d in diags)
+    assert "Tensor(a!) x, Tensor(b!) y" in diags[0].hint
+    assert has_errors(diags)
+    assert not has_errors(check_schema(parse_schema("prefetch(Tensor x) -> ()")))
+    assert check_schema(parse_schema("inductor::f(Tensor x) -> Tensor"))[0].severity == "warning"
+    assert check_namespace("myproj") == []
+
+
+def test_mutates_args_lists_every_written_argument_in_order():
+    schema = parse_schema("f(Tensor(a!) x, Tensor y, Tensor(b!)[] ys, Tensor(c!)? z=None) -> ()")
+    assert mutates_args(schema) == ["x", "ys", "z"]
+
+
+def test_inplace_twin_is_fine_when_it_matches():
+    pair = [parse_schema("norm(Tensor x, float eps) -> Tensor"), parse_schema("norm_(Tensor(a!) x, float eps) -> ()")]
+    assert check_ops(pair) == []
+    other_namespace = [parse_schema("a::norm(Tensor x) -> Tensor"), parse_schema("b::norm_(Tensor(a!) x, int k) -> ()")]
+    assert check_ops(other_namespace) == []
+
+
+def test_explicit_schema_reasons_name_the_argument():
+    reasons = custom_op_explicit_schema_reasons(parse_schema("f(Tensor x, int k, int[2] s=[1, 1]) -> Tensor y"))
+    assert reasons == ["'int k'", "'int[2] s'", "return 'Tensor y'"]
+
+
+# -- torch confirms the premises -------------------------------------------------------------------
+torch = pytest.importorskip("torch")
+
+
+def _compiled_caller(lib, name: str, schema: str):
+    """Define `schema` (one mutated tensor `x`), give it a kernel and a fake, and compile a caller."""
+    returns_x = schema.endswith("-> Tensor(a!)")
+    lib.define(schema)
+
+    def kernel(x):
+        x.add_(1)
+        return x if returns_x else None
+
+    lib.impl(name, kernel, "CompositeExplicitAutograd")
+    torch.library.register_fake(f"opgen_contract::{name}", lambda x: x if returns_x else None, lib=lib)
+    op = getattr(torch.ops.opgen_contract, name).default
+
+    def caller(x):
+        y = x.clone()
+        op(y)
+        return y * 2
+
+    return torch.compile(caller, backend="aot_eager", fullgraph=True)
+
+
+def test_torch_premise_of_OPG102_aliased_return_fails_compile():
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    aliased, fixed = "bump_ret_(Tensor(a!) x) -> Tensor(a!)", "bump_(Tensor(a!) x) -> ()"
+    with torch.library._scoped_library("opgen_contract", "FRAGMENT") as lib:
+        with pytest.raises(Exception, match="alias annotations"):
+            _compiled_caller(lib, "bump_ret_", aliased)(torch.zeros(3))
+        assert torch.equal(_compiled_caller(lib, "bump_", fixed)(torch.zeros(3)), torch.full((3,), 2.0))
+    assert "OPG102" in codes_for(aliased)
+    assert "OPG102" not in codes_for(fixed)
+
+
+def test_torch_premise_of_OPG106_custom_op_refuses_kwarg_only_tensors():
+    def f(x: torch.Tensor, *, bias: torch.Tensor) -> torch.Tensor:
+        return x + bias
+
+    with pytest.raises(NotImplementedError, match="kwarg-only Tensor args"):
+        torch.library.custom_op("opgen_contract::kw", f, mutates_args=())
+    assert "OPG106" in codes_for("kw(Tensor x, *, Tensor bias) -> Tensor")
+
+
+def test_torch_premise_of_OPG108_prim_is_reserved():
+    with pytest.raises(ValueError, match="prim is a reserved namespace"):
+        torch.library.Library("prim", "FRAGMENT")
+    assert "OPG108" in codes_for("prim::f(Tensor x) -> Tensor")
+
+
+def test_torch_premise_of_OPG109_only_tensors_can_be_mutated():
+    def f(x: torch.Tensor, n: int) -> None:
+        return None
+
+    with pytest.raises(ValueError, match="only Tensors"):
+        torch.library.custom_op("opgen_contract::mut_int", f, mutates_args=("n",))
+    assert "OPG109" in codes_for("mut_int(Tensor x, int(a!) n) -> ()")
+
+
+INFER_CASES = ["Tensor", "Tensor?", "Tensor[]", "Tensor?[]", "Tensor[]?", "int", "SymInt", "int?", "int[]", "SymInt[]",
+               "int[2]", "SymInt[]?", "float", "float?", "float[]", "bool", "bool[]", "bool?", "str", "str?", "str[]",
+               "Scalar", "Scalar?", "Scalar[]", "ScalarType", "ScalarType?", "Device", "Device?", "Layout",
+               "MemoryFormat", "Generator?", "int?[]"]
+
+
+@pytest.mark.parametrize("type_text", INFER_CASES)
+def test_torch_premise_of_OPG107_the_type_table_matches_infer_schema(type_text):
+    from opgen.schema.types import custom_op_can_infer, inferred_schema_type, python_annotation
+
+    t = parse_schema(f"f({type_text} a) -> ()").arguments[0].type
+    annotation = python_annotation(t)
+    hint = None if annotation is None else eval(annotation, {"torch": torch, "Number": torch.types.Number})
+    inferred = None
+    if hint is not None:
+        def fn(a):
+            return None
+
+        fn.__annotations__ = {"a": hint, "return": None}
+        try:
+            inferred = torch.library.infer_schema(fn, mutates_args=()).split("(", 1)[1].split(" a)")[0]
+        except ValueError:
+            inferred = None
+    assert inferred_schema_type(t) == inferred, annotation
+    assert custom_op_can_infer(t) == (inferred == type_text)
