@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from opgen.render import write
 from opgen.render.write import (
@@ -349,11 +353,17 @@ def test_stale_edited_generated_file_is_an_orphan_left_in_place(tmp_path):
     assert "pkg/_old.py" not in kinds(plan_changes(tmp_path, PROJECT))
 
 
-def test_stale_user_file_is_left_in_place(tmp_path):
-    generate(tmp_path, PROJECT)
+def test_stale_user_file_is_removed_only_if_never_edited(tmp_path):
+    """E.g. a TODO fake that is no longer needed once the spec has semantics."""
+    todo_fake = PlannedFile("pkg/fakes/scale.py", "raise NotImplementedError('TODO')\n", "user")
+    generate(tmp_path, [*PROJECT, todo_fake])
+    (tmp_path / "pkg/kernel.py").write_text("my kernel\n")
     plan = generate(tmp_path, [OPS, FAKE, SCRIPT])
+    assert kinds(plan)["pkg/fakes/scale.py"] == "remove"
+    assert not (tmp_path / "pkg/fakes").exists()
     assert kinds(plan)["pkg/kernel.py"] == "orphan"
-    assert (tmp_path / "pkg/kernel.py").read_text() == KERNEL.content
+    assert "yours and no longer planned; left in place" in plan.render()
+    assert (tmp_path / "pkg/kernel.py").read_text() == "my kernel\n"
 
 
 def test_stale_file_the_user_already_deleted_is_forgotten(tmp_path):
@@ -676,3 +686,53 @@ def test_planned_file_rejects_an_unknown_owner():
     with pytest.raises(ValueError, match="owner"):
         PlannedFile("a.py", "", "opgen")
     assert Action("a.py", "create").reason == ""
+
+
+# --- nothing is lost, whatever happens in between ---------------------------------------------------
+
+PATHS = ("a.py", "pkg/b.py", "pkg/c.py")
+TEXTS = ("one\n", "two\n", "three\n")
+planned_files = st.lists(
+    st.builds(PlannedFile, st.sampled_from(PATHS), st.sampled_from(TEXTS), st.sampled_from(write.OWNERS)),
+    unique_by=lambda file: file.path)
+steps = st.one_of(
+    st.tuples(st.just("generate"), planned_files, st.booleans()),
+    st.tuples(st.just("edit"), st.sampled_from(PATHS), st.sampled_from(("mine\n", "also mine\n", *TEXTS))),
+    st.tuples(st.just("delete"), st.sampled_from(PATHS), st.none()),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(steps, min_size=1, max_size=8))
+def test_user_text_survives_any_sequence_of_edits_and_runs(history):
+    """Text opgen did not write is, after every run, still at its path or in a backup; a refused run
+    changes nothing; a run that succeeded is idempotent."""
+    with tempfile.TemporaryDirectory() as name:
+        root = Path(name) / "proj"
+        written: dict[str, set[bytes]] = {path: set() for path in PATHS}  # every text opgen put at each path
+        for step, argument, option in history:
+            if step == "edit":
+                (root / argument).parent.mkdir(parents=True, exist_ok=True)
+                (root / argument).write_text(option)
+                continue
+            if step == "delete":
+                with contextlib.suppress(FileNotFoundError):
+                    (root / argument).unlink()
+                continue
+            precious = {path: (root / path).read_bytes() for path in PATHS
+                        if (root / path).is_file() and (root / path).read_bytes() not in written[path]}
+            before = snapshot(root)
+            try:
+                plan = generate(root, argument, force=option)
+            except WriteRefused:
+                assert snapshot(root) == before
+                continue
+            for path, text in precious.items():
+                backups = [backup.read_bytes() for backup in root.glob(f"{BACKUP_DIR}/*/{path}")]
+                assert (root / path).read_bytes() == text or text in backups, (path, plan.render())
+            for file in argument:
+                if file.owner == "generated":
+                    assert (root / file.path).read_text() == file.content
+                if kinds(plan)[file.path] != "keep":
+                    written[file.path].add(file.data)
+            assert not plan_changes(root, argument).changed

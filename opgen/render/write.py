@@ -303,19 +303,20 @@ def _decide(planned: PlannedFile, current: bytes | None, old: dict | None, force
 
 
 def _decide_stale(root: Path, path: str, old: dict) -> Action | None:
-    """A file the last run wrote that this plan no longer has: removed if nobody edited it."""
+    """A file the last run wrote that this plan no longer has (generated or yours): removed if nobody edited
+    it, otherwise an orphan left in place and forgotten."""
     target = root / path
     if not target.exists() and not target.is_symlink():
         return None  # already gone
     if _check_on_disk(root, path) is not None or not target.is_file():
         return Action(path, "orphan", "no longer planned and no longer a plain file; left in place")
     current_sha = _sha256(target.read_bytes())
-    if old.get("owner") == "user":
-        return Action(path, "orphan", "yours and no longer planned; left in place", expected_sha256=current_sha)
-    if old.get("sha256") == current_sha:
-        return Action(path, "remove", "no longer generated", expected_sha256=current_sha)
-    return Action(path, "orphan", "no longer generated, but edited by hand; left in place",
-                  expected_sha256=current_sha)
+    yours = old.get("owner") == "user"
+    if old.get("sha256") == current_sha:  # still exactly what opgen wrote: removing it loses nothing
+        reason = "yours but never edited; no longer planned" if yours else "no longer generated"
+        return Action(path, "remove", reason, expected_sha256=current_sha)
+    reason = "yours and no longer planned" if yours else "no longer generated, but edited by hand"
+    return Action(path, "orphan", reason + "; left in place", expected_sha256=current_sha)
 
 
 def _is_foreign(root: Path, files: list[PlannedFile]) -> bool:
