@@ -66,6 +66,12 @@ RANDOM_METHODS = frozenset({"uniform_", "normal_", "bernoulli_", "random_", "exp
 SYNC_METHODS = frozenset({"item", "tolist", "cpu", "numpy", "synchronize", "nonzero"})
 
 
+def source_lines(text: str) -> list[str]:
+    """Lines as Python's tokenizer counts them (`str.splitlines` also splits at form feeds and
+    other characters that are not line ends in source code, which would shift every line after)."""
+    return [line.removesuffix("\r") for line in text.split("\n")]
+
+
 def read_file(path: str, data: bytes | None = None) -> FileRecord | None:
     """The record of one file, or None when it cannot hold a registration."""
     if data is None:
@@ -106,7 +112,7 @@ def _read_noqa(record: FileRecord, text: str) -> None:
             record.file_noqa |= new
         else:
             record.file_noqa = frozenset()
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in enumerate(source_lines(text), 1):
         if "#" not in line:
             continue
         match = NOQA.search(line)
@@ -120,7 +126,7 @@ class _Collector:
         self.record = record
         self.path = record.path
         self.text = text
-        self.lines = text.splitlines()
+        self.lines = source_lines(text)
         self.tree = tree
         self.aliases: dict[str, str] = {}
         self.constants: dict[str, object] = {}
@@ -160,7 +166,13 @@ class _Collector:
                        if target.startswith(("torch.library", "torch._library")) or target.endswith("custom_op"))
         if local:
             pattern = re.compile(INTERESTING.pattern + "|" + "|".join(rf"\b{re.escape(n)}\b" for n in local))
-        interesting = [number for number, line in enumerate(self.lines, 1) if pattern.search(line)]
+        interesting = []
+        line, last = 1, 0
+        for match in pattern.finditer(self.text):  # one scan of the text, not one search per line
+            line += self.text.count("\n", last, match.start())
+            last = match.start()
+            if not interesting or interesting[-1] != line:
+                interesting.append(line)
         for statement in self.tree.body:
             first = statement.decorator_list[0].lineno if getattr(statement, "decorator_list", None) \
                 else statement.lineno

@@ -73,7 +73,8 @@ def apply_edits(edits: list[Edit]) -> int:
     applied = 0
     for path, file_edits in by_path.items():
         with open(path, encoding="utf-8", newline="") as handle:
-            lines = handle.read().splitlines(keepends=True)
+            lines = handle.read().split("\n")
+            lines = [line + "\n" for line in lines[:-1]] + [lines[-1]]
         taken: dict[int, list[tuple[int, int]]] = {}
         for edit in sorted(set(file_edits), key=lambda e: (e.line, e.start), reverse=True):
             spans = taken.setdefault(edit.line, [])

@@ -13,6 +13,7 @@ import re
 from ..contract import Diagnostic, check_ops, check_schema
 from ..schema import SchemaError, parse_schema
 from . import rules as R
+from .collect import source_lines
 
 FUNC = re.compile(r"^(?P<lead>\s*(?:-\s+)?func:\s*)(?P<value>\S.*?)\s*(?:#.*)?$")
 YAML_NAME = re.compile(r"(^|/)[^/]*functions[^/]*\.ya?ml$")
@@ -28,7 +29,7 @@ def is_op_yaml(path: str, head: bytes) -> bool:
 def lint_yaml(path: str, text: str) -> list[Diagnostic]:
     found: list[Diagnostic] = []
     schemas = []
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in enumerate(source_lines(text), 1):
         if "func:" not in line:
             continue
         match = FUNC.match(line)
