@@ -57,3 +57,11 @@ def test_fix_produces_the_documented_code_and_is_clean(tmp_path, code, index, ca
     assert path.read_text() == case.fixed
     after = lint_paths([str(path)], LintConfig(root=str(tmp_path))).diagnostics
     assert code not in {d.code for d in after}
+
+
+def test_docs_list_every_rule_lint_reports():
+    from pathlib import Path
+
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "lint.md").read_text()
+    for code in all_rules():
+        assert f"| {code} |" in docs or code == "OPG107", f"docs/lint.md lacks {code}"
