@@ -30,7 +30,7 @@ OWNERS = ("generated", "user")
 KINDS = ("create", "update", "overwrite", "remove", "unchanged", "keep", "orphan")
 WRITING_KINDS = frozenset({"create", "update", "overwrite", "remove"})
 _RESERVED = PurePosixPath(MANIFEST).parts[0]
-_FORCE_HINT = "re-run with --force to replace them (opgen first saves each one under .opgen/backup/)"
+_YOURS = "yours; never overwritten"
 
 
 @dataclass(frozen=True)
@@ -95,17 +95,25 @@ class WriteRefused(OpgenError):
 
     def __init__(self, out_dir: Path, problems: list[Problem]) -> None:
         self.problems = problems
-        lines = [f"refusing to write {out_dir}: {len(problems)} problem{'s' if len(problems) != 1 else ''}"]
+        count = f"{len(problems)} problem{'s' if len(problems) != 1 else ''}"
+        lines = [f"refusing to write {out_dir}, nothing was written: {count}"]
         lines += [f"  - {problem}" for problem in problems]
-        if all(problem.forceable for problem in problems):
-            hint = _FORCE_HINT
-            if any(problem.kind == "edited" for problem in problems):
-                hint += ", or first move your edits into a file you own (the kernel, a TODO fake)"
-        else:
-            hint = "nothing was written; fix the problems above (paths come from the spec)"
-            if any(problem.forceable for problem in problems):
-                hint += "; --force only resolves the ones about edited or unknown files"
-        super().__init__("\n".join(lines), hint=hint)
+        super().__init__("\n".join(lines), hint=_refusal_hint(problems))
+
+
+def _refusal_hint(problems: list[Problem]) -> str:
+    kinds = {problem.kind for problem in problems}
+    if not all(problem.forceable for problem in problems):
+        hint = "fix the problems above first (file names come from the spec): --force cannot override them"
+        if any(problem.forceable for problem in problems):
+            hint += "; --force then resolves the ones about edited or unknown files"
+        return hint
+    hint = "re-run with --force to go ahead: every file it replaces is first saved under " + BACKUP_DIR + "/"
+    if "edited" in kinds:
+        hint += "; or move your edits into a file you own (a kernel, a TODO fake) and re-run"
+    if "foreign" in kinds:
+        hint += "; or choose a new or empty directory"
+    return hint
 
 
 @dataclass(frozen=True)
@@ -135,11 +143,13 @@ class Plan:
         return self.manifest_changed or any(action.kind in WRITING_KINDS for action in self.actions)
 
     def render(self, *, include_unchanged: bool = True) -> str:
-        """One line per action ("create     pkg/_ops.py"), sorted by path, then a count line."""
+        """One line per action ("create     pkg/_ops.py"), sorted by path, then a count line.
+        `include_unchanged=False` leaves out the files nothing happens to: unchanged ones, and your files
+        kept as they were (ownership changes are still shown)."""
         width = max(len(kind) for kind in KINDS)
         lines = []
         for action in self.actions:
-            if action.kind == "unchanged" and not include_unchanged:
+            if not include_unchanged and action.kind in ("unchanged", "keep") and action.reason in ("", _YOURS):
                 continue
             line = f"{action.kind:<{width}}  {action.path}"
             if action.reason:
@@ -277,7 +287,7 @@ def _decide(planned: PlannedFile, current: bytes | None, old: dict | None, force
         if old_owner == "generated":
             reason = "now yours" if untouched else "now yours; your edits kept"
         else:
-            reason = "yours; never overwritten"
+            reason = _YOURS
         return Action(planned.path, "keep", reason, planned), entry, None
     if current == planned.data:
         if os.name != "nt" and _is_executable(root / planned.path) != planned.executable:
@@ -294,10 +304,9 @@ def _decide(planned: PlannedFile, current: bytes | None, old: dict | None, force
         why, kind = "was yours and is now generated, but holds your edits", "edited"
     else:
         why, kind = "edited by hand since opgen generated it", "edited"
-    backup = f"{backup_dir}/{planned.path}"
     if not force:
-        return None, entry, Problem(planned.path, f"{why}; --force replaces it and saves your version to {backup}",
-                                    kind, forceable=True)
+        return None, entry, Problem(planned.path, why, kind, forceable=True)
+    backup = f"{backup_dir}/{planned.path}"
     return (Action(planned.path, "overwrite", f"{why}; your version saved to {backup}", planned, backup,
                    expected_sha256=current_sha), entry, None)
 
