@@ -27,6 +27,8 @@ from .model import (
     Type,
     base_name,
     format_default,
+    new_argument,
+    new_schema,
 )
 
 KNOWN_TYPES = frozenset({
@@ -41,6 +43,11 @@ RETIRED_TYPES = {
 }
 # Shared instances for the common case of a type with no alias annotation (they are immutable).
 _PLAIN_TYPES = {name: BaseType(name) for name in KNOWN_TYPES}
+_OPTIONAL_OF = {name: OptionalType(t) for name, t in _PLAIN_TYPES.items()}
+_LIST_OF = {name: ListType(t) for name, t in _PLAIN_TYPES.items()}
+_PLAIN_RETURNS = {name: Return(t) for name, t in _PLAIN_TYPES.items()}
+_TYPE_SUFFIX = frozenset({"?", "[", "("})  # a token after a type name that makes the type longer
+_IDENT_FIRST = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
 _INTEGER_TYPES = frozenset({"int", "SymInt", "DeviceIndex"})
 
 # One alternation, so that `findall` splits a schema into token strings in a single C call;
@@ -48,15 +55,16 @@ _INTEGER_TYPES = frozenset({"int", "SymInt", "DeviceIndex"})
 # (by `_offsets`) when an error needs a column.
 _TOKEN = re.compile(
     r"""\s*(
-        -?0[xX][0-9a-fA-F]+
+        [A-Za-z_]\w*
+      | [()\[\],?!|*=] | -> | :: | \.\.\.
+      | -?0[xX][0-9a-fA-F]+
       | -?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)[jJ]?
-      | [A-Za-z_][A-Za-z0-9_]*
       | "{3}(?:[^\\]|\\[\s\S])*?"{3} | '{3}(?:[^\\]|\\[\s\S])*?'{3}
       | "(?:[^"\\\n]|\\[\s\S])*" | '(?:[^'\\\n]|\\[\s\S])*'
-      | :: | -> | \.\.\. | [()\[\],.?!|*=]
+      | \.
       | \S
     )""",
-    re.VERBOSE,
+    re.VERBOSE | re.ASCII,  # most frequent alternatives first; order matters only where they overlap
 )
 # A `#` outside a string starts a comment that runs to the end of the line (torch's lexer agrees).
 _COMMENT = re.compile(r"""("{3}(?:[^\\]|\\[\s\S])*?"{3}|'{3}(?:[^\\]|\\[\s\S])*?'{3}"""
@@ -172,18 +180,24 @@ class _Parser:
 
     # -- grammar ------------------------------------------------------------------------------
     def schema(self) -> Schema:
+        toks = self.toks
         spans: dict = {}
         namespace = None
-        name_at = self.pos
-        name = self.ident("an operator name", hint='a schema looks like "my_op(Tensor x) -> Tensor"')
-        if self.accept("::"):
-            self.not_reserved(name, "a namespace", name_at)
-            namespace, name_at = name, self.pos
+        name = toks[0]
+        if name[:1] not in _IDENT_FIRST:
+            self.ident("an operator name", hint='a schema looks like "my_op(Tensor x) -> Tensor"')
+        name_at = 0
+        if toks[1] == "::":
+            self.not_reserved(name, "a namespace", 0)
+            namespace, name_at, self.pos = name, 2, 2
             name = self.ident("an operator name after '::'")
-        self.not_reserved(name, "an operator name", name_at)
+        if name in RESERVED_WORDS:
+            self.not_reserved(name, "an operator name", name_at)
+        self.pos = name_at + 1
         spans["name"] = name_at
         overload = ""
-        if self.accept("."):
+        if toks[self.pos] == ".":
+            self.pos += 1
             overload_at = self.pos
             overload = self.ident("an overload name after '.'")
             spans["overload"] = overload_at
@@ -197,104 +211,148 @@ class _Parser:
             self.not_reserved(overload, "an overload name", overload_at)
         self.expect("(", "to open the argument list", hint=f'write "{name}(<arguments>) -> <returns>"')
         arguments, varargs = self.arguments(spans)
-        if not self.accept("->"):
+        if toks[self.pos] != "->":
             self.fail(f"expected '->' after the argument list, found {self.describe()}",
                       hint="every schema declares its returns: '-> Tensor', '-> (Tensor a, Tensor b)' or '-> ()'")
+        self.pos += 1
         spans["returns"] = self.pos
         returns, returns_tuple, varret = self.returns()
-        if self.kind() != "eof":
+        if toks[self.pos]:
             self.fail(f"unexpected {self.describe()} after the returns", hint="a schema ends after its returns")
         spans["text"] = self.text
-        return Schema(name=name, overload=overload, namespace=namespace, arguments=tuple(arguments),
-                      returns=tuple(returns), returns_tuple=returns_tuple, varargs=varargs, varret=varret,
-                      spans=spans)
+        return new_schema(name, tuple(arguments), tuple(returns), overload, namespace, returns_tuple, varargs, varret,
+                          spans)
 
     def arguments(self, spans: dict) -> tuple[list[Argument], bool]:
+        # The hot loop of the parser: the position lives in a local and goes back to `self.pos`
+        # only around calls that read it (the general type parser, defaults, errors).
         args: list[Argument] = []
+        arg_positions: list[int] = []  # token index of each argument, for span_column
+        spans["args"] = arg_positions
         seen: set[str] = set()
         kwarg_only = False
-        star_at = None
+        star_at = 0
         first_default: Argument | None = None
         varargs = False
         toks = self.toks
-        if toks[self.pos] == ")":
-            self.pos += 1
+        pos = self.pos
+        if toks[pos] == ")":
+            self.pos = pos + 1
             return args, varargs
         while True:
-            tok = toks[self.pos]
+            tok = toks[pos]
             if tok == "*":
                 if kwarg_only:
+                    self.pos = pos
                     first_col = _offsets(self.scan)[star_at] + 1
                     self.fail("a second '*' in the argument list",
                               hint=f"one '*' marks where keyword-only arguments start (the first is at column {first_col})")
-                kwarg_only, star_at = True, self.pos
-                self.pos += 1
+                kwarg_only, star_at = True, pos
+                pos += 1
             elif tok == "...":
                 varargs = True
+                self.pos = pos
                 defaulted = next((a.name for a in args if a.has_default), None)
                 if defaulted is not None:
                     self.fail("a schema with varargs '...' cannot have defaults",
                               hint=f"torch refuses it; remove the default of {defaulted!r}")
-                self.pos += 1
-                if toks[self.pos] != ")":
-                    self.fail("'...' must be the last argument", index=self.pos - 1,
+                pos += 1
+                if toks[pos] != ")":
+                    self.fail("'...' must be the last argument",
                               hint="varargs take everything after the named arguments; move '...' to the end")
             else:
-                arg_at = self.pos
-                arg, name_at = self.argument(kwarg_only)
-                if arg.name in seen:
-                    self.fail(f"duplicate argument name {arg.name!r}", index=name_at,
+                arg_at = pos
+                typ = _PLAIN_TYPES.get(tok)
+                nxt = toks[pos + 1]
+                if typ is not None and nxt not in _TYPE_SUFFIX:
+                    pos += 1
+                elif typ is not None and nxt == "?" and toks[pos + 2] not in _TYPE_SUFFIX:
+                    typ = _OPTIONAL_OF[tok]
+                    pos += 2
+                else:
+                    self.pos = pos
+                    typ = self.type()
+                    pos = self.pos
+                name = toks[pos]
+                if name[:1] not in _IDENT_FIRST:
+                    self.pos = pos
+                    self._bad_argument_name(typ)
+                if name in RESERVED_WORDS:
+                    self.not_reserved(name, "an argument name", pos)
+                name_at = pos
+                pos += 1
+                if toks[pos] == "=":
+                    if toks[pos + 1] == "None" and type(typ) is OptionalType:
+                        pos += 2  # the most common default, and nothing to check
+                        arg = new_argument(typ, name, None, True, kwarg_only)
+                    else:
+                        self.pos = pos + 1
+                        value = self.default_value()
+                        problem = _default_problem(typ, value)
+                        if problem:
+                            self.fail(f"default for {name!r} does not fit type '{typ}': {problem}", index=pos + 1,
+                                      hint=_default_hint(typ))
+                        pos = self.pos
+                        arg = new_argument(typ, name, value, True, kwarg_only)
+                else:
+                    arg = new_argument(typ, name, None, False, kwarg_only)
+                if name in seen:
+                    self.fail(f"duplicate argument name {name!r}", index=name_at,
                               hint="torch accepts it silently, but the op could not be called by keyword; rename one")
                 if not kwarg_only:
                     if arg.has_default:
                         first_default = first_default or arg
                     elif first_default is not None:
-                        self.fail(f"argument {arg.name!r} has no default but follows {first_default.name!r}, "
+                        self.fail(f"argument {name!r} has no default but follows {first_default.name!r}, "
                                   "which has one", index=arg_at,
-                                  hint=f"give {arg.name!r} a default, move it before {first_default.name!r}, "
+                                  hint=f"give {name!r} a default, move it before {first_default.name!r}, "
                                   "or make it keyword-only after '*'")
-                seen.add(arg.name)
-                spans[("arg", arg.name)] = arg_at
+                seen.add(name)
+                arg_positions.append(arg_at)
                 args.append(arg)
-            tok = toks[self.pos]
-            self.pos += 1
+            tok = toks[pos]
+            pos += 1
             if tok == ")":
+                self.pos = pos
                 return args, varargs
             if tok != ",":
-                self.pos -= 1
+                self.pos = pos - 1
                 self.fail(f"expected ',' or ')' after the argument, found {self.describe()}")
-            if toks[self.pos] == ")":
-                self.fail("trailing ',' before ')'", index=self.pos - 1, hint="remove the last comma")
+            if toks[pos] == ")":
+                self.pos = pos
+                self.fail("trailing ',' before ')'", index=pos - 1, hint="remove the last comma")
 
-    def argument(self, kwarg_only: bool) -> tuple[Argument, int]:
-        typ = self.type()
-        name_at = self.pos
-        name = self.toks[name_at]
-        if not name or not (name[0].isalpha() or name[0] == "_"):
-            hint = 'each argument is "<type> <name>", e.g. "Tensor x" or "float eps=1e-06"'
-            if name == "(" and not isinstance(typ, BaseType):
-                hint = f"an alias annotation goes right after the type name: {base_name(typ)}(a!)" + str(typ)[
-                    len(base_name(typ)):]
-            self.fail(f"expected an argument name after type '{typ}', found {self.describe()}", hint=hint)
-        if name in RESERVED_WORDS:
-            self.not_reserved(name, "an argument name", name_at)
-        self.pos += 1
-        if self.toks[self.pos] != "=":
-            return Argument(typ, name, None, False, kwarg_only), name_at
-        self.pos += 1
-        default_at = self.pos
-        value = self.default_value()
-        problem = _default_problem(typ, value)
-        if problem:
-            self.fail(f"default for {name!r} does not fit type '{typ}': {problem}", index=default_at,
-                      hint=_default_hint(typ))
-        return Argument(typ, name, value, True, kwarg_only), name_at
+    def _bad_argument_name(self, typ: Type):
+        hint = 'each argument is "<type> <name>", e.g. "Tensor x" or "float eps=1e-06"'
+        if self.toks[self.pos] == "(" and not isinstance(typ, BaseType):
+            base = base_name(typ)
+            hint = f"an alias annotation goes right after the type name: {base}(a!){str(typ)[len(base):]}"
+        self.fail(f"expected an argument name after type '{typ}', found {self.describe()}", hint=hint)
 
     def type(self) -> Type:
         toks = self.toks
         at = self.pos
         name = toks[at]
         typ: Type
+        if name in _PLAIN_TYPES:
+            # Alias-free `T`, `T?` and `T[]` are shared immutable instances.
+            nxt = toks[at + 1]
+            if nxt not in _TYPE_SUFFIX:
+                self.pos = at + 1
+                return _PLAIN_TYPES[name]
+            if nxt == "?" and toks[at + 2] not in _TYPE_SUFFIX:
+                self.pos = at + 2
+                return _OPTIONAL_OF[name]
+            if nxt == "[" and toks[at + 2] == "]" and toks[at + 3] not in _TYPE_SUFFIX:
+                self.pos = at + 3
+                return _LIST_OF[name]
+            if nxt == "(":  # `Tensor(a!)`, `Tensor(a)`
+                letter, mark = toks[at + 2], toks[at + 3]
+                end = at + 5 if mark == "!" and toks[at + 4] == ")" else at + 4 if mark == ")" else 0
+                if end and letter[:1] in _IDENT_FIRST and letter not in RESERVED_WORDS and (
+                        toks[end] not in _TYPE_SUFFIX):
+                    self.pos = end
+                    return _aliased_base(name, letter, mark == "!")
         if name in _PLAIN_TYPES and toks[at + 1] != "(":
             typ = _PLAIN_TYPES[name]
             self.pos += 1
@@ -356,6 +414,15 @@ class _Parser:
         return self.kind(k) == "ident" or self.toks[k] == "*"
 
     def alias(self) -> Alias:
+        toks, pos = self.toks, self.pos  # at the '(' (callers check)
+        name = toks[pos + 1]
+        if name[:1] in _IDENT_FIRST and name not in RESERVED_WORDS:
+            if toks[pos + 2] == "!" and toks[pos + 3] == ")":
+                self.pos = pos + 4
+                return _simple_alias(name, True)
+            if toks[pos + 2] == ")":
+                self.pos = pos + 3
+                return _simple_alias(name, False)
         self.expect("(", "to open the alias annotation")
         before = self.alias_set("an alias set name such as 'a'")
         is_write = self.accept("!")
@@ -464,6 +531,14 @@ class _Parser:
 
     def returns(self) -> tuple[list[Return], bool, bool]:
         # `-> (T)` is `-> T`; `-> ((T))` is one return of the 1-tuple type `(T)`, as torch reads it.
+        toks, pos = self.toks, self.pos
+        first = toks[pos]
+        if first in _PLAIN_TYPES and not toks[pos + 1]:
+            self.pos = pos + 1
+            return [_PLAIN_RETURNS[first]], False, False
+        if first == "(" and toks[pos + 1] == ")":
+            self.pos = pos + 2
+            return [], False, False
         if self.accept("..."):
             return [], False, True
         if self.accept("("):
@@ -483,12 +558,39 @@ class _Parser:
 
     def return_(self) -> Return:
         typ = self.type()
-        name = None
-        if self.kind() == "ident":
-            name = self.toks[self.pos]
-            self.not_reserved(name, "a return name", self.pos)
-            self.pos += 1
+        name = self.toks[self.pos]
+        if name[:1] not in _IDENT_FIRST:
+            return Return(typ, None)
+        self.not_reserved(name, "a return name", self.pos)
+        self.pos += 1
         return Return(typ, name)
+
+
+_SIMPLE_ALIASES: dict[tuple[str, bool], Alias] = {}
+
+
+def _simple_alias(name: str, is_write: bool) -> Alias:
+    """`(a)` / `(a!)`, shared: the same few letters recur in every schema."""
+    alias = _SIMPLE_ALIASES.get((name, is_write))
+    if alias is None:
+        alias = Alias((name,), (), is_write)
+        if len(_SIMPLE_ALIASES) < 512:
+            _SIMPLE_ALIASES[(name, is_write)] = alias
+    return alias
+
+
+_ALIASED_BASES: dict[tuple[str, str, bool], BaseType] = {}
+
+
+def _aliased_base(name: str, letter: str, is_write: bool) -> BaseType:
+    """`Tensor(a!)` and friends, shared like `_simple_alias`."""
+    key = (name, letter, is_write)
+    typ = _ALIASED_BASES.get(key)
+    if typ is None:
+        typ = BaseType(name, _simple_alias(letter, is_write))
+        if len(_ALIASED_BASES) < 512:
+            _ALIASED_BASES[key] = typ
+    return typ
 
 
 def _is_tuple_return(rets: list[Return]) -> bool:
@@ -611,7 +713,17 @@ def span_column(schema: Schema, key) -> int | None:
     `key` is "name", "overload", "returns" or ("arg", name). Worked out on demand so that
     parsing stays cheap.
     """
-    index = schema.spans.get(key)
-    if index is None or "text" not in schema.spans:
+    spans = schema.spans
+    if "text" not in spans:
         return None
-    return _offsets(schema.spans["text"])[index] + 1
+    if isinstance(key, tuple) and key[0] == "arg":
+        positions = spans.get("args", ())
+        names = [a.name for a in schema.arguments]
+        if len(positions) != len(names) or key[1] not in names:
+            return None
+        index = positions[names.index(key[1])]
+    else:
+        index = spans.get(key)
+        if index is None:
+            return None
+    return _offsets(spans["text"])[index] + 1
