@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+import string
 
 import pytest
 import torch
@@ -98,6 +99,8 @@ SHAPE_CASES = [
     ("[0 if bias is None or bias.dim() != 1 else bias.shape[0]]", {"bias": torch.randn(6)}, [6]),
     ("[0 if not bias is not None else bias.shape[0]]", {"bias": torch.randn(5)}, [5]),
     ("[k if k is not None else n]", {}, [3]),
+    ("[(k if k is None else 2) if k is not None else n]", {"k": 5}, [2]),
+    ("ys[1].shape if ys[1] is not None and ys[1] is not None else []", {}, [6]),
     ("[k if k is not None else n]", {"k": 5}, [5]),
     ("ys[1].shape if ys[1] is not None else []", {}, [6]),
     ("ys[0].shape if ys[0] is not None else []", {}, []),
@@ -443,7 +446,8 @@ ERROR_CASES = [
     ("shape", "[1] if 0 < n < 3 else []", r"chained comparisons", 8, r"and"),
     ("shape", "[1] if n in size else []", r"unsupported comparison", 8, None),
     ("shape", "[1] if x.shape < a.shape else []", r"`<` does not order", 8, r"`==`"),
-    ("shape", "[1] if x == a else []", r"cannot compare a tensor", 8, r"dtypes with dtypes"),
+    ("shape", "[1] if x == a else []", r"cannot compare two tensors", 8, r"`x.dtype == a.dtype` or `x.shape == a.shape`"),
+    ("shape", "[1] if x == n else []", r"cannot compare a tensor", 8, r"dtypes with dtypes"),
     ("shape", "[dynamic if flag else 1]", r"`dynamic` cannot be used here", 2, r"element of the shape list"),
     ("shape", "[1] * dynamic", r"`dynamic` cannot be used in a repetition count", 7, r"element of the shape"),
     ("shape", "x.shape[:dynamic]", r"`dynamic` cannot be used here", 10, None),
@@ -697,3 +701,160 @@ def test_cpp_dtype_rule_compiles_and_agrees_with_python(compiled_rules, number):
     inputs = dtype_inputs(**overrides)
     names = [a.name for a in DTYPE_SCHEMA.arguments]
     assert getattr(compiled_rules, f"dtype_{number}")(*(inputs[n] for n in names)) == expected, text
+
+
+# ---------------------------------------------------------------------------------------------
+# Property: any text is either a clean SemanticsError or a rule whose Python runs without type errors
+
+
+def _expressions():
+    from hypothesis import strategies as st
+
+    leaves = st.sampled_from([
+        "x", "gamma", "a", "xs", "bias", "n", "flag", "size", "mode", "k", "eps", "ys", "float32", "half",
+        "dynamic", "None", "True", "0", "1", "-1", "2", "'mean'", "x.shape", "xs[0]", "nope",
+    ])
+    forms = [
+        "{0}.shape", "{0}.dtype", "{0}[{1}]", "[{0}, {1}]", "[{0}]", "{0} + {1}", "{0} - {1}", "{0} * {1}",
+        "{0} // {1}", "{0} % {1}", "({0} if {1} else {2})", "len({0})", "{0}.size({1})", "{0}.dim()",
+        "broadcast({0}, {1})", "{0} is not None", "{0} is None", "not {0}", "{0} == {1}", "{0} < {1}",
+        "{0}[{1}:{2}]", "{0}[:{1}]", "dynamic(max={0})", "promote({0}, {1})", "{0} or {1}", "{0} and {1}",
+        "-{0}", "max({0}, {1})", "[*{0}, {1}]", "{0} / {1}", "({0})", "{0}.numel()", "{0}.ndim",
+    ]
+
+    def extend(inner):
+        return st.tuples(st.sampled_from(forms), inner, inner, inner).map(lambda t: t[0].format(*t[1:]))
+
+    return st.recursive(leaves, extend, max_leaves=8)
+
+
+_ACCEPTABLE_AT_RUN_TIME = (IndexError, RuntimeError, ValueError, ZeroDivisionError)
+
+
+def _check_random_rule(text, parse):
+    try:
+        rule = parse(text, SHAPE_SCHEMA)
+    except SemanticsError as error:
+        assert error.column is not None and error.column >= 1 and error.hint, error.render()
+        return
+    if isinstance(rule, ShapeRule):
+        statements, expr = rule.python()
+        if not rule.is_dynamic:
+            assert _balanced(rule.cpp())
+    else:
+        statements, expr = [], rule.python()
+        assert _balanced(rule.cpp())
+    fake, source = compile_fake(SHAPE_SCHEMA, (statements, expr))
+    if isinstance(rule, ShapeRule) and rule.is_dynamic:
+        return  # get_ctx() only exists inside a fake impl; the dynamic tests above run those
+    for inputs in (shape_inputs(), shape_inputs(bias=torch.randn(3), k=2, flag=False, ys=[torch.randn(1), None])):
+        try:
+            (value,) = fake(**inputs)
+        except _ACCEPTABLE_AT_RUN_TIME:
+            continue  # a size that does not exist for these inputs (x.shape[5]): the rule is fine
+        if isinstance(rule, ShapeRule):
+            assert all(isinstance(s, int) for s in value), source
+        else:
+            assert isinstance(value, torch.dtype), source
+
+
+def test_random_rules_are_errors_or_well_typed_python():
+    from hypothesis import HealthCheck, given, settings
+
+    @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(_expressions())
+    def check(text):
+        _check_random_rule(text, parse_shape)
+        _check_random_rule(text, parse_dtype)
+
+    check()
+
+
+def test_random_text_never_crashes():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.text(alphabet=st.sampled_from(list("xn[]().:+-*/%,<=!#'\"abdimpsezy _0129\n\té")), max_size=30))
+    def check(text):
+        for parse in (parse_shape, parse_dtype):
+            try:
+                parse(text, SHAPE_SCHEMA)
+            except SemanticsError as error:
+                assert error.column is not None and error.column >= 1 and error.hint, error.render()
+                error.render()
+
+    check()
+
+
+_TYPED_LEAVES = {
+    "int": ["n", "0", "1", "2", "-1", "x.dim()", "len(xs)", "len(size)", "x.shape[0]", "x.shape[-1]", "x.numel()",
+            "gamma.ndim", "(k if k is not None else 1)", "size[0]"],
+    "small": ["n", "x.dim()", "gamma.dim()", "2", "len(xs)", "(k if k is not None else 1)"],
+    "sizes": ["x.shape", "size", "[]", "[n]", "gamma.shape", "x.size()"],
+    "bool": ["flag", "True", "bias is None", "k is not None", "mode == 'mean'", "eps > 0.5"],
+    "tensor": ["x", "gamma", "a", "b", "xs[0]", "xs[-1]"],
+    "dtype": ["x.dtype", "x", "float32", "half", "int64", "bool", "xs[0].dtype"],
+}
+# Forms per type; {int}, {sizes}… are filled with smaller expressions of that type.
+_TYPED_FORMS = {
+    "int": ["{int} + {int}", "{int} - {int}", "{int} * {small}", "{int} // {small}", "{int} % {small}", "-{int}",
+            "({int} if {bool} else {int})", "max({int}, {int})", "min({int}, {int})", "len({sizes})",
+            "{tensor}.size({small})", "{tensor}.shape[{small}]", "{sizes}[{small}]"],
+    "sizes": ["[{int}, {int}]", "[{int}]", "{sizes} + {sizes}", "{sizes}[{small}:{int}]", "{sizes}[:{int}]",
+              "{sizes}[{small}:]", "[1] * {small}", "{small} * [{int}]", "broadcast({sizes}, {sizes})",
+              "({sizes} if {bool} else {sizes})", "[*{sizes}, {int}]", "{tensor}.shape",
+              "(bias.shape if bias is not None else {sizes})", "(ys[1].shape if ys[1] is not None else {sizes})"],
+    "bool": ["{int} > {int}", "{int} == {int}", "not {bool}", "{bool} and {bool}", "{bool} or {bool}",
+             "{sizes} == {sizes}", "{dtype} == float16", "promote({dtype}, {dtype}) != {dtype}"],
+    "tensor": ["xs[{small}]", "({tensor} if {bool} else {tensor})"],
+    "dtype": ["promote({dtype}, {dtype})", "({dtype} if {bool} else {dtype})", "{tensor}.dtype", "{tensor}"],
+}
+
+
+def _typed_rules(depth=3):
+    """Well-typed shape and dtype rules of bounded depth, from the language's own typing (completeness)."""
+    from hypothesis import strategies as st
+
+    level = {kind: st.sampled_from(leaves) for kind, leaves in _TYPED_LEAVES.items()}
+    for _ in range(depth):
+        below = level
+
+        def form(kind, below=below):
+            def fill(template):
+                fields = [name for _, name, _, _ in string.Formatter().parse(template) if name]
+                return st.tuples(*(below[name] for name in fields)).map(
+                    lambda values: _fill(template, values))
+            return st.sampled_from(_TYPED_FORMS[kind]).flatmap(fill)
+
+        level = {kind: st.one_of(below[kind], form(kind)) if kind in _TYPED_FORMS else below[kind]
+                 for kind in _TYPED_LEAVES}
+    return level["sizes"], level["dtype"]
+
+
+def _fill(template, values):
+    parts, it = [], iter(values)
+    for literal, name, _, _ in string.Formatter().parse(template):
+        parts.append(literal)
+        if name:
+            value = next(it)
+            parts.append(f"({value})" if " " in value and not literal.endswith(("(", "[", ", ")) else value)
+    return "".join(parts)
+
+
+def test_well_typed_random_rules_are_accepted_and_run():
+    from hypothesis import HealthCheck, given, settings
+
+    sizes, dtypes = _typed_rules()
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(sizes, dtypes)
+    def check(shape_text, dtype_text):
+        for text, parse in ((shape_text, parse_shape), (dtype_text, parse_dtype)):
+            try:
+                parse(text, SHAPE_SCHEMA)
+            except SemanticsError as error:  # pragma: no cover - a failure message
+                raise AssertionError(f"well-typed rule refused: {text}\n{error.render()}") from None
+            _check_random_rule(text, parse)
+
+    check()

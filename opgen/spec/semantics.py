@@ -600,7 +600,7 @@ class _Checker:
             if not (isinstance(right_node, ast.Constant) and right_node.value is None):
                 self.fail(right_node, "`is` / `is not` only compare with None", "use `==` to compare values")
             operand = self.value(node.left, env)
-            if not operand.ty.optional:
+            if not (operand.ty.optional or getattr(operand, "deref", False)):  # deref: known present here
                 self.fail(node.left, f"`{self.code(node.left)}` is {operand.ty.describe()} and is never None",
                           "only optional arguments (`Tensor?`, `int?`, `ScalarType?`…) can be None")
             return IsNone(BOOL, col, operand=operand, negated=isinstance(op, ast.IsNot))
@@ -623,6 +623,11 @@ class _Checker:
             return Compare(BOOL, col, op=symbol, left=left, right=right)
         if kinds == {"tensor", "dtype"}:
             return Compare(BOOL, col, op=symbol, left=self.dtype(left, node.left), right=self.dtype(right, right_node))
+        if kinds == {"tensor"}:
+            left_text, right_text = _operand(self.code(node.left)), _operand(self.code(right_node))
+            self.fail(node, "cannot compare two tensors (that would compare their values)",
+                      f"compare their metadata: `{left_text}.dtype == {right_text}.dtype` or "
+                      f"`{left_text}.shape == {right_text}.shape`")
         self.fail(node, f"cannot compare {left.ty.describe()} (`{self.code(node.left)}`) with "
                   f"{right.ty.describe()} (`{self.code(right_node)}`)",
                   "compare sizes with sizes, dtypes with dtypes (`x.dtype == float16`), strings with strings")

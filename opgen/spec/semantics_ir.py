@@ -499,7 +499,9 @@ class IsNone(Node):
         return f"{p.at(self.operand, PY_CMP + 1)} is {'not ' if self.negated else ''}None", PY_CMP
 
     def cpp(self, c):
-        text = _member(c, self.operand, "has_value()")
+        operand = self.operand
+        text = f"{operand.cpp_optional(c)}.has_value()" if getattr(operand, "deref", False) else _member(
+            c, operand, "has_value()")
         return (text, CPP_POSTFIX) if self.negated else (f"!{text}", CPP_UNARY)
 
 
