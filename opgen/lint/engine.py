@@ -130,6 +130,44 @@ def read_all(paths: list[str], jobs: int | None = None) -> list[FileRecord]:
     return records
 
 
+CONTEXT_LIMIT = 5000  # files; a bigger package is not scanned for context
+
+
+def _package_root(path: str) -> str:
+    directory = os.path.dirname(os.path.abspath(path))
+    while os.path.isfile(os.path.join(directory, "__init__.py")):
+        parent = os.path.dirname(directory)
+        if parent == directory or not os.path.isfile(os.path.join(parent, "__init__.py")):
+            break
+        directory = parent
+    return directory
+
+
+def _context_records(paths: list[str], linted: list[str], config: LintConfig, jobs) -> list[FileRecord]:
+    """Registrations in the rest of the package of files given one by one (the pre-commit case).
+
+    pre-commit passes only the staged files; the fake of an op may sit in an unchanged file next to
+    it. Those files are read for their registrations only; nothing is reported in them.
+    """
+    files = [p for p in paths if os.path.isfile(p) and p.endswith((".py", ".pyi"))]
+    if not files:
+        return []
+    seen = {os.path.abspath(p) for p in linted}
+    relative = not any(os.path.isabs(p) for p in files)
+    extra: list[str] = []
+    for root in sorted({_package_root(p) for p in files}):
+        shown = os.path.relpath(root) if relative else root
+        if os.path.isfile(os.path.join(root, "__init__.py")):
+            found, _ = discover([shown], config)  # the whole package
+        else:  # a loose script: its neighbours only, not the whole tree below it
+            found = [os.path.normpath(os.path.join(shown, name)) for name in sorted(os.listdir(root))
+                     if name.endswith(".py") and not _excluded(os.path.join(shown, name), config)]
+        extra.extend(p for p in found if os.path.abspath(p) not in seen)
+        if len(extra) > CONTEXT_LIMIT:
+            return []
+    return read_all(sorted(set(extra)), jobs)
+
+
 def lint_paths(paths: list[str], config: LintConfig, *, select=(), ignore=(), jobs: int | None = None) -> LintResult:
     from .checks import check_records
     from .collect import _read_noqa
@@ -141,7 +179,9 @@ def lint_paths(paths: list[str], config: LintConfig, *, select=(), ignore=(), jo
                 for glob, codes in config.per_file_ignores.items()}
     python, yaml = discover(paths, config)
     records = read_all(python, jobs)
-    diagnostics = check_records(records)
+    context = _context_records(paths, python, config, jobs)
+    context_paths = {record.path for record in context}
+    diagnostics = [d for d in check_records(records + context) if d.path not in context_paths]
     for path in yaml:
         with open(path, "rb") as handle:
             data = handle.read()
