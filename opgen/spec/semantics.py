@@ -144,28 +144,28 @@ class DtypeRule:
 
 def parse_shape(text: str, schema: Schema) -> ShapeRule:
     """Parse and check a shape rule; raises SemanticsError."""
-    with _depth_guard(text):
-        source = _Source(text)
-        checker = _Checker(source, schema)
-        tree = source.parse()
-        node = checker.sizes(checker.value(tree, frozenset(), dynamic_ok=True), tree, "a shape rule")
-        rule = ShapeRule(text, node, schema)
-        if not rule.is_dynamic:
-            rule.cpp()  # printing recurses too: a rule too deep to print fails here, not in the generator
-        rule.python()
-    return rule
+    return _parse(text, schema, ShapeRule)
 
 
 def parse_dtype(text: str, schema: Schema) -> DtypeRule:
     """Parse and check a dtype rule; raises SemanticsError."""
+    return _parse(text, schema, DtypeRule)
+
+
+def _parse(text: str, schema: Schema, kind: type[ShapeRule | DtypeRule]):
     with _depth_guard(text):
         source = _Source(text)
         checker = _Checker(source, schema)
         tree = source.parse()
-        node = checker.dtype(checker.value(tree, frozenset(), dynamic_ok=True), tree, "a dtype rule")
-        rule = DtypeRule(text, node, schema)
-        rule.cpp()
+        value = checker.value(tree, frozenset(), dynamic_ok=True)
+        if kind is ShapeRule:
+            rule = ShapeRule(text, checker.sizes(value, tree, "a shape rule"), schema)
+        else:
+            rule = DtypeRule(text, checker.dtype(value, tree, "a dtype rule"), schema)
+        # Printing recurses like checking: a rule too deep to print fails here, not in the generator.
         rule.python()
+        if not (kind is ShapeRule and rule.is_dynamic):
+            rule.cpp()
     return rule
 
 

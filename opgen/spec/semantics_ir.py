@@ -268,17 +268,18 @@ class Index(Node):
         return f"{p.at(self.seq, PY_POSTFIX)}[{p.at(self.index, 0)}]", PY_POSTFIX
 
     def cpp(self, c):
-        negative = _negative_literal(self.index)
-        index = f"{_cpp_len(c, self.seq)} - {-negative}" if negative is not None else c.at(self.index, 0)
         if self.seq.ty.elem_optional:  # c10::List<c10::optional<at::Tensor>>
             text = self.cpp_optional(c)
             return (f"{text}.value()" if self.deref else text), CPP_POSTFIX
-        return f"{c.at(self.seq, CPP_POSTFIX)}[{index}]", CPP_POSTFIX
+        return f"{c.at(self.seq, CPP_POSTFIX)}[{self._cpp_index(c)}]", CPP_POSTFIX
 
     def cpp_optional(self, c):
+        return _member(c, self.seq, f"get({self._cpp_index(c)})")
+
+    def _cpp_index(self, c):
+        # C++ containers do not count from the end: a literal negative index becomes `size - k`.
         negative = _negative_literal(self.index)
-        index = f"{_cpp_len(c, self.seq)} - {-negative}" if negative is not None else c.at(self.index, 0)
-        return _member(c, self.seq, f"get({index})")
+        return f"{_cpp_len(c, self.seq)} - {-negative}" if negative is not None else c.at(self.index, 0)
 
 
 @dataclass(frozen=True)
