@@ -239,6 +239,8 @@ class _Source:
                              "rules use Python expression syntax, e.g. `x.shape[:-1] + [1]`") from None
 
     def _refuse_comments(self) -> None:
+        if "#" not in self.flat:
+            return
         try:
             for tok in tokenize.generate_tokens(io.StringIO(self.flat).readline):
                 if tok.type == tokenize.COMMENT:
@@ -386,12 +388,12 @@ class _Checker:
                   "`promote(x, y)`, or `dtype or x.dtype` for an optional ScalarType argument")
 
     def boolean(self, value: Node, node: ast.AST) -> Node:
+        if value.ty.kind == "bool" and not value.ty.optional:
+            return value
         text = self.code(node)
         if value.ty.optional or value.ty.kind == "none":
             self.fail(node, f"a condition must be a bool, got {value.ty.describe()}: `{text}`",
                       f"test for None explicitly: `{text} is not None`")
-        if value.ty.kind == "bool":
-            return value
         hint = (f"compare explicitly, e.g. `{text} != 0`" if value.ty.kind == "int" else
                 "a condition is a comparison (`x.dim() == 2`), a bool argument or an `is None` test")
         self.fail(node, f"a condition must be a bool, got {value.ty.describe()}: `{text}`", hint)
@@ -500,15 +502,16 @@ class _Checker:
         seq = self.present(self.value(node.value, env), node.value)
         col = self.src.offset(node)
         kind = seq.ty.kind
-        text = self.code(node.value)
         if kind == "tensor":
+            text = _operand(self.code(node.value))
             self.fail(node, f"indexing the tensor `{text}` would read its data",
                       f"sizes come from `{text}.shape[i]`")
         if kind not in ("sizes", "tensors"):
-            self.fail(node, f"`{text}` is {seq.ty.describe()} and cannot be indexed",
+            self.fail(node, f"`{self.code(node.value)}` is {seq.ty.describe()} and cannot be indexed",
                       "index a shape (`x.shape[0]`), an int[] argument or a Tensor[] argument")
         if isinstance(node.slice, ast.Slice):
             if kind == "tensors":
+                text = _operand(self.code(node.value))
                 self.fail(node.slice, f"slicing the tensor list `{text}` is not supported",
                           f"index one tensor, e.g. `{text}[0]`")
             if node.slice.step is not None:
