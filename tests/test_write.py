@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from opgen.render import write
@@ -704,6 +704,10 @@ steps = st.one_of(
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(steps, min_size=1, max_size=8))
+@example([("edit", "a.py", "one\n"), ("generate", [PlannedFile("a.py", "one\n", "user")], False),
+          ("generate", [], False)])
+@example([("edit", "a.py", "one\n"), ("generate", [PlannedFile("a.py", "one\n", "user")], False),
+          ("generate", [PlannedFile("a.py", "two\n", "generated")], False)])
 def test_user_text_survives_any_sequence_of_edits_and_runs(history):
     """Text opgen did not write is, after every run, still at its path or in a backup; a refused run
     changes nothing; a run that succeeded is idempotent."""

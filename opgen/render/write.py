@@ -280,10 +280,8 @@ def _decide(planned: PlannedFile, current: bytes | None, old: dict | None, force
         if old_owner == "generated" and untouched and current != planned.data:
             return (Action(planned.path, "update", "was generated and not edited; now yours", planned,
                            expected_sha256=current_sha), entry, None)
-        if old is not None:
-            entry["sha256"] = old.get("sha256")
-        elif current != planned.data:
-            entry["sha256"] = None  # opgen never wrote this text
+        # what opgen wrote there, if anything: a file it finds already there is the user's, even if identical
+        entry["sha256"] = None if old is None else old.get("sha256")
         if old_owner == "generated":
             reason = "now yours" if untouched else "now yours; your edits kept"
         else:
