@@ -306,6 +306,61 @@ def test_dynamic_size_with_static_bounds():
     assert (int(value_range.lower), int(value_range.upper)) == (1, 8)
 
 
+def test_outputs_share_one_dynamic_size_through_an_earlier_output():
+    """unique-style op: `counts` has the data-dependent length of `values`, not a second unknown size."""
+    schema = parse_schema("semtest::unique_counts(Tensor x) -> (Tensor values, Tensor counts)")
+    values_shape = parse_shape("[dynamic(max=x.numel())]", schema)
+    counts_shape = parse_shape("values.shape", schema, outputs=["values"])
+    counts_dtype = parse_dtype("int64", schema, outputs=["values"])
+    assert counts_shape.uses == frozenset() and counts_shape.uses_outputs == {"values"}
+    ctx = PyContext(reserved={"x", "values", "counts"})
+    statements, values_expr = values_shape.python(ctx)
+    _, counts_expr = counts_shape.python(ctx)
+    source = ("def fake(x):\n" + "".join(f"    {s}\n" for s in statements)
+              + f"    values = x.new_empty({values_expr})\n"
+              + f"    counts = x.new_empty({counts_expr}, dtype={counts_dtype.python(ctx)})\n"
+              + "    return values, counts\n")
+    namespace = {"torch": torch}
+    exec(compile(source, "<fake>", "exec"), namespace)  # noqa: S102 - running generated code is the test
+
+    @torch.library.custom_op("semtest::unique_counts", mutates_args=())
+    def unique_counts(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        values, counts = torch.unique(x, return_counts=True)
+        return values, counts
+
+    unique_counts.register_fake(namespace["fake"])
+    x = torch.tensor([3.0, 1.0, 3.0, 2.0])
+    torch.library.opcheck(unique_counts, (x,), test_utils=("test_schema", "test_faketensor",
+                                                           "test_aot_dispatch_dynamic"))
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    with FakeTensorMode(shape_env=ShapeEnv(allow_dynamic_output_shape_ops=True)) as mode:
+        values, counts = unique_counts(mode.from_tensor(x))
+    assert values.shape[0] is counts.shape[0] or values.shape[0].node.expr == counts.shape[0].node.expr
+    assert counts.dtype == torch.int64
+    def weighted(t):
+        values, counts = unique_counts(t)
+        return values * counts  # same length by the rule: no guard on two unrelated unbacked sizes
+
+    compiled = torch.compile(weighted, fullgraph=True, backend="aot_eager")
+    torch.testing.assert_close(compiled(x), torch.tensor([1.0, 2.0, 6.0]))
+
+
+def test_an_output_not_yet_computed_is_a_clear_error():
+    schema = parse_schema("t::u(Tensor x) -> (Tensor values, Tensor counts)")
+    with pytest.raises(SemanticsError) as info:
+        parse_shape("[values.shape[0] + 1]", schema)
+    assert info.value.message == "`values` is an output that is not computed before this rule"
+    assert info.value.column == 2 and "(here: none)" in info.value.hint
+    with pytest.raises(SemanticsError) as info:
+        parse_shape("valuse.shape", schema, outputs=["values"])
+    assert "did you mean `values`?" in info.value.hint and "earlier outputs: values" in info.value.hint
+    # An argument of the same name as an earlier output wins: rules always mean the op's inputs first.
+    clash = parse_schema("t::v(Tensor values) -> (Tensor values, Tensor other)")
+    assert parse_shape("values.shape", clash, outputs=["values"]).uses == {"values"}
+
+
 # ---------------------------------------------------------------------------------------------
 # dtype rules
 

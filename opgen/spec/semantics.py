@@ -15,6 +15,7 @@ import io
 import math
 import re
 import tokenize
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from opgen.schema.errors import OpgenError
@@ -31,6 +32,7 @@ from .semantics_ir import (
     PY_COND,
     SIZES,
     STR,
+    TENSOR,
     BinOp,
     BoolOp,
     Call,
@@ -103,7 +105,13 @@ class ShapeRule:
 
     @property
     def uses(self) -> frozenset[str]:
+        """The argument names the rule reads."""
         return _uses(self.node)
+
+    @property
+    def uses_outputs(self) -> frozenset[str]:
+        """The earlier outputs the rule reads."""
+        return _uses(self.node, outputs=True)
 
     @property
     def is_dynamic(self) -> bool:
@@ -135,6 +143,10 @@ class DtypeRule:
     def uses(self) -> frozenset[str]:
         return _uses(self.node)
 
+    @property
+    def uses_outputs(self) -> frozenset[str]:
+        return _uses(self.node, outputs=True)
+
     def python(self, ctx: PyContext | None = None) -> str:
         return _top(self.node.py(_Py(_context(ctx, self.schema))))
 
@@ -142,20 +154,24 @@ class DtypeRule:
         return _cpp(self.node, self.text, self.schema)
 
 
-def parse_shape(text: str, schema: Schema) -> ShapeRule:
-    """Parse and check a shape rule; raises SemanticsError."""
-    return _parse(text, schema, ShapeRule)
+def parse_shape(text: str, schema: Schema, outputs: Sequence[str] = ()) -> ShapeRule:
+    """Parse and check a shape rule; raises SemanticsError.
+
+    `outputs` names the outputs computed before this one: the rule may use them as tensors
+    (`counts: values.shape` gives two outputs one data-dependent size).
+    """
+    return _parse(text, schema, ShapeRule, outputs)
 
 
-def parse_dtype(text: str, schema: Schema) -> DtypeRule:
-    """Parse and check a dtype rule; raises SemanticsError."""
-    return _parse(text, schema, DtypeRule)
+def parse_dtype(text: str, schema: Schema, outputs: Sequence[str] = ()) -> DtypeRule:
+    """Parse and check a dtype rule; raises SemanticsError. `outputs` as for `parse_shape`."""
+    return _parse(text, schema, DtypeRule, outputs)
 
 
-def _parse(text: str, schema: Schema, kind: type[ShapeRule | DtypeRule]):
+def _parse(text: str, schema: Schema, kind: type[ShapeRule | DtypeRule], outputs: Sequence[str]):
     with _depth_guard(text):
         source = _Source(text)
-        checker = _Checker(source, schema)
+        checker = _Checker(source, schema, outputs)
         tree = source.parse()
         value = checker.value(tree, frozenset(), dynamic_ok=True)
         if kind is ShapeRule:
@@ -178,8 +194,8 @@ def _depth_guard(text: str):
                              column=1, hint="split it: a shape rule is one short expression") from None
 
 
-def _uses(node: Node) -> frozenset[str]:
-    return frozenset(n.name for n in node.walk() if isinstance(n, Name))
+def _uses(node: Node, outputs: bool = False) -> frozenset[str]:
+    return frozenset(n.name for n in node.walk() if isinstance(n, Name) and n.output == outputs)
 
 
 def _argument_names(schema: Schema) -> frozenset[str]:
@@ -308,10 +324,11 @@ _LANGUAGE_HINT = ("rules may use the op's arguments, `.shape`, `.size(i)`, `.dim
 
 
 class _Checker:
-    def __init__(self, source: _Source, schema: Schema) -> None:
+    def __init__(self, source: _Source, schema: Schema, outputs: Sequence[str] = ()) -> None:
         self.src = source
         self.schema = schema
         self.args = {a.name: a for a in schema.arguments}
+        self.outputs = tuple(o for o in outputs if o not in self.args)  # an argument wins a name clash
 
     # -- errors --------------------------------------------------------------------------------
 
@@ -451,6 +468,8 @@ class _Checker:
             if ty.optional and name in env:
                 return Name(ty.required(), col, name=name, deref=True)
             return Name(ty, col, name=name)
+        if name in self.outputs:
+            return Name(TENSOR, col, name=name, output=True)
         if name == "dynamic":
             return self._dynamic(node, [], [], dynamic_ok)
         if name in DTYPES or name in DTYPE_ALIASES:
@@ -460,10 +479,17 @@ class _Checker:
         if name == "torch":
             self.fail(node, "rules are not Python run with torch: `torch` is unknown",
                       "write dtypes bare (`float32`) and use the builtins " + ", ".join(FUNCTIONS))
-        candidates = [*self.args, *FUNCTIONS, *DTYPES, *DTYPE_ALIASES, "None", "True", "False"]
+        returns = [r.name or f"out{i}" for i, r in enumerate(self.schema.returns)]
+        if name in returns:
+            earlier = ", ".join(self.outputs) or "none"
+            self.fail(node, f"`{name}` is an output that is not computed before this rule",
+                      f"a rule may use the outputs listed before its own in `outputs:` (here: {earlier})")
+        candidates = [*self.args, *self.outputs, *FUNCTIONS, *DTYPES, *DTYPE_ALIASES, "None", "True", "False"]
         close = difflib.get_close_matches(name, candidates, n=1)
         arguments = ", ".join(self.args) or "none"
         hint = (f"did you mean `{close[0]}`? " if close else "") + f"the op's arguments are: {arguments}"
+        if self.outputs:
+            hint += "; earlier outputs: " + ", ".join(self.outputs)
         self.fail(node, f"unknown name `{name}`", hint)
 
     def _Attribute(self, node: ast.Attribute, env, dynamic_ok) -> Node:

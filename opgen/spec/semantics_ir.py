@@ -163,6 +163,7 @@ def _cpp_len(c: _Cpp, seq: Node) -> str:
 class Name(Node):
     name: str = ""
     deref: bool = False  # an optional argument known to be present here
+    output: bool = False  # an earlier output of the op, not an argument
 
     def py(self, p):
         return p.ctx.name(self.name), PY_ATOM
