@@ -341,7 +341,7 @@ def test_outputs_share_one_dynamic_size_through_an_earlier_output():
     assert counts.dtype == torch.int64
     def weighted(t):
         values, counts = unique_counts(t)
-        return values * counts  # same length by the rule: no guard on two unrelated unbacked sizes
+        return values * counts  # one length, by the rule
 
     compiled = torch.compile(weighted, fullgraph=True, backend="aot_eager")
     torch.testing.assert_close(compiled(x), torch.tensor([1.0, 2.0, 6.0]))
