@@ -63,6 +63,7 @@ def project_context(spec: ProjectSpec) -> dict:
             "has_todo_fakes": any(op["todo_fake"] for op in ops),
             "has_side_effects": any(op["side_effect"] for op in ops),
             "public_names": sorted(op["function"] for op in ops),
+            "import_lines": sorted(line for op in ops for line in op["import_lines"]),
             "ops": ops,
             "npu_skip_reason": literal(f"the ops are generated for device {device!r}, not 'npu'"),
             "cuda_skip_reason": literal(f"the ops are generated for device {device!r}, not 'cuda'"),
@@ -112,12 +113,17 @@ def op_context(spec: ProjectSpec, op: OpSpec) -> dict:
         "def_custom_op": define(stem, param_list, returns),
         "opcheck_utils": "OPCHECK_UTILS_DYNAMIC" if op.is_dynamic else "OPCHECK_UTILS",
         "device_registered_assert": _device_registered_assert(spec, qualname),
-        "custom_op_schema_literal": literal(_schema_tail(schema)) if explicit else "",
+        "custom_op_schema_line": string_call("schema=", _schema_tail(schema), ",", "    ") if explicit else "",
+        "trace_targets": "_, aot_graph" if missing else "dynamo_graph, aot_graph",
+        "capture_npu": call_text("_capture_replay", [overload, f"lambda seed: _{stem}_calls(seed)[0]", _mutated_keys(op),
+                                                '"npu"', 'backend="npugraph_ex"'], "    "),
+        "capture_cuda": call_text("_capture_replay", [overload, f"lambda seed: _{stem}_calls(seed)[0]", _mutated_keys(op),
+                                                 '"cuda"', 'mode="reduce-overhead"'], "    "),
         "doc": docstring(op.doc or f"The {qualname} operator.", "    "),
         "params": params,
         "returns": returns,
         "call": call,
-        "mutates_args": "(" + "".join(f"{literal(n)}, " for n in mutated).rstrip(" ") + ")" if mutated else "()",
+        "mutates_args": tuple_text([literal(n) for n in mutated]),
         "mutable": bool(mutated),
         "side_effect": not schema.returns and not schema.is_mutable,
         "dynamic": op.is_dynamic,
@@ -126,29 +132,37 @@ def op_context(spec: ProjectSpec, op: OpSpec) -> dict:
         "kernel_device": kernel_device,
         "device_kernel": f"{stem}_{spec.device}",
         "device_type_literal": literal(spec.device),
-        "device_kernel_error": literal(f"{qualname} has no {DEVICE_NAMES[spec.device]} kernel yet: write it in "
-                                       f"{device_kernel_path}"),
+        "device_kernel_raise": string_call("raise NotImplementedError(", f"{qualname} has no "
+                                           f"{DEVICE_NAMES[spec.device]} kernel yet: write it in {device_kernel_path}",
+                                           ")", "    "),
         "cpu_kernel": f"{stem}_cpu",
         "cpu_kernel_body": _reference_body(reference) if reference else [],
-        "cpu_kernel_error": literal(f"{qualname} has no CPU reference kernel yet: write it in {cpu_kernel_path} "
-                                    f"(or give ops[{op.index}].reference in opgen.yaml before the first generation)"),
+        "cpu_kernel_raise": string_call("raise NotImplementedError(", f"{qualname} has no CPU reference kernel yet: "
+                                        f"write it in {cpu_kernel_path} (or give ops[{op.index}].reference in "
+                                        "opgen.yaml before the first generation)", ")", "    "),
         "cpu_kernel_imports": _imports(reference or "", params + returns),
+        "signature_imports": _imports("", params + returns),
         "has_reference": reference is not None,
+        "import_lines": [f"from .kernels.{stem}_cpu import {stem}_cpu"]
+        + ([f"from .kernels.{stem}_{spec.device} import {stem}_{spec.device}"] if kernel_device else [])
+        + ([f"from .fakes.{stem} import {stem}_fake"] if missing else []),
         # fake function
         "todo_fake": bool(missing),
         "todo_fake_function": f"{stem}_fake",
-        "todo_message": literal(todo_message),
-        "todo_fields": ", ".join(missing),
+        "todo_raise": string_call("raise NotImplementedError(", todo_message, ")", "    "),
+        "todo_fields": missing,
         "fake_lines": fake_lines,
         "expected_lines": expected_lines,
         # tests
         "example_lines": examples,
         "has_examples": bool(op.examples),
+        "uses_generator": any(_random_tensors(value) for example in op.examples for value in example.values.values()),
         "derived_example": bool(op.examples) and op.examples[0].derived,
-        "no_example_reason": literal(f"no example inputs for {qualname}: add ops[{op.index}].examples to opgen.yaml"),
+        "no_example_skip": string_call("pytest.skip(", f"no example inputs for {qualname}: add ops[{op.index}].examples "
+                                       "to opgen.yaml", ")", "    "),
         "mutated_keys": _mutated_keys(op),
-        "dynamic_skip_reason": literal(f"{qualname} has a data-dependent output size (`dynamic`); a captured graph "
-                                       "cannot return a size known only at run time"),
+        "dynamic_skip": string_call("@pytest.mark.skip(reason=", f"{qualname} has a data-dependent output size "
+                                    "(`dynamic`); a captured graph cannot return a size known only at run time", ")"),
     }
 
 
@@ -163,27 +177,46 @@ def define(name: str, params: list[str], returns: str) -> str:
     return f"def {name}(\n" + "".join(f"    {param},\n" for param in params) + f") -> {returns}:"
 
 
-def string_call(prefix: str, text: str, suffix: str) -> str:
-    """`prefix"text"suffix`, with the literal split over lines (implicit concatenation) when too long."""
+def string_call(prefix: str, text: str, suffix: str, indent: str = "") -> str:
+    """`prefix"text"suffix`, with the literal split over lines (implicit concatenation) when too long.
+    `indent` is where the line starts in the generated file (the result's first line carries none)."""
     line = prefix + literal(text) + suffix
-    if len(line) <= LINE_LENGTH:
+    if len(indent + line) <= LINE_LENGTH:
         return line
     pieces, current = [], ""
-    for part in text.split(", "):
-        candidate = part if not current else current + ", " + part
-        if current and len(literal(candidate)) > LINE_LENGTH - 8:
-            pieces.append(current + ", ")
+    separator = ", " if ", " in text else " "
+    for part in text.split(separator):
+        candidate = part if not current else current + separator + part
+        if current and len(literal(candidate)) > LINE_LENGTH - 8 - len(indent):
+            pieces.append(current + separator)
             current = part
         else:
             current = candidate
     pieces.append(current)
-    return prefix + "\n" + "".join(f"    {literal(piece)}\n" for piece in pieces) + suffix
+    return prefix + "\n" + "".join(f"{indent}    {literal(piece)}\n" for piece in pieces) + indent + suffix
+
+
+def call_text(head: str, args: list[str], indent: str = "", tail: str = "") -> str:
+    """`head(a, b)tail`, or one argument per line (with a trailing comma) when that line would be too long."""
+    line = f"{head}({', '.join(args)}){tail}"
+    if len(indent + line) <= LINE_LENGTH:
+        return line
+    inner = "".join(f"{indent}    {arg},\n" for arg in args)
+    return f"{head}(\n{inner}{indent}){tail}"
+
+
+def tuple_text(items: list[str]) -> str:
+    if not items:
+        return "()"
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
 
 
 def _device_registered_assert(spec: ProjectSpec, qualname: str) -> str:
     has = f"torch._C._dispatch_has_kernel_for_dispatch_key({literal(qualname)}, {literal(DEVICES[spec.device])})"
     if spec.device == "npu" and spec.style == "custom_op":
-        return f"assert {has} == {spec.package}.ops.NPU_BACKEND  # custom_op needs the \"npu\" device type"
+        return (f"has_device_kernel = {has}\n"
+                f"    # custom_op registers the NPU kernel only where torch_npu names the \"npu\" device type\n"
+                f"    assert has_device_kernel == {spec.package}.ops.NPU_BACKEND")
     return f"assert {has}"
 
 
@@ -257,7 +290,7 @@ def _fake_and_expected(op: OpSpec) -> tuple[list[str], list[str]]:
         dtype = out.dtype_rule.python(ctx)
         var = out.name if out.name not in reserved else f"{out.name}_"
         body.extend(statements)
-        body.append(f"{var} = torch.empty({shape}, dtype={dtype}, device={device})")
+        body.append(call_text(f"{var} = torch.empty", [shape, f"dtype={dtype}", f"device={device}"], "    "))
         names.append(var)
         expected_dtype = out.dtype_rule.python(expected_ctx)
         if out.shape_rule.is_dynamic:
@@ -272,7 +305,10 @@ def _fake_and_expected(op: OpSpec) -> tuple[list[str], list[str]]:
         body.append(f"return {names[0]}")
     else:
         body.append("return " + ", ".join(names) + ("," if len(names) == 1 else ""))
-    expected_body.append("return [" + ", ".join(expected_items) + "]")
+    line = "return [" + ", ".join(expected_items) + "]"
+    if len(line) + 4 > LINE_LENGTH:
+        line = "return [\n" + "".join(f"        {item},\n" for item in expected_items) + "    ]"
+    expected_body.append(line)
     return body, expected_body
 
 
@@ -309,7 +345,7 @@ def _mutated_keys(op: OpSpec) -> str:
         if arg.is_write:
             keys.append(str(index))
     keys += [literal(a.name) for a in op.schema.kwarg_only if a.is_write]
-    return "(" + "".join(k + ", " for k in keys).rstrip(" ") + ")" if keys else "()"
+    return tuple_text(keys)
 
 
 # --- example inputs -------------------------------------------------------------------------------
@@ -332,15 +368,45 @@ def _example_lines(op: OpSpec, example: Example) -> list[str]:
     if len(line) + 8 <= LINE_LENGTH:
         return [line]
     lines = ["(", "    ("]
-    lines += [_fit(f"        {arg},", 8) for arg in args]
+    lines += [part for arg in args for part in _fit(f"        {arg},", 8)]
     lines += ["    ),", "    {"]
-    lines += [_fit(f"        {kwarg},", 8) for kwarg in kwargs]
+    lines += [part for kwarg in kwargs for part in _fit(f"        {kwarg},", 8)]
     lines += ["    },", "),"]
     return lines
 
 
-def _fit(line: str, indent: int) -> str:
-    return line + "  # noqa: E501" if len(line) + indent > LINE_LENGTH else line
+def _random_tensors(value) -> bool:
+    if isinstance(value, TensorValue):
+        return value.shape is not None
+    return isinstance(value, tuple) and any(_random_tensors(v) for v in value)
+
+
+def _fit(line: str, indent: int) -> list[str]:
+    """`line` (an argument ending in ","), with a long list broken one element per line."""
+    if len(line) + indent <= LINE_LENGTH:
+        return [line]
+    stripped = line.strip()
+    lead = line[: len(line) - len(line.lstrip())]
+    if stripped.startswith("[") and stripped.endswith("],"):
+        items = _split_top_level(stripped[1:-2])
+        return [f"{lead}["] + [f"{lead}    {item}," for item in items] + [f"{lead}],"]
+    return [line]
+
+
+def _split_top_level(text: str) -> list[str]:
+    """Split `a, b(c, d), [e, f]` at the commas outside brackets."""
+    items, depth, start = [], 0, 0
+    for index, char in enumerate(text):
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+        elif char == "," and depth == 0:
+            items.append(text[start:index].strip())
+            start = index + 1
+    if text[start:].strip():
+        items.append(text[start:].strip())
+    return items
 
 
 def _value(value) -> str:

@@ -156,7 +156,8 @@ def _assert_metadata(outputs: list, expected: list) -> None:
         if shape is None:
             assert free_unbacked_symbols(value.shape), f"output {index}: expected a data-dependent size"
         else:
-            assert tuple(value.shape) == tuple(shape), f"output {index}: shape {tuple(value.shape)}, the spec says {shape}"
+            actual = tuple(value.shape)
+            assert actual == tuple(shape), f"output {index}: shape {actual}, the spec says {tuple(shape)}"
 
 
 def _compiled_matches_eager(op, calls) -> None:
@@ -224,7 +225,9 @@ def _capture_replay(op, make_call, mutated: tuple, device: str, **compile_option
 
 def _{{ op.stem }}_calls(seed: int = 0) -> list:
     """Inputs (args, kwargs) of every example of ops[{{ op.index }}] in opgen.yaml{% if op.derived_example %} (none given: a made-up small one){% endif %}."""
+{% if op.uses_generator %}
     g = torch.Generator().manual_seed(seed)
+{% endif %}
     return [
 {% for line in op.example_lines %}
         {{ line }}
@@ -256,10 +259,10 @@ def test_{{ op.stem }}_is_registered():
 
 def test_{{ op.stem }}_enters_graph_with_fake_tensors():
 {% if not op.has_examples %}
-    pytest.skip({{ op.no_example_reason }})
+    {{ op.no_example_skip }}
 {% else %}
     call = _{{ op.stem }}_calls()[0]
-    dynamo_graph, aot_graph = _trace({{ op.overload }}, call)
+    {{ op.trace_targets }} = _trace({{ op.overload }}, call)
     _assert_calls_op(aot_graph, {{ op.overload }}, mutable={{ op.mutable }})
 {% if not op.todo_fake %}
     _assert_metadata(_graph_outputs(dynamo_graph), _{{ op.stem }}_expected(*call[0], **call[1]))
@@ -269,7 +272,7 @@ def test_{{ op.stem }}_enters_graph_with_fake_tensors():
 
 def test_{{ op.stem }}_opcheck():
 {% if not op.has_examples %}
-    pytest.skip({{ op.no_example_reason }})
+    {{ op.no_example_skip }}
 {% else %}
     for args, kwargs in _{{ op.stem }}_calls():
         torch.library.opcheck({{ op.overload }}, args, kwargs, test_utils={{ op.opcheck_utils }})
@@ -278,36 +281,34 @@ def test_{{ op.stem }}_opcheck():
 
 def test_{{ op.stem }}_compiled_matches_eager():
 {% if not op.has_examples %}
-    pytest.skip({{ op.no_example_reason }})
+    {{ op.no_example_skip }}
 {% else %}
     _compiled_matches_eager({{ op.overload }}, _{{ op.stem }}_calls())
 {% endif %}
 
 
 {% if op.dynamic %}
-@pytest.mark.skip(reason={{ op.dynamic_skip_reason }})
+{{ op.dynamic_skip }}
 {% elif op.has_examples %}
 @pytest.mark.skipif(NPU_UNAVAILABLE is not None, reason=str(NPU_UNAVAILABLE))
 {% endif %}
 def test_{{ op.stem }}_npugraph_ex_capture_replay():
 {% if not op.has_examples %}
-    pytest.skip({{ op.no_example_reason }})
+    {{ op.no_example_skip }}
 {% else %}
-    _capture_replay({{ op.overload }}, lambda seed: _{{ op.stem }}_calls(seed)[0], {{ op.mutated_keys }}, "npu",
-                    backend="npugraph_ex")
+    {{ op.capture_npu }}
 {% endif %}
 
 
 {% if op.dynamic %}
-@pytest.mark.skip(reason={{ op.dynamic_skip_reason }})
+{{ op.dynamic_skip }}
 {% elif op.has_examples %}
 @pytest.mark.skipif(CUDA_UNAVAILABLE is not None, reason=str(CUDA_UNAVAILABLE))
 {% endif %}
 def test_{{ op.stem }}_cuda_graphs_capture_replay():
 {% if not op.has_examples %}
-    pytest.skip({{ op.no_example_reason }})
+    {{ op.no_example_skip }}
 {% else %}
-    _capture_replay({{ op.overload }}, lambda seed: _{{ op.stem }}_calls(seed)[0], {{ op.mutated_keys }}, "cuda",
-                    mode="reduce-overhead")
+    {{ op.capture_cuda }}
 {% endif %}
 {% endfor %}

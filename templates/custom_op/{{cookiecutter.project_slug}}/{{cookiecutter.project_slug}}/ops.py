@@ -10,14 +10,8 @@ import torch
 from torch.types import Number
 {% endif %}
 
-{% for op in cookiecutter._opgen.ops %}
-from .kernels.{{ op.cpu_kernel }} import {{ op.cpu_kernel }}
-{% if op.kernel_device %}
-from .kernels.{{ op.device_kernel }} import {{ op.device_kernel }}
-{% endif %}
-{% if op.todo_fake %}
-from .fakes.{{ op.stem }} import {{ op.todo_fake_function }}
-{% endif %}
+{% for line in cookiecutter._opgen.import_lines %}
+{{ line }}
 {% endfor %}
 {% if cookiecutter._opgen.npu %}
 
@@ -36,8 +30,8 @@ NPU_BACKEND = torch._C._get_privateuse1_backend_name() == "npu"
     {{ op.qualname_literal }},
     mutates_args={{ op.mutates_args }},
     device_types="cpu",
-{% if op.custom_op_schema_literal %}
-    schema={{ op.custom_op_schema_literal }},
+{% if op.custom_op_schema_line %}
+    {{ op.custom_op_schema_line }}
 {% endif %}
 )
 {{ op.def_custom_op }}

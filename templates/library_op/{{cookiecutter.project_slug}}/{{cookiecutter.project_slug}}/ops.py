@@ -10,14 +10,8 @@ import torch
 from torch.types import Number
 {% endif %}
 
-{% for op in cookiecutter._opgen.ops %}
-from .kernels.{{ op.cpu_kernel }} import {{ op.cpu_kernel }}
-{% if op.kernel_device %}
-from .kernels.{{ op.device_kernel }} import {{ op.device_kernel }}
-{% endif %}
-{% if op.todo_fake %}
-from .fakes.{{ op.stem }} import {{ op.todo_fake_function }}
-{% endif %}
+{% for line in cookiecutter._opgen.import_lines %}
+{{ line }}
 {% endfor %}
 
 # The operators exist as long as this object does: it must stay referenced at module level.

@@ -21,5 +21,5 @@ the CPU dispatch key; the graph-entry tests compare compiled and eager calls wit
 {% endif %}
 {% endfor %}
 {% else %}
-    raise NotImplementedError({{ cookiecutter._op.cpu_kernel_error }})
+    {{ cookiecutter._op.cpu_kernel_raise }}
 {% endif %}
