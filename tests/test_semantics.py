@@ -599,6 +599,9 @@ def test_non_ascii_text_keeps_character_columns():
     with pytest.raises(SemanticsError) as info:
         parse_shape("[1 if mode == 'é' else 2, nn]", SHAPE_SCHEMA)
     assert info.value.column == 27
+    with pytest.raises(SemanticsError) as info:
+        parse_shape("[1 if mode == 'éé' else 2 +]", SHAPE_SCHEMA)
+    assert info.value.column == 28  # a syntax error, located by Python, in characters too
 
 
 # ---------------------------------------------------------------------------------------------
