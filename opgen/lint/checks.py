@@ -177,14 +177,19 @@ def _schema_of(definition: Definition, replace_literal, remove_namespace) -> tup
     return schema, problems
 
 
+# Where inside the schema string a contract diagnostic points (the rest point at the op name).
+CONTRACT_SPANS = {"OPG102": "returns", "OPG111": "returns"}
+
+
 def _schema_where(op: _Op, key) -> Where:
     where = op.definition.where
     if op.definition.schema_column is None or op.schema is None:
         return where
     column = span_column(op.schema, key)
-    if column is None:
+    if column is None or column <= op.definition.name_offset:  # that part is not inside the literal
         return where
-    return Where(where.path, where.line, op.definition.schema_column + column - 1)
+    literal = op.definition.schema_literal
+    return Where(where.path, literal.line if literal else where.line, op.definition.schema_column + column - 1)
 
 
 def _find(ops, by_name, registration: Registration) -> _Op | None:
@@ -226,9 +231,9 @@ def _check_op(op: _Op, side_effect, unresolved_side_effect, unresolved_fakes, ad
                                        style=definition.style if definition.style == "library" else None):
             if definition.style == "custom_op" and diagnostic.code == R.NOT_INFERRABLE.code:
                 continue  # an explicit schema= is exactly what that rule asks for
+            where = _schema_where(op, CONTRACT_SPANS.get(diagnostic.code, "name"))
             found.append(Diagnostic(diagnostic.code, diagnostic.severity, _with_hint(diagnostic),
-                                    path=definition.where.path, line=definition.where.line,
-                                    column=definition.where.column))
+                                    path=where.path, line=where.line, column=where.column))
     elif definition.style == "custom_op" and definition.kernel is not None:
         found.extend(_check_inferred(definition, name, marked))
 

@@ -59,7 +59,19 @@ def discover(paths: list[str], config: LintConfig) -> tuple[list[str], list[str]
                     path = os.path.normpath(os.path.join(directory, name))
                     if not _excluded(path, config):
                         _classify(path, python, yaml, explicit=False)
-    return python, yaml
+    return _unique_paths(python), _unique_paths(yaml)
+
+
+def _unique_paths(paths: list[str]) -> list[str]:
+    """A file named twice (or through two overlapping directories) is read once."""
+    seen: set[str] = set()
+    unique = []
+    for path in paths:
+        key = os.path.realpath(path)
+        if key not in seen:
+            seen.add(key)
+            unique.append(path)
+    return unique
 
 
 def _classify(path: str, python: list[str], yaml: list[str], explicit: bool) -> None:
