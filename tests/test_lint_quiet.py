@@ -161,4 +161,4 @@ def test_aliases_constants_and_fstrings_are_resolved(tmp_path):
         register(a, "first", "cuda")(lambda x, k=1: x)
     """))
     found = [(d.line, d.column, d.code) for d in lint_paths([str(path)], LintConfig(root=str(tmp_path))).diagnostics]
-    assert found == [(9, 10, "OPG001"), (10, 33, "OPG204"), (11, 29, "OPG102"), (12, 22, "OPG204")], found
+    assert found == [(9, 10, "OPG001"), (10, 33, "OPG204"), (11, 43, "OPG102"), (12, 22, "OPG204")], found
