@@ -594,8 +594,8 @@ def _aliased_base(name: str, letter: str, is_write: bool) -> BaseType:
 
 
 def _is_tuple_return(rets: list[Return]) -> bool:
-    """The op returns one Python tuple: several values, or one value of a tuple type."""
-    return len(rets) != 1 or isinstance(rets[0].type, TupleType)
+    """The op returns one Python tuple: several values, or one value of a tuple type (`-> ()` returns None)."""
+    return len(rets) > 1 or (len(rets) == 1 and isinstance(rets[0].type, TupleType))
 
 
 def _default_hint(typ: Type) -> str:
