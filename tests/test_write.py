@@ -607,11 +607,12 @@ def fail_on_call(monkeypatch, name: str, failing_call: int) -> None:
 
 
 @pytest.mark.parametrize(("name", "failing_call", "new_files"),
-                         [("fdopen", 2, 1), ("fsync", 2, 1), ("replace", 2, 1), ("replace", 4, 3)])
+                         [("fdopen", 2, 0), ("fsync", 2, 0), ("replace", 2, 1), ("replace", 4, 3)])
 def test_failure_midway_leaves_complete_files_and_a_valid_old_manifest(tmp_path, monkeypatch, name, failing_call,
                                                                        new_files):
-    """Three files then the manifest are replaced: fail in the 2nd file's write, fsync or rename, or in the
-    manifest's rename."""
+    """Three files are staged and fsynced, then renamed, then the manifest: a failure while staging (a half
+    write, an fsync) changes no file; one in the 2nd rename leaves one new file; one in the manifest's
+    rename leaves all three new. Never a partial file, never a new manifest."""
     generate(tmp_path, PROJECT)
     old_manifest = (tmp_path / MANIFEST).read_bytes()
     version2 = [edited(OPS, "v2 ops\n"), edited(FAKE, "v2 fake\n"), KERNEL, edited(SCRIPT, "#!/bin/sh\nv2\n")]
@@ -634,6 +635,25 @@ def test_failure_midway_leaves_complete_files_and_a_valid_old_manifest(tmp_path,
     for file in version2:
         assert (tmp_path / file.path).read_text() == file.content
     assert not plan_changes(tmp_path, version2).changed
+
+
+def open_descriptors() -> int | None:
+    return len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
+
+
+def test_many_files_are_synced_in_groups_without_leaking_descriptors(tmp_path, monkeypatch):
+    monkeypatch.setattr(write._Batch, "_OPEN_FILES", 3)
+    files = [PlannedFile(f"pkg/m{index:02}.py", f"x = {index}\n", "generated") for index in range(10)]
+    before = open_descriptors()
+    generate(tmp_path, files)
+    assert [(tmp_path / file.path).read_text() for file in files] == [file.content for file in files]
+    with monkeypatch.context() as patch:  # a failure after two groups were synced: still nothing renamed
+        fail_on_call(patch, "fdopen", 8)
+        with pytest.raises(OSError, match="No space"):
+            apply_plan(plan_changes(tmp_path, [edited(file, "v2\n") for file in files]))
+    assert [(tmp_path / file.path).read_text() for file in files] == [file.content for file in files]
+    assert not [path for path in snapshot(tmp_path) if path.endswith(".opgen-tmp")]
+    assert open_descriptors() == before
 
 
 def test_failure_during_a_first_run_can_be_resumed(tmp_path, monkeypatch):

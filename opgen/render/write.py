@@ -15,6 +15,7 @@ import json
 import os
 import secrets
 import stat
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath, PureWindowsPath
@@ -220,47 +221,55 @@ def write_files(out_dir: str | Path, files: list[PlannedFile], *, force: bool = 
 
 
 def apply_plan(plan: Plan) -> None:
-    """Perform `plan`: backups, atomic writes, removals, then the manifest. Writes nothing when the disk
-    no longer looks the way it did when the plan was made."""
+    """Perform `plan`. Every new text (backups first) is written to a temp file beside its target and
+    made durable before the first rename, so a failure while writing changes nothing; the renames
+    follow (backups before the files they save), then removals, and the manifest comes last, so a
+    failure midway leaves complete files and an old manifest that is still true. Writes nothing when
+    the disk no longer looks the way it did when the plan was made."""
     root = plan.out_dir
     _verify_unchanged_since_plan(plan)
     if not plan.changed:
         return
-    touched_dirs: set[Path] = set()
-    if plan.backup_dir:
-        _ignore_backups(root)
-    for action in plan.actions:
-        if action.backup:
-            target = root / action.backup
-            target.parent.mkdir(parents=True, exist_ok=True)
-            _atomic_write(target, (root / action.path).read_bytes(), executable=False)
-            touched_dirs.add(target.parent)
-    for action in plan.actions:
-        if action.kind in ("create", "update", "overwrite"):
+    batch = _Batch()
+    mode_only: list[Action] = []
+    try:
+        if plan.backup_dir:
+            ignore = root / _RESERVED / ".gitignore"
+            if not ignore.exists():  # backups stay on disk but out of version control; the manifest is committed
+                batch.add(ignore, b"backup/\n", executable=False)
+        for action in plan.actions:
+            if action.backup:
+                _ensure_inside(root, root / action.path)
+                batch.add(root / action.backup, (root / action.path).read_bytes(), executable=False)
+        for action in plan.actions:
+            if action.kind not in ("create", "update", "overwrite"):
+                continue
             assert action.file is not None
             target = root / action.path
             _ensure_inside(root, target)
-            target.parent.mkdir(parents=True, exist_ok=True)
             current = _read(target)
             if current == action.file.data:
-                _set_executable(target, action.file.executable)  # only the mode differed
+                mode_only.append(action)
             else:
-                _atomic_write(target, action.file.data, executable=action.file.executable,
-                              like=target if current is not None else None)
-            touched_dirs.add(target.parent)
+                batch.add(target, action.file.data, executable=action.file.executable,
+                          like=target if current is not None else None)
+        batch.sync()
+        batch.commit()
+    finally:
+        batch.discard()
+    touched = set(batch.directories)
+    for action in mode_only:
+        _set_executable(root / action.path, action.file.executable)
     for action in plan.actions:
         if action.kind == "remove":
             target = root / action.path
+            _ensure_inside(root, target)
             target.unlink()
-            touched_dirs.add(target.parent)
+            touched.add(target.parent)
             _remove_empty_parents(root, target.parent)
-    for directory in sorted(touched_dirs):
-        _fsync_dir(directory)
+    _fsync_dirs(sorted(directory for directory in touched if directory.exists()))
     if plan.manifest_changed:
-        manifest = root / MANIFEST
-        manifest.parent.mkdir(parents=True, exist_ok=True)
-        _atomic_write(manifest, plan.manifest_text.encode("utf-8"), executable=False)
-        _fsync_dir(manifest.parent)
+        _atomic_write(root / MANIFEST, plan.manifest_text.encode("utf-8"))
 
 
 # --- deciding -------------------------------------------------------------------------------------
@@ -483,14 +492,6 @@ def _manifest_text(entries: dict[str, dict]) -> str:
     return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
 
-def _ignore_backups(root: Path) -> None:
-    """Backups stay on disk for the user but out of version control; the manifest itself is meant to be committed."""
-    ignore = root / _RESERVED / ".gitignore"
-    if not ignore.exists():
-        ignore.parent.mkdir(parents=True, exist_ok=True)
-        _atomic_write(ignore, b"backup/\n", executable=False)
-
-
 def _backup_dir_name(root: Path) -> str:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     name, counter = f"{BACKUP_DIR}/{stamp}", 1
@@ -546,43 +547,98 @@ def _set_executable(path: Path, executable: bool) -> None:
     os.chmod(path, _with_executable(stat.S_IMODE(path.stat().st_mode), executable))
 
 
-def _atomic_write(target: Path, data: bytes, *, executable: bool, like: Path | None = None) -> None:
-    """Replace `target` by `data` all at once: readers see the old file or the new one, never a part.
-    New files get the umask's permissions; a replaced file keeps its own (`like`)."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
-    while True:
-        temp = target.parent / f".{target.name}.{secrets.token_hex(4)}.opgen-tmp"
-        try:
-            descriptor = os.open(temp, flags, 0o777 if executable else 0o666)
-            break
-        except FileExistsError:
-            continue
-    try:
-        with os.fdopen(descriptor, "wb") as stream:
+class _Batch:
+    """New texts staged as temp files beside their targets, fsynced together, then renamed into place
+    in the order they were added. `discard` removes whatever was not renamed."""
+
+    _OPEN_FILES = 128  # fsync and close in groups: bounded open descriptors
+
+    def __init__(self) -> None:
+        self.staged: list[tuple[Path, Path]] = []  # (temp, target), not yet renamed
+        self.directories: list[Path] = []
+        self._open: list[int] = []
+
+    def add(self, target: Path, data: bytes, *, executable: bool, like: Path | None = None) -> None:
+        """New files get the umask's permissions; a replaced file keeps its own (`like`)."""
+        target.parent.mkdir(parents=True, exist_ok=True)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+        while True:
+            temp = target.parent / f".{target.name}.{secrets.token_hex(4)}.opgen-tmp"
+            try:
+                descriptor = os.open(temp, flags, 0o777 if executable else 0o666)
+                break
+            except FileExistsError:
+                continue
+        self.staged.append((temp, target))
+        self._open.append(descriptor)
+        with os.fdopen(descriptor, "wb", closefd=False) as stream:
             stream.write(data)
-            stream.flush()
-            os.fsync(stream.fileno())
         if like is not None:
             os.chmod(temp, _with_executable(stat.S_IMODE(like.stat().st_mode), executable))
-        os.replace(temp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
+        if target.parent not in self.directories:
+            self.directories.append(target.parent)
+        if len(self._open) >= self._OPEN_FILES:
+            self.sync()
+
+    def sync(self) -> None:
+        """fsync every staged file; concurrent calls let the filesystem commit them together."""
+        descriptors, self._open = self._open, []
+        try:
+            if len(descriptors) > 1:
+                with ThreadPoolExecutor(max_workers=min(16, len(descriptors))) as pool:
+                    list(pool.map(os.fsync, descriptors))
+            elif descriptors:
+                os.fsync(descriptors[0])
+        finally:
+            for descriptor in descriptors:
+                os.close(descriptor)
+
+    def commit(self) -> None:
+        while self.staged:
+            temp, target = self.staged[0]
+            os.replace(temp, target)
+            self.staged.pop(0)
+
+    def discard(self) -> None:
+        for descriptor in self._open:
+            with contextlib.suppress(OSError):
+                os.close(descriptor)
+        self._open = []
+        for temp, _ in self.staged:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+        self.staged = []
 
 
-def _fsync_dir(directory: Path) -> None:
-    """Make the renames inside `directory` durable (POSIX; Windows cannot open a directory)."""
+def _atomic_write(target: Path, data: bytes) -> None:
+    """Replace `target` by `data` all at once: readers see the old file or the new one, never a part."""
+    batch = _Batch()
     try:
-        descriptor = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(descriptor)
-    except OSError:
-        pass
+        batch.add(target, data, executable=False)
+        batch.sync()
+        batch.commit()
     finally:
-        os.close(descriptor)
+        batch.discard()
+    _fsync_dirs([target.parent])
+
+
+def _fsync_dirs(directories: list[Path]) -> None:
+    """Make the renames inside `directories` durable (POSIX; Windows cannot open a directory)."""
+    descriptors = []
+    for directory in directories:
+        with contextlib.suppress(OSError):
+            descriptors.append(os.open(directory, os.O_RDONLY))
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, min(16, len(descriptors)))) as pool:
+            list(pool.map(_fsync_quietly, descriptors))
+    finally:
+        for descriptor in descriptors:
+            os.close(descriptor)
+
+
+def _fsync_quietly(descriptor: int) -> None:
+    with contextlib.suppress(OSError):  # some filesystems refuse fsync on a directory
+        os.fsync(descriptor)
 
 
 def _remove_empty_parents(root: Path, directory: Path) -> None:
