@@ -2,9 +2,10 @@
 
 `plan_changes` reads the disk and decides, file by file, what to do; it writes nothing and refuses
 the whole plan (listing every problem) when any file would be lost. `apply_plan` then performs it:
-backups first, each file written atomically (temp file in the same directory, fsync, os.replace),
-stale files removed, and the manifest - opgen's memory of what it wrote - replaced last, so a run
-that dies halfway leaves complete files and a manifest that is still true for the next run.
+every new text staged in a temp file beside its target and fsynced, then renamed into place (backups
+of replaced edits first), stale files removed, and the manifest - opgen's record of what it wrote,
+by owner and sha256 - replaced last, so a run that dies halfway leaves complete files and a manifest
+that is still true for the next run.
 """
 
 from __future__ import annotations
@@ -119,6 +120,9 @@ def _refusal_hint(problems: list[Problem]) -> str:
 
 @dataclass(frozen=True)
 class Plan:
+    """What `apply_plan` will do: `actions` sorted by path, the new manifest's text, and where the
+    replaced texts go (`backup_dir`, None when nothing is replaced)."""
+
     out_dir: Path
     actions: list[Action]
     manifest_text: str
