@@ -288,3 +288,28 @@ def test_kernels_and_fakes_imported_from_sibling_modules_are_read():
         ("imported/pkg/fakes/rows.py", 2, 5, "OPG306"),     # the TODO fake skeleton is still registered
         ("imported/pkg/kernels/rows_cpu.py", 2, 5, "OPG301"),  # the CPU kernel writes x
     ], result.stdout
+
+
+def test_a_bug_on_one_file_still_checks_the_others_and_exits_two(monkeypatch, tmp_path):
+    """An opgen bug while reading one file: the other files are checked, the run exits 2, no traceback."""
+    from click.testing import CliRunner
+
+    from opgen.lint import collect
+    from opgen.lint.command import lint
+
+    real = collect.collect_source
+
+    def flaky(path, text):
+        if path.endswith("boom.py"):
+            raise KeyError("simulated bug")
+        return real(path, text)
+
+    monkeypatch.setattr(collect, "collect_source", flaky)
+    (tmp_path / "boom.py").write_text("import torch\nlib = torch.library.Library('b', 'FRAGMENT')\n")
+    (tmp_path / "bad.py").write_text("import torch\nlib = torch.library.Library('b', 'IMPL', 'npu')\n")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(lint, ["boom.py", "bad.py"])
+    assert result.exit_code == 2
+    assert "bad.py:2:42: OPG204" in result.output
+    assert "boom.py: opgen could not check this file: KeyError: 'simulated bug'" in result.output
+    assert "Traceback" not in result.output

@@ -73,4 +73,9 @@ def _run(paths, output_format, select, ignore, statistics, exit_zero, fix, expla
         click.echo(text)
     if fix and output_format != "text" and fixed:
         click.echo(f"{fixed} fixed", err=True)
+    for path, error in result.internal_errors:
+        click.echo(f"error: {path}: opgen could not check this file: {error}\n"
+                   "  = hint: rerun with OPGEN_DEBUG=1 for the traceback and report it", err=True)
+    if result.internal_errors:
+        sys.exit(EXIT_USAGE)
     sys.exit(EXIT_OK if exit_zero or not diagnostics else EXIT_FINDINGS)

@@ -23,6 +23,10 @@ class LintResult:
     files_checked: int
     records: list[FileRecord] = field(default_factory=list)
 
+    @property
+    def internal_errors(self) -> list[tuple[str, str]]:
+        return [(r.path, r.internal_error) for r in self.records if r.internal_error]
+
 
 def expand_selectors(selectors: tuple[str, ...], what: str) -> set[str]:
     codes = set()
@@ -109,6 +113,12 @@ def _read_chunk(paths: list[str]) -> list[FileRecord]:
             record = read_file(path)
         except OSError as error:
             record = _unreadable(path, error)
+        except RecursionError:
+            record = FileRecord(path, internal_error="too deeply nested for Python's parser")
+        except Exception as error:  # an opgen bug: the other files are still checked; exit code 2
+            if os.environ.get("OPGEN_DEBUG"):
+                raise
+            record = FileRecord(path, internal_error=f"{type(error).__name__}: {error}")
         if record is not None:
             records.append(record)
     return records

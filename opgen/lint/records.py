@@ -154,3 +154,4 @@ class FileRecord:
     diagnostics: list = field(default_factory=list)  # file-local Diagnostics (syntax errors, ...)
     noqa: dict = field(default_factory=dict)  # line -> frozenset of codes (empty: all)
     file_noqa: frozenset | None = None  # None: none; empty: whole file
+    internal_error: str | None = None  # opgen could not read this file (a bug, or a pathological file)
