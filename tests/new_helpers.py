@@ -1,0 +1,48 @@
+"""Shared helpers for the `opgen new` tests: run the real CLI and pytest in subprocesses."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+STYLES = ("library", "custom_op")
+
+
+def opgen(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """Run `python -m opgen ...` as a user would."""
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.run([sys.executable, "-m", "opgen", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    """Every file under `root` with its bytes (to prove that nothing changed)."""
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def run_generated_tests(projects: list[Path], junit: Path) -> dict[str, dict]:
+    """Run the tests of several generated projects in ONE pytest process; outcome per test name.
+
+    The projects' packages are put on PYTHONPATH; `importlib` import mode lets their identically
+    named test files coexist.
+    """
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(p) for p in projects)}
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--import-mode=importlib",
+               "-c", os.devnull, f"--junitxml={junit}", *[str(p / "tests") for p in projects]]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1200, cwd=junit.parent)
+    results = {}
+    for case in ElementTree.parse(junit).getroot().iter("testcase"):
+        outcome, message = "passed", ""
+        for child in case:
+            if child.tag in ("failure", "error", "skipped"):
+                outcome = {"failure": "failed", "error": "error", "skipped": "skipped"}[child.tag]
+                message = (child.get("message") or "") + "\n" + (child.text or "")
+        results[case.get("name")] = {"outcome": outcome, "message": message, "file": case.get("classname")}
+    if not results:
+        raise AssertionError(f"pytest ran no tests:\n{done.stdout}\n{done.stderr}")
+    return results
