@@ -6,6 +6,8 @@ import contextlib
 import json
 import os
 import stat
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -700,6 +702,20 @@ def test_write_files_dry_run_writes_nothing(tmp_path):
     assert plan.summary["create"] == 4
     assert write.write_files(tmp_path / "proj", PROJECT).render() == plan.render()
     assert not write.write_files(tmp_path / "proj", PROJECT).changed
+
+
+def test_planning_writes_nothing_even_when_the_plan_would(tmp_path):
+    generate(tmp_path, [*PROJECT, PlannedFile("old.py", "o\n", "generated")])
+    (tmp_path / "pkg/_ops.py").write_text("edit\n")
+    before = snapshot(tmp_path)
+    plan = plan_changes(tmp_path, [FAKE, KERNEL, edited(SCRIPT, "v2\n"), OPS], force=True)
+    assert set(kinds(plan).values()) == {"overwrite", "remove", "update", "unchanged", "keep"}
+    assert snapshot(tmp_path) == before
+
+
+def test_writer_does_not_import_torch():
+    code = "import sys, opgen.render.write; sys.exit('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
 
 
 def test_planned_file_rejects_an_unknown_owner():
