@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from new_helpers import EXAMPLES, STYLES, opgen, run_generated_tests, snapshot
 
 TIERS = ("is_registered", "enters_graph_with_fake_tensors", "opcheck", "compiled_matches_eager",
@@ -100,7 +99,7 @@ def test_generated_code_is_ruff_clean_and_parses(generated):
     ruff = shutil.which("ruff") or pytest.fail("ruff is not installed (it is part of the test extra)")
     for extra in ([], ["--extend-select", "E,F"]):
         done = subprocess.run([ruff, "check", "--no-cache", *extra, *map(str, projects)], capture_output=True,
-                              text=True)
+                              text=True, check=False)
         assert done.returncode == 0, done.stdout + done.stderr
 
 

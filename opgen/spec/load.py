@@ -88,7 +88,6 @@ def _char_position(source: _Source, node: ScalarNode, offset: int) -> tuple[int,
     if node.style in (None, "", '"', "'") and node.end_mark.line == mark.line:
         raw = source.lines[mark.line][mark.column:] if mark.line < len(source.lines) else ""
         if node.style in ('"', "'"):
-            column = mark.column + 2
             index, produced = 1, 0
             while index < len(raw) and produced < offset - 1:
                 step = 1
@@ -276,7 +275,8 @@ def _op(source: _Source, node: Node, index: int, namespace: str, style: str) -> 
     for diagnostic in check_schema(schema, side_effect_marked=True, style=style):
         fatal = diagnostic.severity == ERROR or (diagnostic.code == "OPG106" and style == "custom_op")
         if fatal:
-            raise source.inner(schema_node, 1, OpgenError(diagnostic.message, hint=diagnostic.hint),
+            offset = span_column(schema, "returns") if diagnostic.code in ("OPG102", "OPG111") else None
+            raise source.inner(schema_node, offset or 1, OpgenError(diagnostic.message, hint=diagnostic.hint),
                                f"{where}.schema [{diagnostic.code}]")
         if diagnostic.severity != "info":
             notes.append(f"{diagnostic.code}: {diagnostic.message}")

@@ -7,7 +7,6 @@ the renderer can trust names, examples and semantics without looking at YAML aga
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
 
 from ..schema.model import Schema
 
@@ -33,7 +32,7 @@ class TensorValue:
     values: object = None  # nested lists of numbers when given exactly
 
 
-ExampleValue = Union[None, bool, int, float, str, TensorValue, tuple]
+ExampleValue = None | bool | int | float | str | TensorValue | tuple
 
 
 @dataclass(frozen=True)

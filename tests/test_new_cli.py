@@ -1,0 +1,285 @@
+"""`opgen new` through the real command line: ownership, --force, --dry-run, --schema, and clear
+errors (file:line:col, hint, exit code 2, no traceback, nothing written) for bad specs."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+from new_helpers import REPO, opgen, snapshot
+
+RMS_NORM = REPO / "examples" / "rms_norm.yaml"
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return path
+
+
+def assert_refused(done: subprocess.CompletedProcess, *fragments: str) -> None:
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr
+    for fragment in fragments:
+        assert fragment in done.stderr, done.stderr
+
+
+# --- writing ----------------------------------------------------------------------------------------
+
+
+def test_new_creates_a_project_and_reports_each_file(tmp_path):
+    done = opgen("new", str(RMS_NORM), "-o", str(tmp_path / "p"))
+    assert done.returncode == 0, done.stderr
+    assert "create     myops/ops.py" in done.stdout
+    files = snapshot(tmp_path / "p")
+    assert {"myops/ops.py", "myops/kernels/rms_norm_cpu.py", "myops/kernels/rms_norm_npu.py", "opgen.yaml",
+            "tests/test_graph_entry.py", "pyproject.toml", ".opgen/manifest.json"} <= set(files)
+
+
+def test_dry_run_writes_nothing(tmp_path):
+    target = tmp_path / "p"
+    done = opgen("new", str(RMS_NORM), "-o", str(target), "--dry-run")
+    assert done.returncode == 0, done.stderr
+    assert "create     myops/ops.py" in done.stdout and "nothing was written" in done.stdout
+    assert not target.exists()
+    assert opgen("new", str(RMS_NORM), "-o", str(target)).returncode == 0
+    (target / "myops" / "kernels" / "rms_norm_cpu.py").write_text("# mine\n")
+    before = snapshot(target)
+    edited = write(tmp_path / "spec.yaml", RMS_NORM.read_text().replace("RMS normalisation over", "RMS norm over"))
+    done = opgen("new", str(edited), "-o", str(target), "--dry-run")
+    assert done.returncode == 0, done.stderr
+    assert "update     myops/ops.py" in done.stdout
+    assert snapshot(target) == before
+
+
+def test_refuses_a_directory_it_did_not_create_unless_forced(tmp_path):
+    target = tmp_path / "mine"
+    target.mkdir()
+    (target / "notes.txt").write_text("keep me\n")
+    assert_refused(opgen("new", str(RMS_NORM), "-o", str(target)), "opgen did not create", "--force")
+    assert snapshot(target) == {"notes.txt": b"keep me\n"}
+    done = opgen("new", str(RMS_NORM), "-o", str(target), "--force")
+    assert done.returncode == 0, done.stderr
+    assert (target / "notes.txt").read_text() == "keep me\n"
+    assert (target / "myops" / "ops.py").is_file()
+
+
+def test_user_kernels_survive_regeneration_and_new_ops_get_new_files(tmp_path):
+    target = tmp_path / "p"
+    assert opgen("new", str(RMS_NORM), "-o", str(target)).returncode == 0
+    kernel = target / "myops" / "kernels" / "rms_norm_npu.py"
+    kernel.write_text(kernel.read_text().replace("raise NotImplementedError(", "return my_kernel(  # mine\n"))
+    mine = kernel.read_bytes()
+    spec = RMS_NORM.read_text().replace("RMS normalisation over", "RMS norm over") + textwrap.indent(textwrap.dedent("""
+        - schema: "scale(Tensor x, float s) -> Tensor"
+          outputs:
+            out0: {shape: "x.shape", dtype: "x.dtype"}
+          reference: |
+            return x * s
+        """), "  ")
+    done = opgen("new", str(write(tmp_path / "two.yaml", spec)), "-o", str(target))
+    assert done.returncode == 0, done.stderr
+    assert kernel.read_bytes() == mine
+    assert "update     myops/ops.py" in done.stdout
+    assert "create     myops/kernels/scale_cpu.py" in done.stdout
+    assert "RMS norm over" in (target / "myops" / "ops.py").read_text()
+    assert "keep" in done.stdout or "myops/kernels/rms_norm_npu.py" not in done.stdout
+
+
+def test_an_edited_generated_file_is_not_overwritten_without_force(tmp_path):
+    target = tmp_path / "p"
+    assert opgen("new", str(RMS_NORM), "-o", str(target)).returncode == 0
+    ops = target / "myops" / "ops.py"
+    ops.write_text(ops.read_text() + "# hand edit\n")
+    spec = write(tmp_path / "spec.yaml", RMS_NORM.read_text().replace("RMS normalisation over", "RMS norm over"))
+    before = snapshot(target)
+    assert_refused(opgen("new", str(spec), "-o", str(target)), "myops/ops.py", "edited by hand")
+    assert snapshot(target) == before
+    done = opgen("new", str(spec), "-o", str(target), "--force")
+    assert done.returncode == 0, done.stderr
+    assert "# hand edit" not in ops.read_text() and "RMS norm over" in ops.read_text()
+    backups = list((target / ".opgen" / "backup").rglob("ops.py"))
+    assert backups and "# hand edit" in backups[0].read_text()
+
+
+def test_plain_new_inside_a_project_regenerates_from_its_opgen_yaml(tmp_path):
+    target = tmp_path / "p"
+    assert opgen("new", str(RMS_NORM), "-o", str(target)).returncode == 0
+    spec = target / "opgen.yaml"
+    spec.write_text(spec.read_text().replace("RMS normalisation over", "RMS norm over"))
+    # opgen.yaml is the one generated file meant to be edited: it is the input, so it is never "overwritten"
+    done = opgen("new", cwd=target)
+    assert done.returncode == 0, done.stderr
+    assert "update     myops/ops.py" in done.stdout
+    assert "RMS norm over" in (target / "myops" / "ops.py").read_text()
+    assert "RMS norm over" in spec.read_text()
+    before = snapshot(target)
+    done = opgen("new", "opgen.yaml", "-o", ".", cwd=target)
+    assert done.returncode == 0 and "nothing to write" in done.stdout, done.stdout + done.stderr
+    assert snapshot(target) == before
+
+
+def test_no_spec_outside_a_project_is_a_usage_error(tmp_path):
+    assert_refused(opgen("new", cwd=tmp_path), "no SPEC given and no opgen.yaml", "hint:")
+
+
+def test_missing_out_dir_is_a_usage_error(tmp_path):
+    done = opgen("new", str(RMS_NORM), cwd=tmp_path)
+    assert done.returncode == 2 and "-o/--out" in done.stderr
+
+
+def test_schema_quick_start_writes_a_todo_fake(tmp_path):
+    target = tmp_path / "q"
+    done = opgen("new", "--schema", "quick::scale(Tensor x, float s) -> Tensor", "-o", str(target), "--device", "cpu")
+    assert done.returncode == 0, done.stderr
+    todo = ast.parse((target / "quick" / "fakes" / "scale.py").read_text())
+    message = next(ast.literal_eval(n.exc.args[0]) for n in ast.walk(todo) if isinstance(n, ast.Raise))
+    assert message.startswith("quick::scale has no fake function: fill ops[0].outputs.out0.shape, "
+                              "ops[0].outputs.out0.dtype in opgen.yaml")
+    assert not (target / "quick" / "kernels" / "scale_npu.py").exists()  # device cpu: the CPU kernel is the kernel
+    assert "device: cpu" in (target / "opgen.yaml").read_text()
+    assert_refused(opgen("new", "--schema", "scale(Tensor x) -> Tensor", "-o", str(tmp_path / "r")),
+                   "--schema needs a namespace")
+    assert_refused(opgen("new", "--schema", "q::scale(Tensor x, int y=1.5) -> Tensor", "-o", str(tmp_path / "r")),
+                   "1.5 is not an integer", "^")
+    assert not (tmp_path / "r").exists()
+
+
+def test_hostile_docs_cannot_escape_strings(tmp_path):
+    doc = 'He said "hi" \'\'\' """ \\n \\\\ {{ cookiecutter.project_slug }} {% raw %} {%- if 1 %}\nline two\t# not code'
+    spec = write(tmp_path / "hostile.yaml", f"""
+        namespace: hostile
+        ops:
+          - schema: "f(Tensor x) -> Tensor"
+            doc: {_yaml_string(doc)}
+            outputs:
+              out0: {{shape: "x.shape", dtype: "x.dtype"}}
+            reference: |
+              return x.clone()
+        """)
+    for style in ("library", "custom_op"):
+        target = tmp_path / style
+        done = opgen("new", str(spec), "-o", str(target), "--style", style)
+        assert done.returncode == 0, done.stderr
+        ops = (target / "hostile" / "ops.py").read_text()
+        tree = ast.parse(ops)
+        function = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "f")
+        assert ast.get_docstring(function, clean=False) == doc
+        ruff = shutil.which("ruff")
+        checked = subprocess.run([ruff, "check", "--no-cache", str(target)], capture_output=True, text=True, check=False)
+        assert checked.returncode == 0, checked.stdout
+
+
+def _yaml_string(text: str) -> str:
+    import json
+
+    return json.dumps(text)
+
+
+# --- bad specs ----------------------------------------------------------------------------------------
+
+BAD_SPECS = {
+    "wrong key": ("""
+        namespace: a
+        ops:
+          - shema: "f(Tensor x) -> Tensor"
+        """, "bad.yaml:3:5: unknown key 'shema' in ops[0]", "did you mean 'schema'?"),
+    "wrong top-level key": ("""
+        namespaec: a
+        ops: []
+        """, "bad.yaml:1:1: unknown key 'namespaec' in the spec", "did you mean 'namespace'?"),
+    "bad expression": ("""
+        namespace: a
+        ops:
+          - schema: "f(Tensor x) -> Tensor"
+            outputs:
+              out0: {shape: "x.shap", dtype: "x.dtype"}
+        """, "bad.yaml:5:24: ops[0].outputs.out0.shape: unsupported attribute `.shap`", "did you mean `.shape`?"),
+    "unknown name in expression": ("""
+        namespace: a
+        ops:
+          - schema: "f(Tensor x) -> Tensor"
+            outputs:
+              out0:
+                shape: "[y.shape[0]]"
+                dtype: x.dtype
+        """, "bad.yaml:6:18: ops[0].outputs.out0.shape: unknown name `y`", "the op's arguments are: x"),
+    "unknown output": ("""
+        namespace: a
+        ops:
+          - schema: "f(Tensor x) -> Tensor y"
+            outputs:
+              out0: {shape: "x.shape", dtype: "x.dtype"}
+        """, "bad.yaml:5:7: ops[0].outputs: 'out0' is not a return of a::f", "the op returns: y"),
+    "unknown argument in examples": ("""
+        namespace: a
+        ops:
+          - schema: "f(Tensor x) -> Tensor"
+            examples:
+              - {x: {shape: [2]}, z: 1}
+        """, "bad.yaml:5:27: unknown key 'z' in ops[0].examples[0]", "allowed keys: x"),
+    "missing argument in examples": ("""
+        namespace: a
+        ops:
+          - schema: "f(Tensor x, int k) -> Tensor"
+            examples:
+              - {x: {shape: [2]}}
+        """, "bad.yaml:5:9: ops[0].examples[0] gives no value for 'k'", "add `k: ...`"),
+    "malformed schema": ("""
+        namespace: a
+        ops:
+          - schema: "f(Tensor x, int y=1.5) -> Tensor"
+        """, "bad.yaml:3:32: ops[0].schema: default for 'y' does not fit type 'int'", "write an integer"),
+    "aliased view return": ("""
+        namespace: a
+        ops:
+          - schema: "f(Tensor(a) x) -> Tensor(a)"
+        """, "bad.yaml:3:32: ops[0].schema [OPG102]", "return nothing"),
+    "keyword-only tensor with custom_op": ("""
+        namespace: a
+        style: custom_op
+        ops:
+          - schema: "f(Tensor x, *, Tensor bias) -> Tensor"
+        """, "bad.yaml:4:14: ops[0].schema [OPG106]", "use the Library style"),
+    "bad style": ("""
+        namespace: a
+        style: libary
+        ops:
+          - schema: "f(Tensor x) -> Tensor"
+        """, "bad.yaml:2:8: unknown style 'libary'", "did you mean 'library'?"),
+    "reserved namespace": ("""
+        namespace: aten
+        ops:
+          - schema: "f(Tensor x) -> Tensor"
+        """, "bad.yaml:1:12: namespace 'aten' is reserved by PyTorch", "project's name"),
+    "argument named like a Python keyword": ("""
+        namespace: a
+        ops:
+          - schema: "f(Tensor x, int lambda) -> Tensor"
+        """, "bad.yaml:3:26: ops[0].schema: argument name 'lambda' cannot be used", "rename it"),
+    "bad example dtype": ("""
+        namespace: a
+        ops:
+          - schema: "f(Tensor x) -> Tensor"
+            examples:
+              - {x: {shape: [2], dtype: float23}}
+        """, "bad.yaml:5:33: ops[0].examples[0].x.dtype: unknown dtype 'float23'", "did you mean 'float32'?"),
+    "invalid yaml": ("""
+        namespace: a
+        ops:
+          - schema: "f(Tensor x) -> Tensor
+        """, "bad.yaml:", "invalid YAML"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_SPECS))
+def test_bad_spec_is_refused_with_location_and_hint(tmp_path, case):
+    text, location, hint = BAD_SPECS[case]
+    spec = write(tmp_path / "bad.yaml", text)
+    target = tmp_path / "out"
+    done = opgen("new", str(spec), "-o", str(target))
+    assert_refused(done, location, hint)
+    assert not target.exists()
