@@ -381,7 +381,8 @@ def test_stale_file_the_user_already_deleted_is_forgotten(tmp_path):
 
 @pytest.mark.parametrize("path", ["../up.py", "pkg/../../up.py", "/etc/passwd", "C:/x.py", "pkg\\x.py", "",
                                   "pkg//x.py", "./x.py", "pkg/", "a\nb.py", ".opgen/manifest.json",
-                                  ".opgen/evil.py"])
+                                  ".opgen/evil.py", "pkg/a:b.py", "pkg/x.py ", "pkg./x.py", "pkg/con.py",
+                                  "NUL"])
 def test_paths_that_leave_the_project_or_are_malformed_are_refused(tmp_path, path):
     error = refusal(tmp_path, [OPS, PlannedFile(path, "x\n", "generated")])
     assert [problem.path for problem in error.problems] == [path]

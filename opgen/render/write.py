@@ -33,6 +33,8 @@ KINDS = ("create", "update", "overwrite", "remove", "unchanged", "keep", "orphan
 WRITING_KINDS = frozenset({"create", "update", "overwrite", "remove"})
 _RESERVED = PurePosixPath(MANIFEST).parts[0]
 _YOURS = "yours; never overwritten"
+_WINDOWS_DEVICES = frozenset({"CON", "PRN", "AUX", "NUL", *(f"COM{n}" for n in range(1, 10)),
+                              *(f"LPT{n}" for n in range(1, 10))})
 
 
 @dataclass(frozen=True)
@@ -407,6 +409,13 @@ def _path_error(path: str) -> str | None:
         return "has an empty or '.' component"
     if parts[0] == _RESERVED:
         return f"is inside {_RESERVED}/, which opgen keeps for itself"
+    for part in parts:  # the project must also check out on Windows and macOS
+        if set(part) & set('<>:"|?*'):
+            return f"{part!r} contains one of < > : \" | ? *, which Windows does not allow in file names"
+        if part[-1] in ". ":
+            return f"{part!r} ends with a dot or a space, which Windows drops"
+        if part.split(".")[0].upper() in _WINDOWS_DEVICES:
+            return f"{part!r} is a device name on Windows"
     return None
 
 
