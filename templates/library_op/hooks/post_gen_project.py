@@ -11,8 +11,20 @@ import tempfile
 
 from cookiecutter.main import cookiecutter
 
-TEMPLATES = os.path.dirname({{ cookiecutter._repo_dir | tojson }})
+REPO_DIR = {{ cookiecutter._repo_dir | tojson }}
 CONTEXT = json.loads({{ cookiecutter | tojson | tojson }})
+
+
+def templates_dir() -> str:
+    """The directory holding this template and `op_files`. cookiecutter may pass a relative template
+    path and runs hooks inside the new project, so a relative path is resolved against the directory
+    cookiecutter was started from."""
+    starts = [""] if os.path.isabs(REPO_DIR) else [os.environ.get("PWD", ""), f"/proc/{os.getppid()}/cwd"]
+    for start in starts:
+        candidate = os.path.dirname(os.path.normpath(os.path.join(start, REPO_DIR)))
+        if os.path.isfile(os.path.join(candidate, "op_files", "cookiecutter.json")):
+            return candidate
+    raise SystemExit(f"cannot find the op_files template next to {REPO_DIR!r}; run cookiecutter with an absolute path")
 
 
 def main() -> None:
@@ -21,7 +33,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         config = {"replay_dir": os.path.join(tmp, "replay"), "cookiecutters_dir": os.path.join(tmp, "cc")}
         for op in CONTEXT["_opgen"]["ops"]:
-            cookiecutter(os.path.join(TEMPLATES, "op_files"), no_input=True, extra_context={**extra, "_op": op},
+            cookiecutter(os.path.join(templates_dir(), "op_files"), no_input=True, extra_context={**extra, "_op": op},
                          output_dir=os.path.dirname(project), overwrite_if_exists=True, default_config=config)
 
 
