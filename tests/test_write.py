@@ -19,7 +19,6 @@ from opgen.render import write
 from opgen.render.write import (
     BACKUP_DIR,
     MANIFEST,
-    Action,
     PlannedFile,
     WriteRefused,
     apply_plan,
@@ -722,7 +721,6 @@ def test_writer_does_not_import_torch():
 def test_planned_file_rejects_an_unknown_owner():
     with pytest.raises(ValueError, match="owner"):
         PlannedFile("a.py", "", "opgen")
-    assert Action("a.py", "create").reason == ""
 
 
 # --- nothing is lost, whatever happens in between ---------------------------------------------------
