@@ -62,7 +62,8 @@ def _collect(root: Path, owner: str, files: dict) -> None:
     from .render.write import PlannedFile
 
     for path in sorted(root.rglob("*")):
-        if path.is_file():
+        # pip byte-compiles the installed templates' .py files; their __pycache__ is no template
+        if path.is_file() and "__pycache__" not in path.parts:
             relative = path.relative_to(root).as_posix()
             if relative in files:
                 raise OpgenError(f"two ops would write {relative}", hint="give the ops distinct names")
