@@ -313,3 +313,9 @@ def test_a_bug_on_one_file_still_checks_the_others_and_exits_two(monkeypatch, tm
     assert "bad.py:2:42: OPG204" in result.output
     assert "boom.py: opgen could not check this file: KeyError: 'simulated bug'" in result.output
     assert "Traceback" not in result.output
+
+
+def test_library_object_imported_from_a_sibling_module():
+    result = run_lint("imported/pkg/npu_kernels.py")
+    assert findings(result.stdout) == [("imported/pkg/npu_kernels.py", 8, 28, "OPG204")], result.stdout
+    assert "'npu' does not exist; write 'PrivateUse1'" in result.stdout

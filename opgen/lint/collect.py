@@ -32,7 +32,7 @@ from .rules import SYNTAX_ERROR
 # Files that contain none of these cannot hold a registration (checked on bytes, before decoding).
 PREFILTER = re.compile(
     rb"custom_op|torch\.library|library\s+import|register_fake|register_kernel|impl_abstract|Library\("
-    rb"|direct_register_custom_op|has_side_effect"
+    rb"|direct_register_custom_op|has_side_effect|\.impl\(|\.define\("
 )
 # ... and, of those, the ones that call (or alias) one: mentions in comments and docs are common.
 CALL_SITE = re.compile(
@@ -341,7 +341,7 @@ class _Collector:
             return None
         candidates = self.libraries.get(key)
         if not candidates:
-            return None
+            return self._imported_library(key)
         before = [decl for at, decl in candidates if at <= line]
         if before:
             return before[-1]
@@ -670,6 +670,17 @@ class _Collector:
         before = [f for f in candidates if f.lineno <= line]
         return self._function_node(before[-1] if before else candidates[-1])
 
+    def _imported_library(self, local: str) -> LibraryDecl | None:
+        """`from .ops import lib`: the module-level Library of a sibling module."""
+        source = self.import_sources.get(local)
+        if source is None:
+            return None
+        module, name, level = source
+        target = _module_file(self.path, module, level)
+        if target is None:
+            return None
+        return _libraries_in_file(target).get(name)
+
     def _imported_function(self, local: str) -> Function | None:
         """A placeholder for a function imported from a file next to this one (resolved by the checks)."""
         source = self.import_sources.get(local)
@@ -872,6 +883,37 @@ def _module_file(path: str, module: str, level: int) -> str | None:
             if os.path.isfile(candidate):
                 return candidate if os.path.isabs(path) else os.path.relpath(candidate)
     return None
+
+
+_LIBRARIES_BY_FILE: dict[str, dict[str, LibraryDecl]] = {}
+
+
+def _libraries_in_file(path: str) -> dict[str, LibraryDecl]:
+    """The module-level `name = Library(...)` objects of a file (cached: several files import them)."""
+    cached = _LIBRARIES_BY_FILE.get(path)
+    if cached is not None:
+        return cached
+    found: dict[str, LibraryDecl] = {}
+    _LIBRARIES_BY_FILE[path] = found
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+        if b"Library" not in data and b"library" not in data:
+            return found
+        text = data.decode("utf-8", errors="replace")
+        tree = ast.parse(text, filename=path)
+    except (OSError, SyntaxError, ValueError, RecursionError):
+        return found
+    collector = _Collector(FileRecord(path), text, tree)
+    collector._imports([n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))])
+    for node in tree.body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Call):
+            decl = collector._library_call(node.value, scoped=False, module_level=False)
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if decl is not None and isinstance(target, ast.Name):
+                    found[target.id] = decl
+    return found
 
 
 def function_in_file(path: str, name: str) -> Function | None:

@@ -202,8 +202,11 @@ def lint_paths(paths: list[str], config: LintConfig, *, select=(), ignore=(), jo
     python, yaml = discover(paths, config)
     records = read_all(python, jobs)
     context = _context_records(paths, python, config, jobs)
-    context_paths = {record.path for record in context}
-    diagnostics = [d for d in check_records(records + context) if d.path not in context_paths]
+    # Report in the linted files and in the kernel/fake files they import, not in the context.
+    reported = {os.path.abspath(p) for p in python}
+    reported |= {os.path.abspath(r.function.imported_from) for record in records for r in record.registrations
+                 if r.function is not None and r.function.imported_from}
+    diagnostics = [d for d in check_records(records + context) if d.path and os.path.abspath(d.path) in reported]
     for path in yaml:
         with open(path, "rb") as handle:
             data = handle.read()
