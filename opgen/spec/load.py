@@ -337,11 +337,15 @@ def _check_reference(source: _Source, node: ScalarNode, body: str, where: str) -
     try:
         ast.parse("def _reference():\n" + textwrap.indent(textwrap.dedent(body), "    "))
     except SyntaxError as error:
-        line = (error.lineno or 2) - 2
+        line = max((error.lineno or 2) - 2, 0)
         first = node.start_mark.line + (1 if node.style in ("|", ">") else 0)
+        column = None
+        if node.style in ("|", ">") and first + line < len(source.lines) and error.offset:
+            text = source.lines[first + line]
+            column = len(text) - len(text.lstrip()) + max(error.offset - 4, 1)
         raise source.error(None, f"{where}.reference is not valid Python: {error.msg}",
                            "write the body of a function whose parameters are the op's arguments",
-                           line=first + max(line, 0), column=None) from None
+                           line=first + line, column=column) from None
 
 
 def _outputs(source: _Source, node: Node | None, schema: Schema, where: str) -> tuple[OutputSpec, ...]:

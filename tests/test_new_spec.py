@@ -1,0 +1,142 @@
+"""The spec loader and the template context as pure functions (no rendering, no torch)."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+import pytest
+
+from opgen.render.context import docstring, literal, project_context, string_call
+from opgen.schema.errors import OpgenError
+from opgen.spec.load import load_spec_text
+from opgen.spec.model import TensorValue
+
+
+def load(text: str, **overrides):
+    return load_spec_text(textwrap.dedent(text).lstrip("\n"), "spec.yaml", **overrides)
+
+
+def test_defaults_and_shapes_of_a_minimal_spec():
+    spec = load("""
+        namespace: ns
+        ops:
+          - schema: "f(Tensor x) -> Tensor"
+        """)
+    assert (spec.style, spec.device, spec.package) == ("library", "npu", "ns")
+    op = spec.ops[0]
+    assert op.schema.qualified_name == "ns::f"
+    assert op.missing_semantics == ["ops[0].outputs.out0.shape", "ops[0].outputs.out0.dtype"]
+    assert op.examples[0].derived and op.examples[0].values == {"x": TensorValue("float32", shape=(4, 8))}
+
+
+def test_aliased_return_is_rewritten_to_nothing_with_a_note():
+    spec = load("""
+        namespace: ns
+        ops:
+          - schema: "scale_(Tensor(a!) x, float s) -> Tensor(a!)"
+        """)
+    op = spec.ops[0]
+    assert op.schema.signature() == "scale_(Tensor(a!) x, float s) -> ()"
+    assert op.outputs == ()
+    assert any("OPG102: rewrote ns::scale_" in note for note in op.notes)
+
+
+def test_side_effect_only_op_is_accepted_and_marked():
+    spec = load("""
+        namespace: ns
+        ops:
+          - schema: "prefetch(Tensor x) -> ()"
+        """)
+    assert project_context(spec)["_opgen"]["ops"][0]["side_effect"] is True
+
+
+def test_cli_overrides_are_written_into_the_stored_spec():
+    text = """
+        namespace: ns  # comment kept
+        style: library
+        ops:
+          - schema: "f(Tensor x) -> Tensor"
+        """
+    spec = load(text, style="custom_op", device="cuda")
+    assert spec.style == "custom_op" and spec.device == "cuda"
+    assert "style: custom_op" in spec.text and "device: cuda" in spec.text and "# comment kept" in spec.text
+    again = load_spec_text(spec.text, "again.yaml")
+    assert (again.style, again.device) == ("custom_op", "cuda")
+
+
+def test_yaml_1_1_float_strings_are_read_as_floats_for_float_arguments():
+    spec = load("""
+        namespace: ns
+        ops:
+          - schema: "f(Tensor x, float eps) -> Tensor"
+            examples:
+              - {x: {shape: [2]}, eps: 1e-6}
+        """)
+    assert spec.ops[0].examples[0].values["eps"] == 1e-6
+
+
+def test_exact_values_infer_their_dtype():
+    spec = load("""
+        namespace: ns
+        ops:
+          - schema: "f(Tensor x, Tensor m) -> Tensor"
+            examples:
+              - {x: {values: [1, 2]}, m: {values: [true, false]}}
+        """)
+    values = spec.ops[0].examples[0].values
+    assert values["x"] == TensorValue("int64", values=(1, 2))
+    assert values["m"] == TensorValue("bool", values=(True, False))
+
+
+@pytest.mark.parametrize("text, message", [
+    ("namespace: ns\nops:\n  - schema: \"f(Tensor x) -> Tensor\"\n  - schema: \"f(Tensor y) -> Tensor\"\n",
+     "spec.yaml:4:5: ops[1] defines 'f' again"),
+    ("namespace: ns\nops:\n  - schema: \"other::f(Tensor x) -> Tensor\"\n",
+     "spec.yaml:3:14: ops[0].schema: the schema's namespace 'other' differs"),
+    ("namespace: ns\nops:\n  - schema: \"f(Tensor x) -> ()\"\n    outputs: {out0: {shape: x.shape}}\n",
+     "spec.yaml:4:14: ops[0].outputs: the op returns nothing"),
+    ("namespace: ns\nops:\n  - schema: \"f(Tensor x) -> Tensor\"\n    reference: |\n      return x +\n",
+     "spec.yaml:5:17: ops[0].reference is not valid Python"),
+    ("namespace: ns\npackage: class\nops:\n  - schema: \"f(Tensor x) -> Tensor\"\n",
+     "spec.yaml:2:10: package 'class' is not a valid identifier"),
+    ("", "spec.yaml:1: the spec is empty"),
+    ("- a\n", "spec.yaml:1:1: the spec must be a mapping"),
+])
+def test_errors_name_the_file_line_and_column(text, message):
+    with pytest.raises(OpgenError) as caught:
+        load_spec_text(text, "spec.yaml")
+    assert message in caught.value.render()
+
+
+def test_string_helpers_never_let_text_escape():
+    nasty = 'a "b" \'\'\' """ \\ {{ x }} {% y %}\n\tz'
+    assert ast.literal_eval(literal(nasty)) == nasty
+    assert ast.literal_eval(docstring(nasty)) == nasty.strip()
+    assert ast.literal_eval(docstring("Plain text.")) == "Plain text."
+    wrapped = string_call("f(", "word, " * 60, ")")
+    call = ast.parse(wrapped).body[0].value
+    assert ast.literal_eval(call.args[0]) == "word, " * 60
+    assert max(len(line) for line in wrapped.splitlines()) <= 120
+
+
+def test_context_is_plain_data():
+    spec = load("""
+        namespace: ns
+        ops:
+          - schema: "f(Tensor x) -> Tensor"
+            outputs:
+              out0: {shape: "x.shape", dtype: float16}
+        """)
+    context = project_context(spec)
+
+    def plain(value):
+        if isinstance(value, dict):
+            return all(isinstance(k, str) and plain(v) for k, v in value.items())
+        if isinstance(value, list):
+            return all(plain(v) for v in value)
+        return value is None or isinstance(value, (str, int, bool))
+
+    assert plain(context)
+    op = context["_opgen"]["ops"][0]
+    assert op["fake_lines"] == ["out0 = torch.empty(x.shape, dtype=torch.float16, device=x.device)", "return out0"]
