@@ -274,31 +274,38 @@ def _return_annotation(op: OpSpec) -> str:
 
 
 def _fake_and_expected(op: OpSpec) -> tuple[list[str], list[str]]:
-    """The fake function's body from the semantics, and the test's `expected` body (real inputs, no ctx)."""
+    """The fake function's body from the semantics, and the test's `expected` body: the same rules on
+    real inputs, outputs as meta tensors (None where a size is data-dependent and so unknown)."""
     from ..spec.semantics_ir import PyContext
 
     reserved = {a.name for a in op.schema.arguments} | {"torch"}
-    ctx = PyContext(reserved=reserved)
+    variables = {out.name: out.name if out.name not in reserved else f"{out.name}_" for out in op.outputs}
+    ctx = PyContext(names=variables, reserved=reserved)
+    expected_ctx = PyContext(names=variables, reserved=reserved)
     device = _device_expr(op)
     body: list[str] = []
-    names = []
-    expected_ctx = PyContext(reserved=reserved)
     expected_body: list[str] = []
     expected_items = []
+    unknown: set[str] = set()  # outputs whose size the test cannot know in advance
     for out in op.outputs:
+        var = variables[out.name]
         statements, shape = out.shape_rule.python(ctx)
         dtype = out.dtype_rule.python(ctx)
-        var = out.name if out.name not in reserved else f"{out.name}_"
         body.extend(statements)
         body.append(call_text(f"{var} = torch.empty", [shape, f"dtype={dtype}", f"device={device}"], "    "))
-        names.append(var)
-        expected_dtype = out.dtype_rule.python(expected_ctx)
-        if out.shape_rule.is_dynamic:
+        shape_unknown = out.shape_rule.is_dynamic or bool(out.shape_rule.uses_outputs & unknown)
+        dtype_unknown = bool(out.dtype_rule.uses_outputs & unknown)
+        if shape_unknown:
+            unknown.add(out.name)
+            expected_dtype = "None" if dtype_unknown else out.dtype_rule.python(expected_ctx)
             expected_items.append(f"(None, {expected_dtype})")
-        else:
-            more, expected_shape = out.shape_rule.python(expected_ctx)
-            expected_body.extend(more)
-            expected_items.append(f"({expected_shape}, {expected_dtype})")
+            continue
+        more, expected_shape = out.shape_rule.python(expected_ctx)
+        expected_body.extend(more)
+        expected_body.append(call_text(f"{var} = torch.empty", [expected_shape, f"dtype={out.dtype_rule.python(expected_ctx)}",
+                                                                 'device="meta"'], "    "))
+        expected_items.append(f"({var}.shape, {var}.dtype)")
+    names = list(variables.values())
     if not names:
         body.append("return None")
     elif len(names) == 1 and not op.schema.returns_tuple:

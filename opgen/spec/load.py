@@ -382,14 +382,16 @@ def _outputs(source: _Source, node: Node | None, schema: Schema, where: str) -> 
                                    f"'{ret.type}'", "remove this entry; opgen writes a TODO fake for the op")
             entry = _mapping(source, value_node, field, OUTPUT_KEYS)
             if "shape" in entry:
-                shape_rule = _rule(source, entry["shape"][1], f"{field}.shape", schema, parse_shape, SemanticsError)
+                shape_rule = _rule(source, entry["shape"][1], f"{field}.shape", schema, parse_shape, SemanticsError,
+                                   names[:index])
             if "dtype" in entry:
-                dtype_rule = _rule(source, entry["dtype"][1], f"{field}.dtype", schema, parse_dtype, SemanticsError)
+                dtype_rule = _rule(source, entry["dtype"][1], f"{field}.dtype", schema, parse_dtype, SemanticsError,
+                                   names[:index])
         outputs.append(OutputSpec(name, index, shape_rule, dtype_rule, supported))
     return tuple(outputs)
 
 
-def _rule(source: _Source, node: Node, field: str, schema: Schema, parse, error_type):
+def _rule(source: _Source, node: Node, field: str, schema: Schema, parse, error_type, earlier: list[str]):
     value = _scalar(node) if isinstance(node, ScalarNode) else None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         value = str(value)
@@ -397,7 +399,7 @@ def _rule(source: _Source, node: Node, field: str, schema: Schema, parse, error_
         raise source.error(node, f"{field} must be an expression string, not {_kind(node)}",
                            'quote it, e.g. shape: "x.shape" or dtype: "x.dtype"')
     try:
-        return parse(value, schema)
+        return parse(value, schema, earlier)  # a rule may read the outputs described before it
     except error_type as error:
         raise source.inner(node, error.column or 1, error, field) from None
 

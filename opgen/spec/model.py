@@ -9,18 +9,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..schema.model import Schema
+from .semantics_ir import DTYPE_ALIASES
+from .semantics_ir import DTYPES as _SEMANTICS_DTYPES
 
 STYLES = ("library", "custom_op")
 # Spec device -> the dispatch key its kernel is registered at (and the custom_op device type).
 DEVICES = {"npu": "PrivateUse1", "cuda": "CUDA", "cpu": "CPU"}
 DEFAULT_STYLE, DEFAULT_DEVICE = "library", "npu"
 
-# Spec dtype names -> the `torch` attribute they stand for.
-DTYPES = {
-    "float32": "float32", "float": "float32", "float16": "float16", "half": "float16", "bfloat16": "bfloat16",
-    "float64": "float64", "double": "float64", "int8": "int8", "int16": "int16", "int32": "int32", "int": "int32",
-    "int64": "int64", "long": "int64", "uint8": "uint8", "bool": "bool", "complex64": "complex64",
-}
+# Spec dtype names (with aliases such as `half`) -> the `torch` attribute; the table is the semantics language's.
+DTYPES = {**{name: row[0] for name, row in _SEMANTICS_DTYPES.items()},
+          **{alias: _SEMANTICS_DTYPES[name][0] for alias, name in DTYPE_ALIASES.items()}}
 
 
 @dataclass(frozen=True)
