@@ -283,3 +283,20 @@ def test_bad_spec_is_refused_with_location_and_hint(tmp_path, case):
     done = opgen("new", str(spec), "-o", str(target))
     assert_refused(done, location, hint)
     assert not target.exists()
+
+
+def test_aliased_return_is_rewritten_with_a_warning(tmp_path):
+    spec = write(tmp_path / "inplace.yaml", """
+        namespace: inpl
+        device: cpu
+        ops:
+          - schema: "scale_(Tensor(a!) x, float s) -> Tensor(a!)"
+            reference: |
+              x.mul_(s)
+            examples:
+              - {x: {shape: [4]}, s: 3.0}
+        """)
+    done = opgen("new", str(spec), "-o", str(tmp_path / "p"))
+    assert done.returncode == 0, done.stderr
+    assert "warning:" in done.stderr and "OPG102: rewrote inpl::scale_" in done.stderr
+    assert "scale_(Tensor(a!) x, float s) -> ()" in (tmp_path / "p" / "inpl" / "ops.py").read_text()
