@@ -29,11 +29,11 @@ from .records import (
 )
 from .rules import SYNTAX_ERROR
 
-# Files that contain none of these cannot hold a registration (checked on bytes, before decoding).
-PREFILTER = re.compile(
-    rb"custom_op|torch\.library|library\s+import|register_fake|register_kernel|impl_abstract|Library\("
-    rb"|direct_register_custom_op|has_side_effect|\.impl\(|\.define\("
-)
+# Files that contain none of these cannot hold a registration (checked on bytes, before decoding;
+# `in` on bytes is several times faster than one regex alternation).
+PREFILTER_LITERALS = (b"custom_op", b"torch.library", b"register_fake", b"register_kernel", b"impl_abstract",
+                      b"Library(", b"direct_register_custom_op", b"has_side_effect", b".impl(", b".define(")
+LIBRARY_IMPORT = re.compile(rb"library\s+import|import\s+library")
 # ... and, of those, the ones that call (or alias) one: mentions in comments and docs are common.
 CALL_SITE = re.compile(
     rb"\b(?:custom_op|triton_op|register_fake|register_kernel|impl_abstract|Library|_scoped_library"
@@ -49,6 +49,7 @@ INTERESTING = re.compile(r"Library\(|_scoped_library|define\(|impl\(|register_fa
                          r"|custom_op|triton_op|has_side_effect|fallback\(")
 
 LIB = "torch.library."
+LIBRARY_METHODS = frozenset({"define", "impl", "_register_fake", "fallback"})
 KERNEL_METHODS_NOT_WRITING = frozenset({"requires_grad_", "share_memory_", "retain_grad_"})
 VIEW_METHODS = frozenset({"view", "view_as", "narrow", "select", "unsqueeze", "squeeze", "transpose", "t",
                           "permute", "expand", "expand_as", "diagonal", "as_strided", "unflatten", "unbind",
@@ -72,12 +73,19 @@ def source_lines(text: str) -> list[str]:
     return [line.removesuffix("\r") for line in text.split("\n")]
 
 
+def may_register(data: bytes) -> bool:
+    for literal in PREFILTER_LITERALS:
+        if literal in data:
+            return True
+    return b"library" in data and LIBRARY_IMPORT.search(data) is not None
+
+
 def read_file(path: str, data: bytes | None = None) -> FileRecord | None:
     """The record of one file, or None when it cannot hold a registration."""
     if data is None:
         with open(path, "rb") as handle:
             data = handle.read()
-    if not PREFILTER.search(data) or not CALL_SITE.search(data):
+    if not may_register(data) or not CALL_SITE.search(data):
         return None
     text = data.decode("utf-8", errors="replace")
     return collect_source(path, text)
@@ -335,13 +343,13 @@ class _Collector:
             return definition.namespace, definition.name, definition.overload
         return None
 
-    def library_at(self, node: ast.AST, line: int) -> LibraryDecl | None:
+    def library_at(self, node: ast.AST, line: int, *, imported: bool = True) -> LibraryDecl | None:
         key = _dotted(node)
         if key is None:
             return None
         candidates = self.libraries.get(key)
         if not candidates:
-            return self._imported_library(key)
+            return self._imported_library(key) if imported else None
         before = [decl for at, decl in candidates if at <= line]
         if before:
             return before[-1]
@@ -396,7 +404,8 @@ class _Collector:
     def _call(self, call: ast.Call) -> None:
         func = call.func
         if isinstance(func, ast.Attribute):
-            library = self.library_at(func.value, call.lineno)
+            # Only a Library method name makes it worth opening the module an object was imported from.
+            library = self.library_at(func.value, call.lineno, imported=func.attr in LIBRARY_METHODS)
             if library is not None:
                 self._library_method(call, func.attr, library)
                 return
@@ -898,7 +907,7 @@ def _libraries_in_file(path: str) -> dict[str, LibraryDecl]:
     try:
         with open(path, "rb") as handle:
             data = handle.read()
-        if b"Library" not in data and b"library" not in data:
+        if b"Library(" not in data and b"_scoped_library(" not in data:
             return found
         text = data.decode("utf-8", errors="replace")
         tree = ast.parse(text, filename=path)
