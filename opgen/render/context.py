@@ -376,9 +376,12 @@ def _example_lines(op: OpSpec, example: Example) -> list[str]:
         return [line]
     lines = ["(", "    ("]
     lines += [part for arg in args for part in _fit(f"        {arg},", 8)]
-    lines += ["    ),", "    {"]
-    lines += [part for kwarg in kwargs for part in _fit(f"        {kwarg},", 8)]
-    lines += ["    },", "),"]
+    if kwargs:
+        lines += ["    ),", "    {"]
+        lines += [part for kwarg in kwargs for part in _fit(f"        {kwarg},", 8)]
+        lines += ["    },", "),"]
+    else:
+        lines += ["    ),", "    {},", "),"]
     return lines
 
 
