@@ -319,3 +319,13 @@ def test_library_object_imported_from_a_sibling_module():
     result = run_lint("imported/pkg/npu_kernels.py")
     assert findings(result.stdout) == [("imported/pkg/npu_kernels.py", 8, 28, "OPG204")], result.stdout
     assert "'npu' does not exist; write 'PrivateUse1'" in result.stdout
+
+
+def test_empty_directory_and_non_python_files_are_clean(tmp_path):
+    (tmp_path / "empty").mkdir()
+    assert run_lint("empty", cwd=tmp_path).returncode == 0
+    (tmp_path / "README.md").write_text("# lib = Library('x', 'IMPL', 'npu') (\n")
+    (tmp_path / "tool").write_text("#!/usr/bin/env python\nfrom torch.library import Library\n"
+                                   "lib = Library('t', 'IMPL', 'npu')\n")
+    result = run_lint("README.md", "tool", cwd=tmp_path)
+    assert findings(result.stdout) == [("tool", 3, 29, "OPG204")], result.stdout

@@ -81,8 +81,18 @@ def _unique_paths(paths: list[str]) -> list[str]:
 def _classify(path: str, python: list[str], yaml: list[str], explicit: bool) -> None:
     if path.endswith((".yaml", ".yml")):
         yaml.append(path)
-    elif path.endswith((".py", ".pyi")) or explicit:
+    elif path.endswith((".py", ".pyi")) or explicit and _python_script(path):
         python.append(path)
+
+
+def _python_script(path: str) -> bool:
+    """A file given by name without a .py suffix is checked when it is a Python script (shebang)."""
+    try:
+        with open(path, "rb") as handle:
+            first = handle.readline(200)
+    except OSError:
+        return False
+    return first.startswith(b"#!") and b"python" in first
 
 
 def _relative(path: str, config: LintConfig) -> str:
