@@ -328,4 +328,4 @@ def test_empty_directory_and_non_python_files_are_clean(tmp_path):
     (tmp_path / "tool").write_text("#!/usr/bin/env python\nfrom torch.library import Library\n"
                                    "lib = Library('t', 'IMPL', 'npu')\n")
     result = run_lint("README.md", "tool", cwd=tmp_path)
-    assert findings(result.stdout) == [("tool", 3, 29, "OPG204")], result.stdout
+    assert findings(result.stdout) == [("tool", 3, 28, "OPG204")], result.stdout
