@@ -135,7 +135,7 @@ def opgen_default(t: Type, value, has_default: bool):
     if not has_default:
         return None
     if isinstance(value, EnumWord):
-        return ENUM_WORDS[base_name(t)][value.word]
+        return ENUM_WORDS.get(base_name(t), ENUM_WORDS["int"])[value.word]  # int, SymInt, DeviceIndex: Mean
     if isinstance(value, tuple):
         return [_scalar_default(t, v) if not isinstance(v, EnumWord) else opgen_default(t, v, True) for v in value]
     if isinstance(t, ListType) and t.size is not None:
@@ -147,8 +147,8 @@ def _scalar_default(t: Type, value):
     base = base_name(t)
     if base == "Device" and isinstance(value, str) and not isinstance(t, OptionalType):
         return ("device", value)  # torch keeps the string as it is for `Device?`
-    if base == "float" and type(value) is int:
-        return float(value)
+    if base == "float" and type(value) is int and not isinstance(t, OptionalType):
+        return float(value)  # torch keeps the int as written for `float?`
     return value
 
 

@@ -29,6 +29,7 @@ from .model import (
     format_default,
     new_argument,
     new_schema,
+    strip_alias,
 )
 
 KNOWN_TYPES = frozenset({
@@ -49,6 +50,10 @@ _PLAIN_RETURNS = {name: Return(t) for name, t in _PLAIN_TYPES.items()}
 _TYPE_SUFFIX = frozenset({"?", "[", "("})  # a token after a type name that makes the type longer
 _IDENT_FIRST = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
 _INTEGER_TYPES = frozenset({"int", "SymInt", "DeviceIndex"})
+# Element types whose lists torch can give a default ("lists are only supported for float, int and
+# complex types"; dtype, layout and memory format are ints there, and so is bool).
+_LIST_DEFAULT_TYPES = frozenset({"int", "SymInt", "DeviceIndex", "float", "bool", "ScalarType", "Layout",
+                                 "MemoryFormat"})
 
 # One alternation, so that `findall` splits a schema into token strings in a single C call;
 # the kind of a token follows from its first character. Positions are only worked out again
@@ -460,6 +465,10 @@ class _Parser:
                           hint="opgen does not support complex defaults; take a float, or make it optional with None")
             if _INTEGER.fullmatch(text):
                 return int(text)
+            if "E" in text and "." not in text:
+                self.fail(f"{text!r} with a capital E", index=self.pos - 1,
+                          hint=f"torch reads it as the integer {text.split('E')[0]} wherever it guesses int or float "
+                          f"(Scalar, optionals, int); write {text.replace('E', 'e')}")
             return self.float_value(text)
         if kind == "string":
             self.pos += 1
@@ -606,7 +615,7 @@ def _default_hint(typ: Type) -> str:
         "ScalarType": "a dtype word such as float32 or long", "Device": 'a quoted device such as "cpu"',
         "Tensor": "nothing, or None on Tensor?",
     }
-    if base in ("Tensor", "str", "Generator") and isinstance(typ, ListType):
+    if isinstance(typ, ListType) and base not in _LIST_DEFAULT_TYPES:
         return f"a {base}[] argument takes no default; make it optional ({base}[]?) and default to None"
     text = examples.get(base, "a value of that type")
     if isinstance(typ, OptionalType):
@@ -618,22 +627,32 @@ def _default_hint(typ: Type) -> str:
 
 def _default_problem(typ: Type, value) -> str | None:
     if isinstance(typ, OptionalType):
-        if isinstance(value, tuple) and isinstance(typ.elem, ListType):
-            return "torch cannot parse a [list] default for an optional list; use None"
-        return None if value is None else _default_problem(typ.elem, value)
+        if value is None:
+            return None
+        elem = typ.elem
+        if isinstance(elem, ListType):
+            if isinstance(value, tuple):
+                return "torch cannot parse a [list] default for an optional list; use None"
+            if elem.size is not None:  # torch keeps the scalar as it is (no expansion)
+                return _default_problem(elem.elem, value)
+        return _default_problem(elem, value)
     if value is None:
         return "None needs an optional type (add '?')"
     if isinstance(typ, ListType):
+        elem = typ.elem
+        if not isinstance(elem, BaseType) or elem.name not in _LIST_DEFAULT_TYPES:
+            return f"a {strip_alias(elem)}[] argument cannot have a list default"
         if isinstance(value, tuple):
             for item in value:
-                problem = _default_problem(typ.elem, item)
+                problem = _default_problem(elem, item)
                 if problem:
                     return problem
-            if base_name(typ) in ("Tensor", "str", "Generator") and isinstance(typ.elem, BaseType):
-                return f"a {typ.elem.name}[] argument cannot have a list default"
             return None
         if typ.size is not None:
-            return _default_problem(typ.elem, value)
+            if isinstance(value, EnumWord):
+                return (f"torch cannot repeat the word {value.word!r} over a {typ.size}-element list; "
+                        f"write [{', '.join([value.word] * typ.size)}]")
+            return _default_problem(elem, value)
         return "a list type needs a [list] default"
     if isinstance(value, tuple):
         return "a list for a non-list type"
