@@ -128,7 +128,7 @@ def explain_code(code: str, as_json: bool) -> None:
 from .lint.command import lint as _lint  # noqa: E402
 main.add_command(_lint)
 
-from .new import new  # noqa: E402  (subcommand modules import handle_errors from here)
+from .new import new  # after main: opgen.new imports handle_errors from this module
 
 main.add_command(new)
 

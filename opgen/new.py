@@ -152,6 +152,8 @@ def run_new(spec_path: str | None, out_dir: str | None, schema_text: str | None,
     for op in spec.ops:
         for note in op.notes:
             click.echo(f"warning: {name}: ops[{op.index}]: {note}", err=True)
+    for note in spec.notes:
+        click.echo(f"warning: {name}: {note}", err=True)
     plan = plan_changes(out_dir, render_files(spec), force=force)
     if dry_run:
         click.echo(plan.render())

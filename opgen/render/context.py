@@ -63,6 +63,9 @@ def project_context(spec: ProjectSpec) -> dict:
             "has_todo_fakes": any(op["todo_fake"] for op in ops),
             "has_side_effects": any(op["side_effect"] for op in ops),
             "public_names": sorted(op["function"] for op in ops),
+            "init_import": _wrapped_list("from .ops import ", sorted(op["function"] for op in ops), "(", ")"),
+            "init_all": _wrapped_list("__all__ = ", [literal(n) for n in sorted(op["function"] for op in ops)],
+                                      "[", "]"),
             "import_lines": sorted(line for op in ops for line in op["import_lines"]),
             "ops": ops,
             "npu_skip_reason": literal(f"the ops are generated for device {device!r}, not 'npu'"),
@@ -112,6 +115,8 @@ def op_context(spec: ProjectSpec, op: OpSpec) -> dict:
         "def_todo_fake": define(f"{stem}_fake", param_list, returns),
         "def_custom_op": define(stem, param_list, returns),
         "opcheck_utils": "OPCHECK_UTILS_DYNAMIC" if op.is_dynamic else "OPCHECK_UTILS",
+        # lines naming the op, wrapped so that long op names keep them under the line length
+        "lines": _op_lines(spec, op, stem, qualname, overload, call, mutated),
         "device_registered_assert": _device_registered_assert(spec, qualname),
         "custom_op_schema_line": string_call("schema=", _schema_tail(schema), ",", "    ") if explicit else "",
         "trace_targets": "_, aot_graph" if missing else "dynamo_graph, aot_graph",
@@ -143,9 +148,9 @@ def op_context(spec: ProjectSpec, op: OpSpec) -> dict:
         "cpu_kernel_imports": _imports(reference or "", params + returns),
         "signature_imports": _imports("", params + returns),
         "has_reference": reference is not None,
-        "import_lines": [f"from .kernels.{stem}_cpu import {stem}_cpu"]
-        + ([f"from .kernels.{stem}_{spec.device} import {stem}_{spec.device}"] if kernel_device else [])
-        + ([f"from .fakes.{stem} import {stem}_fake"] if missing else []),
+        "import_lines": [_import(f".kernels.{stem}_cpu", f"{stem}_cpu")]
+        + ([_import(f".kernels.{stem}_{spec.device}", f"{stem}_{spec.device}")] if kernel_device else [])
+        + ([_import(f".fakes.{stem}", f"{stem}_fake")] if missing else []),
         # fake function
         "todo_fake": bool(missing),
         "todo_fake_function": f"{stem}_fake",
@@ -205,19 +210,73 @@ def call_text(head: str, args: list[str], indent: str = "", tail: str = "") -> s
     return f"{head}(\n{inner}{indent}){tail}"
 
 
+def _wrapped_list(prefix: str, items: list[str], opening: str, closing: str) -> str:
+    """`prefix[a, b]` (or `prefix a, b` for an import), one item per line when too long."""
+    inline = ", ".join(items)
+    if len(prefix) + len(inline) + 2 <= LINE_LENGTH:
+        return f"{prefix}{inline}" if opening == "(" else f"{prefix}{opening}{inline}{closing}"
+    return f"{prefix}{opening}\n" + "".join(f"    {item},\n" for item in items) + closing
+
+
+def _import(module: str, name: str) -> str:
+    line = f"from {module} import {name}"
+    return line if len(line) <= LINE_LENGTH else f"from {module} import (\n    {name},\n)"
+
+
 def tuple_text(items: list[str]) -> str:
     if not items:
         return "()"
     return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
 
 
+def _op_lines(spec: ProjectSpec, op: OpSpec, stem: str, qualname: str, overload: str, call: str,
+              mutated: list[str]) -> dict[str, str]:
+    q, name = literal(qualname), literal(op.schema.op_name)
+    args = [part for part in call.split(", ") if part]
+    utils = "OPCHECK_UTILS_DYNAMIC" if op.is_dynamic else "OPCHECK_UTILS"
+    has_kernel = "assert torch._C._dispatch_has_kernel_for_dispatch_key"
+    return {
+        "impl_cpu": call_text("lib.impl", [name, f"{stem}_cpu", '"CPU"']),
+        "impl_device": call_text("lib.impl", [name, f"{stem}_{spec.device}", literal(DEVICES[spec.device])]),
+        "register_todo_fake": call_text("torch.library.register_fake", [q, f"{stem}_fake", "lib=lib"]),
+        "register_fake_decorator": "@" + call_text("torch.library.register_fake", [q, "lib=lib"]),
+        "has_side_effect": call_text("torch.fx.node.has_side_effect", [overload]),
+        "return_overload": call_text(f"return {overload}", args, "    "),
+        "return_cpu_kernel": call_text(f"return {stem}_cpu", args, "    "),
+        "register_npu_kernel": call_text(f"{stem}.register_kernel", ['"npu"', f"{stem}_npu"], "    "),
+        "register_device_kernel": call_text(f"{stem}.register_kernel", [literal(spec.device),
+                                                                          f"{stem}_{spec.device}"]),
+        "custom_op_register_fake": call_text(f"{stem}.register_fake", [f"{stem}_fake"]),
+        "assert_cpu": call_text(has_kernel, [q, '"CPU"'], "    "),
+        "assert_meta": call_text(has_kernel, [q, '"Meta"'], "    "),
+        "assert_side_effect": _side_effect_assert(overload),
+        "trace": call_text(f"{'_' if op.missing_semantics else 'dynamo_graph'}, aot_graph = _trace",
+                           [overload, "call"], "    "),
+        "calls_op": call_text("_assert_calls_op", ["aot_graph", overload, f"mutable={bool(mutated)}"], "    "),
+        "metadata": call_text("_assert_metadata", ["_graph_outputs(dynamo_graph)",
+                                                   f"_{stem}_expected(*call[0], **call[1])"], "    "),
+        "opcheck": call_text("torch.library.opcheck", [overload, "args", "kwargs", f"test_utils={utils}"],
+                             "        "),
+        "compiled": call_text("_compiled_matches_eager", [overload, f"_{stem}_calls()"], "    "),
+    }
+
+
+def _side_effect_assert(overload: str) -> str:
+    line = f"assert {overload} in torch.fx.node._side_effectful_functions"
+    if len(line) + 4 <= LINE_LENGTH:
+        return line
+    return f"assert (\n        {overload}\n        in torch.fx.node._side_effectful_functions\n    )"
+
+
 def _device_registered_assert(spec: ProjectSpec, qualname: str) -> str:
-    has = f"torch._C._dispatch_has_kernel_for_dispatch_key({literal(qualname)}, {literal(DEVICES[spec.device])})"
     if spec.device == "npu" and spec.style == "custom_op":
-        return (f"has_device_kernel = {has}\n"
+        has = call_text("has_device_kernel = torch._C._dispatch_has_kernel_for_dispatch_key",
+                        [literal(qualname), literal(DEVICES[spec.device])], "    ")
+        return (f"{has}\n"
                 f"    # custom_op registers the NPU kernel only where torch_npu names the \"npu\" device type\n"
                 f"    assert has_device_kernel == {spec.package}.ops.NPU_BACKEND")
-    return f"assert {has}"
+    return call_text("assert torch._C._dispatch_has_kernel_for_dispatch_key",
+                     [literal(qualname), literal(DEVICES[spec.device])], "    ")
 
 
 def _schema_tail(schema) -> str:

@@ -154,11 +154,13 @@ def load_spec_text(text: str, path: str = "<spec>", *, style: str | None = None,
                            "lines starting with `- schema: \"my_op(Tensor x) -> Tensor\"`")
     ops = [_op(source, node, index, namespace, style_value) for index, node in enumerate(ops_node.value)]
     _check_names_unique(source, ops_node, ops)
+    notes = []
     for diagnostic in check_ops([op.schema for op in ops]):
         if diagnostic.severity == ERROR:
             raise source.error(ops_node, diagnostic.message, diagnostic.hint)
+        notes.append(f"{diagnostic.code}: {diagnostic.message} ({diagnostic.hint})")
     text_out = _with_overrides(source, top, {"style": style, "device": device})
-    return ProjectSpec(namespace, style_value, device_value, package, tuple(ops), text_out, path)
+    return ProjectSpec(namespace, style_value, device_value, package, tuple(ops), text_out, path, tuple(notes))
 
 
 def _with_overrides(source: _Source, top: dict, overrides: dict[str, str | None]) -> str:

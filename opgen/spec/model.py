@@ -96,3 +96,4 @@ class ProjectSpec:
     ops: tuple[OpSpec, ...]
     text: str = field(default="", repr=False)  # the spec as written, stored in the project as opgen.yaml
     path: str | None = None
+    notes: tuple[str, ...] = ()  # warnings about the ops together (in-place twins)

@@ -36,17 +36,17 @@ NPU_BACKEND = torch._C._get_privateuse1_backend_name() == "npu"
 )
 {{ op.def_custom_op }}
     {{ op.doc }}
-    return {{ op.cpu_kernel }}({{ op.call }})
+    {{ op.lines.return_cpu_kernel }}
 
 
 {% if cookiecutter._opgen.npu %}
 if NPU_BACKEND:
-    {{ op.function }}.register_kernel("npu", {{ op.device_kernel }})
+    {{ op.lines.register_npu_kernel }}
 {% elif op.kernel_device %}
-{{ op.function }}.register_kernel({{ op.device_type_literal }}, {{ op.device_kernel }})
+{{ op.lines.register_device_kernel }}
 {% endif %}
 {% if op.todo_fake %}
-{{ op.function }}.register_fake({{ op.todo_fake_function }})
+{{ op.lines.custom_op_register_fake }}
 {% else %}
 
 
@@ -60,6 +60,6 @@ if NPU_BACKEND:
 
 
 # It returns nothing and mutates nothing: without this mark, compiled graphs would drop the call.
-torch.fx.node.has_side_effect({{ op.overload }})
+{{ op.lines.has_side_effect }}
 {% endif %}
 {% endfor %}

@@ -251,13 +251,13 @@ def _{{ op.stem }}_calls(seed: int = 0) -> list:
 
 def test_{{ op.stem }}_is_registered():
     assert callable({{ cookiecutter._opgen.package }}.{{ op.function }})
-    assert torch._C._dispatch_has_kernel_for_dispatch_key({{ op.qualname_literal }}, "CPU")
-    assert torch._C._dispatch_has_kernel_for_dispatch_key({{ op.qualname_literal }}, "Meta")
+    {{ op.lines.assert_cpu }}
+    {{ op.lines.assert_meta }}
 {% if op.kernel_device %}
     {{ op.device_registered_assert }}
 {% endif %}
 {% if op.side_effect %}
-    assert {{ op.overload }} in torch.fx.node._side_effectful_functions
+    {{ op.lines.assert_side_effect }}
 {% endif %}
 
 
@@ -266,10 +266,10 @@ def test_{{ op.stem }}_enters_graph_with_fake_tensors():
     {{ op.no_example_skip }}
 {% else %}
     call = _{{ op.stem }}_calls()[0]
-    {{ op.trace_targets }} = _trace({{ op.overload }}, call)
-    _assert_calls_op(aot_graph, {{ op.overload }}, mutable={{ op.mutable }})
+    {{ op.lines.trace }}
+    {{ op.lines.calls_op }}
 {% if not op.todo_fake %}
-    _assert_metadata(_graph_outputs(dynamo_graph), _{{ op.stem }}_expected(*call[0], **call[1]))
+    {{ op.lines.metadata }}
 {% endif %}
 {% endif %}
 
@@ -279,7 +279,7 @@ def test_{{ op.stem }}_opcheck():
     {{ op.no_example_skip }}
 {% else %}
     for args, kwargs in _{{ op.stem }}_calls():
-        torch.library.opcheck({{ op.overload }}, args, kwargs, test_utils={{ op.opcheck_utils }})
+        {{ op.lines.opcheck }}
 {% endif %}
 
 
@@ -287,7 +287,7 @@ def test_{{ op.stem }}_compiled_matches_eager():
 {% if not op.has_examples %}
     {{ op.no_example_skip }}
 {% else %}
-    _compiled_matches_eager({{ op.overload }}, _{{ op.stem }}_calls())
+    {{ op.lines.compiled }}
 {% endif %}
 
 

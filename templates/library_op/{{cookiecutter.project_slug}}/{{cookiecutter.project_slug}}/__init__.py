@@ -4,6 +4,6 @@ Importing this package registers them; call them as `{{ cookiecutter._opgen.pack
 `torch.ops.{{ cookiecutter._opgen.namespace }}.<op>`.
 """
 
-from .ops import {{ cookiecutter._opgen.public_names | join(", ") }}
+{{ cookiecutter._opgen.init_import }}
 
-__all__ = [{% for name in cookiecutter._opgen.public_names %}"{{ name }}"{% if not loop.last %}, {% endif %}{% endfor %}]
+{{ cookiecutter._opgen.init_all }}

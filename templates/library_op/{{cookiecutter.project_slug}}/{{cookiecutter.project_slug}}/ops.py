@@ -21,16 +21,16 @@ lib = torch.library.Library({{ cookiecutter._opgen.namespace_literal }}, "FRAGME
 
 # {{ op.qualname }}
 {{ op.define_line }}
-lib.impl({{ op.op_name_literal }}, {{ op.cpu_kernel }}, "CPU")
+{{ op.lines.impl_cpu }}
 {% if op.kernel_device %}
-lib.impl({{ op.op_name_literal }}, {{ op.device_kernel }}, {{ cookiecutter._opgen.dispatch_key_literal }})
+{{ op.lines.impl_device }}
 {% endif %}
 {% if op.todo_fake %}
-torch.library.register_fake({{ op.qualname_literal }}, {{ op.todo_fake_function }}, lib=lib)
+{{ op.lines.register_todo_fake }}
 {% else %}
 
 
-@torch.library.register_fake({{ op.qualname_literal }}, lib=lib)
+{{ op.lines.register_fake_decorator }}
 {{ op.def_fake }}
 {% for line in op.fake_lines %}
     {{ line }}
@@ -38,11 +38,11 @@ torch.library.register_fake({{ op.qualname_literal }}, {{ op.todo_fake_function 
 {% endif %}
 {% if op.side_effect %}
 # It returns nothing and mutates nothing: without this mark, compiled graphs would drop the call.
-torch.fx.node.has_side_effect({{ op.overload }})
+{{ op.lines.has_side_effect }}
 {% endif %}
 
 
 {{ op.def_public }}
     {{ op.doc }}
-    return {{ op.overload }}({{ op.call }})
+    {{ op.lines.return_overload }}
 {% endfor %}
