@@ -300,3 +300,24 @@ def test_aliased_return_is_rewritten_with_a_warning(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "warning:" in done.stderr and "OPG102: rewrote inpl::scale_" in done.stderr
     assert "scale_(Tensor(a!) x, float s) -> ()" in (tmp_path / "p" / "inpl" / "ops.py").read_text()
+
+
+def test_long_names_stay_within_the_line_length(tmp_path):
+    tensor, other = "first_input_tensor_with_a_long_name", "second_input_tensor_with_a_long_name"
+    spec = write(tmp_path / "long.yaml", f"""
+        namespace: npu_fused_kernels
+        ops:
+          - schema: "paged_attention_kv_cache_update_(Tensor(a!) {tensor}, Tensor {other}) -> ()"
+            reference: "{tensor}.add_({other})"
+          - schema: "prefetch_weights_into_l2_cache(Tensor x) -> ()"
+          - schema: "fused_rotary_embedding_with_cache(Tensor {tensor}) -> Tensor"
+            outputs: {{out0: {{shape: {tensor}.shape, dtype: {tensor}.dtype}}}}
+          - schema: "grouped_topk_router_selection(Tensor {tensor}, int k) -> Tensor"
+        """)
+    for style in ("library", "custom_op"):
+        target = tmp_path / style
+        done = opgen("new", str(spec), "-o", str(target), "--style", style)
+        assert done.returncode == 0, done.stderr
+        checked = subprocess.run([shutil.which("ruff"), "check", "--no-cache", "--extend-select", "E,F", str(target)],
+                                 capture_output=True, text=True, check=False)
+        assert checked.returncode == 0, checked.stdout
