@@ -181,12 +181,30 @@ class _Collector:
             last = match.start()
             if not interesting or interesting[-1] != line:
                 interesting.append(line)
-        for statement in self.tree.body:
-            first = statement.decorator_list[0].lineno if getattr(statement, "decorator_list", None) \
-                else statement.lineno
+        def covers(first: int, last: int) -> bool:
             index = bisect.bisect_left(interesting, first)
-            if index == len(interesting) or interesting[index] > (statement.end_lineno or first):
-                continue
+            return index < len(interesting) and interesting[index] <= last
+
+        def visit(statements: list, top: bool) -> None:
+            for statement in statements:
+                kind = type(statement)
+                if not top:  # what a registration may name later, even when not walked
+                    if kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
+                        self.functions.setdefault(statement.name, []).append(statement)
+                    elif kind is ast.Import or kind is ast.ImportFrom:
+                        nested_imports.append(statement)
+                first = statement.decorator_list[0].lineno if getattr(statement, "decorator_list", None) \
+                    else statement.lineno
+                if not covers(first, statement.end_lineno or first):
+                    continue
+                children = _child_statements(statement)
+                if children and not covers(first, children[0][0].lineno - 1):
+                    for block in children:  # a plain header (class, if, try, def): look inside only
+                        visit(block, False)
+                else:
+                    walk(statement)
+
+        def walk(statement) -> None:
             for node in ast.walk(statement):
                 kind = type(node)
                 if kind is ast.Call:
@@ -201,6 +219,8 @@ class _Collector:
                     assigns.append(node)
                 elif (kind is ast.Import or kind is ast.ImportFrom) and node is not statement:
                     nested_imports.append(node)
+
+        visit(self.tree.body, True)
         self._imports(nested_imports)
         for statement in self.tree.body:
             if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
@@ -866,6 +886,21 @@ class _FunctionReader:
         top_level = node in self.node.body
         if name == "NotImplementedError" and top_level or any("TODO" in t for t in texts):
             function.todo = self._finding("raises " + (name or "an error"), node)
+
+
+def _child_statements(statement: ast.AST) -> list[list[ast.stmt]]:
+    """The statement blocks inside a compound statement (bodies, else, finally, handlers, cases)."""
+    blocks = []
+    for name in ("body", "orelse", "finalbody"):
+        block = getattr(statement, name, None)
+        if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+            blocks.append(block)
+    for handler in getattr(statement, "handlers", ()) or ():
+        blocks.append(handler.body)
+    for case in getattr(statement, "cases", ()) or ():
+        blocks.append(case.body)
+    blocks.sort(key=lambda block: block[0].lineno)
+    return blocks
 
 
 def _module_file(path: str, module: str, level: int) -> str | None:
