@@ -125,7 +125,8 @@ def explain_code(code: str, as_json: bool) -> None:
         click.echo("\nopgen lint --fix repairs this automatically.")
 
 
-from .lint.command import lint as _lint  # noqa: E402
+from .lint.command import lint as _lint  # after main: the command imports handle_errors from here
+
 main.add_command(_lint)
 
 from .new import new  # after main: opgen.new imports handle_errors from this module
