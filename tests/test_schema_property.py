@@ -13,7 +13,7 @@ from opgen.schema.parser import RESERVED_WORDS
 SETTINGS = settings(max_examples=300, derandomize=True, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow])
 
-names = st.from_regex(r"[a-z][a-z0-9_]{0,5}|_[a-z0-9]{1,3}", fullmatch=True).filter(
+names = st.from_regex(r"[a-z][a-z0-9_]{0,5}|_[a-z0-9]{1,3}|[A-Z][A-Za-z]{0,6}", fullmatch=True).filter(
     lambda n: n not in RESERVED_WORDS)
 overloads = names.filter(lambda n: n != "default" and not n.startswith("__"))
 sep = st.sampled_from([", ", ",", " , "])
@@ -167,7 +167,8 @@ def schemas(draw):
     if draw(st.booleans()):
         head += "." + draw(overloads)
     arrow = draw(st.sampled_from([" -> ", "->", "  ->  "]))
-    return f"{head}({draw(arguments())}){arrow}{draw(returns())}"
+    comment = draw(st.sampled_from(["", "", "", "  # a comment", "#x"]))  # torch's lexer skips comments too
+    return f"{head}({draw(arguments())}){arrow}{draw(returns())}{comment}"
 
 
 @SETTINGS
