@@ -42,6 +42,7 @@ def test_fast_constructors_build_equal_objects():
     ("f(Tensor x) -> ((Tensor, Tensor))", "f(Tensor x) -> ((Tensor, Tensor))", True, 1),
     ("f(Tensor x) -> ((int, int) a)", "f(Tensor x) -> ((int, int) a)", True, 1),
     ("f(Tensor x) -> (Tensor a, Tensor b)", "f(Tensor x) -> (Tensor a, Tensor b)", True, 2),
+    ("f(Tensor x) -> ((float)[1]?)", "f(Tensor x) -> ((float)[1]?)", False, 1),
     ("f(Tensor x) -> ()", "f(Tensor x) -> ()", False, 0),
     ("f(...) -> ...", "f(...) -> ...", False, 0),
 ])

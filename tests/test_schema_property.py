@@ -212,3 +212,25 @@ def test_opgen_never_accepts_a_default_torch_refuses_or_misreads(base, form, def
     except SchemaError:
         return
     assert_agrees(text)
+
+
+@SETTINGS
+@given(schemas(), st.data())
+def test_any_prefix_or_mangling_is_parsed_or_refused_cleanly(text, data):
+    # Cut a valid schema anywhere, or splice a token into it: the parser answers with a SchemaError
+    # whose column lies inside the text (never another exception), or with what torch reads too.
+    cut = data.draw(st.integers(0, len(text)))
+    junk = data.draw(st.sampled_from(JUNK))
+    for variant in (text[:cut], text[:cut] + junk + text[cut:], text[:cut] + junk):
+        try:
+            parse_schema(variant)
+        except SchemaError as error:
+            assert error.column is None or 1 <= error.column <= len(variant) + 1, (variant, error.column)
+            error.render()
+            continue
+        assert_agrees(variant)  # what opgen accepts, torch accepts and reads the same way
+
+
+JUNK = ["", "(", ")", "[", "]", ",", "?", "!", "->", "*", "=", "'", '"', "::", ".", "...", "|", "1", "x", "Tensor", "@",
+        "é", "\\", "#", " ", "-", "a!", "(a)", "[]", "?[]", "-> *", "None", "=1", "=[]", "[2]", "(a!)", "e5", "0",
+        "Dict(str, Tensor)", "(int, int)", "[1]?", "(a -> b)", "(*)", "=Mean", "=long"]

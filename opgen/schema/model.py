@@ -299,10 +299,10 @@ class Schema:
             return "..."
         if len(self.returns) != 1:
             return "(" + ", ".join(map(str, self.returns)) + ")"
-        ret = self.returns[0]
-        if isinstance(ret.type, TupleType):
-            return f"({ret})"  # `-> (int, int)` would be two returns
-        return str(ret)
+        text = str(self.returns[0])
+        # A return whose type starts with a tuple type (`(int, int)`, `(float)[]?`) needs the
+        # return-list parentheses, or torch reads that tuple as the list of returns.
+        return f"({text})" if text.startswith("(") else text
 
     def __str__(self) -> str:
         return self.signature(with_namespace=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
+from decimal import Decimal
 
 from .errors import SchemaError
 from .model import (
@@ -47,6 +48,9 @@ _PLAIN_TYPES = {name: BaseType(name) for name in KNOWN_TYPES}
 _OPTIONAL_OF = {name: OptionalType(t) for name, t in _PLAIN_TYPES.items()}
 _LIST_OF = {name: ListType(t) for name, t in _PLAIN_TYPES.items()}
 _PLAIN_RETURNS = {name: Return(t) for name, t in _PLAIN_TYPES.items()}
+_END = ("",) * 5
+_DICT_KEY_TYPES = frozenset({"int", "SymInt", "bool", "float", "complex", "str", "Tensor", "Device", "DeviceIndex",
+                             "ScalarType", "Layout", "MemoryFormat", "Any"})
 _TYPE_SUFFIX = frozenset({"?", "[", "("})  # a token after a type name that makes the type longer
 _IDENT_FIRST = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
 _INTEGER_TYPES = frozenset({"int", "SymInt", "DeviceIndex"})
@@ -98,6 +102,7 @@ _INTEGER = re.compile(r"-?\d+")
 _OCTAL = re.compile(r"[0-7]{3}")
 _NONZERO_MANTISSA = re.compile(r"-?0*\.?0*[1-9]")
 _FLOAT_MIN_NORMAL = 2.2250738585072014e-308
+_EXACT_MIN_NORMAL = Decimal(_FLOAT_MIN_NORMAL)  # strtod flags ERANGE below it even when rounding up to it
 
 
 def _kind(token: str) -> str:
@@ -122,7 +127,7 @@ def _blank_comments(text: str) -> str:
 
 def _offsets(text: str) -> list[int]:
     starts = [m.start(1) for m in _TOKEN.finditer(text)]
-    return starts + [len(text)]
+    return starts + [len(text)] * len(_END)
 
 
 class _Parser:
@@ -132,7 +137,7 @@ class _Parser:
         self.text = text
         self.scan = _blank_comments(text) if "#" in text else text
         self.toks = _TOKEN.findall(self.scan)
-        self.toks.append("")
+        self.toks.extend(_END)  # "" marks the end; the fast paths look up to 4 tokens ahead
         self.pos = 0
         if not _SUSPICIOUS.search(self.scan):
             return
@@ -334,7 +339,7 @@ class _Parser:
             hint = f"an alias annotation goes right after the type name: {base}(a!){str(typ)[len(base):]}"
         self.fail(f"expected an argument name after type '{typ}', found {self.describe()}", hint=hint)
 
-    def type(self) -> Type:
+    def type(self, in_container: bool = False) -> Type:
         toks = self.toks
         at = self.pos
         name = toks[at]
@@ -363,9 +368,9 @@ class _Parser:
             self.pos += 1
         elif name == "(":
             self.pos += 1
-            elems = [self.type()]
+            elems = [self.type(True)]
             while self.accept(","):
-                elems.append(self.type())
+                elems.append(self.type(True))
             self.expect(")", "to close the tuple type")
             typ = TupleType(tuple(elems))
         else:
@@ -373,9 +378,14 @@ class _Parser:
                               "Device, Layout, MemoryFormat, Generator, Any, with ? for optional and [] for lists")
             if name == "Dict":
                 self.expect("(", "after Dict")
-                key = self.type()
+                key_at = self.pos
+                key = self.type(True)
+                if not isinstance(key, BaseType) or key.name not in _DICT_KEY_TYPES:
+                    self.fail(f"'{key}' cannot be a Dict key", index=key_at,
+                              hint="torch's dict keys are int, SymInt, bool, float, complex, str, Tensor, Device, "
+                              "ScalarType, Layout, MemoryFormat or Any")
                 self.expect(",", "between the key and value types of Dict")
-                value = self.type()
+                value = self.type(True)
                 self.expect(")", "to close Dict(...)")
                 typ = DictType(key, value)
             else:
@@ -392,9 +402,14 @@ class _Parser:
         while True:
             tok = toks[self.pos]
             if tok == "?":
+                if isinstance(typ, OptionalType):
+                    self.fail(f"'{typ}' is already optional", hint="write one '?': torch reads T?? as T?")
                 self.pos += 1
                 typ = OptionalType(typ)
             elif tok == "[":
+                if _has_size(typ):
+                    self.fail(f"a list of the fixed-size list '{typ}'",
+                              hint="torch accepts a fixed size only on the outermost list: T[N] or T[N]?")
                 self.pos += 1
                 size = None
                 kind = self.kind()
@@ -402,6 +417,9 @@ class _Parser:
                     text = toks[self.pos]
                     if not text.isdigit():
                         self.fail(f"a list size must be a non-negative integer, found {text!r}")
+                    if in_container:
+                        self.fail("a fixed-size list inside a tuple or Dict type",
+                                  hint="torch accepts a size only on an argument's or return's own list; write []")
                     size = int(text)
                     self.pos += 1
                 elif kind == "hex":
@@ -501,7 +519,7 @@ class _Parser:
     def float_value(self, text: str) -> float:
         value = float(text)
         if math.isinf(value) or (value == 0.0 and _NONZERO_MANTISSA.match(text)) or (
-                value and abs(value) < _FLOAT_MIN_NORMAL):
+                value and abs(value) <= _FLOAT_MIN_NORMAL and abs(Decimal(text)) < _EXACT_MIN_NORMAL):
             self.fail(f"{text!r} is out of the range of a double", index=self.pos - 1,
                       hint="torch's parser refuses it (stod); use a value between 2.2250738585072014e-308 and "
                       "1.7976931348623157e+308 in magnitude, or 0.0")
@@ -600,6 +618,12 @@ def _aliased_base(name: str, letter: str, is_write: bool) -> BaseType:
         if len(_ALIASED_BASES) < 512:
             _ALIASED_BASES[key] = typ
     return typ
+
+
+def _has_size(typ: Type) -> bool:
+    if isinstance(typ, OptionalType):
+        typ = typ.elem
+    return isinstance(typ, ListType) and typ.size is not None
 
 
 def _is_tuple_return(rets: list[Return]) -> bool:
