@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import os
 import sys
+from typing import ClassVar
 
 import click
 
@@ -39,7 +41,23 @@ def handle_errors(fn):
     return wrapper
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """Imports a subcommand's module only when that subcommand runs (keeps `opgen lint` start-up small)."""
+
+    lazy_commands: ClassVar[dict[str, str]] = {"lint": "opgen.lint.command:lint", "new": "opgen.new:new"}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.lazy_commands])
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        target = self.lazy_commands.get(name)
+        if target is None:
+            return super().get_command(ctx, name)
+        module_name, attribute = target.split(":")
+        return getattr(importlib.import_module(module_name), attribute)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="opgen")
 def main() -> None:
     """Generate and lint PyTorch custom-operator registrations."""
@@ -123,15 +141,6 @@ def explain_code(code: str, as_json: bool) -> None:
         click.echo(f"\nGood:\n    {rule.good.replace(chr(10), chr(10) + '    ')}")
     if rule.fixable:
         click.echo("\nopgen lint --fix repairs this automatically.")
-
-
-from .lint.command import lint as _lint  # after main: the command imports handle_errors from here
-
-main.add_command(_lint)
-
-from .new import new  # after main: opgen.new imports handle_errors from this module
-
-main.add_command(new)
 
 
 if __name__ == "__main__":

@@ -101,13 +101,17 @@ elimination drops it from every compiled graph. `opgen new` emits that call for 
 """, bad="prefetch(Tensor x) -> ()", good="prefetch(Tensor x) -> ()  +  has_side_effect(torch.ops.ns.prefetch.default)")
 
 INPLACE_TWIN = rule(
-    "OPG105", "inplace-twin", WARNING, "`foo` and `foo_` both exist: the compiler may swap them",
+    "OPG105", "inplace-twin", WARNING, "`foo_` is not a true in-place form of `foo`, but the compiler may swap them",
     """
-npugraph_ex's default `inplace_pass` (torch.fx reinplace) replaces `ns::foo` by `ns::foo_` when the
-out-of-place result is a dead intermediate. That is right only if `foo_` is exactly the in-place
-form of `foo` (same arguments, first one mutated). Otherwise rename one of them.
-""", bad="norm(Tensor x) -> Tensor  and  norm_(Tensor(a!) x, float eps) -> ()",
-    good="norm(Tensor x) -> Tensor  and  norm_(Tensor(a!) x) -> ()")
+npugraph_ex's default `inplace_pass` (torch.fx reinplace) looks up `ns::foo_` for every `ns::foo` in
+the graph. When the argument types match position by position it substitutes `foo_` on dead
+intermediates, so `foo_` must then be exactly the in-place form of `foo`: arguments with different
+names (after the first) suggest it is not. When `foo_` mutates more than its first argument, the
+pass fails with "Remaining arguments of inplace op must not be mutable". Rename one of the two, or
+make `foo_` the true in-place form (same arguments, only the first mutated). Pairs whose argument
+types differ are never swapped and are fine.
+""", bad="scale(Tensor x, float factor) -> Tensor  and  scale_(Tensor(a!) x, float eps) -> ()",
+    good="scale(Tensor x, float factor) -> Tensor  and  scale_(Tensor(a!) x, float factor) -> ()")
 
 KWARG_ONLY_TENSOR = rule(
     "OPG106", "kwarg-only-tensor", WARNING, "keyword-only Tensor argument: only the Library style can register it",
@@ -153,7 +157,8 @@ NO_RETURN_NAME_CLASH = rule(
     "OPG111", "return-name-clash", ERROR, "a named return has the same name as an argument",
     """
 Generated Python code (fake functions, tests) binds arguments and returns by name; a return named
-like an argument shadows it. Rename the return.
+like an argument shadows it. Rename the return. Returns named after the out argument they alias
+(the `.out` convention) are fine, and `opgen lint` does not apply this rule to hand-written code.
 """, bad="f(Tensor x) -> Tensor x", good="f(Tensor x) -> Tensor y")
 
 # Every rule's `bad` and `good` is schema text that `check_schema` (or, for "A  and  B", `check_ops`)
@@ -169,11 +174,12 @@ def diag(rule_: Rule, message: str, hint: str = "", severity: str | None = None)
 
 
 def check_schema(schema: Schema, *, tags: tuple[str, ...] = (), side_effect_marked: bool = False,
-                 style: str | None = None) -> list[Diagnostic]:
+                 style: str | None = None, generating: bool = True) -> list[Diagnostic]:
     """Diagnostics decidable from one schema.
 
     `tags` are the `torch.Tag` names the op is defined with ("inplace", "out"); `style` is
-    "custom_op" or "library" when the registration style is known.
+    "custom_op" or "library" when the registration style is known. `generating=False` (lint of
+    existing code) leaves out the rules that only constrain code opgen generates (OPG111).
     """
     found: list[Diagnostic] = []
     name = schema.qualified_name + (f".{schema.overload}" if schema.overload else "")
@@ -235,9 +241,10 @@ def check_schema(schema: Schema, *, tags: tuple[str, ...] = (), side_effect_mark
     if schema.namespace:
         found.extend(check_namespace(schema.namespace))
 
-    arg_names = {a.name for a in schema.arguments}
     for ret in schema.returns:
-        if ret.name and ret.name in arg_names:
+        same_name = schema.argument(ret.name) if ret.name else None
+        # The out convention names a return after the out argument it aliases: that is no clash.
+        if generating and same_name is not None and not _same_alias_set(same_name.alias, ret.alias):
             found.append(diag(NO_RETURN_NAME_CLASH, f"{name}: return {ret.name!r} has the name of an argument",
                               hint=f"rename it, e.g. '{ret.name}_out'"))
     return found
@@ -259,22 +266,35 @@ def check_ops(schemas: list[Schema]) -> list[Diagnostic]:
         twin = by_name.get((namespace, op_name + "_"))
         if twin is None:
             continue
-        if not _is_inplace_form(schema, twin):
-            found.append(diag(INPLACE_TWIN, f"{op_name!r} and {twin.name!r} are both defined, but {twin.name!r} is "
-                              f"not the in-place form of {op_name!r}", hint="npugraph_ex's inplace_pass may swap "
-                              f"them; make {twin.name!r} take the same arguments with the first mutated, or rename it"))
+        problem = _inplace_twin_problem(schema, twin)
+        if problem:
+            found.append(diag(INPLACE_TWIN, f"{op_name!r} and {twin.name!r}: {problem}",
+                              hint=f"make {twin.name!r} take the same arguments as {op_name!r} with only the first "
+                              "mutated, or rename one of them"))
     return found
 
 
-def _is_inplace_form(functional: Schema, inplace: Schema) -> bool:
-    if len(functional.arguments) != len(inplace.arguments) or not inplace.positional:
-        return False
-    if not inplace.positional[0].is_write:
-        return False
-    return all(
-        a.name == b.name and strip_alias(a.type) == strip_alias(b.type)
-        for a, b in zip(functional.arguments, inplace.arguments)
-    )
+def _inplace_twin_problem(functional: Schema, inplace: Schema) -> str | None:
+    """What goes wrong when torch.fx's reinplace pass pairs `functional` with `inplace` (None: nothing)."""
+    # Mirrors torch.fx.passes.reinplace._schemas_match: types position by position, then mutability.
+    if len(functional.arguments) != len(inplace.arguments) or any(
+        strip_alias(a.type) != strip_alias(b.type) for a, b in zip(functional.arguments, inplace.arguments)
+    ):
+        return None
+    extra = [a.name for a in inplace.arguments[1:] if a.alias is not None]
+    if extra:
+        return (f"{inplace.name!r} also mutates {', '.join(map(repr, extra))}, so the compiler's reinplace pass "
+                "fails with 'Remaining arguments of inplace op must not be mutable'")
+    renamed = [(a.name, b.name) for a, b in zip(functional.arguments[1:], inplace.arguments[1:]) if a.name != b.name]
+    if renamed:
+        pairs = ", ".join(f"{a!r} vs {b!r}" for a, b in renamed)
+        return (f"the compiler may substitute {inplace.name!r} for {functional.name!r}, but their arguments differ "
+                f"({pairs}): is it really the in-place form?")
+    return None
+
+
+def _same_alias_set(a, b) -> bool:
+    return a is not None and b is not None and bool(set(a.before) & set(b.before))
 
 
 def _fresh_letters(schema: Schema, count: int) -> list[str]:

@@ -228,7 +228,8 @@ def _check_op(op: _Op, side_effect, unresolved_side_effect, unresolved_fakes, ad
     marked = unresolved_side_effect or (definition.namespace, definition.name) in side_effect
     if schema is not None:
         for diagnostic in check_schema(schema, tags=_tags_for_contract(definition), side_effect_marked=marked,
-                                       style=definition.style if definition.style == "library" else None):
+                                       style=definition.style if definition.style == "library" else None,
+                                       generating=False):
             if definition.style == "custom_op" and diagnostic.code == R.NOT_INFERRABLE.code:
                 continue  # an explicit schema= is exactly what that rule asks for
             where = _schema_where(op, CONTRACT_SPANS.get(diagnostic.code, "name"))
