@@ -20,6 +20,9 @@ from .spec.model import DEVICES, STYLES
 
 SPEC_NAME = "opgen.yaml"
 STYLE_TEMPLATES = {"custom_op": "custom_op", "library": "library_op"}
+# The registration module differs by style; every other project file comes from PROJECT_TEMPLATE,
+# and the files that exist once per op (owned by the user) from OP_TEMPLATE.
+PROJECT_TEMPLATE = "project_files"
 OP_TEMPLATE = "op_files"
 
 
@@ -46,9 +49,10 @@ def render_files(spec, templates: Path | None = None) -> list:
     with tempfile.TemporaryDirectory(prefix="opgen-") as tmp:
         config = {"replay_dir": os.path.join(tmp, "replay"), "cookiecutters_dir": os.path.join(tmp, "cookiecutters")}
         out = os.path.join(tmp, "out")
-        project = cookiecutter(str(templates / STYLE_TEMPLATES[spec.style]), no_input=True, extra_context=context,
-                               output_dir=out, default_config=config, accept_hooks=False)
-        _collect(Path(project), "generated", files)
+        for template in (STYLE_TEMPLATES[spec.style], PROJECT_TEMPLATE):
+            rendered = cookiecutter(str(templates / template), no_input=True, extra_context=context,
+                                    output_dir=os.path.join(out, template), default_config=config, accept_hooks=False)
+            _collect(Path(rendered), "generated", files)
         for op in context["_opgen"]["ops"]:
             op_out = os.path.join(tmp, f"op{op['index']}")
             rendered = cookiecutter(str(templates / OP_TEMPLATE), no_input=True,

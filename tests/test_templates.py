@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from new_helpers import REPO, opgen, run_generated_tests, snapshot
 
-from opgen.new import OP_TEMPLATE, STYLE_TEMPLATES
+from opgen.new import OP_TEMPLATE, PROJECT_TEMPLATE, STYLE_TEMPLATES
 from opgen.render.context import project_context
 from opgen.render.demo import demo_contexts, render_json
 from opgen.spec.load import load_spec
@@ -36,11 +36,15 @@ def test_every_context_has_exactly_the_demo_keys():
             assert set(op) == set(demo["_op"]), spec
 
 
-def test_the_two_project_templates_differ_only_in_the_registration_module():
-    library, custom = (TEMPLATES / STYLE_TEMPLATES[s] for s in ("library", "custom_op"))
-    left = {k: v for k, v in snapshot(library).items() if not k.endswith(("ops.py", "cookiecutter.json"))}
-    right = {k: v for k, v in snapshot(custom).items() if not k.endswith(("ops.py", "cookiecutter.json"))}
-    assert left == right
+def test_style_templates_hold_only_the_registration_module():
+    """Everything the styles share lives once, in project_files; the hooks are the same script."""
+    hooks = set()
+    for directory in STYLE_TEMPLATES.values():
+        files = sorted(k for k in snapshot(TEMPLATES / directory))
+        assert files == ["cookiecutter.json", "hooks/post_gen_project.py",
+                         "{{cookiecutter.project_slug}}/{{cookiecutter.project_slug}}/ops.py"], directory
+        hooks.add((TEMPLATES / directory / "hooks" / "post_gen_project.py").read_text())
+    assert len(hooks) == 1
 
 
 @pytest.mark.parametrize("style", ["custom_op", "library"])
@@ -66,7 +70,7 @@ def test_plain_cookiecutter_renders_the_demo_like_opgen_and_its_tests_pass(tmp_p
 def test_templates_have_no_stray_files():
     names = {p.name for p in TEMPLATES.rglob("*")}
     assert not {n for n in names if n.endswith((".pyc", ".orig", ".rej")) or n == "__pycache__"}
-    assert sorted(p.name for p in TEMPLATES.iterdir()) == sorted([*STYLE_TEMPLATES.values(), OP_TEMPLATE])
+    assert sorted(p.name for p in TEMPLATES.iterdir()) == sorted([*STYLE_TEMPLATES.values(), PROJECT_TEMPLATE, OP_TEMPLATE])
 
 
 def test_templates_dir_is_found():

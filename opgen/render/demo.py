@@ -15,7 +15,7 @@ DEMO_SPEC = "examples/rms_norm.yaml"
 
 def demo_contexts(repo: Path) -> dict[str, dict]:
     """cookiecutter.json content per template directory name."""
-    from ..new import OP_TEMPLATE, STYLE_TEMPLATES
+    from ..new import OP_TEMPLATE, PROJECT_TEMPLATE, STYLE_TEMPLATES
     from ..spec.load import load_spec_text
     from .context import project_context
 
@@ -25,6 +25,7 @@ def demo_contexts(repo: Path) -> dict[str, dict]:
         context = project_context(load_spec_text(text, DEMO_SPEC, style=style))
         contexts[directory] = {**context, "_jinja2_env_vars": JINJA}
         if style == "library":
+            contexts[PROJECT_TEMPLATE] = {**context, "_jinja2_env_vars": JINJA}
             contexts[OP_TEMPLATE] = {**context, "_op": context["_opgen"]["ops"][0], "_jinja2_env_vars": JINJA}
     return contexts
 

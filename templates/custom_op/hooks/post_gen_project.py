@@ -1,7 +1,8 @@
-"""Render the per-op files (kernels, TODO fakes) for a plain `cookiecutter` run.
+"""Render the rest of the project for a plain `cookiecutter` run.
 
-cookiecutter renders one file per template file, so the files that exist once per op come from the
-sibling template `op_files`, rendered once per op into this project. (`opgen new` does the same itself
+This template holds only the registration module of its style. The files every style shares come
+from the sibling template `project_files`, and the files that exist once per op (kernels, TODO
+fakes) from `op_files`, rendered once per op into this project. (`opgen new` does the same itself
 and does not run this hook.)
 """
 
@@ -32,8 +33,9 @@ def main() -> None:
     extra = {"project_slug": CONTEXT["project_slug"], "_opgen": CONTEXT["_opgen"]}
     with tempfile.TemporaryDirectory() as tmp:
         config = {"replay_dir": os.path.join(tmp, "replay"), "cookiecutters_dir": os.path.join(tmp, "cc")}
-        for op in CONTEXT["_opgen"]["ops"]:
-            cookiecutter(os.path.join(templates_dir(), "op_files"), no_input=True, extra_context={**extra, "_op": op},
+        parts = [("project_files", extra)] + [("op_files", {**extra, "_op": op}) for op in CONTEXT["_opgen"]["ops"]]
+        for template, context in parts:
+            cookiecutter(os.path.join(templates_dir(), template), no_input=True, extra_context=context,
                          output_dir=os.path.dirname(project), overwrite_if_exists=True, default_config=config)
 
 
