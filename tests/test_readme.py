@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def quickstart_commands() -> list[str]:
     text = (ROOT / "README.md").read_text()
     section = text.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
-    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    block = re.search(r"```bash\n(.*?)```", section, re.DOTALL).group(1)
     return [line for line in block.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 
@@ -40,6 +40,6 @@ def test_quickstart_main_job_generates_and_passes(tmp_path):
             step = [sys.executable, "-m", "opgen", *step[1:]]
         else:
             step = [sys.executable, *step[1:]]
-        result = subprocess.run(step, cwd=ROOT, capture_output=True, text=True, timeout=600)
+        result = subprocess.run(step, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
         assert result.returncode == 0, result.stdout + result.stderr
     assert re.search(r"\b\d+ passed, 2 skipped\b", result.stdout), result.stdout

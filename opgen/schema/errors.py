@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 
 class OpgenError(Exception):
     """Bad input: says what, where, and what to do instead.
@@ -28,16 +30,16 @@ class OpgenError(Exception):
         self.path = path
         self.line = line
 
-    def located(self, *, path: str | None = None, line: int | None = None, column_offset: int = 0) -> OpgenError:
-        """The same error placed inside a file (a schema string found at `path:line`)."""
-        return OpgenError(
-            self.message,
-            source=self.source,
-            column=None if self.column is None else self.column + column_offset,
-            hint=self.hint,
-            path=path if path is not None else self.path,
-            line=line if line is not None else self.line,
-        )
+    def located(self, *, path: str | None = None, line: int | None = None, column_offset: int = 0,
+                source: str | None = None) -> OpgenError:
+        """The same error (same class, same extra fields) placed inside a file, e.g. a schema string
+        found at `path:line`; `source` replaces the quoted line so the caret stays under the column."""
+        placed = copy.copy(self)
+        placed.column = None if self.column is None else self.column + column_offset
+        placed.path = path if path is not None else self.path
+        placed.line = line if line is not None else self.line
+        placed.source = source if source is not None else self.source
+        return placed
 
     def render(self) -> str:
         where = ""

@@ -79,16 +79,6 @@ class SemanticsError(OpgenError):
         super().__init__(message, **kwargs)
         self.expr_line = expr_line
 
-    def located(self, *, path: str | None = None, line: int | None = None, column_offset: int = 0) -> SemanticsError:
-        return SemanticsError(
-            self.message,
-            source=self.source,
-            column=None if self.column is None else self.column + column_offset,
-            hint=self.hint,
-            path=path if path is not None else self.path,
-            line=line if line is not None else self.line,
-            expr_line=self.expr_line,
-        )
 
 
 # ---------------------------------------------------------------------------------------------
