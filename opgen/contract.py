@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from .schema.model import Schema, is_tensor_like, strip_alias
+from .schema.model import BaseType, Schema, is_tensor_like, strip_alias
 from .schema.types import custom_op_can_infer, inferred_return_ok
 
 ERROR, WARNING, INFO = "error", "warning", "info"
@@ -161,28 +161,50 @@ like an argument shadows it. Rename the return. Returns named after the out argu
 (the `.out` convention) are fine, and `opgen lint` does not apply this rule to hand-written code.
 """, bad="f(Tensor x) -> Tensor x", good="f(Tensor x) -> Tensor y")
 
+TAG_CONTRACT = rule(
+    "OPG112", "tag-contract", ERROR, "a schema tagged `torch.Tag.inplace` / `torch.Tag.out` breaks the tag's contract",
+    """
+torch checks a tagged schema when it is defined (`Library.define`, `custom_op`) and refuses it
+with a ValueError. `Tag.inplace`: the first positional argument is a mutable `Tensor(a!)`, it is
+the only mutated argument, and the op returns exactly it (`-> Tensor(a!)`). `Tag.out`: every
+mutated argument is a keyword-only `Tensor(a!)` (after the `*`), and the op returns all of them,
+in order, each with its argument's alias set. With the tag, torch.compile functionalizes the
+aliased return and torch generates the fake itself; the tags exist only in torch >= 2.13.
+""", bad="scale_(Tensor(a!) x, Tensor(b!) y) -> Tensor(a!)  +  tags=(torch.Tag.inplace,)",
+    good="scale_(Tensor(a!) x, float s) -> Tensor(a!)  +  tags=(torch.Tag.inplace,)")
+
 # Every rule's `bad` and `good` is schema text that `check_schema` (or, for "A  and  B", `check_ops`)
-# judges; "  +  has_side_effect(...)" after a schema means the op is marked side-effecting.
+# judges; "  +  has_side_effect(...)" after a schema means the op is marked side-effecting, and
+# "  +  tags=(torch.Tag.X,)" that it is defined with that tag.
 CONTRACT_CODES = tuple(RULES)
 
 RESERVED = {"prim": ERROR, "aten": ERROR, "torch": ERROR, "_": ERROR, "prims": ERROR, "inductor": WARNING,
             "higher_order": ERROR, "_c10d_functional": WARNING}
+# The torch.Tag names whose contract opgen knows (and generates): they allow aliased returns.
+ALIASING_TAGS = ("inplace", "out")
 
 
 def diag(rule_: Rule, message: str, hint: str = "", severity: str | None = None) -> Diagnostic:
     return Diagnostic(rule_.code, severity or rule_.severity, message, hint)
 
 
-def check_schema(schema: Schema, *, tags: tuple[str, ...] = (), side_effect_marked: bool = False,
+def check_schema(schema: Schema, *, tags: tuple[str, ...] | None = (), side_effect_marked: bool = False,
                  style: str | None = None, generating: bool = True) -> list[Diagnostic]:
     """Diagnostics decidable from one schema.
 
-    `tags` are the `torch.Tag` names the op is defined with ("inplace", "out"); `style` is
-    "custom_op" or "library" when the registration style is known. `generating=False` (lint of
-    existing code) leaves out the rules that only constrain code opgen generates (OPG111).
+    `tags` are the `torch.Tag` names the op is defined with ("inplace", "out"), None when they are
+    unknown (lint could not read them: neither assumed present nor absent); `style` is "custom_op"
+    or "library" when the registration style is known. `generating=False` (lint of existing code)
+    leaves out the rules that only constrain code opgen generates (OPG111).
     """
     found: list[Diagnostic] = []
     name = schema.qualified_name + (f".{schema.overload}" if schema.overload else "")
+    known_tags = tags if tags is not None else ()
+    for tag in (t for t in ALIASING_TAGS if t in known_tags):
+        problems = tag_contract_problems(schema, tag)
+        if problems:
+            found.append(diag(TAG_CONTRACT, f"{name}: " + "; ".join(message for message, _ in problems),
+                              hint=TAG_HINTS[tag]))
 
     letters: dict[str, list[str]] = defaultdict(list)
     for arg in schema.arguments:
@@ -206,7 +228,7 @@ def check_schema(schema: Schema, *, tags: tuple[str, ...] = (), side_effect_mark
                               f"'{letter}'", hint="give each mutated tensor its own letter, e.g. "
                               + ", ".join(f"Tensor({c}!) {n}" for c, n in zip([letter, *fresh], names))))
 
-    tagged = set(tags) & {"inplace", "out"}
+    tagged = set(ALIASING_TAGS) if tags is None else set(tags) & set(ALIASING_TAGS)
     for index, ret in enumerate(schema.returns):
         alias = ret.alias
         if alias is None or tagged:
@@ -248,6 +270,74 @@ def check_schema(schema: Schema, *, tags: tuple[str, ...] = (), side_effect_mark
             found.append(diag(NO_RETURN_NAME_CLASH, f"{name}: return {ret.name!r} has the name of an argument",
                               hint=f"rename it, e.g. '{ret.name}_out'"))
     return found
+
+
+TAG_HINTS = {
+    "inplace": "Tag.inplace wants 'name_(Tensor(a!) self, ...) -> Tensor(a!)': only the first positional argument "
+               "mutated, and returned",
+    "out": "Tag.out wants 'name.out(..., *, Tensor(a!) out) -> Tensor(a!)': every mutated argument keyword-only "
+           "and returned, in order",
+}
+
+
+def tag_contract_problems(schema: Schema, tag: str) -> list[tuple[str, object]]:
+    """What torch's define-time check of `torch.Tag.<tag>` would refuse in `schema` (torch/library.py
+    `_validate_inplace_schema` / `_validate_out_schema`), as (message, part of the schema it is about);
+    the part is a `span_column` key: "name", "returns" or ("arg", name)."""
+    written = [a for a in schema.arguments if a.is_write]
+    problems: list[tuple[str, object]] = []
+    if tag == "inplace":
+        first = schema.arguments[0] if schema.arguments and not schema.arguments[0].kwarg_only else None
+        if first is None:
+            return [("Tag.inplace needs a first positional argument (the tensor it mutates and returns)", "name")]
+        where = ("arg", first.name)
+        if not first.is_write:
+            problems.append(((f"Tag.inplace requires the first positional argument {first.name!r} to be mutable "
+                             "(e.g. Tensor(a!))"), where))
+        elif strip_alias(first.type) != BaseType("Tensor"):
+            problems.append(((f"Tag.inplace requires the first positional argument {first.name!r} to be a Tensor, "
+                             f"not '{first.type}'"), where))
+        returns = schema.returns
+        if len(returns) != 1:
+            problems.append((f"Tag.inplace requires exactly one return (the first argument), not {len(returns)}",
+                             "returns"))
+        elif not _returns_argument(returns[0], first):
+            problems.append(((f"Tag.inplace requires the return to be the first argument: '{returns[0].type}' "
+                             f"should be '{first.type}'"), "returns"))
+        others = [a.name for a in written if a is not first]
+        if others:
+            problems.append(((f"Tag.inplace allows only the first positional argument to be mutated, not also "
+                             f"{', '.join(map(repr, others))}"), ("arg", others[0])))
+        return problems
+    if tag == "out":
+        if not written:
+            return [("Tag.out needs at least one mutated keyword-only argument (e.g. *, Tensor(a!) out)", "name")]
+        positional = [a.name for a in written if not a.kwarg_only]
+        if positional:
+            problems.append(((f"Tag.out requires every mutated argument to be keyword-only (after the *), not "
+                             f"{', '.join(map(repr, positional))}"), ("arg", positional[0])))
+        not_tensor = [a.name for a in written if strip_alias(a.type) != BaseType("Tensor")]
+        if not_tensor:
+            problems.append(((f"Tag.out supports only mutated arguments of type Tensor, not "
+                             f"{', '.join(map(repr, not_tensor))}"), ("arg", not_tensor[0])))
+        if len(schema.returns) != len(written):
+            problems.append(((f"Tag.out requires the op to return every mutated argument ({len(written)}), not "
+                             f"{len(schema.returns)} value(s)"), "returns"))
+        else:
+            for index, (ret, arg) in enumerate(zip(schema.returns, written)):
+                if not _returns_argument(ret, arg):
+                    problems.append(((f"Tag.out requires return {index} to be the mutated argument {arg.name!r} "
+                                     f"('{arg.type}'), not '{ret.type}'"), "returns"))
+                    break
+        return problems
+    raise ValueError(f"unknown tag {tag!r}")
+
+
+def _returns_argument(ret, arg) -> bool:
+    """`ret` is a plain Tensor return written in `arg`'s alias set (`Tensor(a!)` for `Tensor(a!) x`)."""
+    alias = ret.alias
+    return (strip_alias(ret.type) == BaseType("Tensor") and alias is not None and alias.is_write
+            and arg.alias is not None and set(alias.before) == set(arg.alias.before))
 
 
 def check_namespace(namespace: str) -> list[Diagnostic]:

@@ -20,17 +20,22 @@ from opgen.contract import (
 from opgen.schema import SchemaError, parse_schema
 
 MARKED = "  +  has_side_effect("
+TAGGED = re.compile(r"  \+  tags=\(((?:torch\.Tag\.\w+,\s*)+)\)$")
 
 
 def codes_for(example: str) -> set[str]:
-    """Run the documented example format: schemas joined by '  and  ', optionally marked side-effecting."""
+    """Run the documented example format: schemas joined by '  and  ', optionally marked side-effecting
+    ('  +  has_side_effect(...)') or tagged ('  +  tags=(torch.Tag.inplace,)')."""
     marked = MARKED in example
     text = example.split(MARKED)[0]
+    tagged = TAGGED.search(text)
+    tags = tuple(re.findall(r"torch\.Tag\.(\w+)", tagged.group(1))) if tagged else ()
+    text = text[:tagged.start()] if tagged else text
     try:
         schemas = [parse_schema(part) for part in text.split("  and  ")]
     except SchemaError:
         return {"OPG001"}
-    found = {d.code for s in schemas for d in check_schema(s, side_effect_marked=marked)}
+    found = {d.code for s in schemas for d in check_schema(s, tags=tags, side_effect_marked=marked)}
     return found | {d.code for d in check_ops(schemas)}
 
 
@@ -90,6 +95,12 @@ def diag_codes(text: str, **kwargs) -> list[str]:
     ("f(Tensor(a!)?[] xs) -> ()", {}, []),
     ("f(Tensor(a) x, Tensor y) -> Tensor", {}, ["OPG110"]),
     ("f(Tensor x) -> (Tensor x, Tensor y)", {}, ["OPG107", "OPG111"]),
+    ("f(Tensor(a!) x) -> Tensor(a!)", {"tags": None}, []),
+    ("f.out(Tensor x, *, Tensor(a!) out) -> Tensor(a!)", {"tags": None}, []),
+    ("f(Tensor(a!) x, Tensor(b!) y) -> Tensor(a!)", {"tags": None}, []),
+    ("f(Tensor(a!) x, Tensor(b!) y) -> Tensor(a!)", {"tags": ("inplace",)}, ["OPG112"]),
+    ("f.out(Tensor x, *, Tensor(a!) out) -> Tensor(a!)", {"tags": ("inplace",), "style": "library"}, ["OPG112"]),
+    ("f(Tensor(a!) x) -> Tensor(a!)", {"tags": ("out",)}, ["OPG112"]),
 ])
 def test_targeted_cases(text, kwargs, expected):
     assert diag_codes(text, **kwargs) == expected
@@ -210,3 +221,45 @@ def test_torch_premise_of_OPG107_the_type_table_matches_infer_schema(type_text):
             inferred = None
     assert inferred_schema_type(t) == inferred, annotation
     assert custom_op_can_infer(t) == (inferred == type_text)
+
+
+# Each schema torch refuses for a tag, with the words of torch's own message (torch/library.py
+# _validate_inplace_schema / _validate_out_schema) and of opgen's.
+TAG_REFUSALS = [
+    ("inplace", "f(Tensor x, float s) -> Tensor", "first positional argument to be mutable",
+     "first positional argument 'x' to be mutable"),
+    ("inplace", "f(*, Tensor(a!) x) -> Tensor(a!)", "at least one positional argument", "first positional argument"),
+    ("inplace", "f(Tensor(a!) x) -> ()", "must return exactly one value", "exactly one return"),
+    ("inplace", "f(Tensor(a!) x) -> (Tensor(a!), Tensor)", "must return exactly one value", "exactly one return"),
+    ("inplace", "f(Tensor(a!) x, Tensor(b!) y) -> Tensor(b!)", "return aliases", "return to be the first argument"),
+    ("inplace", "f(Tensor(a!) x) -> Tensor", "return must alias the first argument", "return to be the first argument"),
+    ("inplace", "f(Tensor(a!) x, Tensor(b!) y) -> Tensor(a!)", "Found additional mutable args: ['y']", "not also 'y'"),
+    ("inplace", "f(Tensor(a!)[] xs) -> Tensor(a!)", "to be a Tensor", "to be a Tensor"),
+    ("out", "f(Tensor x) -> Tensor", "at least one mutable argument", "at least one mutated"),
+    ("out", "f(Tensor(a!) out) -> Tensor(a!)", "Found mutable positional args: ['out']", "keyword-only"),
+    ("out", "f(Tensor x, *, Tensor(a!) out) -> ()", "got 1 mutable args but 0 returns", "every mutated argument"),
+    ("out", "f(Tensor x, *, Tensor(a!) a, Tensor(b!) b) -> (Tensor(b!), Tensor(a!))", "Return 0",
+     "return 0 to be the mutated argument 'a'"),
+    ("out", "f(Tensor x, *, Tensor(a!)[] out) -> Tensor(a!)", "only supports Tensor mutable arguments",
+     "only mutated arguments of type Tensor"),
+]
+
+
+@pytest.mark.parametrize(("tag", "text", "torch_words", "opgen_words"), TAG_REFUSALS)
+def test_torch_premise_of_OPG112_tag_contracts_match_define_time_checks(tag, text, torch_words, opgen_words):
+    diagnostics = [d for d in check_schema(parse_schema(text), tags=(tag,), style="library") if d.code == "OPG112"]
+    assert diagnostics and opgen_words in diagnostics[0].message, [d.message for d in diagnostics]
+    with torch.library._scoped_library("opgen_contract", "FRAGMENT") as lib, \
+            pytest.raises(ValueError, match=re.escape(torch_words)):
+        lib.define(text, tags=(getattr(torch.Tag, tag),))
+
+
+@pytest.mark.parametrize(("tag", "text"), [
+    ("inplace", "f_(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)"),
+    ("out", "f.out(Tensor x, Tensor y, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("out", "f.two(Tensor x, *, Tensor(a!) values, Tensor(b!) indices) -> (Tensor(a!) values, Tensor(b!) indices)"),
+])
+def test_torch_premise_of_OPG112_valid_tagged_schemas_are_accepted_by_both(tag, text):
+    assert "OPG112" not in diag_codes(text, tags=(tag,), style="library")
+    with torch.library._scoped_library("opgen_contract", "FRAGMENT") as lib:
+        lib.define(text, tags=(getattr(torch.Tag, tag),))

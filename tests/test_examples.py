@@ -32,6 +32,8 @@ def expected_outcomes() -> dict[str, tuple[str, str]]:
         "kv_cache_update": ("attn_ops::kv_cache_update", "npu", False, True),
         "nonzero_rows": ("select_ops::nonzero_rows", "npu", True, True),
         "rms_norm": ("myops::rms_norm", "npu", False, True),
+        "scale_": ("inplace_ops::scale_", "npu", False, True),  # tags: [inplace]
+        "scaled_add_out": ("out_ops::scaled_add.out", "npu", False, True),  # tags: [out]
         "scatter_update_": ("cache_ops::scatter_update_", "npu", False, True),
         "stack_scaled": ("list_ops::stack_scaled", "cuda", False, True),
         "top_rows": ("draft_ops::top_rows", "npu", False, False),
@@ -70,7 +72,8 @@ def generated(request, tmp_path_factory) -> tuple[str, list[Path]]:
 
 def test_every_example_is_covered():
     assert {p.stem for p in EXAMPLES} == {"add_rms_norm", "bias_act", "kv_cache_update", "nonzero_rows",
-                                           "rms_norm", "scatter_update", "stack_scaled", "todo_semantics"}
+                                           "rms_norm", "scale_inplace", "scaled_add_out", "scatter_update",
+                                           "stack_scaled", "todo_semantics"}
 
 
 def test_generated_tests_pass_and_skip_exactly_as_expected(generated, tmp_path):
@@ -87,13 +90,13 @@ def test_generated_tests_pass_and_skip_exactly_as_expected(generated, tmp_path):
             assert text in got["message"], f"{style}: {name} failed without the TODO message:\n{got['message']}"
     counts = {kind: sum(1 for r in results.values() if r["outcome"] == kind) for kind in ("passed", "skipped",
                                                                                           "failed")}
-    assert counts == {"passed": 8 * 4 - 3, "skipped": 8 * 2, "failed": 3}
+    assert counts == {"passed": 10 * 4 - 3, "skipped": 10 * 2, "failed": 3}
 
 
 def test_generated_code_is_ruff_clean_and_parses(generated):
     _, projects = generated
     sources = [path for project in projects for path in sorted(project.rglob("*.py"))]
-    assert len(sources) >= 8 * 5
+    assert len(sources) >= 10 * 5
     for path in sources:
         ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     ruff = shutil.which("ruff") or pytest.fail("ruff is not installed (it is part of the test extra)")
@@ -111,6 +114,22 @@ def test_generation_is_deterministic(generated, tmp_path):
         done = opgen("new", str(spec), "-o", str(again), "--style", style)
         assert done.returncode == 0, done.stderr
         assert snapshot(again) == snapshot(project), f"{project.name} ({style}) differs between two runs"
+
+
+def test_tagged_examples_keep_the_aliased_return_and_emit_no_fake(generated):
+    """`tags: [inplace]` / `tags: [out]`: the schema keeps `-> Tensor(a!)`, the op is defined with the tag
+    (after a guard naming the spec key), and torch's generated fake is the only one."""
+    style, projects = generated
+    for stem, tag, schema in (("scale_inplace", "inplace", "(Tensor(a!) x, float s) -> Tensor(a!)"),
+                              ("scaled_add_out", "out", ("(Tensor x, Tensor y, float alpha=1.0, *, Tensor(a!) out) "
+                               "-> Tensor(a!)"))):
+        project = next(p for p in projects if p.name == stem)
+        ops = next(project.glob("*/ops.py")).read_text(encoding="utf-8")
+        assert schema in ops
+        assert f"if not hasattr(torch.Tag, \"{tag}\"):" in ops and "(ops[0].tags in opgen.yaml)" in ops
+        assert (f"tags=(torch.Tag.{tag},)" if style == "library" else f"tags=torch.Tag.{tag},") in ops
+        assert "register_fake" not in ops and '"Meta"' not in ops
+        assert ops.index("hasattr(torch.Tag") < ops.index(f"torch.Tag.{tag},")
 
 
 def test_generated_project_needs_no_opgen_at_run_time(generated):

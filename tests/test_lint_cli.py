@@ -329,3 +329,21 @@ def test_empty_directory_and_non_python_files_are_clean(tmp_path):
                                    "lib = Library('t', 'IMPL', 'npu')\n")
     result = run_lint("README.md", "tool", cwd=tmp_path)
     assert findings(result.stdout) == [("tool", 3, 28, "OPG204")], result.stdout
+
+
+def test_tag_contract_is_checked_with_the_rule_opgen_new_uses(tmp_path):
+    """OPG112 (contract.tag_contract_problems) in hand-written code: only where the tags are read and broken."""
+    (tmp_path / "tagged.py").write_text(
+        "import torch\n\n"
+        "lib = torch.library.Library(\"lt\", \"FRAGMENT\")\n"
+        "lib.define(\"scale_(Tensor(a!) x, Tensor(b!) y) -> Tensor(a!)\", tags=(torch.Tag.inplace,))\n"
+        "lib.define(\"good_(Tensor(a!) x, float s) -> Tensor(a!)\", tags=torch.Tag.inplace)\n"
+        "lib.define(\"sin.out(Tensor x, *, Tensor(a!) out) -> Tensor(a!)\", tags=[torch.Tag.out])\n"
+        "lib.define(\"cos.out(Tensor x, Tensor(a!) out) -> Tensor(a!)\", tags=(torch.Tag.out,))\n"
+        "TAGS = some_tags()\n"
+        "lib.define(\"tan_(Tensor(a!) x, Tensor(b!) y) -> Tensor(a!)\", tags=TAGS)\n", encoding="utf-8")
+    result = run_lint("tagged.py", cwd=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    found = [(line, code) for _, line, _, code in findings(result.stdout) if code == "OPG112"]
+    assert found == [(4, "OPG112"), (7, "OPG112")], result.stdout
+    assert "not also 'y'" in result.stdout and "keyword-only (after the *), not 'out'" in result.stdout

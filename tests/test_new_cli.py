@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import shutil
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -267,6 +268,46 @@ BAD_SPECS = {
             examples:
               - {x: {shape: [2], dtype: float23}}
         """, "bad.yaml:5:33: ops[0].examples[0].x.dtype: unknown dtype 'float23'", "did you mean 'float32'?"),
+    "unknown tag": ("""
+        namespace: a
+        ops:
+          - schema: "f_(Tensor(a!) x) -> Tensor(a!)"
+            tags: [inplcae]
+        """, "bad.yaml:4:12: ops[0].tags: unknown tag 'inplcae'", "did you mean 'inplace'?"),
+    "tags not a list": ("""
+        namespace: a
+        ops:
+          - schema: "f_(Tensor(a!) x) -> Tensor(a!)"
+            tags: inplace
+        """, "bad.yaml:4:11: ops[0].tags must be a list of torch.Tag names", "`tags: [inplace]`"),
+    "both tags": ("""
+        namespace: a
+        ops:
+          - schema: "f_(Tensor(a!) x) -> Tensor(a!)"
+            tags: [inplace, out]
+        """, "bad.yaml:4:11: ops[0].tags: an op is either in-place (Tag.inplace) or an out= variant", "keep one"),
+    "inplace tag on a second mutated argument": ("""
+        namespace: a
+        ops:
+          - schema: "f_(Tensor(a!) x, Tensor(b!) y) -> Tensor(a!)"
+            tags: [inplace]
+        """, ("bad.yaml:3:31: ops[0].schema [OPG112]: Tag.inplace allows only the first positional argument to be "
+        "mutated, not also 'y'"), "remove `ops[0].tags`"),
+    "out tag on a positional out": ("""
+        namespace: a
+        ops:
+          - schema: "f.out(Tensor x, Tensor(a!) out) -> Tensor(a!)"
+            tags: [out]
+        """, "bad.yaml:3:30: ops[0].schema [OPG112]: Tag.out requires every mutated argument to be keyword-only",
+        "every mutated argument keyword-only"),
+    "outputs of a tagged op": ("""
+        namespace: a
+        ops:
+          - schema: "f_(Tensor(a!) x) -> Tensor(a!)"
+            tags: [inplace]
+            outputs:
+              out0: {shape: "x.shape", dtype: "x.dtype"}
+        """, "bad.yaml:5:5: ops[0].outputs: the op is tagged torch.Tag.inplace", "remove `outputs:`"),
     "invalid yaml": ("""
         namespace: a
         ops:
@@ -300,6 +341,38 @@ def test_aliased_return_is_rewritten_with_a_warning(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "warning:" in done.stderr and "OPG102: rewrote inpl::scale_" in done.stderr
     assert "scale_(Tensor(a!) x, float s) -> ()" in (tmp_path / "p" / "inpl" / "ops.py").read_text()
+
+
+def test_tagged_op_refuses_to_import_on_a_torch_without_the_tag(tmp_path):
+    """torch_npu pins torches without torch.Tag.inplace: the generated package says so at import, naming the
+    op and the spec key, before registering anything."""
+    spec = write(tmp_path / "tagged.yaml", """
+        namespace: tagged
+        device: cpu
+        ops:
+          - schema: "scale_(Tensor(a!) x, float s) -> Tensor(a!)"
+            tags: [inplace]
+            reference: |
+              x.mul_(s)
+              return x
+        """)
+    without_tag = ("import types, torch\n"
+                   "torch.Tag = types.SimpleNamespace(pt2_compliant_tag=torch.Tag.pt2_compliant_tag)\n"
+                   "import tagged\n")
+    with_tag = "import torch, tagged\nx = torch.ones(3)\nassert tagged.scale_(x, 2.0) is x and x.tolist() == [2.0] * 3\n"
+    for style in ("library", "custom_op"):
+        target = tmp_path / style
+        done = opgen("new", str(spec), "-o", str(target), "--style", style)
+        assert done.returncode == 0, done.stderr
+        assert "OPG102" not in done.stderr  # nothing rewritten: the tag keeps the return
+        refused = subprocess.run([sys.executable, "-c", without_tag], cwd=target, capture_output=True, text=True,
+                                 check=False)
+        assert refused.returncode == 1
+        assert ("RuntimeError: tagged::scale_ is tagged torch.Tag.inplace (ops[0].tags in opgen.yaml), but this "
+                "torch has no torch.Tag.inplace") in refused.stderr, refused.stderr
+        works = subprocess.run([sys.executable, "-c", with_tag], cwd=target, capture_output=True, text=True,
+                               check=False)
+        assert works.returncode == 0, works.stderr
 
 
 def test_long_names_stay_within_the_line_length(tmp_path):

@@ -140,3 +140,35 @@ def test_context_is_plain_data():
     assert plain(context)
     op = context["_opgen"]["ops"][0]
     assert op["fake_lines"] == ["out0 = torch.empty(x.shape, dtype=torch.float16, device=x.device)", "return out0"]
+
+
+def test_tags_keep_the_aliased_return_and_need_no_semantics():
+    spec = load("""
+        namespace: ns
+        ops:
+          - schema: "scale_(Tensor(a!) x, float s) -> Tensor(a!)"
+            tags: [inplace]
+          - schema: "topk.values(Tensor x, int k, *, Tensor(a!) values, Tensor(b!) indices) -> (Tensor(a!) values, Tensor(b!) indices)"
+            tags: [out]
+        """)
+    inplace, out = spec.ops
+    assert inplace.tags == ("inplace",) and inplace.notes == ()
+    assert inplace.schema.signature() == "scale_(Tensor(a!) x, float s) -> Tensor(a!)"
+    assert [o.returns_argument for o in inplace.outputs] == ["x"] and inplace.missing_semantics == []
+    assert [o.returns_argument for o in out.outputs] == ["values", "indices"] and out.missing_semantics == []
+    ops = project_context(spec)["_opgen"]["ops"]
+    assert ops[0]["define_line"] == 'lib.define("scale_(Tensor(a!) x, float s) -> Tensor(a!)", tags=(torch.Tag.inplace,))'
+    assert ops[0]["trivial_fake"] and not ops[0]["todo_fake"] and ops[0]["fake_lines"] == []
+    assert ops[0]["expected_lines"] == ["return [(x.shape, x.dtype)]"]
+    assert ops[1]["expected_lines"] == ["return [(values.shape, values.dtype), (indices.shape, indices.dtype)]"]
+    assert ops[1]["lines"]["compiled"].endswith('returned=("values", "indices"))')
+    assert ast.parse(ops[1]["define_line"])  # wrapped over lines, still one call
+
+
+def test_without_tags_the_rewrite_note_names_the_tags_key():
+    spec = load("""
+        namespace: ns
+        ops:
+          - schema: "scale_(Tensor(a!) x, float s) -> Tensor(a!)"
+        """)
+    assert "add `tags: [inplace]` or `tags: [out]`" in spec.ops[0].notes[0]

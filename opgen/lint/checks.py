@@ -212,10 +212,8 @@ def _find(ops, by_name, registration: Registration) -> _Op | None:
     return op
 
 
-def _tags_for_contract(definition: Definition) -> tuple[str, ...]:
-    if definition.tags is None:  # tags we could not read: do not assume they lack inplace/out
-        return ("inplace", "out")
-    return definition.tags
+def _tags_for_contract(definition: Definition) -> tuple[str, ...] | None:
+    return definition.tags  # None: tags we could not read, assumed neither present nor absent
 
 
 def _check_op(op: _Op, side_effect, unresolved_side_effect, unresolved_fakes, add_mutation_annotation):

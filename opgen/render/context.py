@@ -90,9 +90,13 @@ def op_context(spec: ProjectSpec, op: OpSpec) -> dict:
     device_kernel_path = f"{package}/kernels/{stem}_{spec.device}.py"
     cpu_kernel_path = f"{package}/kernels/{stem}_cpu.py"
     todo_path = f"{package}/fakes/{stem}.py"
-    explicit = custom_op_explicit_schema_reasons(schema)
+    tag = op.tags[0] if op.tags else ""
+    # With a tag, custom_op gets the schema spelled out: the aliased return must not depend on inference.
+    explicit = custom_op_explicit_schema_reasons(schema) or bool(tag)
     mutated = mutates_args(schema)
-    fake_lines, expected_lines = _fake_and_expected(op) if not missing else ([], [])
+    fake_lines, expected_lines = _fake_and_expected(op) if not missing and not tag else ([], [])
+    if tag:
+        expected_lines = [_expected_returned(op)]
     examples = [line for example in op.examples for line in _example_lines(op, example)]
     reference = op.reference
     todo_message = (f"{qualname} has no fake function: fill {', '.join(missing)} in opgen.yaml and re-run "
@@ -106,7 +110,14 @@ def op_context(spec: ProjectSpec, op: OpSpec) -> dict:
         "qualname_literal": literal(qualname),
         "op_name_literal": literal(schema.op_name),
         "overload": overload,
-        "define_line": string_call("lib.define(", schema.signature(with_namespace=False), ")"),
+        "define_line": _define_line(schema.signature(with_namespace=False), tag),
+        # tags (`ops[i].tags`): the aliased return is kept and torch generates the (trivial) fake
+        "tag": tag,
+        "tag_guard": _tag_guard(op, qualname, tag) if tag else "",
+        "custom_op_tags_line": f"tags=torch.Tag.{tag}," if tag else "",
+        "trivial_fake": bool(tag),
+        "tag_fake_note": {"inplace": "it returns its first argument", "out": "it returns its out= arguments",
+                          "": ""}[tag],
         "def_public": define(stem, param_list, returns),
         "def_fake": define(f"_{stem}_fake", param_list, returns),
         "def_expected": define(f"_{stem}_expected", param_list, "list"),
@@ -249,6 +260,7 @@ def _op_lines(spec: ProjectSpec, op: OpSpec, stem: str, qualname: str, overload:
         "custom_op_register_fake": call_text(f"{stem}.register_fake", [f"{stem}_fake"]),
         "assert_cpu": call_text(has_kernel, [q, '"CPU"'], "    "),
         "assert_meta": call_text(has_kernel, [q, '"Meta"'], "    "),
+        "assert_tag": f"assert torch.Tag.{op.tags[0]} in {overload}.tags" if op.tags else "",
         "assert_side_effect": _side_effect_assert(overload),
         "trace": call_text(f"{'_' if op.missing_semantics else 'dynamo_graph'}, aot_graph = _trace",
                            [overload, "call"], "    "),
@@ -257,8 +269,39 @@ def _op_lines(spec: ProjectSpec, op: OpSpec, stem: str, qualname: str, overload:
                                                    f"_{stem}_expected(*call[0], **call[1])"], "    "),
         "opcheck": call_text("torch.library.opcheck", [overload, "args", "kwargs", f"test_utils={utils}"],
                              "        "),
-        "compiled": call_text("_compiled_matches_eager", [overload, f"_{stem}_calls()"], "    "),
+        "compiled": call_text("_compiled_matches_eager", [overload, f"_{stem}_calls()"]
+                              + ([f"returned={_returned_keys(op)}"] if op.tags else []), "    "),
     }
+
+
+def _define_line(signature: str, tag: str) -> str:
+    if not tag:
+        return string_call("lib.define(", signature, ")")
+    text = literal(signature)
+    if len(f"    {text},") > LINE_LENGTH:
+        text = string_call("(", signature, ")", "    ")
+    return call_text("lib.define", [text, f"tags=(torch.Tag.{tag},)"])
+
+
+def _tag_guard(op: OpSpec, qualname: str, tag: str) -> str:
+    """Module-level code refusing to import on a torch without the tag (torch_npu pins older torch)."""
+    field = f"ops[{op.index}].tags"
+    message = (f"{qualname} is tagged torch.Tag.{tag} ({field} in opgen.yaml), but this torch has no "
+               f"torch.Tag.{tag} (it came in torch 2.13): upgrade torch, or remove {field} and re-run `opgen new`, "
+               "which then drops the aliased return")
+    return f"if not hasattr(torch.Tag, {literal(tag)}):\n    " + string_call("raise RuntimeError(", message, ")", "    ")
+
+
+def _returned_keys(op: OpSpec) -> str:
+    """Where each return of a tagged op comes from: the position (or keyword name) of its mutated argument."""
+    keys = {a.name: str(i) for i, a in enumerate(op.schema.positional)}
+    keys.update({a.name: literal(a.name) for a in op.schema.kwarg_only})
+    return tuple_text([keys[out.returns_argument] for out in op.outputs])
+
+
+def _expected_returned(op: OpSpec) -> str:
+    items = [f"({out.returns_argument}.shape, {out.returns_argument}.dtype)" for out in op.outputs]
+    return "return [" + ", ".join(items) + "]"
 
 
 def _side_effect_assert(overload: str) -> str:

@@ -11,12 +11,22 @@ import difflib
 import keyword
 import math
 import re
+from dataclasses import replace
 
 import yaml
 from yaml.constructor import ConstructorError, SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from ..contract import ERROR, check_namespace, check_ops, check_schema
+from ..contract import (
+    ALIASING_TAGS,
+    ERROR,
+    TAG_CONTRACT,
+    TAG_HINTS,
+    check_namespace,
+    check_ops,
+    check_schema,
+    tag_contract_problems,
+)
 from ..schema.errors import OpgenError
 from ..schema.model import (
     BaseType,
@@ -43,7 +53,7 @@ from .model import (
 )
 
 SPEC_KEYS = ("namespace", "style", "device", "package", "ops")
-OP_KEYS = ("schema", "doc", "outputs", "reference", "examples")
+OP_KEYS = ("schema", "doc", "tags", "outputs", "reference", "examples")
 OUTPUT_KEYS = ("shape", "dtype")
 TENSOR_KEYS = ("shape", "dtype", "values")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -272,9 +282,18 @@ def _op(source: _Source, node: Node, index: int, namespace: str, style: str) -> 
             hint=f"drop '{schema.namespace}::' (the spec's `namespace:` applies to every op)"), f"{where}.schema")
     schema = _with_namespace(schema, namespace)
     notes: list[str] = []
-    schema = _rewrite_aliased_returns(schema, notes)
+    tags = _tags(source, fields["tags"][1], where) if "tags" in fields else ()
+    if tags:  # the user opted into torch's tag: keep the aliased return, if the schema keeps the tag's contract
+        problems = tag_contract_problems(schema, tags[0])
+        if problems:  # the first, as torch would refuse it
+            message, part = problems[0]
+            raise source.inner(schema_node, span_column(schema, part) or 1, OpgenError(
+                message, hint=f"{TAG_HINTS[tags[0]]}; or remove `{where}.tags` to let opgen drop the aliased return"),
+                f"{where}.schema [{TAG_CONTRACT.code}]")
+    else:
+        schema = _rewrite_aliased_returns(schema, notes)
 
-    for diagnostic in check_schema(schema, side_effect_marked=True, style=style):
+    for diagnostic in check_schema(schema, tags=tags, side_effect_marked=True, style=style):
         fatal = diagnostic.severity == ERROR or (diagnostic.code == "OPG106" and style == "custom_op")
         if fatal:
             offset = span_column(schema, "returns") if diagnostic.code in ("OPG102", "OPG111") else None
@@ -295,14 +314,42 @@ def _op(source: _Source, node: Node, index: int, namespace: str, style: str) -> 
     if "reference" in fields:
         reference = _string(source, fields["reference"][1], f"{where}.reference")
         _check_reference(source, fields["reference"][1], reference, where)
+    if tags and "outputs" in fields:
+        raise source.error(fields["outputs"][0], f"{where}.outputs: the op is tagged torch.Tag.{tags[0]}, so it "
+                           "returns its mutated argument(s): their shape and dtype are already known",
+                           "remove `outputs:`")
     outputs = _outputs(source, fields["outputs"][1] if "outputs" in fields else None, schema, where)
+    if tags:
+        written = [a.name for a in schema.arguments if a.is_write]
+        outputs = tuple(replace(out, returns_argument=name) for out, name in zip(outputs, written))
     examples = _examples(source, fields["examples"][1] if "examples" in fields else None, schema, where)
-    return OpSpec(index, schema, doc, outputs, reference, examples, tuple(notes))
+    return OpSpec(index, schema, doc, outputs, reference, examples, tuple(notes), tags)
+
+
+def _tags(source: _Source, node: Node, where: str) -> tuple[str, ...]:
+    """`tags: [inplace]` or `tags: [out]`: the torch.Tag the op is defined with."""
+    field = f"{where}.tags"
+    if not isinstance(node, SequenceNode) or not node.value:
+        raise source.error(node, f"{field} must be a list of torch.Tag names, not {_kind(node)}",
+                           "write `tags: [inplace]` or `tags: [out]`")
+    tags: list[str] = []
+    for item in node.value:
+        value = _string(source, item, f"{field} entry")
+        if value not in ALIASING_TAGS:
+            close = difflib.get_close_matches(value.removeprefix("torch.Tag."), ALIASING_TAGS, n=1, cutoff=0.5)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise source.error(item, f"{field}: unknown tag {value!r}", hint + "opgen generates the tags: "
+                               + ", ".join(ALIASING_TAGS))
+        if value in tags:
+            raise source.error(item, f"{field}: {value!r} is listed twice", "list each tag once")
+        tags.append(value)
+    if len(tags) > 1:
+        raise source.error(node, f"{field}: an op is either in-place (Tag.inplace) or an out= variant (Tag.out), "
+                           "not both", "keep one tag")
+    return tuple(tags)
 
 
 def _with_namespace(schema: Schema, namespace: str) -> Schema:
-    from dataclasses import replace
-
     return replace(schema, namespace=namespace, spans=schema.spans)
 
 
@@ -311,9 +358,8 @@ def _rewrite_aliased_returns(schema: Schema, notes: list[str]) -> Schema:
 
     torch.compile cannot functionalize aliased returns of custom ops (OPG102), and the `Tag.inplace`
     route only exists in the newest torch; dropping the return keeps the op correct everywhere.
+    (`tags: [inplace]` / `tags: [out]` in the spec keeps the return instead.)
     """
-    from dataclasses import replace
-
     written = {letter for a in schema.mutated_args for letter in (a.alias.before if a.alias else ())}
     kept: list[Return] = []
     dropped: list[str] = []
@@ -328,7 +374,8 @@ def _rewrite_aliased_returns(schema: Schema, notes: list[str]) -> Schema:
     rewritten = replace(schema, returns=tuple(kept), returns_tuple=schema.returns_tuple and len(kept) == 1,
                         spans=schema.spans)
     notes.append(f"OPG102: rewrote {schema.qualified_name}: dropped aliased return(s) {', '.join(dropped)}; "
-                 f"the schema is now '{rewritten.signature()}' (callers keep using the mutated argument)")
+                 f"the schema is now '{rewritten.signature()}' (callers keep using the mutated argument; to keep the "
+                 "return, add `tags: [inplace]` or `tags: [out]` to the op: torch >= 2.13)")
     return rewritten
 
 

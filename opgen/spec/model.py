@@ -51,10 +51,12 @@ class OutputSpec:
     shape_rule: object | None = None
     dtype_rule: object | None = None
     supported: bool = True  # False for returns the semantics language cannot describe (Tensor[], int, ...)
+    returns_argument: str | None = None  # a tagged op returns this mutated argument itself: nothing to describe
 
     @property
     def complete(self) -> bool:
-        return self.supported and self.shape_rule is not None and self.dtype_rule is not None
+        return self.returns_argument is not None or (
+            self.supported and self.shape_rule is not None and self.dtype_rule is not None)
 
 
 @dataclass(frozen=True)
@@ -66,12 +68,15 @@ class OpSpec:
     reference: str | None
     examples: tuple[Example, ...]
     notes: tuple[str, ...] = ()  # warnings about rewrites, shown by `opgen new`
+    tags: tuple[str, ...] = ()  # torch.Tag names ("inplace" or "out"): the aliased returns are kept
 
     @property
     def missing_semantics(self) -> list[str]:
         """The spec fields to fill before opgen can write this op's fake function."""
         missing = []
         for out in self.outputs:
+            if out.returns_argument is not None:
+                continue
             prefix = f"ops[{self.index}].outputs.{out.name}"
             if not out.supported:
                 missing.append(prefix)

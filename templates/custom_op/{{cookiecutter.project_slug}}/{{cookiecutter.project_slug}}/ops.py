@@ -24,6 +24,11 @@ except ImportError:  # no NPU software on this machine: the ops still import, wi
 NPU_BACKEND = torch._C._get_privateuse1_backend_name() == "npu"
 {% endif %}
 {% for op in cookiecutter._opgen.ops %}
+{% if op.tag_guard %}
+
+
+{{ op.tag_guard }}
+{% endif %}
 
 
 @torch.library.custom_op(
@@ -32,6 +37,9 @@ NPU_BACKEND = torch._C._get_privateuse1_backend_name() == "npu"
     device_types="cpu",
 {% if op.custom_op_schema_line %}
     {{ op.custom_op_schema_line }}
+{% endif %}
+{% if op.custom_op_tags_line %}
+    {{ op.custom_op_tags_line }}
 {% endif %}
 )
 {{ op.def_custom_op }}
@@ -45,7 +53,9 @@ if NPU_BACKEND:
 {% elif op.kernel_device %}
 {{ op.lines.register_device_kernel }}
 {% endif %}
-{% if op.todo_fake %}
+{% if op.trivial_fake %}
+# No fake function: torch generates it for a torch.Tag.{{ op.tag }} op ({{ op.tag_fake_note }}).
+{% elif op.todo_fake %}
 {{ op.lines.custom_op_register_fake }}
 {% else %}
 

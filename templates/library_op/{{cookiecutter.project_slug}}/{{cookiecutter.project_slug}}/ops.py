@@ -20,12 +20,17 @@ lib = torch.library.Library({{ cookiecutter._opgen.namespace_literal }}, "FRAGME
 
 
 # {{ op.qualname }}
+{% if op.tag_guard %}
+{{ op.tag_guard }}
+{% endif %}
 {{ op.define_line }}
 {{ op.lines.impl_cpu }}
 {% if op.kernel_device %}
 {{ op.lines.impl_device }}
 {% endif %}
-{% if op.todo_fake %}
+{% if op.trivial_fake %}
+# No fake function: torch generates it for a torch.Tag.{{ op.tag }} op ({{ op.tag_fake_note }}).
+{% elif op.todo_fake %}
 {{ op.lines.register_todo_fake }}
 {% else %}
 

@@ -164,7 +164,8 @@ def _assert_metadata(outputs: list, expected: list) -> None:
             assert actual == tuple(shape), f"output {index}: shape {actual}, the spec says {tuple(shape)}"
 
 
-def _compiled_matches_eager(op, calls) -> None:
+def _compiled_matches_eager(op, calls, returned: tuple = ()) -> None:
+    """`returned`: for a torch.Tag.inplace/out op, the argument (position or name) each output is."""
     torch._dynamo.reset()
 
     def fn(*args, **kwargs):
@@ -178,6 +179,11 @@ def _compiled_matches_eager(op, calls) -> None:
         torch.testing.assert_close(actual, expected)
         # inputs the op mutates must be mutated the same way
         torch.testing.assert_close(_tensors((args, kwargs)), _tensors((eager_args, eager_kwargs)))
+        # a tagged op returns its mutated argument: the very tensor in eager, its new value when compiled
+        assert len(_tensors(actual)) == len(returned) or not returned
+        for output, eager_output, key in zip(_tensors(actual), _tensors(expected), returned):
+            assert eager_output is _get((eager_args, eager_kwargs), key), f"eager output is not argument {key!r}"
+            torch.testing.assert_close(output, _get((args, kwargs), key))
 
 
 def _captured(group: str, prefix: str) -> int:
@@ -252,7 +258,12 @@ def _{{ op.stem }}_calls(seed: int = 0) -> list:
 def test_{{ op.stem }}_is_registered():
     assert callable({{ cookiecutter._opgen.package }}.{{ op.function }})
     {{ op.lines.assert_cpu }}
+{% if op.trivial_fake %}
+    # torch.Tag.{{ op.tag }}: torch generates the fake (no Meta kernel of ours)
+    {{ op.lines.assert_tag }}
+{% else %}
     {{ op.lines.assert_meta }}
+{% endif %}
 {% if op.kernel_device %}
     {{ op.device_registered_assert }}
 {% endif %}
