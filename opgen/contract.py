@@ -173,9 +173,21 @@ aliased return and torch generates the fake itself; the tags exist only in torch
 """, bad="scale_(Tensor(a!) x, Tensor(b!) y) -> Tensor(a!)  +  tags=(torch.Tag.inplace,)",
     good="scale_(Tensor(a!) x, float s) -> Tensor(a!)  +  tags=(torch.Tag.inplace,)")
 
+AUTOGRAD_NOT_FUNCTIONAL = rule(
+    "OPG113", "autograd-not-functional", ERROR, "an autograd formula is registered for a non-functional op",
+    """
+`torch.library.register_autograd` (and `CustomOpDef.register_autograd`) refuses ops that mutate an
+argument ("Cannot register autograd formula for non-functional operator"), ops tagged
+`torch.Tag.out` ("Out variants do not support autograd") and ops with keyword-only tensor
+arguments (NotImplementedError). Give the backward formula to a functional twin that returns fresh
+tensors and make the mutating op call it, or move the tensors before the `*`.
+""", bad="scale_(Tensor(a!) x, float s) -> ()  +  register_autograd(...)",
+    good="scale(Tensor x, float s) -> Tensor  +  register_autograd(...)")
+
 # Every rule's `bad` and `good` is schema text that `check_schema` (or, for "A  and  B", `check_ops`)
 # judges; "  +  has_side_effect(...)" after a schema means the op is marked side-effecting, and
-# "  +  tags=(torch.Tag.X,)" that it is defined with that tag.
+# "  +  tags=(torch.Tag.X,)" that it is defined with that tag, "  +  register_autograd(...)" that it gets a
+# backward formula.
 CONTRACT_CODES = tuple(RULES)
 
 RESERVED = {"prim": ERROR, "aten": ERROR, "torch": ERROR, "_": ERROR, "prims": ERROR, "inductor": WARNING,
@@ -189,13 +201,14 @@ def diag(rule_: Rule, message: str, hint: str = "", severity: str | None = None)
 
 
 def check_schema(schema: Schema, *, tags: tuple[str, ...] | None = (), side_effect_marked: bool = False,
-                 style: str | None = None, generating: bool = True) -> list[Diagnostic]:
+                 style: str | None = None, generating: bool = True, autograd: bool = False) -> list[Diagnostic]:
     """Diagnostics decidable from one schema.
 
     `tags` are the `torch.Tag` names the op is defined with ("inplace", "out"), None when they are
     unknown (lint could not read them: neither assumed present nor absent); `style` is "custom_op"
     or "library" when the registration style is known. `generating=False` (lint of existing code)
-    leaves out the rules that only constrain code opgen generates (OPG111).
+    leaves out the rules that only constrain code opgen generates (OPG111). `autograd`: the op gets a
+    backward formula (`register_autograd`).
     """
     found: list[Diagnostic] = []
     name = schema.qualified_name + (f".{schema.overload}" if schema.overload else "")
@@ -205,6 +218,12 @@ def check_schema(schema: Schema, *, tags: tuple[str, ...] | None = (), side_effe
         if problems:
             found.append(diag(TAG_CONTRACT, f"{name}: " + "; ".join(message for message, _ in problems),
                               hint=TAG_HINTS[tag]))
+
+    if autograd:
+        problems = autograd_problems(schema, known_tags)
+        if problems:
+            found.append(diag(AUTOGRAD_NOT_FUNCTIONAL, f"{name}: " + "; ".join(message for message, _ in problems),
+                              hint=AUTOGRAD_HINT))
 
     letters: dict[str, list[str]] = defaultdict(list)
     for arg in schema.arguments:
@@ -331,6 +350,31 @@ def tag_contract_problems(schema: Schema, tag: str) -> list[tuple[str, object]]:
                     break
         return problems
     raise ValueError(f"unknown tag {tag!r}")
+
+
+AUTOGRAD_HINT = ("register the backward on a functional op (fresh outputs, no Tensor(a!), no out= tag, tensors "
+                 "before the `*`)")
+
+
+def autograd_problems(schema: Schema, tags: tuple[str, ...] = ()) -> list[tuple[str, object]]:
+    """Why torch's `register_autograd` would refuse `schema` (torch/library.py), as (message, part of the
+    schema it is about); the part is a `span_column` key: "name", "returns" or ("arg", name)."""
+    if "out" in tags:
+        return [("a torch.Tag.out op cannot have an autograd formula (out variants do not support autograd)",
+                 "name")]
+    problems: list[tuple[str, object]] = []
+    written = [a.name for a in schema.arguments if a.is_write]
+    if written:
+        problems.append((f"a mutable op cannot have an autograd formula: it writes {', '.join(map(repr, written))}",
+                         ("arg", written[0])))
+    aliased = [ret for ret in schema.returns if ret.alias is not None]
+    if aliased and not written:
+        problems.append(("an op returning an alias of an input cannot have an autograd formula", "returns"))
+    kw_tensors = [a.name for a in schema.kwarg_only if is_tensor_like(a.type)]
+    if kw_tensors:
+        problems.append(((f"register_autograd does not support keyword-only tensor arguments "
+                          f"({', '.join(map(repr, kw_tensors))})"), ("arg", kw_tensors[0])))
+    return problems
 
 
 def _returns_argument(ret, arg) -> bool:

@@ -20,14 +20,17 @@ from opgen.contract import (
 from opgen.schema import SchemaError, parse_schema
 
 MARKED = "  +  has_side_effect("
+AUTOGRAD = "  +  register_autograd(...)"
 TAGGED = re.compile(r"  \+  tags=\(((?:torch\.Tag\.\w+,\s*)+)\)$")
 
 
 def codes_for(example: str) -> set[str]:
     """Run the documented example format: schemas joined by '  and  ', optionally marked side-effecting
-    ('  +  has_side_effect(...)') or tagged ('  +  tags=(torch.Tag.inplace,)')."""
+    ('  +  has_side_effect(...)'), tagged ('  +  tags=(torch.Tag.inplace,)') or given a backward formula
+    ('  +  register_autograd(...)')."""
     marked = MARKED in example
-    text = example.split(MARKED)[0]
+    autograd = AUTOGRAD in example
+    text = example.split(MARKED)[0].split(AUTOGRAD)[0]
     tagged = TAGGED.search(text)
     tags = tuple(re.findall(r"torch\.Tag\.(\w+)", tagged.group(1))) if tagged else ()
     text = text[:tagged.start()] if tagged else text
@@ -35,7 +38,7 @@ def codes_for(example: str) -> set[str]:
         schemas = [parse_schema(part) for part in text.split("  and  ")]
     except SchemaError:
         return {"OPG001"}
-    found = {d.code for s in schemas for d in check_schema(s, tags=tags, side_effect_marked=marked)}
+    found = {d.code for s in schemas for d in check_schema(s, tags=tags, side_effect_marked=marked, autograd=autograd)}
     return found | {d.code for d in check_ops(schemas)}
 
 
@@ -194,6 +197,39 @@ def test_torch_premise_of_OPG109_only_tensors_can_be_mutated():
     with pytest.raises(ValueError, match="only Tensors"):
         torch.library.custom_op("opgen_contract::mut_int", f, mutates_args=("n",))
     assert "OPG109" in codes_for("mut_int(Tensor x, int(a!) n) -> ()")
+
+
+# Schemas torch.library.register_autograd refuses, with the words of torch's message (torch/library.py).
+AUTOGRAD_REFUSALS = [
+    ("ag_mut(Tensor(a!) x) -> ()", (), RuntimeError, "non-functional operator"),
+    ("ag_out.out(Tensor x, *, Tensor(a!) out) -> Tensor(a!)", ("out",), RuntimeError, "torch.Tag.out"),
+    ("ag_kw(Tensor x, *, Tensor y) -> Tensor", (), NotImplementedError, "kwarg-only Tensor args"),
+]
+
+
+@pytest.mark.parametrize(("schema", "tags", "error", "words"), AUTOGRAD_REFUSALS)
+def test_torch_premise_of_OPG113_register_autograd_refuses_non_functional_ops(schema, tags, error, words):
+    name = schema.split("(")[0]
+    with torch.library._scoped_library("opgen_contract", "FRAGMENT") as lib:
+        lib.define(schema, tags=tuple(getattr(torch.Tag, t) for t in tags))
+        with pytest.raises(error, match=re.escape(words)):
+            torch.library.register_autograd(f"opgen_contract::{name}", lambda ctx, g: g, lib=lib)
+    assert {d.code for d in check_schema(parse_schema(schema), tags=tags, autograd=True, style="library")
+            if d.severity == ERROR} == {"OPG113"}
+    assert "OPG113" not in {d.code for d in check_schema(parse_schema(schema), tags=tags, style="library")}
+
+
+def test_torch_premise_of_OPG113_functional_ops_take_a_formula():
+    with torch.library._scoped_library("opgen_contract", "FRAGMENT") as lib:
+        lib.define("ag_ok(Tensor x, *, float s=1.0) -> Tensor")
+        lib.impl("ag_ok", lambda x, *, s=1.0: x * s, "CPU")
+        torch.library.register_autograd("opgen_contract::ag_ok", lambda ctx, g: g * ctx.s, lib=lib,
+                                        setup_context=lambda ctx, inputs, keyword_only_inputs, output:
+                                        setattr(ctx, "s", keyword_only_inputs["s"]))
+        x = torch.ones(3, requires_grad=True)
+        torch.ops.opgen_contract.ag_ok(x, s=3.0).sum().backward()
+        assert torch.equal(x.grad, torch.full((3,), 3.0))
+    assert "OPG113" not in codes_for("ag_ok(Tensor x, *, float s=1.0) -> Tensor  +  register_autograd(...)")
 
 
 INFER_CASES = ["Tensor", "Tensor?", "Tensor[]", "Tensor?[]", "Tensor[]?", "int", "SymInt", "int?", "int[]", "SymInt[]",

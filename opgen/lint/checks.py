@@ -10,7 +10,7 @@ import difflib
 import re
 from collections import defaultdict
 
-from ..contract import Diagnostic, Rule, check_ops, check_schema
+from ..contract import AUTOGRAD_HINT, AUTOGRAD_NOT_FUNCTIONAL, Diagnostic, Rule, check_ops, check_schema
 from ..schema import SchemaError, parse_schema
 from ..schema.model import Schema, is_tensor_like
 from ..schema.parser import span_column
@@ -76,12 +76,14 @@ def check_records(records: list[FileRecord]) -> list[Diagnostic]:
     schemas: list[Schema] = []
     side_effect = set()
     unresolved_side_effect = False
+    autograd: set = set()
     unresolved_fakes: set = set()
     opaque: set = set()
     for record in records:
         opaque |= record.opaque_namespaces
         found.extend(record.diagnostics)
         side_effect |= record.side_effect_ops
+        autograd |= record.autograd_ops
         unresolved_side_effect |= record.unresolved_side_effect
         unresolved_fakes |= record.unresolved_fake_namespaces
 
@@ -115,7 +117,8 @@ def check_records(records: list[FileRecord]) -> list[Diagnostic]:
                 op.kernels.append(registration)
 
     for op in ops.values():
-        found.extend(_check_op(op, side_effect, unresolved_side_effect, unresolved_fakes, add_mutation_annotation))
+        found.extend(_check_op(op, side_effect, unresolved_side_effect, unresolved_fakes, add_mutation_annotation,
+                               autograd))
     found.extend(_check_dangling(records, [r for r in dangling if r.namespace not in opaque], ops, by_name))
     found.extend(_check_dispatch_keys(records, replace_literal))
     found.extend(_check_libraries(records))
@@ -216,25 +219,28 @@ def _tags_for_contract(definition: Definition) -> tuple[str, ...] | None:
     return definition.tags  # None: tags we could not read, assumed neither present nor absent
 
 
-def _check_op(op: _Op, side_effect, unresolved_side_effect, unresolved_fakes, add_mutation_annotation):
+def _check_op(op: _Op, side_effect, unresolved_side_effect, unresolved_fakes, add_mutation_annotation,
+              autograd=frozenset()):
     found: list[Diagnostic] = []
     definition = op.definition
     schema = op.schema
     name = f"{definition.namespace}::{definition.name}" if definition.namespace else definition.name
     if definition.overload:
         name += "." + definition.overload
+    has_formula = (definition.namespace, definition.name, definition.overload or "") in autograd
     marked = unresolved_side_effect or (definition.namespace, definition.name) in side_effect
     if schema is not None:
         for diagnostic in check_schema(schema, tags=_tags_for_contract(definition), side_effect_marked=marked,
                                        style=definition.style if definition.style == "library" else None,
-                                       generating=False):
+                                       generating=False,
+                                       autograd=has_formula):
             if definition.style == "custom_op" and diagnostic.code == R.NOT_INFERRABLE.code:
                 continue  # an explicit schema= is exactly what that rule asks for
             where = _schema_where(op, CONTRACT_SPANS.get(diagnostic.code, "name"))
             found.append(Diagnostic(diagnostic.code, diagnostic.severity, _with_hint(diagnostic),
                                     path=where.path, line=where.line, column=where.column))
     elif definition.style == "custom_op" and definition.kernel is not None:
-        found.extend(_check_inferred(definition, name, marked))
+        found.extend(_check_inferred(definition, name, marked, has_formula))
 
     if definition.style == "custom_op":
         found.extend(_check_mutates_args(definition, name))
@@ -264,11 +270,15 @@ def _unique(findings):
             yield finding
 
 
-def _check_inferred(definition: Definition, name: str, marked: bool) -> list[Diagnostic]:
-    """custom_op without schema=: the side-effect rule from the annotations (None return, nothing mutated)."""
+def _check_inferred(definition: Definition, name: str, marked: bool, has_formula: bool = False) -> list[Diagnostic]:
+    """custom_op without schema=: the side-effect rule from the annotations (None return, nothing mutated),
+    and no autograd formula for an op that mutates (OPG113)."""
     function = definition.kernel
     returns_nothing = function.returns_annotation in ("None",)
     mutates = definition.mutates_args
+    if has_formula and isinstance(mutates, (tuple, list)) and mutates:
+        return [_diag(AUTOGRAD_NOT_FUNCTIONAL, f"{name}: a mutable op cannot have an autograd formula: it writes "
+                      f"{', '.join(map(repr, mutates))}; {AUTOGRAD_HINT}", definition.where)]
     if returns_nothing and (mutates == () or mutates == []) and not marked:
         rule = R.SIDE_EFFECT_ONLY
         return [_diag(rule, f"{name}: returns nothing and mutates nothing, so compiled graphs drop it; mark it with "

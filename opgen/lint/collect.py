@@ -37,7 +37,8 @@ LIBRARY_IMPORT = re.compile(rb"library\s+import|import\s+library")
 # ... and, of those, the ones that call (or alias) one: mentions in comments and docs are common.
 CALL_SITE = re.compile(
     rb"\b(?:custom_op|triton_op|register_fake|register_kernel|impl_abstract|Library|_scoped_library"
-    rb"|direct_register_custom_op|has_side_effect|define|impl|fallback)\s*\(|\.register_(?:fake|kernel)\b"
+    rb"|direct_register_custom_op|has_side_effect|define|impl|fallback|register_autograd)\s*\("
+    rb"|\.register_(?:fake|kernel|autograd)\b"
     rb"|library\s+import[^\n]*\bas\b"
 )
 NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?", re.IGNORECASE)
@@ -46,7 +47,7 @@ FILE_NOQA = re.compile(r"^\s*#\s*opgen:\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?
 TODO_MARKER = "# opgen: TODO-fake"
 # A statement is only walked when one of its lines matches this.
 INTERESTING = re.compile(r"Library\(|_scoped_library|define\(|impl\(|register_fake|register_kernel|impl_abstract"
-                         r"|custom_op|triton_op|has_side_effect|fallback\(")
+                         r"|custom_op|triton_op|has_side_effect|fallback\(|register_autograd")
 
 LIB = "torch.library."
 LIBRARY_METHODS = frozenset({"define", "impl", "_register_fake", "fallback"})
@@ -445,6 +446,8 @@ class _Collector:
                 self._register_fake(call, None)
             elif api == "register_kernel":
                 self._register_kernel(call, None)
+            elif api == "register_autograd":
+                self._register_autograd(call.args[0] if call.args else _keyword(call, "op"))
             elif api == "custom_op" and call.args and len(call.args) >= 2:
                 self._custom_op(call, self._function_arg(call.args[1], call.lineno))
         elif qual.endswith("direct_register_custom_op"):
@@ -541,6 +544,8 @@ class _Collector:
             self.record.registrations.append(Registration("fake", definition.namespace, definition.name,
                                                           definition.overload, "fake", self.where(call),
                                                           "CustomOpDef.register_fake", function, True))
+        elif method == "register_autograd":
+            self.record.autograd_ops.add((definition.namespace, definition.name, definition.overload or ""))
         elif method == "register_kernel":
             types = self.value(call.args[0]) if call.args else self.value(_keyword(call, "device_types"))
             function = self._function_node(decorated) if decorated else (
@@ -549,6 +554,11 @@ class _Collector:
                 self.record.registrations.append(Registration("kernel", definition.namespace, definition.name,
                                                               definition.overload, key, self.where(call),
                                                               "CustomOpDef.register_kernel", function, True))
+
+    def _register_autograd(self, op_node) -> None:
+        ref = self.op_ref(op_node, None) if op_node is not None else None
+        if ref is not None and ref[0] is not None:
+            self.record.autograd_ops.add((ref[0], ref[1], ref[2] or ""))
 
     def _side_effect(self, call: ast.Call) -> None:
         if not call.args:

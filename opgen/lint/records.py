@@ -148,6 +148,7 @@ class FileRecord:
     registrations: list[Registration] = field(default_factory=list)
     dispatch_keys: list[KeyLiteral] = field(default_factory=list)
     side_effect_ops: set = field(default_factory=set)  # (ns, name) marked with has_side_effect
+    autograd_ops: set = field(default_factory=set)  # (ns, name, overload) given a formula by register_autograd
     unresolved_side_effect: bool = False
     unresolved_fake_namespaces: set = field(default_factory=set)  # namespaces (or None) with dynamic fakes
     opaque_namespaces: set = field(default_factory=set)  # namespaces with definitions we could not read
