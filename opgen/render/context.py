@@ -15,6 +15,7 @@ from .. import __version__
 from ..contract import custom_op_explicit_schema_reasons, mutates_args
 from ..schema.model import BaseType, EnumWord, ListType, OptionalType, format_default, strip_alias
 from ..schema.types import python_annotation
+from ..spec.autograd import backward_header, function_source, setup_context_header
 from ..spec.model import DEVICES, Example, OpSpec, ProjectSpec, TensorValue
 
 DEVICE_NAMES = {"npu": "NPU", "cuda": "CUDA", "cpu": "CPU"}
@@ -60,6 +61,10 @@ def project_context(spec: ProjectSpec) -> dict:
             "cuda": device == "cuda",
             "spec_text": spec.text,
             "uses_number": any(op["uses_number"] for op in ops),
+            "uses_math": any(op["autograd_uses_math"] for op in ops),
+            # the ops without `autograd:` (named in the test file's tier list: requires_grad is not exercised)
+            "no_autograd_note": _no_autograd_note([op["qualname"] for op in ops if not op["autograd"]]),
+            "any_autograd": any(op["autograd"] for op in ops),
             "has_todo_fakes": any(op["todo_fake"] for op in ops),
             "has_side_effects": any(op["side_effect"] for op in ops),
             "public_names": sorted(op["function"] for op in ops),
@@ -159,6 +164,14 @@ def op_context(spec: ProjectSpec, op: OpSpec) -> dict:
         "cpu_kernel_imports": _imports(reference or "", params + returns),
         "signature_imports": _imports("", params + returns),
         "has_reference": reference is not None,
+        # backward formula (`ops[i].autograd`): generated functions, user code validated at load time
+        "autograd": op.autograd is not None,
+        "autograd_code": _autograd_code(op, stem),
+        "autograd_uses_math": op.autograd is not None and "math." in (op.autograd.backward
+                                                                      + (op.autograd.setup_context or "")),
+        "no_float_skip": string_call("pytest.skip(", f"no example of {qualname} has a floating-point tensor input, so "
+                                     f"there is nothing to differentiate: add one to ops[{op.index}].examples", ")",
+                                     "        "),
         "import_lines": [_import(f".kernels.{stem}_cpu", f"{stem}_cpu")]
         + ([_import(f".kernels.{stem}_{spec.device}", f"{stem}_{spec.device}")] if kernel_device else [])
         + ([_import(f".fakes.{stem}", f"{stem}_fake")] if missing else []),
@@ -269,9 +282,42 @@ def _op_lines(spec: ProjectSpec, op: OpSpec, stem: str, qualname: str, overload:
                                                    f"_{stem}_expected(*call[0], **call[1])"], "    "),
         "opcheck": call_text("torch.library.opcheck", [overload, "args", "kwargs", f"test_utils={utils}"],
                              "        "),
+        "register_autograd": _register_autograd(spec, op, stem, q),
+        "gradcheck": call_text("_gradcheck", [overload, "call"], "        "),
         "compiled": call_text("_compiled_matches_eager", [overload, f"_{stem}_calls()"]
                               + ([f"returned={_returned_keys(op)}"] if op.tags else []), "    "),
     }
+
+
+def _no_autograd_note(qualnames: list[str]) -> list[str]:
+    """Lines of the test file's tier list saying why requires_grad is not exercised for these ops."""
+    if not qualnames:
+        return []
+    text = (f"requires_grad is not exercised for {', '.join(qualnames)}: without `autograd:` in opgen.yaml no "
+            "backward is registered (a Library op would get torch's warn-only autograd fallback and silently "
+            "wrong gradients, a custom_op raises on backward), so there is no formula to check.")
+    return textwrap.wrap(text, LINE_LENGTH - 10, break_on_hyphens=False)
+
+
+def _autograd_code(op: OpSpec, stem: str) -> str:
+    """The setup_context and backward functions (the same text `opgen.spec.load` validated)."""
+    if op.autograd is None:
+        return ""
+    functions = []
+    if op.autograd.setup_context is not None:
+        header = setup_context_header(op.schema, f"_{stem}_setup_context", op.autograd.setup_context)
+        functions.append(function_source(header, op.autograd.setup_context))
+    functions.append(function_source(backward_header(op.schema, f"_{stem}_backward"), op.autograd.backward))
+    return "\n\n\n".join(functions)
+
+
+def _register_autograd(spec: ProjectSpec, op: OpSpec, stem: str, qualname_literal: str) -> str:
+    if op.autograd is None:
+        return ""
+    setup = [f"setup_context=_{stem}_setup_context"] if op.autograd.setup_context is not None else []
+    if spec.style == "custom_op":
+        return call_text(f"{stem}.register_autograd", [f"_{stem}_backward", *setup])
+    return call_text("torch.library.register_autograd", [qualname_literal, f"_{stem}_backward", *setup, "lib=lib"])
 
 
 def _define_line(signature: str, tag: str) -> str:

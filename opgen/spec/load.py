@@ -19,9 +19,12 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from ..contract import (
     ALIASING_TAGS,
+    AUTOGRAD_HINT,
+    AUTOGRAD_NOT_FUNCTIONAL,
     ERROR,
     TAG_CONTRACT,
     TAG_HINTS,
+    autograd_problems,
     check_namespace,
     check_ops,
     check_schema,
@@ -39,12 +42,22 @@ from ..schema.model import (
     strip_alias,
 )
 from ..schema.parser import parse_schema, span_column
+from .autograd import (
+    CONTEXT_PARAMETERS,
+    FOREIGN_LINE_BREAKS,
+    backward_header,
+    function_source,
+    grad_names,
+    output_names,
+    setup_context_header,
+)
 from .model import (
     DEFAULT_DEVICE,
     DEFAULT_STYLE,
     DEVICES,
     DTYPES,
     STYLES,
+    AutogradSpec,
     Example,
     OpSpec,
     OutputSpec,
@@ -53,7 +66,8 @@ from .model import (
 )
 
 SPEC_KEYS = ("namespace", "style", "device", "package", "ops")
-OP_KEYS = ("schema", "doc", "tags", "outputs", "reference", "examples")
+OP_KEYS = ("schema", "doc", "tags", "outputs", "reference", "autograd", "examples")
+AUTOGRAD_KEYS = ("setup_context", "backward")
 OUTPUT_KEYS = ("shape", "dtype")
 TENSOR_KEYS = ("shape", "dtype", "values")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -292,6 +306,13 @@ def _op(source: _Source, node: Node, index: int, namespace: str, style: str) -> 
                 f"{where}.schema [{TAG_CONTRACT.code}]")
     else:
         schema = _rewrite_aliased_returns(schema, notes)
+    if "autograd" in fields:  # torch refuses a formula for these: say so at the part of the schema to blame
+        problems = autograd_problems(schema, tags)
+        if problems:
+            message, part = problems[0]
+            raise source.inner(schema_node, span_column(schema, part) or 1, OpgenError(
+                f"`{where}.autograd` is given, but {message}", hint=f"{AUTOGRAD_HINT}; or remove `{where}.autograd`"),
+                f"{where}.schema [{AUTOGRAD_NOT_FUNCTIONAL.code}]")
 
     for diagnostic in check_schema(schema, tags=tags, side_effect_marked=True, style=style):
         fatal = diagnostic.severity == ERROR or (diagnostic.code == "OPG106" and style == "custom_op")
@@ -313,7 +334,9 @@ def _op(source: _Source, node: Node, index: int, namespace: str, style: str) -> 
     reference = None
     if "reference" in fields:
         reference = _string(source, fields["reference"][1], f"{where}.reference")
-        _check_reference(source, fields["reference"][1], reference, where)
+        _check_body(source, fields["reference"][1], reference, f"{where}.reference", ["def _reference():"],
+                    "write the body of a function whose parameters are the op's arguments")
+    autograd = _autograd(source, fields["autograd"], schema, schema_node, where) if "autograd" in fields else None
     if tags and "outputs" in fields:
         raise source.error(fields["outputs"][0], f"{where}.outputs: the op is tagged torch.Tag.{tags[0]}, so it "
                            "returns its mutated argument(s): their shape and dtype are already known",
@@ -323,7 +346,7 @@ def _op(source: _Source, node: Node, index: int, namespace: str, style: str) -> 
         written = [a.name for a in schema.arguments if a.is_write]
         outputs = tuple(replace(out, returns_argument=name) for out, name in zip(outputs, written))
     examples = _examples(source, fields["examples"][1] if "examples" in fields else None, schema, where)
-    return OpSpec(index, schema, doc, outputs, reference, examples, tuple(notes), tags)
+    return OpSpec(index, schema, doc, outputs, reference, examples, tuple(notes), tags, autograd)
 
 
 def _tags(source: _Source, node: Node, where: str) -> tuple[str, ...]:
@@ -379,22 +402,108 @@ def _rewrite_aliased_returns(schema: Schema, notes: list[str]) -> Schema:
     return rewritten
 
 
-def _check_reference(source: _Source, node: ScalarNode, body: str, where: str) -> None:
+def _autograd(source: _Source, entry: tuple[ScalarNode, Node], schema: Schema, schema_node: ScalarNode,
+              where: str) -> AutogradSpec:
+    """`autograd: {setup_context: BODY, backward: BODY}`; the op's contract was checked (OPG113) already."""
+    field = f"{where}.autograd"
+    key_node, node = entry
+    if not schema.returns:
+        raise source.error(key_node, f"{field}: the op returns nothing, so there is nothing to differentiate",
+                           f"remove `{field}`")
+    for ret, name in zip(schema.returns, output_names(schema)):
+        if strip_alias(ret.type) != BaseType("Tensor"):
+            raise source.inner(schema_node, span_column(schema, "returns") or 1, OpgenError(
+                f"return {name!r} is '{ret.type}': opgen generates backward formulas only for ops returning plain "
+                "Tensors", hint=f"remove `{field}` and register the formula by hand"), f"{where}.schema")
+    for arg in schema.arguments:
+        if arg.name in CONTEXT_PARAMETERS:
+            raise source.inner(schema_node, span_column(schema, ("arg", arg.name)) or 1, OpgenError(
+                f"argument name {arg.name!r} is a parameter of the generated setup_context (`{field}`)",
+                hint=f"rename it: {', '.join(CONTEXT_PARAMETERS)} are taken"), f"{where}.schema")
+    for name in output_names(schema):
+        if name in CONTEXT_PARAMETERS:
+            raise source.inner(schema_node, span_column(schema, "returns") or 1, OpgenError(
+                f"return name {name!r} is a parameter of the generated setup_context (`{field}`)",
+                hint=f"rename it: {', '.join(CONTEXT_PARAMETERS)} are taken"), f"{where}.schema")
+    fields = _mapping(source, node, field, AUTOGRAD_KEYS, required=("backward",))
+    grads = ", ".join(grad_names(schema))
+    backward = _string(source, fields["backward"][1], f"{field}.backward")
+    function = _check_body(source, fields["backward"][1], backward, f"{field}.backward",
+                           backward_header(schema, "_backward"),
+                           f"write the body of `def backward(ctx, {grads})`: return one gradient per positional input")
+    _check_gradient_count(source, fields["backward"][1], function, schema, f"{field}.backward")
+    setup_context = None
+    if "setup_context" in fields:
+        setup_context = _string(source, fields["setup_context"][1], f"{field}.setup_context")
+        _check_body(source, fields["setup_context"][1], setup_context, f"{field}.setup_context",
+                    setup_context_header(schema, "_setup_context", setup_context),
+                    "write the body of setup_context: `ctx`, the inputs and the outputs are in scope by name")
+    return AutogradSpec(backward, setup_context)
+
+
+def _check_gradient_count(source: _Source, node: ScalarNode, function, schema: Schema, field: str) -> None:
+    """A `return a, b` in backward must give one gradient per positional input (None for non-tensors):
+    torch only finds out at the first backward call. `function` is the parsed generated function."""
     import ast
+
+    header = len(backward_header(schema, "_backward"))
+
+    expected = len(schema.positional)
+    pending = list(function.body)
+    while pending:
+        statement = pending.pop()
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue  # returns of nested functions are theirs
+        if isinstance(statement, ast.Return) and isinstance(statement.value, ast.Tuple):
+            got = len(statement.value.elts)
+            if got != expected and not any(isinstance(e, ast.Starred) for e in statement.value.elts):
+                names = ", ".join(a.name for a in schema.positional)
+                raise _body_error(source, node, statement.lineno - 1 - header, statement.col_offset + 1 - 4,
+                                  f"{field} returns {got} gradients, but the op has {expected} positional input(s) "
+                                  f"({names})", "return one gradient per positional input, None for non-tensors; "
+                                  "keyword-only inputs get none")
+        pending.extend(ast.iter_child_nodes(statement))
+
+
+def _check_body(source: _Source, node: ScalarNode, body: str, field: str, header: list[str], hint: str):
+    """Parse `body` exactly as it will be generated (after opgen's `header` lines): the function's AST.
+
+    Validating the very text that is written is what keeps the code inside its function: the module
+    must be that one `def`, so the body can neither end the function early nor add code around it."""
+    import ast
+
+    for char in body:
+        if char in FOREIGN_LINE_BREAKS or char == "\0":
+            raise source.error(node, f"{field} contains the control character {char!r}",
+                               "write the code with plain newlines (a `|` block)")
+    text = function_source(header, body)
+    try:
+        tree = ast.parse(text)
+    except SyntaxError as error:
+        line = max((error.lineno or 1) - 1 - len(header), 0)
+        raise _body_error(source, node, line, max((error.offset or 1) - 4, 1),
+                          f"{field} is not valid Python: {error.msg}", hint) from None
+    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef):  # cannot happen: belt and braces
+        raise source.error(node, f"{field} does not stay inside its function", hint)
+    return tree.body[0]
+
+
+def _body_error(source: _Source, node: ScalarNode, line: int, column: int, message: str, hint: str) -> SpecError:
+    """An error at 0-based `line`, 1-based `column` of a body as dedented (a `|` block maps to the file)."""
+    body = _scalar(node)
+    if node.style != "|" or not isinstance(body, str):
+        return source.error(node, message, hint)
     import textwrap
 
-    try:
-        ast.parse("def _reference():\n" + textwrap.indent(textwrap.dedent(body), "    "))
-    except SyntaxError as error:
-        line = max((error.lineno or 2) - 2, 0)
-        first = node.start_mark.line + (1 if node.style in ("|", ">") else 0)
-        column = None
-        if node.style in ("|", ">") and first + line < len(source.lines) and error.offset:
-            text = source.lines[first + line]
-            column = len(text) - len(text.lstrip()) + max(error.offset - 4, 1)
-        raise source.error(None, f"{where}.reference is not valid Python: {error.msg}",
-                           "write the body of a function whose parameters are the op's arguments",
-                           line=first + line, column=column) from None
+    raw = body.split("\n")
+    skipped = next((i for i, text in enumerate(raw) if text.strip()), 0)  # blank lines dropped before the code
+    index = min(line + skipped, len(raw) - 1)
+    dedented = textwrap.dedent(body).split("\n")
+    common = len(raw[index]) - len(dedented[index]) if index < len(dedented) else 0
+    file_line = node.start_mark.line + 1 + index
+    text = source.lines[file_line] if file_line < len(source.lines) else ""
+    margin = len(text) - len(raw[index]) if text.endswith(raw[index]) else 0
+    return source.error(None, message, hint, line=file_line, column=margin + common + column)
 
 
 def _outputs(source: _Source, node: Node | None, schema: Schema, where: str) -> tuple[OutputSpec, ...]:

@@ -60,6 +60,14 @@ class OutputSpec:
 
 
 @dataclass(frozen=True)
+class AutogradSpec:
+    """`ops[i].autograd`: Python bodies (validated with ast.parse) of the op's backward formula."""
+
+    backward: str
+    setup_context: str | None = None
+
+
+@dataclass(frozen=True)
 class OpSpec:
     index: int  # position in `ops:`, for messages naming `ops[i]...`
     schema: Schema
@@ -69,6 +77,7 @@ class OpSpec:
     examples: tuple[Example, ...]
     notes: tuple[str, ...] = ()  # warnings about rewrites, shown by `opgen new`
     tags: tuple[str, ...] = ()  # torch.Tag names ("inplace" or "out"): the aliased returns are kept
+    autograd: AutogradSpec | None = None  # None: no backward (no Autograd-key registration at all)
 
     @property
     def missing_semantics(self) -> list[str]:

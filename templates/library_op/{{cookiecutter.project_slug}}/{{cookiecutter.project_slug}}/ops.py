@@ -5,6 +5,10 @@ project directory instead of editing this file. The kernels in kernels/ are your
 from the shape/dtype semantics in opgen.yaml.
 """
 
+{% if cookiecutter._opgen.uses_math %}
+import math
+
+{% endif %}
 import torch
 {% if cookiecutter._opgen.uses_number %}
 from torch.types import Number
@@ -40,6 +44,15 @@ lib = torch.library.Library({{ cookiecutter._opgen.namespace_literal }}, "FRAGME
 {% for line in op.fake_lines %}
     {{ line }}
 {% endfor %}
+{% endif %}
+{% if op.autograd %}
+
+
+# Backward formula from ops[{{ op.index }}].autograd in opgen.yaml.
+{{ op.autograd_code }}
+
+
+{{ op.lines.register_autograd }}
 {% endif %}
 {% if op.side_effect %}
 # It returns nothing and mutates nothing: without this mark, compiled graphs would drop the call.

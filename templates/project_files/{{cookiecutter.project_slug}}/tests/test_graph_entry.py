@@ -4,9 +4,17 @@ Tiers, per op:
   1. fake-tensor tracing: torch.compile(fullgraph=True) through a backend that only inspects the graphs,
      so no kernel runs: the op is in the graph (functionalized when it mutates) with the spec's metadata;
   2. CPU reference kernel: torch.library.opcheck and compiled (aot_eager) == eager, mutated inputs included;
+     for ops with `autograd:` in opgen.yaml also opcheck with requires_grad=True on the floating-point inputs
+     and torch.autograd.gradcheck on float64 copies of the examples (the backward formula vs finite differences);
   3. NPU (torch_npu): npugraph_ex capture, then replay with new values, mutated buffers reused, no recapture;
   4. CUDA: the same under CUDA graphs (mode="reduce-overhead").
 Tiers that cannot run on this machine are skipped with the reason.
+{% if cookiecutter._opgen.no_autograd_note %}
+
+{% for line in cookiecutter._opgen.no_autograd_note %}
+{{ line }}
+{% endfor %}
+{% endif %}
 """
 
 import pytest
@@ -106,6 +114,33 @@ def _put(call, key, value):
     return args[:key] + (value,) + args[key + 1:], kwargs
 
 
+{% if cookiecutter._opgen.any_autograd %}
+def _floating(call) -> bool:
+    return any(t.is_floating_point() for t in _tensors(call))
+
+
+def _with_grad(call):
+    """The call with requires_grad=True on every floating-point tensor (fresh leaves)."""
+    return _map(lambda t: t.detach().clone().requires_grad_(t.is_floating_point()), call)
+
+
+def _gradcheck(op, call) -> None:
+    """torch.autograd.gradcheck of `op` at `call` in float64, every floating-point tensor an input."""
+    leaves, spec = torch.utils._pytree.tree_flatten(call)
+    where = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor) and leaf.is_floating_point()]
+
+    def fn(*inputs):
+        values = list(leaves)
+        for index, value in zip(where, inputs):
+            values[index] = value
+        args, kwargs = torch.utils._pytree.tree_unflatten(values, spec)
+        return op(*args, **kwargs)
+
+    inputs = tuple(leaves[i].detach().to(torch.float64).requires_grad_() for i in where)
+    assert torch.autograd.gradcheck(fn, inputs)
+
+
+{% endif %}
 class _GraphSeen(Exception):
     """Raised instead of running the compiled graph: tier 1 needs no kernel at all."""
 
@@ -294,6 +329,34 @@ def test_{{ op.stem }}_opcheck():
 {% endif %}
 
 
+{% if op.autograd %}
+def test_{{ op.stem }}_opcheck_with_requires_grad():
+    """opcheck again with requires_grad=True: the Autograd registration of ops[{{ op.index }}].autograd."""
+{% if not op.has_examples %}
+    {{ op.no_example_skip }}
+{% else %}
+    calls = [_with_grad(call) for call in _{{ op.stem }}_calls() if _floating(call)]
+    if not calls:
+        {{ op.no_float_skip }}
+    for args, kwargs in calls:
+        {{ op.lines.opcheck }}
+{% endif %}
+
+
+def test_{{ op.stem }}_gradcheck():
+    """The backward formula of ops[{{ op.index }}].autograd against finite differences (float64, CPU kernel)."""
+{% if not op.has_examples %}
+    {{ op.no_example_skip }}
+{% else %}
+    calls = [call for call in _{{ op.stem }}_calls() if _floating(call)]
+    if not calls:
+        {{ op.no_float_skip }}
+    for call in calls:
+        {{ op.lines.gradcheck }}
+{% endif %}
+
+
+{% endif %}
 def test_{{ op.stem }}_compiled_matches_eager():
 {% if not op.has_examples %}
     {{ op.no_example_skip }}

@@ -1,0 +1,366 @@
+"""`ops[i].autograd`: backward formulas from the spec, refused where torch would refuse them, placed in
+the file on every mistake, unable to leave their function, and proven by the generated tests
+(opcheck with requires_grad and gradcheck) in both styles."""
+
+from __future__ import annotations
+
+import ast
+import json
+import textwrap
+
+import pytest
+from new_helpers import STYLES, opgen, run_generated_tests
+
+from opgen.render.context import project_context
+from opgen.schema.errors import OpgenError
+from opgen.spec.load import load_spec_text
+
+
+def load(text: str, **overrides):
+    return load_spec_text(textwrap.dedent(text).lstrip("\n"), "spec.yaml", **overrides)
+
+
+def refusal(text: str, **overrides) -> str:
+    with pytest.raises(OpgenError) as caught:
+        load(text, **overrides)
+    return caught.value.render()
+
+
+BAD = {
+    "syntax error in backward": ("""
+        namespace: a
+        ops:
+          - schema: "f(Tensor x, float s) -> Tensor"
+            autograd:
+              backward: |
+                g = grad_output *
+                return g
+        """, "spec.yaml:6:26: ops[0].autograd.backward is not valid Python: invalid syntax",
+        "def backward(ctx, grad_output)"),
+    "syntax error in setup_context": ("""
+        namespace: a
+        ops:
+          - schema: "f(Tensor x) -> Tensor"
+            autograd:
+              setup_context: |
+                ctx.save_for_backward(x
+              backward: "return grad_output"
+        """, "spec.yaml:6:", "ops[0].autograd.setup_context is not valid Python"),
+    "wrong number of gradients": ("""
+        namespace: a
+        ops:
+          - schema: "f(Tensor x, float s) -> Tensor"
+            autograd:
+              backward: |
+                if ctx.needs_input_grad[0]:
+                    return grad_output * 2, None, None
+                return None, None
+        """, ("spec.yaml:7:13: ops[0].autograd.backward returns 3 gradients, but the op has 2 positional input(s) "
+        "(x, s)"), "keyword-only inputs get none"),
+    "mutable op": ("""
+        namespace: a
+        ops:
+          - schema: "f_(Tensor(a!) x, float s) -> ()"
+            autograd:
+              backward: "return None, None"
+        """, ("spec.yaml:3:17: ops[0].schema [OPG113]: `ops[0].autograd` is given, but a mutable op cannot have an "
+        "autograd formula: it writes 'x'"), "functional op"),
+    "Tag.inplace op": ("""
+        namespace: a
+        ops:
+          - schema: "f_(Tensor(a!) x, float s) -> Tensor(a!)"
+            tags: [inplace]
+            autograd:
+              backward: "return None, None"
+        """, "ops[0].schema [OPG113]: `ops[0].autograd` is given, but a mutable op", "functional op"),
+    "Tag.out op": ("""
+        namespace: a
+        ops:
+          - schema: "f.out(Tensor x, *, Tensor(a!) out) -> Tensor(a!)"
+            tags: [out]
+            autograd:
+              backward: "return None"
+        """, ("spec.yaml:3:14: ops[0].schema [OPG113]: `ops[0].autograd` is given, but a torch.Tag.out op cannot have "
+        "an autograd formula"), "no out= tag"),
+    "keyword-only tensor": ("""
+        namespace: a
+        ops:
+          - schema: "f(Tensor x, *, Tensor y) -> Tensor"
+            autograd:
+              backward: "return grad_output"
+        """, ("spec.yaml:3:29: ops[0].schema [OPG113]: `ops[0].autograd` is given, but register_autograd does not "
+        "support keyword-only tensor arguments ('y')"), "tensors before the `*`"),
+    "argument named ctx": ("""
+        namespace: a
+        ops:
+          - schema: "f(Tensor x, Tensor ctx) -> Tensor"
+            autograd:
+              backward: "return grad_output, None"
+        """, "spec.yaml:3:26: ops[0].schema: argument name 'ctx' is a parameter of the generated setup_context",
+        "ctx, inputs, keyword_only_inputs, output are taken"),
+    "return named output": ("""
+        namespace: a
+        ops:
+          - schema: "f(Tensor x) -> (Tensor output, Tensor y)"
+            autograd:
+              backward: "return grad_output"
+        """, "ops[0].schema: return name 'output' is a parameter of the generated setup_context", "rename it"),
+    "returns nothing": ("""
+        namespace: a
+        ops:
+          - schema: "f(Tensor x) -> ()"
+            autograd:
+              backward: "return None"
+        """, "spec.yaml:4:5: ops[0].autograd: the op returns nothing, so there is nothing to differentiate",
+        "remove `ops[0].autograd`"),
+    "list return": ("""
+        namespace: a
+        ops:
+          - schema: "f(Tensor x) -> Tensor[]"
+            autograd:
+              backward: "return None"
+        """, "spec.yaml:3:29: ops[0].schema: return 'out0' is 'Tensor[]'", "register the formula by hand"),
+    "no backward": ("""
+        namespace: a
+        ops:
+          - schema: "f(Tensor x) -> Tensor"
+            autograd:
+              setup_context: "pass"
+        """, "spec.yaml:5:7: ops[0].autograd has no 'backward'", "add `backward:`"),
+    "misspelt key": ("""
+        namespace: a
+        ops:
+          - schema: "f(Tensor x) -> Tensor"
+            autograd:
+              backwards: "return grad_output"
+        """, "spec.yaml:5:7: unknown key 'backwards' in ops[0].autograd", "did you mean 'backward'?"),
+    "not a mapping": ("""
+        namespace: a
+        ops:
+          - schema: "f(Tensor x) -> Tensor"
+            autograd: "return grad_output"
+        """, "spec.yaml:4:15: ops[0].autograd must be a mapping", "allowed keys: setup_context, backward"),
+    "carriage return": ("""
+        namespace: a
+        ops:
+          - schema: "f(Tensor x) -> Tensor"
+            autograd:
+              backward: "return grad_output\\rimport os"
+        """, "spec.yaml:5:17: ops[0].autograd.backward contains the control character '\\r'", "plain newlines"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_autograd_is_refused_at_its_place_in_the_file(case):
+    text, message, hint = BAD[case]
+    rendered = refusal(text)
+    assert message in rendered and hint in rendered, rendered
+
+
+def test_the_cli_refuses_a_bad_formula_with_exit_2_and_writes_nothing(tmp_path):
+    spec = tmp_path / "bad.yaml"
+    spec.write_text(textwrap.dedent(BAD["mutable op"][0]).lstrip("\n"), encoding="utf-8")
+    done = opgen("new", str(spec), "-o", str(tmp_path / "out"))
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr
+    assert "bad.yaml:3:17: ops[0].schema [OPG113]" in done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+HOSTILE_BODIES = [
+    'return grad_output\n"""',  # an unterminated string would swallow the rest of the module
+    "return grad_output\n  def escape():\n    pass",  # an indentation trick
+    "return grad_output\n\u2028import os",  # a line break Python honours but "\n"-indentation would not
+    "return grad_output\x0cimport os",
+    "return grad_output\x00",
+]
+
+
+@pytest.mark.parametrize("body", HOSTILE_BODIES)
+def test_a_body_that_would_leave_its_function_is_refused(body):
+    # a JSON string is a YAML double-quoted scalar: every character reaches the loader intact
+    text = 'namespace: a\nops:\n  - schema: "f(Tensor x) -> Tensor"\n    autograd:\n      backward: ' + json.dumps(body)
+    with pytest.raises(OpgenError) as caught:
+        load_spec_text(text, "spec.yaml")
+    assert "spec.yaml:5:17: ops[0].autograd.backward" in caught.value.render()
+
+
+def test_generated_functions_are_the_validated_bodies_and_nothing_else():
+    """Strings and nested code stay inside the function; the module around it is opgen's."""
+    spec = load('''
+        namespace: a
+        ops:
+          - schema: "f(Tensor x, float s, *, int k=1) -> (Tensor y, Tensor z)"
+            autograd:
+              setup_context: |
+                ctx.s = s
+                ctx.note = """
+                def not_at_module_level(): pass
+                """
+              backward: |
+                def inner():
+                    return None
+                return grad_y * ctx.s + grad_z, inner()
+        ''')
+    op = project_context(spec)["_opgen"]["ops"][0]
+    module = ast.parse(op["autograd_code"])
+    assert [node.name for node in module.body] == ["_f_setup_context", "_f_backward"]
+    setup, backward = module.body
+    assert [a.arg for a in setup.args.args] == ["ctx", "inputs", "keyword_only_inputs", "output"]
+    assert [a.arg for a in backward.args.args] == ["ctx", "grad_y", "grad_z"]
+    # only what the body reads is bound (no unused names in generated code)
+    assert ast.unparse(setup.body[0]) == "_, s = inputs"
+    assert len(setup.body) == 3 and "def not_at_module_level(): pass" in ast.literal_eval(setup.body[2].value)
+    assert op["lines"]["register_autograd"] == ('torch.library.register_autograd("a::f", _f_backward, '
+                                                "setup_context=_f_setup_context, lib=lib)")
+    custom = project_context(load_spec_text(spec.text, "spec.yaml", style="custom_op"))["_opgen"]["ops"][0]
+    assert custom["lines"]["register_autograd"] == "f.register_autograd(_f_backward, setup_context=_f_setup_context)"
+
+
+def test_ops_without_autograd_get_no_autograd_registration():
+    spec = load("""
+        namespace: a
+        ops:
+          - schema: "f(Tensor x) -> Tensor"
+        """)
+    context = project_context(spec)["_opgen"]
+    assert not context["ops"][0]["autograd"] and context["ops"][0]["autograd_code"] == ""
+    assert context["ops"][0]["lines"]["register_autograd"] == ""
+    assert "requires_grad is not exercised for a::f" in " ".join(context["no_autograd_note"])
+
+
+# --- generated projects: the formulas are checked by the generated tests ----------------------------
+
+SPEC = """
+namespace: ag_ops
+device: cpu
+ops:
+  - schema: "scale(Tensor x, *, float alpha=2.0) -> Tensor"
+    outputs:
+      out0: {shape: "x.shape", dtype: "x.dtype"}
+    reference: |
+      return (x * alpha).to(x.dtype)
+    autograd:
+      setup_context: |
+        ctx.alpha = alpha
+      backward: |
+        return grad_output * ctx.alpha
+    examples:
+      - {x: {shape: [3, 5], dtype: float32}, alpha: 0.5}
+      - {x: {values: [1, 2], dtype: int64}}
+  - schema: "twice(Tensor x) -> Tensor"
+    outputs:
+      out0: {shape: "x.shape", dtype: "x.dtype"}
+    reference: |
+      return x * 2
+    autograd:
+      backward: |
+        return grad_output * 2
+    examples:
+      - {x: {values: [1, 2], dtype: int64}}
+  - schema: "plain(Tensor x) -> Tensor"
+    outputs:
+      out0: {shape: "x.shape", dtype: "x.dtype"}
+    reference: |
+      return x + 1
+"""
+WRONG = SPEC.replace("return grad_output * ctx.alpha", "return grad_output * ctx.alpha * 1.5")
+NO_FLOAT = ("no example of ag_ops::twice has a floating-point tensor input, so there is nothing to differentiate: "
+            "add one to ops[1].examples")
+
+
+@pytest.fixture(scope="module")
+def projects(tmp_path_factory):
+    root = tmp_path_factory.mktemp("autograd")
+    (root / "spec.yaml").write_text(SPEC, encoding="utf-8")
+    (root / "wrong.yaml").write_text(WRONG.replace("ag_ops", "ag_wrong"), encoding="utf-8")
+    made = {}
+    for style in STYLES:
+        for name in ("spec", "wrong"):
+            done = opgen("new", str(root / f"{name}.yaml"), "-o", str(root / f"{name}_{style}"), "--style", style)
+            assert done.returncode == 0, done.stderr
+            made[name, style] = root / f"{name}_{style}"
+    return made
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_generated_autograd_tests_pass_skip_and_fail_exactly(projects, style, tmp_path):
+    """Keyword-only inputs reach setup_context (the 4-argument form); an example without floating-point
+    tensors skips with the reason; a wrong formula fails gradcheck (and only gradcheck)."""
+    good = run_generated_tests([projects["spec", style]], tmp_path / "good.xml")
+    assert good["test_scale_opcheck_with_requires_grad"]["outcome"] == "passed", good
+    assert good["test_scale_gradcheck"]["outcome"] == "passed", good["test_scale_gradcheck"]["message"]
+    for tier in ("opcheck_with_requires_grad", "gradcheck"):
+        assert good[f"test_twice_{tier}"]["outcome"] == "skipped"
+        assert good[f"test_twice_{tier}"]["message"].startswith(NO_FLOAT), good[f"test_twice_{tier}"]["message"]
+        assert f"test_plain_{tier}" not in good  # no formula, no autograd tier
+    others = {name: r["outcome"] for name, r in good.items() if "capture_replay" not in name
+              and not name.startswith(("test_twice_opcheck_with", "test_twice_gradcheck"))}
+    assert set(others.values()) == {"passed"}, others
+    wrong = run_generated_tests([projects["wrong", style]], tmp_path / "wrong.xml")
+    assert wrong["test_scale_gradcheck"]["outcome"] == "failed"
+    assert "Jacobian mismatch" in wrong["test_scale_gradcheck"]["message"]
+    assert wrong["test_scale_opcheck_with_requires_grad"]["outcome"] == "passed"  # opcheck is not numerics
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_only_ops_with_a_formula_register_one(projects, style):
+    project = projects["spec", style]
+    ops = (project / "ag_ops" / "ops.py").read_text(encoding="utf-8")
+    assert ops.count("register_autograd(") == 2
+    assert "def _scale_setup_context(ctx, inputs, keyword_only_inputs, output):" in ops
+    assert "def _plain_" not in ops.replace("def _plain_fake", "")
+    tests = (project / "tests" / "test_graph_entry.py").read_text(encoding="utf-8")
+    docstring = ast.get_docstring(ast.parse(tests))
+    assert "requires_grad is not exercised for ag_ops::plain: without `autograd:`" in " ".join(docstring.split())
+
+
+LINTED = """
+import torch
+
+lib = torch.library.Library("agl", "FRAGMENT")
+lib.define("bump_(Tensor(a!) x) -> ()")
+lib.define("twice(Tensor x) -> Tensor")
+
+
+def bump_cpu(x):
+    x.add_(1)
+
+
+def twice_cpu(x):
+    return x * 2
+
+
+lib.impl("bump_", bump_cpu, "CPU")
+lib.impl("twice", twice_cpu, "CPU")
+
+
+@torch.library.register_fake("agl::twice", lib=lib)
+def _twice_fake(x):
+    return torch.empty_like(x)
+
+
+torch.library.register_autograd("agl::bump_", lambda ctx, g: g, lib=lib)
+torch.library.register_autograd("agl::twice", lambda ctx, g: g * 2, lib=lib)
+
+
+@torch.library.custom_op("agc::bump_", mutates_args=("x",))
+def cbump_(x: torch.Tensor) -> None:
+    x.add_(1)
+
+
+cbump_.register_autograd(lambda ctx, g: g)
+"""
+
+
+def test_lint_reports_a_formula_on_a_mutable_op_with_the_same_rule(tmp_path):
+    path = tmp_path / "ops.py"
+    path.write_text(LINTED.lstrip("\n"), encoding="utf-8")
+    done = opgen("lint", str(path))
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = [line for line in done.stdout.splitlines() if " OPG113 " in line]
+    assert [line.split(" ")[0] for line in lines] == [f"{path}:4:13:", f"{path}:29:2:"], done.stdout
+    assert "twice" not in done.stdout  # a functional op may have a formula
+    clean = LINTED.replace('torch.library.register_autograd("agl::bump_", lambda ctx, g: g, lib=lib)\n', "")
+    path.write_text(clean.replace("cbump_.register_autograd(lambda ctx, g: g)\n", ""), encoding="utf-8")
+    assert opgen("lint", str(path)).returncode == 0
