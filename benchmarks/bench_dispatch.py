@@ -1,7 +1,8 @@
 """Eager call overhead of an opgen-generated op vs hand-written registrations, in the same run.
 
-Three registrations of the same kernel (`torch.add(x, y)` on two 8-element CPU tensors):
+Registrations of the same kernel (`torch.add(x, y)` on two 8-element CPU tensors):
   - opgen library style: the generated `Library(ns, "FRAGMENT")` + `define` + `impl("CPU")` + `register_fake`;
+  - the same with `autograd:` in the spec (+ `register_autograd`): what the opt-in costs per call without grad;
   - hand-written vLLM pattern (`direct_register_custom_op`): the same four calls typed by hand (baseline);
   - opgen custom_op style: `@torch.library.custom_op(..., device_types="cpu")` + `register_fake`.
 Each is called through its cached `OpOverload` (`torch.ops.ns.add.default`). torch.set_num_threads(1);
@@ -33,12 +34,16 @@ ops:
       out0: {{shape: "broadcast(x.shape, y.shape)", dtype: "promote(x, y)"}}
     reference: |
       return torch.add(x, y)
+{autograd}"""
+AUTOGRAD = """    autograd:
+      backward: |
+        return grad_output, grad_output
 """
 
 
-def generate(tmp: Path, namespace: str, style: str) -> None:
+def generate(tmp: Path, namespace: str, style: str, autograd: bool = False) -> None:
     spec = tmp / f"{namespace}.yaml"
-    spec.write_text(textwrap.dedent(SPEC.format(namespace=namespace, style=style)))
+    spec.write_text(textwrap.dedent(SPEC.format(namespace=namespace, style=style, autograd=AUTOGRAD if autograd else "")))
     subprocess.run([sys.executable, "-m", "opgen", "new", str(spec), "-o", str(tmp / namespace)], check=True,
                    cwd=ROOT, capture_output=True)
     sys.path.insert(0, str(tmp / namespace))
@@ -77,11 +82,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         generate(Path(tmp), "bench_lib", "library")
         generate(Path(tmp), "bench_co", "custom_op")
+        generate(Path(tmp), "bench_lib_ag", "library", autograd=True)
         keep = hand_written()  # noqa: F841  (the ops live as long as the Library object)
         x, y = torch.randn(8), torch.randn(8)
         cases = {
             "hand-written Library (vLLM pattern)": torch.ops.bench_hand.add.default,
             "opgen library style": torch.ops.bench_lib.add.default,
+            "opgen library style + autograd formula": torch.ops.bench_lib_ag.add.default,
             "opgen custom_op style": torch.ops.bench_co.add.default,
             "torch.ops.aten.add.Tensor": torch.ops.aten.add.Tensor,
         }
