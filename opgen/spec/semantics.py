@@ -86,8 +86,8 @@ class SemanticsError(OpgenError):
 
 
 @dataclass(frozen=True)
-class ShapeRule:
-    """The sizes of one output tensor."""
+class _Rule:
+    """A checked rule: its text, its checked expression tree, and the op it belongs to."""
 
     text: str
     node: Node
@@ -102,6 +102,11 @@ class ShapeRule:
     def uses_outputs(self) -> frozenset[str]:
         """The earlier outputs the rule reads."""
         return _uses(self.node, outputs=True)
+
+
+@dataclass(frozen=True)
+class ShapeRule(_Rule):
+    """The sizes of one output tensor."""
 
     @property
     def is_dynamic(self) -> bool:
@@ -122,20 +127,8 @@ class ShapeRule:
 
 
 @dataclass(frozen=True)
-class DtypeRule:
+class DtypeRule(_Rule):
     """The dtype of one output tensor."""
-
-    text: str
-    node: Node
-    schema: Schema
-
-    @property
-    def uses(self) -> frozenset[str]:
-        return _uses(self.node)
-
-    @property
-    def uses_outputs(self) -> frozenset[str]:
-        return _uses(self.node, outputs=True)
 
     def python(self, ctx: PyContext | None = None) -> str:
         return _top(self.node.py(_Py(_context(ctx, self.schema))))
