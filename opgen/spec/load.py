@@ -30,7 +30,7 @@ from ..contract import (
     check_schema,
     tag_contract_problems,
 )
-from ..schema.errors import OpgenError
+from ..errors import OpgenError
 from ..schema.model import (
     BaseType,
     EnumWord,
@@ -76,7 +76,12 @@ _TAKEN_NAMES = frozenset({"torch", "lib", "pytest", "math"})
 
 
 class SpecError(OpgenError):
-    """A spec that opgen cannot generate from; always located in the spec file."""
+    """A spec that opgen cannot generate from; always located in the spec file. An error inside a string
+    value (a schema, a rule) also keeps the field, its own message and its 1-based offset in the value."""
+
+    value_field: str | None = None
+    value_message: str | None = None
+    value_offset: int | None = None
 
 
 class _Source:
@@ -102,8 +107,9 @@ class _Source:
     def inner(self, node: ScalarNode, offset: int, error: OpgenError, field: str) -> SpecError:
         """`error` raised with a 1-based `offset` inside the string value of `node`, placed in the file."""
         line, column = _char_position(self, node, max(offset, 1))
-        hint = error.hint
-        return self.error(None, f"{field}: {error.message}", hint, line=line, column=column)
+        placed = self.error(None, f"{field}: {error.message}", error.hint, line=line, column=column)
+        placed.value_field, placed.value_message, placed.value_offset = field, error.message, max(offset, 1)
+        return placed
 
 
 def _char_position(source: _Source, node: ScalarNode, offset: int) -> tuple[int, int]:
