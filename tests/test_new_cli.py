@@ -343,6 +343,7 @@ def test_aliased_return_is_rewritten_with_a_warning(tmp_path):
     assert "scale_(Tensor(a!) x, float s) -> ()" in (tmp_path / "p" / "inpl" / "ops.py").read_text()
 
 
+@pytest.mark.slow
 def test_tagged_op_refuses_to_import_on_a_torch_without_the_tag(tmp_path):
     """torch_npu pins torches without torch.Tag.inplace: the generated package says so at import, naming the
     op and the spec key, before registering anything."""
