@@ -148,9 +148,10 @@ def test_a_made_up_example_is_said_and_gives_index_arguments_valid_indices():
     assert example.derived
     assert example.values["index"].dtype == "int64" and example.values["index"].values == (0, 1, 2, 3)
     assert example.values["x"].dtype == "float32" and example.values["x"].shape == (4, 8)
-    assert spec.ops[0].notes == ("no `ops[0].examples`: the generated tests call the op with one opgen made up "
-                                 "(x: float32[4, 8], index: int64 [0, 1, 2, 3], s: 0.5); add examples with the "
-                                 "shapes, dtypes and values your kernel expects (docs/spec.md)",)
+    note = ("no `ops[0].examples`: the generated tests call the op with one opgen made up (x: float32[4, 8], "
+            "index: int64 [0, 1, 2, 3], s: 0.5); add examples with the shapes, dtypes and values your kernel expects "
+            "(docs/spec.md)")
+    assert spec.ops[0].notes == (note,)
 
 
 def test_tags_keep_the_aliased_return_and_need_no_semantics():
