@@ -60,7 +60,8 @@ def expected_outcomes() -> dict[str, tuple[str, str]]:
     return expected
 
 
-@pytest.fixture(params=STYLES)
+# one worker per style: it generates that style's projects once and runs every test on them
+@pytest.fixture(params=[pytest.param(style, marks=pytest.mark.xdist_group(f"examples-{style}")) for style in STYLES])
 def generated(request, generated_examples) -> tuple[str, list[Path]]:
     """Every example generated with the CLI in one style (shared by the whole session)."""
     return request.param, generated_examples(request.param)

@@ -23,6 +23,7 @@ def _opgen(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 @pytest.mark.skipif(not EXAMPLES, reason="no example specs in examples/")
 @pytest.mark.slow
+@pytest.mark.xdist_group("examples-library")  # shares that worker's generated projects
 def test_generated_projects_lint_clean_except_todo_fakes(tmp_path, generated_examples):
     roots = [generated_examples(style)[0].parent for style in ("library", "custom_op")]
     for style in ("library", "custom_op"):

@@ -285,6 +285,7 @@ def projects(tmp_path_factory):
 
 @pytest.mark.parametrize("style", STYLES)
 @pytest.mark.slow
+@pytest.mark.xdist_group("autograd_projects")  # the module's generated projects, built once
 def test_generated_autograd_tests_pass_skip_and_fail_exactly(projects, style, tmp_path):
     """Keyword-only inputs reach setup_context (the 4-argument form); an example without floating-point
     tensors skips with the reason; a wrong formula fails gradcheck (and only gradcheck)."""
@@ -305,6 +306,7 @@ def test_generated_autograd_tests_pass_skip_and_fail_exactly(projects, style, tm
 
 
 @pytest.mark.parametrize("style", STYLES)
+@pytest.mark.xdist_group("autograd_projects")  # the module's generated projects, built once
 def test_only_ops_with_a_formula_register_one(projects, style):
     project = projects["spec", style]
     ops = (project / "ag_ops" / "ops.py").read_text(encoding="utf-8")
