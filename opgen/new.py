@@ -109,6 +109,9 @@ def schema_spec_text(schema_text: str, style: str | None, device: str | None) ->
               help="Start from one schema instead of a spec (fake function left as a TODO).")
 @click.option("--style", type=click.Choice(STYLES), help="Registration style (overrides the spec's `style`).")
 @click.option("--device", type=click.Choice(tuple(DEVICES)), help="Kernel device (overrides the spec's `device`).")
+@click.option("--target", type=click.Choice(("package", "op_plugin")), default="package", show_default=True,
+              help="package: a pip-installable custom-op package; op_plugin: an Ascend op-plugin contribution "
+              "(op_plugin_functions.yaml entries, OpApi kernels, Meta functions, tests).")
 @click.option("--force", is_flag=True, help="Overwrite hand-edited generated files and write into a directory "
               "opgen did not create (replaced text is saved under .opgen/backup/).")
 @click.option("--dry-run", is_flag=True, help="Show what would be written; write nothing.")
@@ -119,6 +122,7 @@ def new(**options) -> None:
     opgen new examples/rms_norm.yaml -o build/rms_norm
     opgen new --schema "myops::scale(Tensor x, float s) -> Tensor" -o scale_ops
     opgen new                      # in a generated project: regenerate from its opgen.yaml
+    opgen new examples/op_plugin/add_rms_norm.yaml --target op_plugin -o build/npu_add_rms_norm
     """
     from .cli import handle_errors  # imported here: cli imports this module to register the command
 
@@ -126,7 +130,7 @@ def new(**options) -> None:
 
 
 def run_new(spec_path: str | None, out_dir: str | None, schema_text: str | None, style: str | None,
-            device: str | None, force: bool, dry_run: bool) -> None:
+            device: str | None, force: bool, dry_run: bool, target: str = "package") -> None:
     from .render.write import apply_plan, plan_changes
     from .spec.load import load_spec_text
 
@@ -158,12 +162,18 @@ def run_new(spec_path: str | None, out_dir: str | None, schema_text: str | None,
             click.echo(f"warning: {name}: ops[{op.index}]: {note}", err=True)
     for note in spec.notes:
         click.echo(f"warning: {name}: {note}", err=True)
-    plan = plan_changes(out_dir, render_files(spec), force=force)
+    if target == "op_plugin":
+        from .op_plugin.render import render_files as render_op_plugin
+
+        files = render_op_plugin(spec)
+    else:
+        files = render_files(spec)
+    plan = plan_changes(out_dir, files, force=force)
     if dry_run:
         click.echo(plan.render())
         click.echo("dry run: nothing was written")
         return
     apply_plan(plan)
     click.echo(plan.render(include_unchanged=False))
-    if sys.stdout.isatty():
+    if sys.stdout.isatty() and target == "package":
         click.echo(f"next: pip install -e {out_dir} && python -m pytest {out_dir} -q")

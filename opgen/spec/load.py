@@ -66,7 +66,7 @@ from .model import (
 )
 
 SPEC_KEYS = ("namespace", "style", "device", "package", "ops")
-OP_KEYS = ("schema", "doc", "tags", "outputs", "reference", "autograd", "examples")
+OP_KEYS = ("schema", "doc", "tags", "outputs", "reference", "autograd", "examples", "op_plugin")
 AUTOGRAD_KEYS = ("setup_context", "backward")
 OUTPUT_KEYS = ("shape", "dtype")
 TENSOR_KEYS = ("shape", "dtype", "values")
@@ -346,7 +346,12 @@ def _op(source: _Source, node: Node, index: int, namespace: str, style: str) -> 
         written = [a.name for a in schema.arguments if a.is_write]
         outputs = tuple(replace(out, returns_argument=name) for out, name in zip(outputs, written))
     examples = _examples(source, fields["examples"][1] if "examples" in fields else None, schema, where)
-    return OpSpec(index, schema, doc, outputs, reference, examples, tuple(notes), tags, autograd)
+    op_plugin = None
+    if "op_plugin" in fields:  # read only by `opgen new --target op_plugin`
+        from .op_plugin import parse_op_plugin
+
+        op_plugin = parse_op_plugin(source, fields["op_plugin"][1], schema, where)
+    return OpSpec(index, schema, doc, outputs, reference, examples, tuple(notes), tags, autograd, op_plugin)
 
 
 def _tags(source: _Source, node: Node, where: str) -> tuple[str, ...]:

@@ -78,6 +78,7 @@ class OpSpec:
     notes: tuple[str, ...] = ()  # warnings about rewrites, shown by `opgen new`
     tags: tuple[str, ...] = ()  # torch.Tag names ("inplace" or "out"): the aliased returns are kept
     autograd: AutogradSpec | None = None  # None: no backward (no Autograd-key registration at all)
+    op_plugin: object = None  # `ops[i].op_plugin` (opgen.spec.op_plugin.OpPluginSpec), for --target op_plugin
 
     @property
     def missing_semantics(self) -> list[str]:

@@ -1,0 +1,206 @@
+"""The ops of an op-plugin contribution: each spec op, plus the functional twin torchgen pairs with it.
+
+torchgen's functionalization pairs an in-place `foo_` (mutates only `self`, returns it) with the
+functional `foo`, and a mutable `foo` (Tensor(a!) arguments, no trailing `_`) with `foo_functional`,
+whose returns are foo's non-aliased returns followed by fresh copies of the mutated arguments. The
+rule torchgen asserts: #mutated args + #non-aliased returns of foo == #returns of foo_functional.
+opgen writes the twin itself and refuses a spec whose ops would break that pairing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..schema.errors import OpgenError
+from ..schema.model import Argument, BaseType, Return, Schema, strip_alias
+from ..schema.parser import parse_schema
+from ..spec.model import OpSpec, OutputSpec, ProjectSpec
+from ..spec.op_plugin import OpPluginSpec
+
+NAMESPACE = "npu"
+
+
+@dataclass(frozen=True)
+class PluginOp:
+    """One `custom:` entry with its kernel, Meta and test."""
+
+    schema: Schema  # as written in op_plugin_functions.yaml (no namespace)
+    kind: str  # "functional", "inplace" (foo_) or "mutable" (foo with Tensor(a!) arguments)
+    source: OpSpec  # the spec op this entry comes from (its examples, reference, doc)
+    outputs: tuple[OutputSpec, ...]  # semantics of the freshly allocated returns, in order
+    config: OpPluginSpec
+    aclnn: str
+    exec_args: tuple[str, ...]  # aclnn arguments in order: argument and output names (outputs as in `outputs`)
+    kernel: str  # "gen_opapi" or "opapi"
+    twin_of: str | None = None  # the mutating op this functional twin copies (its arguments are cloned)
+    cloned: tuple[str, ...] = ()  # twin: the arguments cloned and returned after the outputs
+
+    @property
+    def name(self) -> str:
+        return self.schema.op_name
+
+    @property
+    def func(self) -> str:
+        return self.schema.signature(with_namespace=False)
+
+    @property
+    def returns_self(self) -> bool:
+        return self.kind == "inplace"
+
+
+def camel(name: str) -> str:
+    """`npu_add_rms_norm_` -> `AddRmsNorm` (op-plugin's file and aclnn naming)."""
+    stem = name.removeprefix("npu_").strip("_")
+    return "".join(part[:1].upper() + part[1:] for part in stem.split("_") if part)
+
+
+def plugin_ops(spec: ProjectSpec) -> list[PluginOp]:
+    """The entries to write for `spec`, twins included, after checking what the op_plugin target needs."""
+    where_file = spec.path or "<spec>"
+    if spec.namespace != NAMESPACE:
+        raise OpgenError(f"{where_file}: op-plugin's custom ops live in the 'npu' namespace, not {spec.namespace!r}",
+                         hint="set `namespace: npu` for --target op_plugin")
+    by_name = {op.schema.op_name: op for op in spec.ops}
+    result: list[PluginOp] = []
+    for op in spec.ops:
+        where = f"{where_file}: ops[{op.index}]"
+        config = op.op_plugin or OpPluginSpec()
+        _check_semantics(op, where)
+        kind = _kind(op, where)
+        entry = _entry(op, kind, config, where)
+        result.append(entry)
+        if kind == "functional":
+            continue
+        twin_schema = _twin_schema(op.schema, kind)
+        twin_name = twin_schema.op_name
+        given = by_name.get(twin_name)
+        if given is not None:  # the user wrote the twin: it must pair as torchgen pairs it
+            _check_pairing(op, given, twin_schema, where_file)
+            continue
+        result.append(_twin(entry, twin_schema))
+    return result
+
+
+def _check_semantics(op: OpSpec, where: str) -> None:
+    missing = op.missing_semantics
+    if missing:
+        raise OpgenError(f"{where}: the op_plugin target needs every output's shape and dtype (for the kernel's "
+                         f"allocation and the Meta function): fill {', '.join(missing)}",
+                         hint="see docs/spec.md, Semantics language")
+    for out in op.outputs:
+        if out.returns_argument is not None:
+            continue
+        if out.shape_rule.is_dynamic:
+            raise OpgenError(f"{where}.outputs.{out.name}.shape is data-dependent (`dynamic`): an op-plugin kernel "
+                             "allocates its outputs before the aclnn call", hint="give a size known from the inputs "
+                             "(an upper bound) and narrow the result in a wrapper")
+        if out.shape_rule.uses_outputs or out.dtype_rule.uses_outputs:
+            raise OpgenError(f"{where}.outputs.{out.name} reads another output: op-plugin allocates every output "
+                             "from the inputs", hint="write the rule over the op's arguments")
+
+
+def _kind(op: OpSpec, where: str) -> str:
+    schema = op.schema
+    mutated = schema.mutated_args
+    if "out" in op.tags:
+        raise OpgenError(f"{where}.tags: out= variants are not generated for op-plugin",
+                         hint="remove `tags: [out]`; write a functional or in-place op")
+    if schema.name.endswith("_"):
+        first = schema.arguments[0] if schema.arguments else None
+        returns_self = (len(schema.returns) == 1 and schema.returns[0].alias is not None
+                        and schema.returns[0].alias.is_write)
+        if (first is None or not first.is_write or len(mutated) != 1 or not returns_self
+                or schema.arguments[0].name != "self"):
+            raise OpgenError(
+                f"{where}.schema: '{schema.op_name}' ends in '_', so torchgen pairs it as an in-place op with "
+                f"'{schema.name[:-1]}'; an in-place op mutates only its first argument `self` and returns it",
+                hint=f"write '{schema.name}(Tensor(a!) self, ...) -> Tensor(a!)' with `tags: [inplace]`, or drop the "
+                f"trailing '_' to make it a mutable op paired with '{schema.name.rstrip('_')}_functional'")
+        return "inplace"
+    if "inplace" in op.tags:
+        raise OpgenError(f"{where}.tags: torchgen recognises in-place ops by a trailing '_' in the name",
+                         hint=f"rename the op to '{schema.name}_'")
+    if schema.name.endswith("_functional") and mutated:
+        raise OpgenError(f"{where}.schema: '{schema.op_name}' is named as a functional twin but mutates "
+                         f"{', '.join(a.name for a in mutated)}", hint="drop the `(a!)` annotations or rename the op")
+    return "mutable" if mutated else "functional"
+
+
+def _entry(op: OpSpec, kind: str, config: OpPluginSpec, where: str) -> PluginOp:
+    schema = replace(op.schema, namespace=None, spans=op.schema.spans)
+    outputs = tuple(out for out in op.outputs if out.returns_argument is None)
+    gen_ok, why_not = _gen_opapi_possible(op, kind)
+    kernel = config.kernel or ("gen_opapi" if gen_ok else "opapi")
+    if kernel == "gen_opapi" and not gen_ok:
+        raise OpgenError(f"{where}.op_plugin.kernel: gen_opapi cannot describe this op: {why_not}",
+                         hint="set `kernel: opapi`: opgen writes the kernel file instead")
+    aclnn = config.aclnn or ("aclnnInplace" if kind == "inplace" else "aclnn") + camel(op.schema.name)
+    exec_args = config.exec_args or (tuple(a.name for a in op.schema.arguments) + tuple(o.name for o in outputs))
+    if kernel == "opapi" and config.new_params:
+        raise OpgenError(f"{where}.op_plugin.new_params is a gen_opapi key",
+                         hint="with `kernel: opapi` write the locals in the kernel file")
+    return PluginOp(schema, kind, op, outputs, config, aclnn, exec_args, kernel)
+
+
+def _gen_opapi_possible(op: OpSpec, kind: str) -> tuple[bool, str]:
+    if kind != "functional":
+        return False, "it mutates its arguments (torchnpugen's gen_opapi allocates fresh outputs only)"
+    if not op.schema.returns:
+        return False, "it returns nothing"
+    for ret in op.schema.returns:
+        if strip_alias(ret.type) != BaseType("Tensor"):
+            return False, f"return '{ret.type}' is not a plain Tensor"
+    if not op.schema.arguments or not any(a.is_tensor for a in op.schema.arguments):
+        return False, "it has no Tensor argument to take the output options from"
+    first_tensor = next(a for a in op.schema.arguments if a.is_tensor)
+    if strip_alias(first_tensor.type) != BaseType("Tensor"):
+        return False, f"its first tensor argument {first_tensor.name!r} is not a plain Tensor (output options)"
+    return True, ""
+
+
+def _twin_schema(schema: Schema, kind: str) -> Schema:
+    """foo_ -> foo (returns a fresh self); mutable foo -> foo_functional (outputs, then the mutated args)."""
+    plain = tuple(Argument(strip_alias(a.type), a.name, a.default, a.has_default, a.kwarg_only)
+                  for a in schema.arguments)
+    if kind == "inplace":
+        text = replace(schema, name=schema.name[:-1], arguments=plain, returns=(Return(BaseType("Tensor")),),
+                       namespace=None, returns_tuple=False, spans={}).signature()
+    else:
+        returns = tuple(Return(strip_alias(r.type)) for r in schema.returns if r.alias is None)
+        returns += tuple(Return(BaseType("Tensor")) for _ in schema.mutated_args)
+        text = replace(schema, name=schema.name + "_functional", arguments=plain, returns=returns, namespace=None,
+                       returns_tuple=len(returns) > 1, spans={}).signature()
+    return parse_schema(text)  # canonical form, with spans of its own
+
+
+def _twin(entry: PluginOp, schema: Schema) -> PluginOp:
+    from ..spec.semantics import parse_dtype, parse_shape
+
+    cloned = tuple(a.name for a in entry.schema.mutated_args)
+    outputs = [] if entry.kind == "inplace" else list(entry.outputs)
+    for name in cloned:
+        # the copy of a mutated argument has its shape and dtype
+        outputs.append(OutputSpec(f"{name}_out", len(outputs), parse_shape(f"{name}.shape", schema),
+                                  parse_dtype(f"{name}.dtype", schema)))
+    return PluginOp(schema, "functional", entry.source, tuple(outputs), entry.config, entry.aclnn, entry.exec_args,
+                    "opapi", twin_of=entry.name, cloned=cloned)
+
+
+def _check_pairing(op: OpSpec, given: OpSpec, expected: Schema, where_file: str) -> None:
+    """A twin written in the spec must be the one torchgen pairs: same arguments, and returns counted by
+    the rule #mutated + #non-aliased returns of the mutating op."""
+    mutating = op.schema
+    want = len(expected.returns)
+    got = len(given.schema.returns)
+    same_args = [(str(strip_alias(a.type)), a.name, a.kwarg_only) for a in given.schema.arguments] == [
+        (str(a.type), a.name, a.kwarg_only) for a in expected.arguments]
+    if got != want or not same_args:
+        rule = (f"{len(mutating.mutated_args)} mutated argument(s) + "
+                f"{sum(1 for r in mutating.returns if r.alias is None)} non-aliased return(s) of {mutating.op_name}")
+        raise OpgenError(
+            f"{where_file}: ops[{given.index}] '{given.schema.op_name}' does not pair with ops[{op.index}] "
+            f"'{mutating.op_name}' as torchgen's functionalization requires: it must take the same arguments "
+            f"without (a!) and return {rule} = {want} tensor(s); it takes "
+            f"({', '.join(str(a) for a in given.schema.arguments)}) and returns {got}",
+            hint=f"write it as '{expected.signature()}', or remove ops[{given.index}] and let opgen write the twin")
+
