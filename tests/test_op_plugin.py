@@ -75,6 +75,25 @@ def test_three_examples_lay_out_files_as_op_plugin_does(generated):
         "import torch", "from torch.library import Library, impl"]
 
 
+def test_generated_python_is_ruff_clean_and_parses_and_yaml_loads(generated):
+    import ast
+    import shutil
+
+    import yaml
+
+    sources = [path for root in generated.values() for path in sorted(root.rglob("*.py"))]
+    assert len(sources) == 3 * 3
+    for path in sources:
+        ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for path in (p for root in generated.values() for p in root.rglob("*.yaml")):
+        assert yaml.safe_load(path.read_text(encoding="utf-8")), path
+    ruff = shutil.which("ruff") or pytest.fail("ruff is not installed (it is part of the test extra)")
+    for extra in ([], ["--extend-select", "E,F"]):
+        done = subprocess.run([ruff, "check", "--no-cache", "--line-length", "120", *extra,
+                               *map(str, generated.values())], capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+
 def test_generated_tests_run_meta_checks_on_cpu_and_skip_the_npu_class(generated):
     for name, root in generated.items():
         done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "test"],

@@ -254,7 +254,7 @@ def op_context(spec: ProjectSpec, op, entries: list[PluginOp]) -> dict:
     params = meta_parameters(main)
     ops_table = []
     for entry, check in zip(entries, checks):
-        items = [check["name_literal"], string_call("", entry.func, "", "        ").strip(), check["meta_function_literal"],
+        items = [check["name_literal"], string_call("(", entry.func, ")", "        "), check["meta_function_literal"],
                  str(check["mutated_positions"]), str(check["cloned_positions"]), str(check["inplace_twin"])]
         ops_table.append(call_text("", items, "    ", ","))
     return {
