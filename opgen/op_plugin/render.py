@@ -198,9 +198,10 @@ def _options_source(entry: PluginOp) -> str | None:
 # --- Meta, docs -----------------------------------------------------------------------------------
 
 
-def meta_parameters(entry: PluginOp) -> str:
+def meta_parameters(schema) -> str:
+    """The schema's arguments as Python parameters: same names, same defaults, `*` before keyword-only ones."""
     parts, star = [], False
-    for arg in entry.schema.arguments:
+    for arg in schema.arguments:
         if arg.kwarg_only and not star:
             parts.append("*")
             star = True
@@ -208,22 +209,24 @@ def meta_parameters(entry: PluginOp) -> str:
     return ", ".join(parts)
 
 
-def meta_name(entry: PluginOp) -> str:
-    return f"{cpp.stem(entry.schema)}_meta"
+def meta_name(schema) -> str:
+    return f"{cpp.stem(schema)}_meta"
 
 
-def meta_body(entry: PluginOp) -> list[str]:
-    if entry.kind == "inplace":
-        return [f"return {entry.schema.arguments[0].name}"]
-    outputs = tuple(replace(out, index=i) for i, out in enumerate(entry.outputs))
-    op = replace(entry.source, schema=entry.schema, outputs=outputs, tags=())
-    body, _ = _fake_and_expected(op)
-    return body
+def meta_source(schema, op, returns_self: bool = False) -> str:
+    """`@impl(m, "name")` + a Meta function whose outputs come from `op`'s semantics (or `self`)."""
+    if returns_self:
+        body = [f"return {schema.arguments[0].name}"]
+    else:
+        body, _ = _fake_and_expected(op)
+    head = f"@impl(m, {literal(schema.op_name)})\ndef {meta_name(schema)}({meta_parameters(schema)}):"
+    return head + "\n" + "\n".join(f"    {line}" for line in "\n".join(body).split("\n"))
 
 
 def meta_function(entry: PluginOp) -> str:
-    head = f'@impl(m, {literal(entry.name)})\ndef {meta_name(entry)}({meta_parameters(entry)}):'
-    return head + "\n" + "\n".join(f"    {line}" for line in "\n".join(meta_body(entry)).split("\n"))
+    outputs = tuple(replace(out, index=i) for i, out in enumerate(entry.outputs))
+    op = replace(entry.source, schema=entry.schema, outputs=outputs, tags=())
+    return meta_source(entry.schema, op, returns_self=entry.kind == "inplace")
 
 
 def doc_call(entry: PluginOp) -> str:
@@ -245,13 +248,13 @@ def op_context(spec: ProjectSpec, op, entries: list[PluginOp]) -> dict:
             "name": entry.name,
             "name_literal": literal(entry.name),
             "func_literal": literal(entry.func),
-            "meta_function_literal": literal(meta_name(entry)),
+            "meta_function_literal": literal(meta_name(entry.schema)),
             "mutated_positions": [i for i, a in enumerate(entry.schema.positional) if a.is_write],
             "twin": entry.twin_of is not None,
             "cloned_positions": [i for i, a in enumerate(entry.schema.positional) if a.name in entry.cloned],
             "inplace_twin": entry.twin_of is not None and entry.source.schema.name.endswith("_"),
         })
-    params = meta_parameters(main)
+    params = meta_parameters(main.schema)
     ops_table = []
     for entry, check in zip(entries, checks):
         items = [check["name_literal"], string_call("(", entry.func, ")", "        "), check["meta_function_literal"],
