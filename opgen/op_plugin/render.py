@@ -220,7 +220,7 @@ def meta_source(schema, op, returns_self: bool = False) -> str:
     else:
         body, _ = _fake_and_expected(op)
     head = f"@impl(m, {literal(schema.op_name)})\ndef {meta_name(schema)}({meta_parameters(schema)}):"
-    return head + "\n" + "\n".join(f"    {line}" for line in "\n".join(body).split("\n"))
+    return head + "\n" + "\n".join(f"    {line}" for line in body)  # a wrapped line carries its own indentation
 
 
 def meta_function(entry: PluginOp) -> str:
