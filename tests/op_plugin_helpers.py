@@ -3,6 +3,7 @@ harness that runs the output allocation of OpApi kernels on the host (tests/op_p
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import shutil
@@ -18,7 +19,7 @@ WHEEL = Path(os.environ.get("OPGEN_TORCH_NPU_WHEEL",
 PROBE = REPO / "tests" / "op_plugin" / "torchnpugen_probe.py"
 STUB = REPO / "tests" / "op_plugin" / "stub"
 EXAMPLES = sorted((REPO / "examples" / "op_plugin").glob("*.yaml"))
-TORCH_VERSION = "2.13.0"
+TORCH_VERSION = importlib.metadata.version("torch").split("+")[0]  # the version filter runs for this torch
 CPP_DTYPES = {"float16": "at::kHalf", "bfloat16": "at::kBFloat16", "float32": "at::kFloat", "float64": "at::kDouble",
               "int64": "at::kLong", "int32": "at::kInt", "int16": "at::kShort", "int8": "at::kChar",
               "uint8": "at::kByte", "bool": "at::kBool"}
