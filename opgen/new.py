@@ -16,7 +16,7 @@ from pathlib import Path
 import click
 
 from .schema.errors import OpgenError
-from .spec.model import DEVICES, STYLES
+from .spec.model import DEVICES, STYLES, TARGETS
 
 SPEC_NAME = "opgen.yaml"
 STYLE_TEMPLATES = {"custom_op": "custom_op", "library": "library_op"}
@@ -109,9 +109,9 @@ def schema_spec_text(schema_text: str, style: str | None, device: str | None) ->
               help="Start from one schema instead of a spec (fake function left as a TODO).")
 @click.option("--style", type=click.Choice(STYLES), help="Registration style (overrides the spec's `style`).")
 @click.option("--device", type=click.Choice(tuple(DEVICES)), help="Kernel device (overrides the spec's `device`).")
-@click.option("--target", type=click.Choice(("package", "op_plugin")), default="package", show_default=True,
-              help="package: a pip-installable custom-op package; op_plugin: an Ascend op-plugin contribution "
-              "(op_plugin_functions.yaml entries, OpApi kernels, Meta functions, tests).")
+@click.option("--target", type=click.Choice(TARGETS), help="package (default): a pip-installable custom-op package; "
+              "op_plugin: an Ascend op-plugin contribution (op_plugin_functions.yaml entries, OpApi kernels, Meta "
+              "functions, tests). Overrides the spec's `target`.")
 @click.option("--force", is_flag=True, help="Overwrite hand-edited generated files and write into a directory "
               "opgen did not create (replaced text is saved under .opgen/backup/).")
 @click.option("--dry-run", is_flag=True, help="Show what would be written; write nothing.")
@@ -130,7 +130,7 @@ def new(**options) -> None:
 
 
 def run_new(spec_path: str | None, out_dir: str | None, schema_text: str | None, style: str | None,
-            device: str | None, force: bool, dry_run: bool, target: str = "package") -> None:
+            device: str | None, force: bool, dry_run: bool, target: str | None = None) -> None:
     from .render.write import apply_plan, plan_changes
     from .spec.load import load_spec_text
 
@@ -156,13 +156,13 @@ def run_new(spec_path: str | None, out_dir: str | None, schema_text: str | None,
                              hint="give the path of an opgen spec (see docs/spec.md), or start with --schema") from None
         except (OSError, UnicodeDecodeError) as error:
             raise OpgenError(f"cannot read spec file {spec_path}: {error}") from None
-    spec = load_spec_text(text, name, style=style, device=device)
+    spec = load_spec_text(text, name, style=style, device=device, target=target)
     for op in spec.ops:
         for note in op.notes:
             click.echo(f"warning: {name}: ops[{op.index}]: {note}", err=True)
     for note in spec.notes:
         click.echo(f"warning: {name}: {note}", err=True)
-    if target == "op_plugin":
+    if spec.target == "op_plugin":
         from .op_plugin.render import render_files as render_op_plugin
 
         files = render_op_plugin(spec)
@@ -175,5 +175,5 @@ def run_new(spec_path: str | None, out_dir: str | None, schema_text: str | None,
         return
     apply_plan(plan)
     click.echo(plan.render(include_unchanged=False))
-    if sys.stdout.isatty() and target == "package":
+    if sys.stdout.isatty() and spec.target == "package":
         click.echo(f"next: pip install -e {out_dir} && python -m pytest {out_dir} -q")

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from new_helpers import REPO, opgen
+from new_helpers import REPO, opgen, snapshot
 from op_plugin_helpers import (
     EXAMPLES,
     WHEEL,
@@ -301,7 +301,7 @@ def test_refuses_a_namespace_other_than_npu(tmp_path):
 
 @pytest.mark.parametrize(("block", "where", "message"), [
     ("    op_plugin: {aclnn: AddRmsNorm}\n", "spec.yaml:7:", "is not an aclnn function name"),
-    ("    op_plugin: {kernel: gen_opapi}\n", "ops[0].op_plugin.kernel", "gen_opapi cannot describe this op"),
+    ("    op_plugin: {kernel: gen_opapi}\n", "spec.yaml:7:", "gen_opapi cannot describe this op: it mutates"),
     ("    op_plugin: {exec: [cache, keys]}\n", "spec.yaml:7:", "'keys' is not an argument"),
     ("    op_plugin: {versions: [v2.1, v9.9]}\n", "spec.yaml:7:", "must be a range"),
     ("    op_plugin: {new_params: {mode: '\"a\"; system(\"x\")'}}\n", "spec.yaml:7:", "one C++ expression"),
@@ -313,10 +313,23 @@ def test_op_plugin_keys_are_checked_with_location(tmp_path, block, where, messag
     assert where in error and message in error, error
 
 
-def test_a_spec_without_op_plugin_keys_still_generates_packages(tmp_path):
-    """`op_plugin:` is read only by --target op_plugin; the package target ignores it."""
-    done = opgen("new", str(REPO / "examples/op_plugin/rms_norm.yaml"), "-o", str(tmp_path / "pkg"), "--dry-run")
+def test_op_plugin_keys_are_ignored_by_the_package_target(tmp_path):
+    """`op_plugin:` is read only by the op_plugin target; `--target package` overrides the spec's `target`."""
+    done = opgen("new", str(REPO / "examples/op_plugin/rms_norm.yaml"), "--target", "package", "-o",
+                 str(tmp_path / "pkg"), "--dry-run")
     assert done.returncode == 0, done.stderr
+    assert "npu/ops.py" in done.stdout and "op_plugin_functions.yaml" not in done.stdout
+
+
+def test_regenerating_in_the_directory_keeps_the_target(tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text((REPO / "examples/op_plugin/add_rms_norm.yaml").read_text().replace("target: op_plugin\n", ""))
+    root = generate(spec, tmp_path / "out")  # --target op_plugin on the command line ...
+    assert "target: op_plugin" in (root / "opgen.yaml").read_text()  # ... is written into the stored spec
+    before = snapshot(root)
+    done = opgen("new", cwd=root)
+    assert done.returncode == 0, done.stderr
+    assert snapshot(root) == before
 
 
 def test_demo_context_in_template_is_in_sync():

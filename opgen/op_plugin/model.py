@@ -15,7 +15,7 @@ from ..schema.errors import OpgenError
 from ..schema.model import Argument, BaseType, Return, Schema, strip_alias
 from ..schema.parser import parse_schema
 from ..spec.model import OpSpec, OutputSpec, ProjectSpec
-from ..spec.op_plugin import OpPluginSpec
+from ..spec.op_plugin import OpPluginSpec, gen_opapi_problem
 
 NAMESPACE = "npu"
 
@@ -129,33 +129,14 @@ def _kind(op: OpSpec, where: str) -> str:
 def _entry(op: OpSpec, kind: str, config: OpPluginSpec, where: str) -> PluginOp:
     schema = replace(op.schema, namespace=None, spans=op.schema.spans)
     outputs = tuple(out for out in op.outputs if out.returns_argument is None)
-    gen_ok, why_not = _gen_opapi_possible(op, kind)
-    kernel = config.kernel or ("gen_opapi" if gen_ok else "opapi")
-    if kernel == "gen_opapi" and not gen_ok:
-        raise OpgenError(f"{where}.op_plugin.kernel: gen_opapi cannot describe this op: {why_not}",
-                         hint="set `kernel: opapi`: opgen writes the kernel file instead")
+    why_not = gen_opapi_problem(op.schema)  # an explicit `kernel: gen_opapi` was checked at load time
+    kernel = config.kernel or ("gen_opapi" if why_not is None else "opapi")
     aclnn = config.aclnn or ("aclnnInplace" if kind == "inplace" else "aclnn") + camel(op.schema.name)
     exec_args = config.exec_args or (tuple(a.name for a in op.schema.arguments) + tuple(o.name for o in outputs))
     if kernel == "opapi" and config.new_params:
         raise OpgenError(f"{where}.op_plugin.new_params is a gen_opapi key",
                          hint="with `kernel: opapi` write the locals in the kernel file")
     return PluginOp(schema, kind, op, outputs, config, aclnn, exec_args, kernel)
-
-
-def _gen_opapi_possible(op: OpSpec, kind: str) -> tuple[bool, str]:
-    if kind != "functional":
-        return False, "it mutates its arguments (torchnpugen's gen_opapi allocates fresh outputs only)"
-    if not op.schema.returns:
-        return False, "it returns nothing"
-    for ret in op.schema.returns:
-        if strip_alias(ret.type) != BaseType("Tensor"):
-            return False, f"return '{ret.type}' is not a plain Tensor"
-    if not op.schema.arguments or not any(a.is_tensor for a in op.schema.arguments):
-        return False, "it has no Tensor argument to take the output options from"
-    first_tensor = next(a for a in op.schema.arguments if a.is_tensor)
-    if strip_alias(first_tensor.type) != BaseType("Tensor"):
-        return False, f"its first tensor argument {first_tensor.name!r} is not a plain Tensor (output options)"
-    return True, ""
 
 
 def _twin_schema(schema: Schema, kind: str) -> Schema:

@@ -54,9 +54,11 @@ from .autograd import (
 from .model import (
     DEFAULT_DEVICE,
     DEFAULT_STYLE,
+    DEFAULT_TARGET,
     DEVICES,
     DTYPES,
     STYLES,
+    TARGETS,
     AutogradSpec,
     Example,
     OpSpec,
@@ -65,7 +67,7 @@ from .model import (
     TensorValue,
 )
 
-SPEC_KEYS = ("namespace", "style", "device", "package", "ops")
+SPEC_KEYS = ("namespace", "style", "device", "package", "target", "ops")
 OP_KEYS = ("schema", "doc", "tags", "outputs", "reference", "autograd", "examples", "op_plugin")
 AUTOGRAD_KEYS = ("setup_context", "backward")
 OUTPUT_KEYS = ("shape", "dtype")
@@ -141,7 +143,7 @@ def load_spec(path: str) -> ProjectSpec:
 
 
 def load_spec_text(text: str, path: str = "<spec>", *, style: str | None = None,
-                   device: str | None = None) -> ProjectSpec:
+                   device: str | None = None, target: str | None = None) -> ProjectSpec:
     """Parse and check a spec. `style`/`device` override the spec's own values (CLI flags)."""
     source = _Source(text, path)
     try:
@@ -183,8 +185,11 @@ def load_spec_text(text: str, path: str = "<spec>", *, style: str | None = None,
         if diagnostic.severity == ERROR:
             raise source.error(ops_node, diagnostic.message, diagnostic.hint)
         notes.append(f"{diagnostic.code}: {diagnostic.message} ({diagnostic.hint})")
-    text_out = _with_overrides(source, top, {"style": style, "device": device})
-    return ProjectSpec(namespace, style_value, device_value, package, tuple(ops), text_out, path, tuple(notes))
+    target_value = target or (_choice(source, top["target"][1], "target", TARGETS) if "target" in top
+                              else DEFAULT_TARGET)
+    text_out = _with_overrides(source, top, {"style": style, "device": device, "target": target})
+    return ProjectSpec(namespace, style_value, device_value, package, tuple(ops), text_out, path, tuple(notes),
+                       target_value)
 
 
 def _with_overrides(source: _Source, top: dict, overrides: dict[str, str | None]) -> str:

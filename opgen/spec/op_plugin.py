@@ -36,6 +36,22 @@ class OpPluginSpec:
     output_differentiability: tuple[bool, ...] | None = None
 
 
+def gen_opapi_problem(schema) -> str | None:
+    """Why torchnpugen's gen_opapi (allocate fresh outputs like the first input, one aclnn call) cannot
+    describe an op, or None when it can."""
+    from ..schema.model import BaseType, strip_alias
+
+    if schema.is_mutable:
+        return "it mutates its arguments (gen_opapi allocates fresh outputs only)"
+    if not schema.returns:
+        return "it returns nothing"
+    if any(strip_alias(r.type) != BaseType("Tensor") for r in schema.returns):
+        return "it returns something other than plain Tensors"
+    if next((strip_alias(a.type) for a in schema.arguments if a.is_tensor), None) != BaseType("Tensor"):
+        return "its first tensor argument must be a plain Tensor (the outputs take its options)"
+    return None
+
+
 def parse_op_plugin(source, node, schema, where: str) -> OpPluginSpec:
     """Check `ops[i].op_plugin` (a YAML node) against the op's schema; errors placed by `source`."""
     from .load import _kind, _mapping, _scalar, _string
@@ -65,6 +81,11 @@ def parse_op_plugin(source, node, schema, where: str) -> OpPluginSpec:
             raise source.error(entries["kernel"][1], f"{field}.kernel: unknown kernel kind {kernel!r}",
                                "gen_opapi (torchnpugen writes the kernel from `gen_opapi:`) or opapi (opgen writes "
                                "op_plugin/ops/opapi/<Name>KernelNpuOpApi.cpp)")
+        if kernel == "gen_opapi":
+            problem = gen_opapi_problem(schema)
+            if problem:
+                raise source.error(entries["kernel"][1], f"{field}.kernel: gen_opapi cannot describe this op: "
+                                   f"{problem}", "set `kernel: opapi`: opgen writes the kernel file instead")
         values["kernel"] = kernel
     for key in ("acl_op", "exposed", "internal_format_opapi"):
         flag(key)
