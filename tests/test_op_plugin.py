@@ -9,6 +9,7 @@ each other and with the generated Meta functions; the generated Meta tests run o
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -339,3 +340,20 @@ def test_demo_context_in_template_is_in_sync():
     for directory, context in demo_contexts(REPO).items():
         on_disk = (REPO / "templates" / directory / "cookiecutter.json").read_text(encoding="utf-8")
         assert on_disk == render_json(context), f"run `python -m opgen.op_plugin.demo` ({directory} is stale)"
+
+
+def test_plain_cookiecutter_renders_the_demo_like_opgen(tmp_path):
+    """`cookiecutter templates/op_plugin` + `templates/op_plugin_op` (no opgen) give what opgen new writes for
+    the demo spec (empty renders, such as a missing kernel or derivatives file, are not written by opgen)."""
+    config = tmp_path / "config.yaml"
+    config.write_text(f"cookiecutters_dir: {tmp_path / 'cc'}\nreplay_dir: {tmp_path / 'replay'}\n")
+    rendered: dict[str, bytes] = {}
+    for template in ("op_plugin", "op_plugin_op"):
+        out = tmp_path / template
+        done = subprocess.run([sys.executable, "-m", "cookiecutter", f"templates/{template}", "--no-input", "-o",
+                               str(out)], cwd=REPO, capture_output=True, text=True,
+                              env={**os.environ, "COOKIECUTTER_CONFIG": str(config)}, check=False)
+        assert done.returncode == 0, done.stdout + done.stderr
+        rendered.update({k: v for k, v in snapshot(out / "op_plugin_contribution").items() if v.strip()})
+    reference = generate(REPO / "examples/op_plugin/rms_norm.yaml", tmp_path / "reference")
+    assert rendered == {k: v for k, v in snapshot(reference).items() if not k.startswith(".opgen/")}

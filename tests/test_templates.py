@@ -71,7 +71,11 @@ def test_plain_cookiecutter_renders_the_demo_like_opgen_and_its_tests_pass(tmp_p
 def test_templates_have_no_stray_files():
     names = {p.name for p in TEMPLATES.rglob("*")}
     assert not {n for n in names if n.endswith((".pyc", ".orig", ".rej")) or n == "__pycache__"}
-    assert sorted(p.name for p in TEMPLATES.iterdir()) == sorted([*STYLE_TEMPLATES.values(), PROJECT_TEMPLATE, OP_TEMPLATE])
+    from opgen.op_plugin.render import OP_TEMPLATE as OP_PLUGIN_OP
+    from opgen.op_plugin.render import PROJECT_TEMPLATE as OP_PLUGIN
+
+    assert sorted(p.name for p in TEMPLATES.iterdir()) == sorted([*STYLE_TEMPLATES.values(), PROJECT_TEMPLATE, OP_TEMPLATE,
+                                                                  OP_PLUGIN, OP_PLUGIN_OP])
 
 
 def test_templates_dir_is_found():
