@@ -25,7 +25,7 @@ from ..render.context import (
     string_call,
 )
 from ..schema.errors import OpgenError
-from ..schema.model import BaseType, ListType, strip_alias
+from ..schema.model import BaseType, ListType, OptionalType, strip_alias
 from ..spec.model import ProjectSpec
 from ..spec.op_plugin import ALL_VERSIONS
 from . import cpp
@@ -205,8 +205,19 @@ def meta_parameters(schema) -> str:
         if arg.kwarg_only and not star:
             parts.append("*")
             star = True
-        parts.append(f"{arg.name}={python_default(arg.type, arg.default)}" if arg.has_default else arg.name)
+        parts.append(f"{arg.name}={_meta_default(arg)}" if arg.has_default else arg.name)
     return ", ".join(parts)
+
+
+def _meta_default(arg) -> str:
+    """The default as the dispatcher passes it: a bare word such as `int reduction=Mean` is its number."""
+    from ..schema.model import ENUM_WORDS, EnumWord
+
+    base = strip_alias(arg.type)
+    base = base.elem if isinstance(base, OptionalType) else base
+    if isinstance(arg.default, EnumWord) and isinstance(base, BaseType) and base.name == "int":
+        return str(ENUM_WORDS["int"][arg.default.word])
+    return python_default(arg.type, arg.default)
 
 
 def meta_name(schema) -> str:
