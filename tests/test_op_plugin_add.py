@@ -156,3 +156,21 @@ def test_missing_extra_names_it(root, tmp_path):
                           env={"PATH": "/usr/bin:/bin", "PYTHONPATH": env_path}, timeout=120, check=False)
     assert done.returncode == 2, done.stderr
     assert "pip install 'opgen[op_plugin]'" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_crlf_files_keep_their_line_endings(root):
+    """op-plugin's _op_plugin_docs.py uses CRLF: the inserted lines follow the file, no other byte changes."""
+    for relative in ("codegen/templates/_op_plugin_docs.py", "op_plugin/config/op_plugin_functions.yaml",
+                     "op_plugin/python/meta/_meta_registrations.py"):
+        path = root / relative
+        path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+    before = snapshot(root)
+    assert add(root, str(REPO / "examples/op_plugin/kv_cache_update.yaml")).returncode == 0
+    after = snapshot(root)
+    for relative in ("codegen/templates/_op_plugin_docs.py", "op_plugin/config/op_plugin_functions.yaml",
+                     "op_plugin/python/meta/_meta_registrations.py"):
+        old, new = before[relative], after[relative]
+        assert new.count(b"\n") == new.count(b"\r\n"), relative  # every line still ends in CRLF
+        assert len(only_added(old.decode().replace("\r\n", "\n"), new.decode().replace("\r\n", "\n"))) > 3
+    assert add(root, str(REPO / "examples/op_plugin/kv_cache_update.yaml")).stdout.startswith("nothing to do")
+    assert snapshot(root) == after

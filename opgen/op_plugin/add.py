@@ -84,9 +84,10 @@ def insert_entries(text: str, path: str, section: str, entry_lines: list[str], k
         raise AddError(f"{path} has no top-level `{section}:`", hint="is ROOT an op-plugin checkout?")
     block = "\n".join(entry_lines)
     seq = data[section]
-    lines = text.split("\n")
+    lines = text.split("\n")  # a CRLF file keeps its "\r" on every line, and the new lines get one too
+    carriage = "\r" if "\r\n" in text else ""
     dash = _indent(lines[seq.lc.item(0)[0]]) if seq else 2  # the column of the entries' `-`
-    ours = _reindent(entry_lines, dash)
+    ours = [line + carriage for line in _reindent(entry_lines, dash)]
     ours_text = "\n".join(ours)
     existing = _entry_names(seq, key)
     new_names = [line.split(f"- {key}:", 1)[1].strip().strip('"').split("(", 1)[0].strip()
@@ -113,7 +114,7 @@ def insert_entries(text: str, path: str, section: str, entry_lines: list[str], k
         header = data.lc.key(section)[0]
         head = lines[header].split("#", 1)[0].rstrip()
         if head.endswith("[]"):
-            lines[header] = lines[header].replace("[]", "", 1).rstrip()
+            lines[header] = lines[header].replace("[]", "", 1).rstrip() + carriage
         new_lines = lines[:header + 1] + ours + lines[header + 1:]
     result = "\n".join(new_lines)
     check = _load_rt(result, path)
@@ -146,7 +147,8 @@ def insert_meta(text: str, path: str, functions: list[str], names: list[str]) ->
     from .coverage import registered_names
 
     _, libcst = _require_extra()
-    if all(function in text for function in functions):
+    newline = "\r\n" if "\r\n" in text else "\n"
+    if all(function.replace("\n", newline) in text for function in functions):
         return None
     try:
         module = libcst.parse_module(text)
@@ -217,13 +219,15 @@ def _missing_imports(module, libcst) -> list[str]:
 
 def append_calls(text: str, path: str, calls: list[str]) -> str | None:
     _, libcst = _require_extra()
-    if all(call in text for call in calls):
+    if all(call.replace("\n", "\r\n" if "\r\n" in text else "\n") in text for call in calls):
         return None
     try:
         libcst.parse_module(text)
     except libcst.ParserSyntaxError as error:
         raise AddError(f"{path}:{error.raw_line}: not valid Python: {error.message}") from None
-    return text.rstrip("\n") + "\n" + "".join(f"\n\n{call}\n" for call in calls)
+    newline = "\r\n" if "\r\n" in text else "\n"
+    added = "".join(f"\n\n{call}\n" for call in calls).replace("\n", newline)
+    return text.rstrip("\r\n") + newline + added
 
 
 # --- the command ------------------------------------------------------------------------------------
@@ -241,7 +245,8 @@ def plan_add(root: Path, spec) -> list[Change]:
         if not path.is_file():
             raise AddError(f"{path} does not exist", hint="--op-plugin-root must be an op-plugin checkout "
                            f"(with {FUNCTIONS_YAML} and {META_PY})")
-        return path.read_text(encoding="utf-8")
+        with path.open(encoding="utf-8", newline="") as handle:  # line endings as they are (CRLF stays CRLF)
+            return handle.read()
 
     text = read(FUNCTIONS_YAML)
     new = insert_entries(text, FUNCTIONS_YAML, "custom", [line for e in entries for line in yaml_entry(e)], "func")
