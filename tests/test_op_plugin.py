@@ -210,6 +210,15 @@ ops:
   - schema: "npu_sig_b.overload(Tensor[] xs, float[] scales, *, SymInt n, int[]? sizes=None) -> (Tensor, Tensor)"
     outputs: {out0: {shape: "xs[0].shape", dtype: "xs[0].dtype"}, out1: {shape: "[n]", dtype: int64}}
     op_plugin: {kernel: opapi}
+  - schema: "npu_sig_c(Tensor x, Tensor w, int k) -> (Tensor, Tensor)"
+    outputs: {out0: {shape: "[x.size(0), w.size(1)]", dtype: float32}, out1: {shape: "[x.size(0) * k]", dtype: "w"}}
+    op_plugin:
+      kernel: gen_opapi
+      aclnn: aclnnSigC
+      exec: [w, x, cache_mode, k, out1, out0]
+      new_params: {cache_mode: '"Norm"'}
+      internal_format_opapi: true
+      versions: [v2.5, newest]
 """
 
 
@@ -221,6 +230,28 @@ def test_cpp_signature_printer_matches_torchnpugen_on_many_types(torchnpugen, tm
     report = run_torchnpugen(torchnpugen, root / "op_plugin/config/op_plugin_functions.yaml", tmp_path / "tng")
     for entry in plugin_ops(load_spec_text(SIGNATURE_SPEC, "sig.yaml")):
         assert report["signatures"][entry.name] == cpp.signature(entry.schema), entry.name
+    # gen_opapi with new_params and an aclnn argument order of its own
+    generated = report["gen_opapi"]["npu_sig_c"]
+    assert 'auto cache_mode = "Norm";' in generated
+    assert "EXEC_NPU_CMD(aclnnSigC, w, x, cache_mode, k, out1, out0);" in generated
+    kept = {e["func"].split("(")[0]: e for e in report["filtered"]["custom"]}
+    assert kept["npu_sig_c"]["internal_format_opapi"] is True
+
+
+@needs_wheel
+def test_a_twin_breaking_the_pairing_rule_silently_loses_functionalization(generated, torchnpugen, tmp_path):
+    """Why opgen refuses such a twin: torchnpugen does not complain, it just does not pair the ops, so the
+    mutable op gets no functionalization kernel (and fails only later, in graph capture)."""
+    fragment = tmp_path / "op_plugin_functions.yaml"
+    text = (generated["kv_cache_update"] / "op_plugin/config/op_plugin_functions.yaml").read_text()
+    fragment.write_text(text)
+    assert run_torchnpugen(torchnpugen, fragment, tmp_path / "good")["groups"] == [
+        {"members": {"functional": "npu_kv_cache_update_functional", "mutable": "npu_kv_cache_update"},
+         "functionalization_kernels": 1}]
+    assert "Tensor slot_mapping) -> (Tensor, Tensor, Tensor)" in text
+    fragment.write_text(text.replace("Tensor slot_mapping) -> (Tensor, Tensor, Tensor)",
+                                     "Tensor slot_mapping) -> (Tensor, Tensor)"))
+    assert run_torchnpugen(torchnpugen, fragment, tmp_path / "bad")["groups"] == []
 
 
 # --- refusals: clear, located, nothing written --------------------------------------------------------
