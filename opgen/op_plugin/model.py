@@ -43,10 +43,6 @@ class PluginOp:
     def func(self) -> str:
         return self.schema.signature(with_namespace=False)
 
-    @property
-    def returns_self(self) -> bool:
-        return self.kind == "inplace"
-
 
 def camel(name: str) -> str:
     """`npu_add_rms_norm_` -> `AddRmsNorm` (op-plugin's file and aclnn naming)."""

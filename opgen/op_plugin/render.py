@@ -286,7 +286,6 @@ def op_context(spec: ProjectSpec, op, entries: list[PluginOp]) -> dict:
         "has_reference": bool(reference),
         "reference_def": f"def _reference({params}):",
         "reference_body": reference,
-        "checks": checks,
         "ops_table": ops_table,
         "spec_op": f"ops[{op.index}]",
         "scratch_namespace": f"{SCRATCH_NAMESPACE}_{cpp.stem(main.schema)}",
