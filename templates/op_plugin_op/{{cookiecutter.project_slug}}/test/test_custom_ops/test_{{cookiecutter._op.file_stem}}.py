@@ -120,6 +120,15 @@ def _to(value, device):
     return value
 
 
+def _calling(op):
+    """A plain function calling `op`, for torch.compile to trace."""
+
+    def call(*args, **kwargs):
+        return op(*args, **kwargs)
+
+    return call
+
+
 _LIBRARIES = []
 _COUNTER = itertools.count()
 
@@ -234,7 +243,7 @@ class {{ cookiecutter._op.class_name }}(TestCase):
             if mutated:
                 continue  # the functional twin is what a captured graph runs
             op = self._npu_op(name)
-            compiled = torch.compile(op, backend="npugraph_ex", fullgraph=True, dynamic=True)
+            compiled = torch.compile(_calling(op), backend="npugraph_ex", fullgraph=True, dynamic=True)
             for args, kwargs in _calls():
                 inputs = _to(list(args), "npu")
                 self._assert_close(compiled(*inputs, **kwargs), _outputs(op(*inputs, **kwargs)))
