@@ -285,7 +285,7 @@ def spec_text(*ops: tuple[str, dict], extra: str = "") -> str:
 def test_refuses_a_twin_that_breaks_torchgens_pairing_rule(tmp_path):
     twin = ("npu_kv_functional(Tensor cache, Tensor key) -> Tensor", {"out0": '{shape: "key.shape", dtype: float32}'})
     error = refused(tmp_path, spec_text(KV, twin))
-    assert "does not pair with ops[0] 'npu_kv'" in error
+    assert "spec.yaml:7:13: ops[1] 'npu_kv_functional' does not pair with ops[0] 'npu_kv'" in error
     assert "1 mutated argument(s) + 1 non-aliased return(s) of npu_kv = 2 tensor(s)" in error
     assert "npu_kv_functional(Tensor cache, Tensor key) -> (Tensor, Tensor)" in error  # the fix
 
@@ -305,7 +305,8 @@ def test_refuses_trailing_underscore_op_that_is_not_in_place(tmp_path):
     assert "spec.yaml:3:14: ops[0].schema [OPG103]" in error  # the schema contract already places it
     error = refused(tmp_path, spec_text(("npu_scale_(Tensor(a!) x, float s) -> Tensor(a!)", {}),
                                         extra="    tags: [inplace]\n"))
-    assert "ends in '_', so torchgen pairs it as an in-place op with 'npu_scale'" in error
+    assert "spec.yaml:3:13: ops[0].schema: 'npu_scale_' ends in '_', so torchgen pairs it as an in-place op with " \
+        "'npu_scale'" in error
     assert "npu_scale_(Tensor(a!) self, ...) -> Tensor(a!)" in error and "drop the trailing '_'" in error
 
 
@@ -328,7 +329,13 @@ def test_in_place_op_gets_its_functional_twin(tmp_path):
 
 def test_refuses_a_namespace_other_than_npu(tmp_path):
     error = refused(tmp_path, spec_text(KV).replace("namespace: npu", "namespace: myops"))
-    assert "'npu' namespace" in error and "namespace: npu" in error
+    assert "spec.yaml:1:12: op-plugin's custom ops live in the 'npu' namespace" in error and "namespace: npu" in error
+
+
+def test_refuses_a_data_dependent_size_at_its_rule(tmp_path):
+    error = refused(tmp_path, spec_text(("npu_rows(Tensor x) -> Tensor",
+                                         {"out0": '{shape: "[dynamic(max=x.shape[0])]", dtype: "x"}'})))
+    assert "spec.yaml:5:21: ops[0].outputs.out0.shape is data-dependent" in error
 
 
 @pytest.mark.parametrize(("block", "where", "message"), [
