@@ -113,6 +113,14 @@ def test_generated_meta_test_catches_a_planted_wrong_shape(generated, tmp_path):
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test"], cwd=root,
                           capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 1 and "test_meta_matches_reference_on_examples" in done.stdout, done.stdout[-2000:]
+    assert "test_meta_signature_equals_schema" not in done.stdout
+    # a default that differs from the schema's
+    meta.write_text(text.replace("def npu_rms_norm_meta(self, gamma, epsilon=1e-06):",
+                                 "def npu_rms_norm_meta(self, gamma, epsilon=1e-05):"))
+    assert meta.read_text() != text
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test"], cwd=root,
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 1 and "FAILED" in done.stdout and "test_meta_signature_equals_schema" in done.stdout
 
 
 @needs_wheel
