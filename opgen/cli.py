@@ -16,7 +16,9 @@ from .errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
 class LazyGroup(click.Group):
     """Imports a subcommand's module only when that subcommand runs (keeps `opgen lint` start-up small)."""
 
-    lazy_commands: ClassVar[dict[str, str]] = {"lint": "opgen.lint.command:lint", "new": "opgen.new:new"}
+    lazy_commands: ClassVar[dict[str, str]] = {"lint": "opgen.lint.command:lint", "new": "opgen.new:new",
+                                                "meta-coverage": "opgen.op_plugin.coverage:meta_coverage",
+                                                "add": "opgen.op_plugin.add:add"}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self.lazy_commands])

@@ -1,81 +1,24 @@
 """`opgen new`: a spec (or one schema) in, a tested custom-op package out.
 
-spec -> `ProjectSpec` (checked) -> template context (pure data) -> cookiecutter renders the project
-template and, once per op, the per-op template into a temporary directory -> the files become
-`PlannedFile`s (project template: generated; per-op template: the user's kernels and TODO fakes)
--> the writer plans and applies them. cookiecutter never writes into the user's directory.
+spec -> `ProjectSpec` (checked) -> template context (pure data) -> cookiecutter renders the templates
+into a temporary directory (opgen/render/templates.py) -> the files become `PlannedFile`s (generated, or
+the user's kernels and TODO fakes) -> the writer plans and applies them. cookiecutter never writes into
+the user's directory.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 import click
 
 from .errors import OpgenError
-from .spec.model import DEVICES, STYLES
+from .spec.model import DEVICES, STYLES, TARGETS
 from .style import paint
 
 SPEC_NAME = "opgen.yaml"
-STYLE_TEMPLATES = {"custom_op": "custom_op", "library": "library_op"}
-# The registration module differs by style; every other project file comes from PROJECT_TEMPLATE,
-# and the files that exist once per op (owned by the user) from OP_TEMPLATE.
-PROJECT_TEMPLATE = "project_files"
-OP_TEMPLATE = "op_files"
-
-
-def templates_dir() -> Path:
-    """The cookiecutter templates: packaged in the wheel as opgen/_templates, at the top of a checkout."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "_templates", here.parent / "templates"):
-        if (candidate / OP_TEMPLATE / "cookiecutter.json").is_file():
-            return candidate
-    raise OpgenError("opgen's templates are missing from this installation",
-                     hint="reinstall opgen (pip install opgen); a checkout needs its templates/ directory")
-
-
-def render_files(spec, templates: Path | None = None) -> list:
-    """Every file of the project for `spec`, as PlannedFiles, rendered in a temporary directory."""
-    from cookiecutter.main import cookiecutter
-
-    from .render.context import project_context
-    from .render.write import PlannedFile
-
-    templates = templates or templates_dir()
-    context = project_context(spec)
-    files: dict[str, PlannedFile] = {}
-    with tempfile.TemporaryDirectory(prefix="opgen-") as tmp:
-        config = {"replay_dir": os.path.join(tmp, "replay"), "cookiecutters_dir": os.path.join(tmp, "cookiecutters")}
-        out = os.path.join(tmp, "out")
-        for template in (STYLE_TEMPLATES[spec.style], PROJECT_TEMPLATE):
-            rendered = cookiecutter(str(templates / template), no_input=True, extra_context=context,
-                                    output_dir=os.path.join(out, template), default_config=config, accept_hooks=False)
-            _collect(Path(rendered), "generated", files)
-        for op in context["_opgen"]["ops"]:
-            op_out = os.path.join(tmp, f"op{op['index']}")
-            rendered = cookiecutter(str(templates / OP_TEMPLATE), no_input=True,
-                                    extra_context={**context, "_op": op}, output_dir=op_out,
-                                    default_config=config, accept_hooks=False)
-            _collect(Path(rendered), "user", files)
-    return [files[path] for path in sorted(files)]
-
-
-def _collect(root: Path, owner: str, files: dict) -> None:
-    from .render.write import PlannedFile
-
-    for path in sorted(root.rglob("*")):
-        # pip byte-compiles the installed templates' .py files; their __pycache__ is no template
-        if path.is_file() and "__pycache__" not in path.parts:
-            relative = path.relative_to(root).as_posix()
-            if relative in files:
-                raise OpgenError(f"two ops would write {relative}", hint="give the ops distinct names")
-            content = path.read_text(encoding="utf-8")
-            files[relative] = PlannedFile(relative, content, owner)
-
-
 PLAN_COLOURS = {"create": "green", "update": "cyan", "overwrite": "red", "remove": "yellow", "orphan": "yellow"}
 
 
@@ -138,6 +81,9 @@ def schema_error(error: OpgenError, schema_text: str, spec_text: str) -> OpgenEr
               help="Start from one schema instead of a spec (fake function left as a TODO).")
 @click.option("--style", type=click.Choice(STYLES), help="Registration style (overrides the spec's `style`).")
 @click.option("--device", type=click.Choice(tuple(DEVICES)), help="Kernel device (overrides the spec's `device`).")
+@click.option("--target", type=click.Choice(TARGETS), help="package (default): a pip-installable custom-op package; "
+              "op_plugin: an Ascend op-plugin contribution (op_plugin_functions.yaml entries, OpApi kernels, Meta "
+              "functions, tests). Overrides the spec's `target`.")
 @click.option("--force", is_flag=True, help="Overwrite hand-edited generated files and write into a directory "
               "opgen did not create (replaced text is saved under .opgen/backup/).")
 @click.option("--dry-run", is_flag=True, help="Show what would be written; write nothing.")
@@ -148,6 +94,7 @@ def new(**options) -> None:
     opgen new examples/rms_norm.yaml -o build/rms_norm
     opgen new --schema "myops::scale(Tensor x, float s) -> Tensor" -o scale_ops
     opgen new                      # in a generated project: regenerate from its opgen.yaml
+    opgen new examples/op_plugin/add_rms_norm.yaml --target op_plugin -o build/npu_add_rms_norm
     """
     from .console import handle_errors
 
@@ -155,7 +102,7 @@ def new(**options) -> None:
 
 
 def run_new(spec_path: str | None, out_dir: str | None, schema_text: str | None, style: str | None,
-            device: str | None, force: bool, dry_run: bool) -> None:
+            device: str | None, force: bool, dry_run: bool, target: str | None = None) -> None:
     from .render.write import WriteRefused, apply_plan, plan_changes
     from .spec.load import load_spec_text
 
@@ -182,7 +129,7 @@ def run_new(spec_path: str | None, out_dir: str | None, schema_text: str | None,
         except (OSError, UnicodeDecodeError) as error:
             raise OpgenError(f"cannot read spec file {spec_path}: {error}") from None
     try:
-        spec = load_spec_text(text, name, style=style, device=device)
+        spec = load_spec_text(text, name, style=style, device=device, target=target)
     except OpgenError as error:
         if schema_text is None:
             raise
@@ -195,7 +142,14 @@ def run_new(spec_path: str | None, out_dir: str | None, schema_text: str | None,
             click.echo(f"{warning}: {where}: {note}", err=True)
     for note in spec.notes:
         click.echo(f"{warning}: {label}: {note}", err=True)
-    files = render_files(spec)
+    if spec.target == "op_plugin":
+        from .op_plugin.render import render_files as render_op_plugin
+
+        files = render_op_plugin(spec)
+    else:
+        from .render.templates import render_package
+
+        files = render_package(spec)
     try:
         plan = plan_changes(out_dir, files, force=force)
     except WriteRefused as refused:
@@ -209,5 +163,5 @@ def run_new(spec_path: str | None, out_dir: str | None, schema_text: str | None,
         return
     apply_plan(plan)
     click.echo(paint_plan(plan.render(include_unchanged=False)))
-    if sys.stdout.isatty():
+    if sys.stdout.isatty() and spec.target == "package":
         click.echo(f"next: pip install -e {out_dir} && python -m pytest {out_dir} -q")

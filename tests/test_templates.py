@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from demo_contexts import demo_contexts, render_json
 from new_helpers import REPO, opgen, run_generated_tests, snapshot
 
-from opgen.new import OP_TEMPLATE, PROJECT_TEMPLATE, STYLE_TEMPLATES
 from opgen.render.context import project_context
-from opgen.render.demo import demo_contexts, render_json
+from opgen.render.templates import OP_TEMPLATE, PROJECT_TEMPLATE, STYLE_TEMPLATES
 from opgen.spec.load import load_spec
 
 TEMPLATES = REPO / "templates"
@@ -23,7 +23,7 @@ TEMPLATES = REPO / "templates"
 def test_demo_contexts_are_in_sync_with_the_context_code():
     for directory, context in demo_contexts(REPO).items():
         on_disk = (TEMPLATES / directory / "cookiecutter.json").read_text(encoding="utf-8")
-        assert on_disk == render_json(context), f"run `python -m opgen.render.demo` ({directory} is stale)"
+        assert on_disk == render_json(context), f"run `python tests/demo_contexts.py` ({directory} is stale)"
 
 
 def test_every_context_has_exactly_the_demo_keys():
@@ -92,10 +92,14 @@ def test_both_demos_render_side_by_side_and_plain_opgen_new_adopts_them(tmp_path
 def test_templates_have_no_stray_files():
     names = {p.name for p in TEMPLATES.rglob("*")}
     assert not {n for n in names if n.endswith((".pyc", ".orig", ".rej")) or n == "__pycache__"}
-    assert sorted(p.name for p in TEMPLATES.iterdir()) == sorted([*STYLE_TEMPLATES.values(), PROJECT_TEMPLATE, OP_TEMPLATE])
+    from opgen.op_plugin.render import OP_TEMPLATE as OP_PLUGIN_OP
+    from opgen.op_plugin.render import PROJECT_TEMPLATE as OP_PLUGIN
+
+    assert sorted(p.name for p in TEMPLATES.iterdir()) == sorted([*STYLE_TEMPLATES.values(), PROJECT_TEMPLATE, OP_TEMPLATE,
+                                                                  OP_PLUGIN, OP_PLUGIN_OP])
 
 
 def test_templates_dir_is_found():
-    from opgen.new import templates_dir
+    from opgen.render.templates import templates_dir
 
     assert Path(templates_dir()).resolve() == TEMPLATES.resolve()

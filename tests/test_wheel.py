@@ -43,10 +43,10 @@ def test_wheel_in_a_fresh_venv_runs_opgen_new(tmp_path):
     python = bin_dir / "python"
     run(python, "-m", "pip", "install", "-q", wheel, cwd=tmp_path)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    where = run(python, "-c", "import opgen.new as n; print(n.__file__); print(n.templates_dir())", cwd=tmp_path,
+    where = run(python, "-c", "import opgen.render.templates as t; print(t.__file__); print(t.templates_dir())", cwd=tmp_path,
                 env=env).stdout.split()
     assert Path(where[0]).is_relative_to(venv), where  # the wheel's opgen, not the checkout's
-    assert Path(where[1]) == Path(where[0]).parent / "_templates"
+    assert Path(where[1]) == Path(where[0]).parents[1] / "_templates"
 
     out = tmp_path / "project"
     run(bin_dir / "opgen", "new", REPO / "examples" / "rms_norm.yaml", "-o", out, cwd=tmp_path, env=env)

@@ -16,6 +16,9 @@ STYLES = ("library", "custom_op")
 # Spec device -> the dispatch key its kernel is registered at (and the custom_op device type).
 DEVICES = {"npu": "PrivateUse1", "cuda": "CUDA", "cpu": "CPU"}
 DEFAULT_STYLE, DEFAULT_DEVICE = "library", "npu"
+# What `opgen new` writes: a custom-op package, or an Ascend op-plugin contribution (opgen.op_plugin).
+TARGETS = ("package", "op_plugin")
+DEFAULT_TARGET = "package"
 
 # Spec dtype names (with aliases such as `half`) -> the `torch` attribute; the table is the semantics language's.
 DTYPES = {**{name: row[0] for name, row in _SEMANTICS_DTYPES.items()},
@@ -78,6 +81,7 @@ class OpSpec:
     notes: tuple[str, ...] = ()  # warnings about rewrites, shown by `opgen new`
     tags: tuple[str, ...] = ()  # torch.Tag names ("inplace" or "out"): the aliased returns are kept
     autograd: AutogradSpec | None = None  # None: no backward (no Autograd-key registration at all)
+    op_plugin: object = None  # `ops[i].op_plugin` (opgen.spec.op_plugin.OpPluginSpec), for --target op_plugin
 
     @property
     def missing_semantics(self) -> list[str]:
@@ -111,3 +115,4 @@ class ProjectSpec:
     text: str = field(default="", repr=False)  # the spec as written, stored in the project as opgen.yaml
     path: str | None = None
     notes: tuple[str, ...] = ()  # warnings about the ops together (in-place twins)
+    target: str = DEFAULT_TARGET

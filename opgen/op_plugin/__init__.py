@@ -1,0 +1,1 @@
+"""The op_plugin target: op-plugin contributions (YAML entries, OpApi kernels, Meta, tests) from a spec."""

@@ -1,0 +1,67 @@
+"""The cookiecutter templates and how they become files: every template is rendered into a temporary
+directory (cookiecutter never writes into the user's directory) and read back as `PlannedFile`s."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from ..errors import OpgenError
+
+STYLE_TEMPLATES = {"custom_op": "custom_op", "library": "library_op"}
+# A package: the registration module differs by style; every other project file comes from
+# PROJECT_TEMPLATE, and the files that exist once per op (owned by the user) from OP_TEMPLATE.
+PROJECT_TEMPLATE = "project_files"
+OP_TEMPLATE = "op_files"
+
+
+def templates_dir() -> Path:
+    """The cookiecutter templates: packaged in the wheel as opgen/_templates, at the top of a checkout."""
+    package = Path(__file__).resolve().parents[1]
+    for candidate in (package / "_templates", package.parent / "templates"):
+        if (candidate / OP_TEMPLATE / "cookiecutter.json").is_file():
+            return candidate
+    raise OpgenError("opgen's templates are missing from this installation",
+                     hint="reinstall opgen (pip install opgen); a checkout needs its templates/ directory")
+
+
+def render_templates(jobs: list[tuple[str, dict, str]], templates: Path | None = None, *,
+                     skip_blank: bool = False) -> list:
+    """Render each (template name, context, owner) job and return every file as a PlannedFile, sorted by
+    path. `skip_blank`: a file that renders to whitespace only is one the project does not need."""
+    from cookiecutter.main import cookiecutter
+
+    from .write import PlannedFile
+
+    templates = templates or templates_dir()
+    files: dict[str, PlannedFile] = {}
+    with tempfile.TemporaryDirectory(prefix="opgen-") as tmp:
+        config = {"replay_dir": os.path.join(tmp, "replay"), "cookiecutters_dir": os.path.join(tmp, "cookiecutters")}
+        for number, (template, context, owner) in enumerate(jobs):
+            rendered = Path(cookiecutter(str(templates / template), no_input=True, extra_context=context,
+                                         output_dir=os.path.join(tmp, f"out{number}"), default_config=config,
+                                         accept_hooks=False))
+            for path in sorted(rendered.rglob("*")):
+                # pip byte-compiles the installed templates' .py files; their __pycache__ is no template
+                if not path.is_file() or "__pycache__" in path.parts:
+                    continue
+                text = path.read_text(encoding="utf-8")
+                if skip_blank and not text.strip():
+                    continue
+                relative = path.relative_to(rendered).as_posix()
+                if relative in files:
+                    raise OpgenError(f"two ops would write {relative}", hint="give the ops distinct names")
+                files[relative] = PlannedFile(relative, text, owner)
+    return [files[path] for path in sorted(files)]
+
+
+def render_package(spec, templates: Path | None = None) -> list:
+    """Every file of the custom-op package for `spec` (registration module of its style, project files,
+    and per op the user's kernels and TODO fakes)."""
+    from .context import project_context
+
+    context = project_context(spec)
+    jobs = [(STYLE_TEMPLATES[spec.style], context, "generated"), (PROJECT_TEMPLATE, context, "generated")]
+    jobs += [(OP_TEMPLATE, {**context, "_op": op}, "user") for op in context["_opgen"]["ops"]]
+    return render_templates(jobs, templates)

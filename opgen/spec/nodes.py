@@ -1,0 +1,146 @@
+"""Reading the YAML node tree of a spec: every value is checked where it stands, and every error says
+`file:line:col`, quotes the line and gives a hint. Shared by the spec loader and the op_plugin keys."""
+
+from __future__ import annotations
+
+import difflib
+import keyword
+import re
+
+from yaml.constructor import ConstructorError, SafeConstructor
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from ..errors import OpgenError
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+class SpecError(OpgenError):
+    """A spec that opgen cannot generate from; always located in the spec file. An error inside a string
+    value (a schema, a rule) also keeps the field, its own message and its 1-based offset in the value."""
+
+    value_field: str | None = None
+    value_message: str | None = None
+    value_offset: int | None = None
+
+
+class _Source:
+    """The spec text and its name, for turning YAML marks into located errors."""
+
+    def __init__(self, text: str, path: str) -> None:
+        self.text = text
+        self.path = path
+        self.lines = text.splitlines()
+
+    def error(self, node: Node | None, message: str, hint: str | None = None, *, column: int | None = None,
+              line: int | None = None) -> SpecError:
+        """An error at `node` (or at an explicit 0-based `line` / 1-based `column`)."""
+        if node is not None:
+            line = node.start_mark.line if line is None else line
+            column = node.start_mark.column + 1 if column is None else column
+        line = 0 if line is None else line
+        source = self.lines[line] if 0 <= line < len(self.lines) else None
+        if source is not None and not source.isprintable():
+            source = None
+        return SpecError(message, source=source, column=column, hint=hint, path=self.path, line=line + 1)
+
+    def inner(self, node: ScalarNode, offset: int, error: OpgenError, field: str) -> SpecError:
+        """`error` raised with a 1-based `offset` inside the string value of `node`, placed in the file."""
+        line, column = _char_position(self, node, max(offset, 1))
+        placed = self.error(None, f"{field}: {error.message}", error.hint, line=line, column=column)
+        placed.value_field, placed.value_message, placed.value_offset = field, error.message, max(offset, 1)
+        return placed
+
+
+def _char_position(source: _Source, node: ScalarNode, offset: int) -> tuple[int, int]:
+    """0-based line and 1-based column of the `offset`-th (1-based) character of a scalar's value."""
+    mark = node.start_mark
+    if node.style in (None, "", '"', "'") and node.end_mark.line == mark.line:
+        raw = source.lines[mark.line][mark.column:] if mark.line < len(source.lines) else ""
+        if node.style in ('"', "'"):
+            index, produced = 1, 0
+            while index < len(raw) and produced < offset - 1:
+                step = 1
+                if node.style == '"' and raw[index] == "\\" and index + 1 < len(raw):
+                    step = 2 + {"x": 2, "u": 4, "U": 8}.get(raw[index + 1], 0)
+                elif node.style == "'" and raw[index] == "'" and raw[index + 1:index + 2] == "'":
+                    step = 2
+                index += step
+                produced += 1
+            return mark.line, mark.column + 1 + index
+        return mark.line, mark.column + offset
+    if node.style in ("|", ">"):
+        return mark.line + 1, 1
+    return mark.line, mark.column + 1
+
+
+def _mapping(source: _Source, node: Node, what: str, allowed: tuple[str, ...],
+             required: tuple[str, ...] = ()) -> dict[str, tuple[ScalarNode, Node]]:
+    if not isinstance(node, MappingNode):
+        raise source.error(node, f"{what} must be a mapping (`key: value` lines), not {_kind(node)}",
+                           f"allowed keys: {', '.join(allowed)}")
+    found: dict[str, tuple[ScalarNode, Node]] = {}
+    for key_node, value_node in node.value:
+        if not isinstance(key_node, ScalarNode) or not isinstance(key_node.value, str):
+            raise source.error(key_node, f"keys of {what} must be plain words")
+        key = key_node.value
+        if key in found:
+            raise source.error(key_node, f"duplicate key {key!r} in {what}",
+                               f"the first {key!r} is on line {found[key][0].start_mark.line + 1}; keep one")
+        if key not in allowed:
+            close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]!r}?" if close else f"allowed keys: {', '.join(allowed)}"
+            raise source.error(key_node, f"unknown key {key!r} in {what}", hint)
+        found[key] = (key_node, value_node)
+    for key in required:
+        if key not in found:
+            raise source.error(node, f"{what} has no {key!r}", f"add `{key}:` (see docs/spec.md)")
+    return found
+
+
+def _kind(node: Node) -> str:
+    if isinstance(node, MappingNode):
+        return "a mapping"
+    if isinstance(node, SequenceNode):
+        return "a list"
+    value = _scalar(node)
+    return "null" if value is None else f"{type(value).__name__} {value!r}"
+
+
+def _scalar(node: Node):
+    """The Python value of a scalar node (YAML 1.1 rules, as `yaml.safe_load` reads it)."""
+    try:
+        return SafeConstructor().construct_object(node, deep=True)
+    except ConstructorError:
+        return node.value
+
+
+def _string(source: _Source, node: Node, what: str, *, allow_empty: bool = False) -> str:
+    value = _scalar(node) if isinstance(node, ScalarNode) else None
+    if not isinstance(node, ScalarNode) or not isinstance(value, str):
+        raise source.error(node, f"{what} must be a string, not {_kind(node)}", "quote it: \"...\"")
+    if not allow_empty and not value.strip():
+        raise source.error(node, f"{what} is empty")
+    return value
+
+
+def _identifier(source: _Source, node: Node, what: str) -> str:
+    value = _string(source, node, what)
+    if not _IDENTIFIER.match(value) or keyword.iskeyword(value):
+        raise source.error(node, f"{what} {value!r} is not a valid identifier",
+                           "use letters, digits and '_', not starting with a digit (e.g. my_ops)")
+    return value
+
+
+def _choice(source: _Source, node: Node, what: str, choices: tuple[str, ...]) -> str:
+    value = _string(source, node, what)
+    if value not in choices:
+        close = difflib.get_close_matches(value, choices, n=1, cutoff=0.5)
+        hint = (f"did you mean {close[0]!r}? " if close else "") + f"choose one of: {', '.join(choices)}"
+        raise source.error(node, f"unknown {what} {value!r}", hint)
+    return value
+
+
+# --- one operator ---------------------------------------------------------------------------------
+
+

@@ -1,0 +1,196 @@
+"""`ops[i].op_plugin`: the keys only the op_plugin target reads (aclnn call, fallback, versions, ...).
+
+Checked by `opgen.spec.load` like every other key (file:line:col errors); the op_plugin target
+(`opgen.op_plugin`) turns them, with the op's schema and semantics, into op-plugin's files.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+OP_PLUGIN_KEYS = ("aclnn", "exec", "kernel", "acl_op", "versions", "exposed", "internal_format_opapi",
+                  "new_params", "backward", "output_differentiability")
+KERNELS = ("gen_opapi", "opapi")
+# op-plugin's `all_version` list: every version spec must name members of it.
+ALL_VERSIONS = tuple(f"v2.{minor}" for minor in range(1, 16))
+_VERSION = re.compile(r"v\d+\.\d+\Z")
+_ACLNN = re.compile(r"aclnn[A-Z][A-Za-z0-9]*\Z")
+# A C++ expression pasted into a kernel: one line, no statement or comment breaking out of it.
+_CPP_FORBIDDEN = (";", "//", "/*", "*/", "#", "\n", "\r", "{", "}")
+
+
+@dataclass(frozen=True)
+class OpPluginSpec:
+    """The checked `op_plugin:` mapping of one op (defaults filled by the op_plugin target)."""
+
+    aclnn: str | None = None
+    exec_args: tuple[str, ...] | None = None  # aclnn argument order; None: schema arguments, then outputs
+    kernel: str | None = None  # "gen_opapi" (torchnpugen writes the kernel) or "opapi" (a kernel file); None: choose
+    acl_op: bool = False  # an acl_op fallback exists: `acl_op:` versions and DO_COMPATIBILITY
+    versions: object = "all_version"  # "all_version", ["v2.1", "newest"] or "v2.1, v2.2"
+    exposed: bool = True
+    internal_format_opapi: bool = False
+    new_params: tuple[tuple[str, str], ...] = ()  # (C++ local name, C++ expression)
+    backward: tuple[tuple[str, str], ...] = ()  # ("self, gamma", formula) for derivatives.yaml
+    output_differentiability: tuple[bool, ...] | None = None
+
+
+def gen_opapi_problem(schema) -> str | None:
+    """Why torchnpugen's gen_opapi (allocate fresh outputs like the first input, one aclnn call) cannot
+    describe an op, or None when it can."""
+    from ..schema.model import BaseType, strip_alias
+
+    if schema.is_mutable:
+        return "it mutates its arguments (gen_opapi allocates fresh outputs only)"
+    if not schema.returns:
+        return "it returns nothing"
+    if any(strip_alias(r.type) != BaseType("Tensor") for r in schema.returns):
+        return "it returns something other than plain Tensors"
+    if next((strip_alias(a.type) for a in schema.arguments if a.is_tensor), None) != BaseType("Tensor"):
+        return "its first tensor argument must be a plain Tensor (the outputs take its options)"
+    return None
+
+
+def parse_op_plugin(source, node, schema, where: str) -> OpPluginSpec:
+    """Check `ops[i].op_plugin` (a YAML node) against the op's schema; errors placed by `source`."""
+    from .nodes import _kind, _mapping, _scalar, _string
+
+    field = f"{where}.op_plugin"
+    entries = _mapping(source, node, field, OP_PLUGIN_KEYS)
+    arg_names = [a.name for a in schema.arguments]
+    values: dict = {}
+
+    def flag(key: str) -> None:
+        if key in entries:
+            value = _scalar(entries[key][1])
+            if not isinstance(value, bool):
+                raise source.error(entries[key][1], f"{field}.{key} must be true or false, not "
+                                   f"{_kind(entries[key][1])}")
+            values[key] = value
+
+    if "aclnn" in entries:
+        name = _string(source, entries["aclnn"][1], f"{field}.aclnn")
+        if not _ACLNN.match(name):
+            raise source.error(entries["aclnn"][1], f"{field}.aclnn {name!r} is not an aclnn function name",
+                               "write the C API name without GetWorkspaceSize, e.g. aclnnAddRmsNorm")
+        values["aclnn"] = name
+    if "kernel" in entries:
+        kernel = _string(source, entries["kernel"][1], f"{field}.kernel")
+        if kernel not in KERNELS:
+            raise source.error(entries["kernel"][1], f"{field}.kernel: unknown kernel kind {kernel!r}",
+                               "gen_opapi (torchnpugen writes the kernel from `gen_opapi:`) or opapi (opgen writes "
+                               "op_plugin/ops/opapi/<Name>KernelNpuOpApi.cpp)")
+        if kernel == "gen_opapi":
+            problem = gen_opapi_problem(schema)
+            if problem:
+                raise source.error(entries["kernel"][1], f"{field}.kernel: gen_opapi cannot describe this op: "
+                                   f"{problem}", "set `kernel: opapi`: opgen writes the kernel file instead")
+        values["kernel"] = kernel
+    for key in ("acl_op", "exposed", "internal_format_opapi"):
+        flag(key)
+    if "versions" in entries:
+        values["versions"] = _versions(source, entries["versions"][1], f"{field}.versions")
+    new_params: list[tuple[str, str]] = []
+    if "new_params" in entries:
+        params_node = entries["new_params"][1]
+        from yaml.nodes import MappingNode
+
+        if not isinstance(params_node, MappingNode):
+            raise source.error(params_node, f"{field}.new_params must map C++ local names to C++ expressions",
+                               "e.g. new_params: {cache_mode: '\"Norm\"'}")
+        for key_node, value_node in params_node.value:
+            name = _string(source, key_node, f"{field}.new_params key")
+            if not re.match(r"[A-Za-z_][A-Za-z0-9_]*\Z", name) or name in arg_names:
+                raise source.error(key_node, f"{field}.new_params: {name!r} is not a new C++ local name",
+                                   "use an identifier that is not an argument name")
+            text = _scalar(value_node)
+            text = str(text).lower() if isinstance(text, bool) else text
+            text = str(text) if isinstance(text, (int, float)) else text
+            if not isinstance(text, str) or not text.strip() or any(bad in text for bad in _CPP_FORBIDDEN):
+                raise source.error(value_node, f"{field}.new_params.{name} must be one C++ expression on one line",
+                                   "no ';', braces, '#' or comments, e.g. '\"Norm\"' or 'x.size(0) * 2'")
+            new_params.append((name, text))
+        values["new_params"] = tuple(new_params)
+    output_names = [ret.name or f"out{i}" for i, ret in enumerate(schema.returns)]
+    if "exec" in entries:
+        exec_node = entries["exec"][1]
+        from yaml.nodes import SequenceNode
+
+        if not isinstance(exec_node, SequenceNode) or not exec_node.value:
+            raise source.error(exec_node, f"{field}.exec must list the aclnn call's arguments in order",
+                               f"names of arguments, outputs or new_params: {', '.join(arg_names + output_names)}")
+        known = arg_names + output_names + [name for name, _ in new_params]
+        order = []
+        for item in exec_node.value:
+            name = _string(source, item, f"{field}.exec entry")
+            if name not in known:
+                import difflib
+
+                close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+                raise source.error(item, f"{field}.exec: {name!r} is not an argument, output or new_params name "
+                                   f"of {schema.op_name}", (f"did you mean {close[0]!r}? " if close else "")
+                                   + f"known: {', '.join(known)}")
+            order.append(name)
+        values["exec_args"] = tuple(order)
+    if "backward" in entries:
+        values["backward"] = _backward(source, entries["backward"][1], f"{field}.backward", arg_names)
+    if "output_differentiability" in entries:
+        diff_node = entries["output_differentiability"][1]
+        from yaml.nodes import SequenceNode
+
+        flags = [_scalar(item) for item in diff_node.value] if isinstance(diff_node, SequenceNode) else None
+        if flags is None or len(flags) != len(schema.returns) or not all(isinstance(f, bool) for f in flags):
+            raise source.error(diff_node, f"{field}.output_differentiability must list true/false for each of the "
+                               f"{len(schema.returns)} return(s)", "e.g. [true, false]")
+        if "backward" not in entries:
+            raise source.error(diff_node, f"{field}.output_differentiability without {field}.backward",
+                               "add `backward:` or remove it")
+        values["output_differentiability"] = tuple(flags)
+    return OpPluginSpec(**values)
+
+
+def _versions(source, node, field: str):
+    from yaml.nodes import SequenceNode
+
+    from .nodes import _kind, _scalar
+
+    hint = "write all_version, [v2.1, newest] (a closed range) or 'v2.1, v2.2' (a list)"
+    if isinstance(node, SequenceNode):
+        items = [_scalar(item) for item in node.value]
+        if (len(items) != 2 or items[0] not in ALL_VERSIONS or not (items[1] in ALL_VERSIONS or items[1] == "newest")
+                or (items[1] != "newest" and ALL_VERSIONS.index(items[1]) < ALL_VERSIONS.index(items[0]))):
+            raise source.error(node, f"{field} must be a range [first, last|newest] of {', '.join(ALL_VERSIONS)}",
+                               hint)
+        return [items[0], items[1]]
+    value = _scalar(node)
+    if value == "all_version":
+        return value
+    if isinstance(value, str):
+        parts = [part.strip() for part in value.split(",")]
+        if parts and all(part in ALL_VERSIONS for part in parts):
+            return ", ".join(parts)
+    raise source.error(node, f"{field}: {_kind(node)} is not a version spec of op-plugin", hint)
+
+
+def _backward(source, node, field: str, arg_names: list[str]) -> tuple[tuple[str, str], ...]:
+    from yaml.nodes import MappingNode
+
+    from .nodes import _string
+
+    if not isinstance(node, MappingNode) or not node.value:
+        raise source.error(node, f"{field} must map input names to derivative formulas",
+                           "e.g. backward: {\"self, gamma\": \"npu_rms_norm_backward(grad, self, gamma, result1)\"}")
+    formulas = []
+    for key_node, value_node in node.value:
+        key = _string(source, key_node, f"{field} key")
+        for name in (part.strip() for part in key.split(",")):
+            if name not in arg_names:
+                raise source.error(key_node, f"{field}: {name!r} is not an input of the op",
+                                   f"inputs: {', '.join(arg_names)}")
+        formula = _string(source, value_node, f"{field}.{key}")
+        if "\n" in formula.strip():
+            raise source.error(value_node, f"{field}.{key} must be one line", "derivatives.yaml formulas are one "
+                               "C++ expression")
+        formulas.append((", ".join(part.strip() for part in key.split(",")), formula.strip()))
+    return tuple(formulas)

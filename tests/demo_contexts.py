@@ -1,0 +1,56 @@
+"""The demo contexts in the templates' cookiecutter.json files: each template renders a demo op with plain
+`cookiecutter templates/<name> --no-input`, exactly as opgen would render it.
+
+    python tests/demo_contexts.py     # rewrite them after a change to a template context
+
+tests/test_templates.py and tests/test_op_plugin.py check that the files on disk match.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from opgen.op_plugin import render as op_plugin
+from opgen.render.context import project_context
+from opgen.render.templates import OP_TEMPLATE, PROJECT_TEMPLATE, STYLE_TEMPLATES
+from opgen.spec.load import load_spec_text
+
+JINJA = {"trim_blocks": True, "lstrip_blocks": True}
+PACKAGE_DEMO = "examples/rms_norm.yaml"
+OP_PLUGIN_DEMO = "examples/op_plugin/rms_norm.yaml"
+
+
+def demo_contexts(repo: Path = REPO) -> dict[str, dict]:
+    """cookiecutter.json content per template directory name."""
+    text = (repo / PACKAGE_DEMO).read_text(encoding="utf-8")
+    contexts = {}
+    for style, directory in sorted(STYLE_TEMPLATES.items()):
+        context = project_context(load_spec_text(text, PACKAGE_DEMO, style=style))
+        # the outer directory of a plain `cookiecutter` run, one per style, so both demos fit side by side
+        contexts[directory] = {**context, "project_dir": f"{context['project_slug']}_{style}", "_jinja2_env_vars": JINJA}
+        if style == "library":
+            contexts[PROJECT_TEMPLATE] = {**context, "_jinja2_env_vars": JINJA}
+            contexts[OP_TEMPLATE] = {**context, "_op": context["_opgen"]["ops"][0], "_jinja2_env_vars": JINJA}
+    text = (repo / OP_PLUGIN_DEMO).read_text(encoding="utf-8")
+    context = op_plugin.project_context(load_spec_text(text, OP_PLUGIN_DEMO))
+    contexts[op_plugin.PROJECT_TEMPLATE] = {**context, "_jinja2_env_vars": JINJA}
+    contexts[op_plugin.OP_TEMPLATE] = {**context, "_op": context["_opgen"]["ops"][0], "_jinja2_env_vars": JINJA}
+    return contexts
+
+
+def render_json(context: dict) -> str:
+    return json.dumps(context, indent=2, sort_keys=True) + "\n"
+
+
+def main() -> None:
+    for directory, context in demo_contexts().items():
+        (REPO / "templates" / directory / "cookiecutter.json").write_text(render_json(context), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,2 @@
+#pragma once
+#include "opgen_stub.h"

@@ -1,0 +1,155 @@
+// Stand-ins for the ATen / op-plugin types an OpApi kernel uses, just enough to run its output
+// allocation on the host: tensors carry sizes and a dtype, EXEC_NPU_CMD and DO_COMPATIBILITY do
+// nothing. Used by tests/test_op_plugin.py to evaluate the size/dtype C++ of opgen's kernels and of
+// torchnpugen's gen_opapi kernels on the spec's example shapes.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <iostream>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace c10 {
+template <class T>
+using optional = std::optional<T>;
+inline constexpr std::nullopt_t nullopt = std::nullopt;
+using string_view = std::string_view;
+
+template <class T, unsigned N = 8>
+struct SmallVector : std::vector<T> {
+    SmallVector() = default;
+    SmallVector(std::initializer_list<T> items) : std::vector<T>(items) {}
+    SmallVector(size_t count, T value) : std::vector<T>(count, value) {}
+    template <class It>
+    SmallVector(It first, It last) : std::vector<T>(first, last) {}
+};
+
+template <class T>
+struct ArrayRef {
+    std::vector<T> items;
+    ArrayRef() = default;
+    ArrayRef(const std::vector<T>& v) : items(v) {}
+    template <unsigned N>
+    ArrayRef(const SmallVector<T, N>& v) : items(v.begin(), v.end()) {}
+    ArrayRef(std::initializer_list<T> v) : items(v) {}
+    size_t size() const { return items.size(); }
+    auto begin() const { return items.begin(); }
+    auto end() const { return items.end(); }
+    const T& operator[](size_t i) const { return items.at(i); }
+    ArrayRef slice(size_t start, size_t length) const {
+        if (start + length > items.size()) throw std::out_of_range("ArrayRef::slice");
+        return ArrayRef(std::vector<T>(items.begin() + start, items.begin() + start + length));
+    }
+    ArrayRef slice(size_t start) const { return slice(start, items.size() - start); }
+    std::vector<T> vec() const { return items; }
+};
+}  // namespace c10
+
+namespace at {
+using c10::ArrayRef;
+using c10::SmallVector;
+using IntArrayRef = c10::ArrayRef<int64_t>;
+using DimVector = c10::SmallVector<int64_t, 8>;
+enum class ScalarType { Bool, Byte, Char, Short, Int, Long, Half, BFloat16, Float, Double };
+constexpr ScalarType kBool = ScalarType::Bool, kByte = ScalarType::Byte, kChar = ScalarType::Char,
+                     kShort = ScalarType::Short, kInt = ScalarType::Int, kLong = ScalarType::Long,
+                     kHalf = ScalarType::Half, kBFloat16 = ScalarType::BFloat16, kFloat = ScalarType::Float,
+                     kDouble = ScalarType::Double;
+
+inline const char* dtype_name(ScalarType t) {
+    switch (t) {
+        case ScalarType::Bool: return "bool";
+        case ScalarType::Byte: return "uint8";
+        case ScalarType::Char: return "int8";
+        case ScalarType::Short: return "int16";
+        case ScalarType::Int: return "int32";
+        case ScalarType::Long: return "int64";
+        case ScalarType::Half: return "float16";
+        case ScalarType::BFloat16: return "bfloat16";
+        case ScalarType::Float: return "float32";
+        case ScalarType::Double: return "float64";
+    }
+    return "?";
+}
+
+inline bool is_floating(ScalarType t) {
+    return t == kHalf || t == kBFloat16 || t == kFloat || t == kDouble;
+}
+
+inline ScalarType promote_types(ScalarType a, ScalarType b) {
+    if (a == b) return a;
+    if (is_floating(a) != is_floating(b)) return is_floating(a) ? a : b;
+    if ((a == kHalf && b == kBFloat16) || (a == kBFloat16 && b == kHalf)) return kFloat;
+    return static_cast<int>(a) > static_cast<int>(b) ? a : b;
+}
+
+struct TensorOptions {
+    ScalarType type = kFloat;
+    TensorOptions dtype(ScalarType t) const { return TensorOptions{t}; }
+};
+
+struct Tensor {
+    std::vector<int64_t> shape;
+    ScalarType type = kFloat;
+    IntArrayRef sizes() const { return IntArrayRef(shape); }
+    int64_t dim() const { return static_cast<int64_t>(shape.size()); }
+    int64_t size(int64_t i) const {
+        if (i < 0) i += dim();
+        if (i < 0 || i >= dim()) throw std::out_of_range("Tensor::size");
+        return shape[i];
+    }
+    int64_t numel() const {
+        int64_t n = 1;
+        for (auto s : shape) n *= s;
+        return n;
+    }
+    ScalarType scalar_type() const { return type; }
+    TensorOptions options() const { return TensorOptions{type}; }
+    Tensor clone() const { return *this; }
+};
+using TensorList = c10::ArrayRef<Tensor>;
+struct Scalar {
+    double value = 0;
+};
+
+inline DimVector infer_size(IntArrayRef a, IntArrayRef b) {
+    size_t n = std::max(a.size(), b.size());
+    DimVector out(n, 1);
+    for (size_t i = 0; i < n; ++i) {
+        int64_t x = i < n - a.size() ? 1 : a[i - (n - a.size())];
+        int64_t y = i < n - b.size() ? 1 : b[i - (n - b.size())];
+        if (x != y && x != 1 && y != 1) throw std::runtime_error("infer_size: shapes do not broadcast");
+        out[i] = x == 1 ? y : x;
+    }
+    return out;
+}
+}  // namespace at
+
+namespace at_npu::native {
+struct OpPreparation {
+    template <class Sizes>
+    static at::Tensor apply_tensor_without_format(const Sizes& sizes, at::TensorOptions options) {
+        return at::Tensor{std::vector<int64_t>(sizes.begin(), sizes.end()), options.type};
+    }
+};
+}  // namespace at_npu::native
+
+#define DO_COMPATIBILITY(aclnn, fallback) (void)0
+#define EXEC_NPU_CMD(...) (void)0
+
+inline void opgen_print(const at::Tensor& t) {
+    std::cout << "[";
+    for (size_t i = 0; i < t.shape.size(); ++i) std::cout << (i ? ", " : "") << t.shape[i];
+    std::cout << "] " << at::dtype_name(t.type) << "\n";
+}
+inline void opgen_print_all(const at::Tensor& t) { opgen_print(t); }
+template <class... Ts>
+void opgen_print_all(const std::tuple<Ts...>& outputs) {
+    std::apply([](const auto&... t) { (opgen_print(t), ...); }, outputs);
+}

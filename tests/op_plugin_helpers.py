@@ -1,0 +1,137 @@
+"""Shared helpers for the op_plugin target's tests: torchnpugen from the torch-npu wheel, and a g++
+harness that runs the output allocation of OpApi kernels on the host (tests/op_plugin/stub)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+from new_helpers import REPO
+
+WHEEL = Path(os.environ.get("OPGEN_TORCH_NPU_WHEEL",
+                            "/work/cache/torch_npu-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl"))
+PROBE = REPO / "tests" / "op_plugin" / "torchnpugen_probe.py"
+STUB = REPO / "tests" / "op_plugin" / "stub"
+EXAMPLES = sorted((REPO / "examples" / "op_plugin").glob("*.yaml"))
+TORCH_VERSION = importlib.metadata.version("torch").split("+")[0]  # the version filter runs for this torch
+CPP_DTYPES = {"float16": "at::kHalf", "bfloat16": "at::kBFloat16", "float32": "at::kFloat", "float64": "at::kDouble",
+              "int64": "at::kLong", "int32": "at::kInt", "int16": "at::kShort", "int8": "at::kChar",
+              "uint8": "at::kByte", "bool": "at::kBool"}
+
+
+def extract_torchnpugen(target: Path) -> Path:
+    """The wheel's pure-Python torchnpugen (and nothing else of torch_npu) under `target`."""
+    with zipfile.ZipFile(WHEEL) as wheel:
+        for name in wheel.namelist():
+            if name.startswith("torchnpugen/"):
+                wheel.extract(name, target)
+    return target
+
+
+def run_torchnpugen(torchnpugen_root: Path, fragment: Path, out_dir: Path) -> dict:
+    """torchnpugen on a generated op_plugin_functions.yaml: see tests/op_plugin/torchnpugen_probe.py."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(torchnpugen_root)}
+    done = subprocess.run([sys.executable, str(PROBE), str(fragment), str(out_dir), TORCH_VERSION], env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+    if done.returncode != 0:
+        raise AssertionError(f"torchnpugen failed on {fragment}:\n{done.stderr[-4000:]}")
+    return json.loads(done.stdout)
+
+
+def _nested_shape(values) -> list[int]:
+    shape = []
+    while isinstance(values, tuple):
+        shape.append(len(values))
+        values = values[0] if values else None
+    return shape
+
+
+def cpp_inputs(schema, example) -> list[str]:
+    """C++ declarations `a0`, `a1`, ... of one example's arguments (defaults where the example has none)."""
+    from opgen.schema.model import BaseType, strip_alias
+    from opgen.spec.model import TensorValue
+
+    lines = []
+    for number, arg in enumerate(schema.arguments):
+        value = example.values.get(arg.name, arg.default)
+        base = strip_alias(arg.type)
+        if isinstance(value, TensorValue):
+            shape = list(value.shape) if value.shape is not None else _nested_shape(value.values)
+            lines.append(f"at::Tensor a{number}{{{{{', '.join(map(str, shape))}}}, {CPP_DTYPES[value.dtype]}}};")
+        elif base == BaseType("float"):
+            lines.append(f"double a{number} = {float(value)!r};")
+        elif base in (BaseType("int"), BaseType("SymInt")):
+            lines.append(f"int64_t a{number} = {int(value)};")
+        elif base == BaseType("bool"):
+            lines.append(f"bool a{number} = {'true' if value else 'false'};")
+        else:
+            raise AssertionError(f"the harness cannot build argument {arg.name!r} of type '{arg.type}'")
+    return lines
+
+
+def run_kernels(code: str, calls: list[tuple[str, object, object]], work: Path) -> list[str]:
+    """Compile `code` (kernels in namespace op_api) with the stub headers and call each (name, schema,
+    example); the printed `[sizes] dtype` lines of every output, per call."""
+    body = []
+    for index, (name, schema, example) in enumerate(calls):
+        body.append("    {")
+        body += [f"        {line}" for line in cpp_inputs(schema, example)]
+        args = ", ".join(f"a{i}" for i in range(len(schema.arguments)))
+        body.append(f'        std::cout << "== {name} {index}\\n";')
+        body.append(f"        opgen_print_all(op_api::{name}({args}));")
+        body.append("    }")
+    source = code + "\n\nint main() {\n" + "\n".join(body) + "\n    return 0;\n}\n"
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "harness.cpp").write_text(source, encoding="utf-8")
+    compiler = shutil.which("g++")
+    if compiler is None:
+        raise AssertionError("g++ is needed to evaluate the kernels' C++ size expressions")
+    subprocess.run([compiler, "-std=c++17", "-I", str(STUB), "-o", str(work / "harness"), str(work / "harness.cpp")],
+                   check=True, capture_output=True, text=True, timeout=300)
+    done = subprocess.run([str(work / "harness")], check=True, capture_output=True, text=True, timeout=60)
+    return done.stdout.splitlines()
+
+
+def struct_source(generated: str) -> str:
+    """torchnpugen's gen_opapi C++ for one op, in a file as StructKernelNpuOpApi.cpp wraps it."""
+    return ('#include "op_plugin/OpApiInterface.h"\n#include "op_plugin/utils/op_api_common.h"\n\n'
+            "namespace op_api {\nusing npu_preparation = at_npu::native::OpPreparation;\n\n"
+            f"{generated}\n}}  // namespace op_api\n")
+
+
+def meta_outputs(meta_file: Path, name: str, schema, example) -> list[str]:
+    """The generated Meta function `name` run on meta tensors of `example`, printed like the harness."""
+    import ast
+
+    import torch
+
+    from opgen.spec.model import TensorValue
+
+    tree = ast.parse(meta_file.read_text(encoding="utf-8"))
+    scope: dict = {"torch": torch}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and any(
+                isinstance(d, ast.Call) and d.args[1].value == name for d in node.decorator_list):
+            node.decorator_list = []
+            exec(compile(ast.Module(body=[node], type_ignores=[]), str(meta_file), "exec"), scope)  # noqa: S102
+            function = scope[node.name]
+            break
+    else:
+        raise AssertionError(f"no Meta function for {name}")
+    args = []
+    for arg in schema.arguments:
+        value = example.values.get(arg.name, arg.default)
+        if isinstance(value, TensorValue):
+            shape = list(value.shape) if value.shape is not None else _nested_shape(value.values)
+            value = torch.empty(shape, dtype=getattr(torch, value.dtype), device="meta")
+        args.append(value)
+    result = function(*args)
+    outputs = [] if result is None else (list(result) if isinstance(result, tuple) else [result])
+    return [f"[{', '.join(str(s) for s in out.shape)}] {str(out.dtype).removeprefix('torch.')}" for out in outputs]
