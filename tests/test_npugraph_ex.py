@@ -229,6 +229,12 @@ ops:
     doc: "No reference: the CPU kernel is the stub that raises."
     outputs: {out0: {shape: "x.shape", dtype: "x.dtype"}}
     examples: [{x: {shape: [4, 8], dtype: float32}}]
+  - schema: "nonzero(Tensor x) -> Tensor"
+    doc: "A data-dependent output size: the tier is skipped, the look-alike shows why."
+    outputs: {out0: {shape: "[dynamic(max=x.numel())]", dtype: int64}}
+    reference: |
+      return x.flatten().nonzero().flatten()
+    examples: [{x: {values: [0.0, 1.0, 0.0, 2.0], dtype: float32}}]
 """
 
 # Appended to the generated test file: the tier's own helper on functions around the correct op.
@@ -249,6 +255,14 @@ def _private_copy_then_reuse(buf, y):
 def test_lookalike_correct_copy_is_accepted(npugraph_ex_cpu):
     _npugraph_ex_compiles_on_cpu(npugraph_ex_cpu, torch.ops.broken_ops.upd.default, _upd_buffer_call, (),
                                  fn=_private_copy_then_reuse)
+
+
+def test_lookalike_dynamic_size_really_fails(npugraph_ex_cpu):
+    """What the skip of the `dynamic` op's tier says, run: npugraph_ex's converter fails on the size check."""
+    with pytest.raises(torch._dynamo.exc.BackendCompilerFailed,
+                       match="'>=' not supported between instances of 'ValuePack' and 'int'"):
+        _npugraph_ex_compiles_on_cpu(npugraph_ex_cpu, torch.ops.broken_ops.nonzero.default,
+                                     lambda seed: _nonzero_calls(seed)[0], ())
 
 
 def _mutate_a_copy(gm, example_inputs=None, config=None):
@@ -303,9 +317,10 @@ def broken_project(tmp_path_factory) -> Path:
 @needs_npugraph_ex
 def test_the_tier_fails_broken_ops_saying_why_and_passes_correct_ones(broken_project, tmp_path):
     results = run_tier(broken_project, tmp_path / "junit.xml")
-    ops = ("sneaky", "aliasing", "wrong_fake", "upd", "no_kernel")
+    ops = ("sneaky", "aliasing", "wrong_fake", "upd", "no_kernel", "nonzero")
     tiers = [f"test_{op}_npugraph_ex_compiles_on_cpu" for op in ops]
-    extra = ["test_lookalike_correct_copy_is_accepted", "test_planted_copy_of_the_mutated_buffer_is_caught"]
+    extra = ["test_lookalike_correct_copy_is_accepted", "test_planted_copy_of_the_mutated_buffer_is_caught",
+             "test_lookalike_dynamic_size_really_fails"]
     assert sorted(results) == sorted(tiers + extra)
     expected = {
         "sneaky": ("failure", ("input tensor 0 after the compiled call differs from eager (an argument the kernel "
@@ -314,12 +329,14 @@ def test_the_tier_fails_broken_ops_saying_why_and_passes_correct_ones(broken_pro
         "wrong_fake": ("failure", "output 0: the fake function says (4,) torch.float32, the kernel returned (4, 8)"),
         "upd": ("passed", ""),
         "no_kernel": ("skipped", "broken_ops::no_kernel has no CPU reference kernel yet"),
+        "nonzero": ("skipped", ("broken_ops::nonzero has a data-dependent output size (`dynamic`): npugraph_ex's "
+                                "graph converter does not compile its size check")),
     }
     for op, (outcome, text) in expected.items():
         got = results[f"test_{op}_npugraph_ex_compiles_on_cpu"]
         assert got[0] == outcome and text in got[1], (op, got[0], got[1][-3000:])
-    assert results["test_lookalike_correct_copy_is_accepted"][0] == "passed", results[
-        "test_lookalike_correct_copy_is_accepted"][1][-3000:]
+    for lookalike in ("test_lookalike_correct_copy_is_accepted", "test_lookalike_dynamic_size_really_fails"):
+        assert results[lookalike][0] == "passed", results[lookalike][1][-3000:]
     planted = results["test_planted_copy_of_the_mutated_buffer_is_caught"]
     assert planted[0] == "failure" and "npugraph_ex left copies of buffers the op mutates" in planted[1], planted[1]
     assert "%clone_default : " in planted[1], planted[1]
@@ -328,6 +345,9 @@ def test_the_tier_fails_broken_ops_saying_why_and_passes_correct_ones(broken_pro
 
 def test_without_the_cache_the_tier_skips_with_the_fetch_command(broken_project, tmp_path):
     results = run_tier(broken_project, tmp_path / "junit.xml", env={"OPGEN_CACHE_DIR": str(tmp_path / "empty")})
-    assert len(results) == 7
+    assert len(results) == 9
     for name, (outcome, text) in results.items():
-        assert outcome == "skipped" and text.startswith(NOT_FOUND), (name, outcome, text)
+        if name == "test_nonzero_npugraph_ex_compiles_on_cpu":
+            assert outcome == "skipped" and "data-dependent output size" in text
+        else:
+            assert outcome == "skipped" and text.startswith(NOT_FOUND), (name, outcome, text)
