@@ -140,6 +140,21 @@ def test_fetch_of_a_version_the_index_lacks_says_so(tmp_path):
     assert not (tmp_path / "cache" / "npugraph_ex" / "0.0.1").exists()
 
 
+def test_the_commands_need_no_torch(tmp_path):
+    """`opgen npugraph-ex` is part of the torch-free core: with torch unimportable it still runs."""
+    shim = tmp_path / "shim" / "torch"
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text("raise ImportError('torch is hidden')\n")
+    env = {**os.environ, "OPGEN_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(shim.parent)}
+    done = subprocess.run([sys.executable, "-m", "opgen", "npugraph-ex", "path", "--torch-npu-version", "9.9.9"],
+                          capture_output=True, text=True, env=env, cwd=REPO, timeout=120, check=False)
+    assert done.returncode == 1 and "npugraph_ex is not fetched" in done.stderr, done.stderr
+    wheel = make_wheel(tmp_path)
+    done = subprocess.run([sys.executable, "-m", "opgen", "npugraph-ex", "fetch", "--wheel", str(wheel)],
+                          capture_output=True, text=True, env=env, cwd=REPO, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+
+
 # --- the loader ---------------------------------------------------------------------------------------
 
 
