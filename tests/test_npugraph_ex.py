@@ -208,6 +208,46 @@ def test_the_loader_leaves_the_process_as_it_found_it():
     assert done.stdout == "ok\n" and "Exception ignored" not in done.stderr, done.stderr
 
 
+@needs_npugraph_ex
+def test_the_stand_in_is_minimal():
+    """Each name of the torch_npu stand-in is needed: without it, compiling with npugraph_ex fails."""
+    code = textwrap.dedent(f"""
+        import sys
+        import torch
+        sys.path.insert(0, {str(loader_path().parent)!r})
+        import npugraph_ex_cpu as lib
+
+        # Event first: it is an annotation in a module imported at the first compilation only
+        for name in ("Event", "Stream", "current_stream", "set_stream"):
+            with lib.Session() as session:
+                npu = sys.modules["torch_npu"].npu
+                value = npu.__dict__.pop(name)
+                torch._dynamo.reset()
+                compiled = torch.compile(lambda x: x + 1, backend=session.backend(), fullgraph=True, dynamic=False)
+                try:
+                    compiled(torch.ones(2))
+                except Exception as error:
+                    assert f"torch_npu.npu.{{name}} is not part of" in str(error), (name, str(error)[-500:])
+                else:
+                    raise AssertionError(f"compiled without torch.npu.{{name}}")
+                setattr(npu, name, value)
+        # and the one option changed on the stand-in: pattern fusion needs torch_npu's C++ operators
+        with lib.Session() as session:
+            torch._dynamo.reset()
+            backend = session.backend(pattern_fusion_pass=True)
+            compiled = torch.compile(lambda x: x + 1, backend=backend, fullgraph=True, dynamic=False)
+            try:
+                compiled(torch.ones(2))
+            except Exception as error:
+                assert "'_OpNamespace' 'npu' object has no attribute 'npu_add_rms_norm'" in str(error), error
+            else:
+                raise AssertionError("pattern fusion ran without torch_npu")
+        print("ok")
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr[-3000:]
+
+
 # --- the generated tier on broken ops ------------------------------------------------------------------
 
 BROKEN_SPEC = """\

@@ -11,7 +11,7 @@ $XDG_CACHE_HOME/opgen, else ~/.cache/opgen). Installing torch-npu itself without
 - Otherwise it imports the cached npugraph_ex with the smallest stand-in for the torch_npu names that
   npugraph_ex's modules touch when they are imported and when they compile on CPU (found by trial with
   torch-npu 2.13.0): a `torch_npu` module whose `npu` namespace (also set as `torch.npu`) holds `Event`
-  (an annotation), `Stream` (an annotation, and created for the capture, never used), `current_stream()`
+  (an annotation), `Stream` (an annotation, also created for the capture, never used), `current_stream()`
   (its `stream_id` is read; None means "no stream") and `set_stream` (compared with graph node targets,
   never called). Any other attribute is missing, so `hasattr` probes answer False and anything else
   fails loudly.
