@@ -369,6 +369,7 @@ def broken_project(tmp_path_factory) -> Path:
     return root / "project"
 
 
+@pytest.mark.slow  # generates a project and runs its tests
 @needs_npugraph_ex
 def test_the_tier_fails_broken_ops_saying_why_and_passes_correct_ones(broken_project, tmp_path):
     results = run_tier(broken_project, tmp_path / "junit.xml")
@@ -398,6 +399,7 @@ def test_the_tier_fails_broken_ops_saying_why_and_passes_correct_ones(broken_pro
     assert "target=torch.ops.aten.copy_.default](args = (%arg0_1, %clone_default)" in planted[1], planted[1]
 
 
+@pytest.mark.slow  # generates a project and runs its tests
 def test_without_the_cache_the_tier_skips_with_the_fetch_command(broken_project, tmp_path):
     results = run_tier(broken_project, tmp_path / "junit.xml", env={"OPGEN_CACHE_DIR": str(tmp_path / "empty")})
     assert len(results) == 9
