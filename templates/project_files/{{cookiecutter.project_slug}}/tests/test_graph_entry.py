@@ -264,7 +264,6 @@ def _capture_replay(op, make_call, mutated: tuple, device: str, **compile_option
         assert torch._dynamo.utils.counters["inductor"]["cudagraph_skips"] == 0, "CUDA graphs were skipped"
 
 
-
 # --- npugraph_ex's compiler on CPU ------------------------------------------------------------------
 # tests/npugraph_ex_cpu.py (copied by opgen) loads npugraph_ex, the torch_npu backend's Python package,
 # from the cache `opgen npugraph-ex fetch` fills, and replaces only its capture/replay step with an eager
@@ -522,8 +521,9 @@ def test_{{ op.stem }}_cuda_graphs_capture_replay():
 
 {% if op.dynamic %}
 @pytest.mark.skip(reason=(
-    "{{ op.qualname }} has a data-dependent output size (`dynamic`): npugraph_ex's graph converter does not "
-    "compile its size check (TypeError: '>=' not supported between instances of 'ValuePack' and 'int')"
+    "{{ op.qualname }} has a data-dependent output size (`dynamic`): "
+    "npugraph_ex's graph converter does not compile its size check "
+    "(TypeError: '>=' not supported between instances of 'ValuePack' and 'int')"
 ))
 {% endif %}
 def test_{{ op.stem }}_npugraph_ex_compiles_on_cpu(npugraph_ex_cpu):
