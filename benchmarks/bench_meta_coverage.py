@@ -26,8 +26,9 @@ import time
 import zipfile
 from pathlib import Path
 
+from tools import skipped, torch_npu_wheel
+
 ROOT = Path(__file__).resolve().parents[1]
-WHEEL = os.environ.get("OPGEN_TORCH_NPU_WHEEL", "/work/cache/torch_npu-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl")
 YAML = "torch_npu/csrc/aten/npu_native_functions_by_codegen.yaml"
 METAS = ("torch_npu/op_plugin/meta/_meta_registrations.py", "torch_npu/op_plugin/meta/_fake_registrations.py")
 BASELINE = """
@@ -50,13 +51,16 @@ def timed(command: list[str], runs: int) -> tuple[float, subprocess.CompletedPro
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--wheel", default=WHEEL)
+    parser.add_argument("--wheel", default=None, help="default: $OPGEN_TORCH_NPU_WHEEL, else downloaded with pip")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--op-plugin", metavar="ROOT", help="an op-plugin checkout: also check --emit there")
     args = parser.parse_args()
-    if not Path(args.wheel).is_file():
-        print(f"meta_coverage: skipped, no torch-npu wheel at {args.wheel} (set OPGEN_TORCH_NPU_WHEEL)")
-        return 0
+    if args.wheel is None:
+        wheel, reason = torch_npu_wheel()
+        if wheel is None:
+            skipped("meta_coverage", reason)
+            return 0
+        args.wheel = str(wheel)
     with tempfile.TemporaryDirectory() as tmp:
         with zipfile.ZipFile(args.wheel) as wheel:
             for name in (YAML, *METAS):

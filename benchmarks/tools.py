@@ -19,3 +19,22 @@ def find_tool(name: str) -> str | None:
 def skipped(what: str, reason: str) -> None:
     """A baseline that cannot run here: say so and why, and let the other figures go on."""
     print(f"{what}: skipped ({reason})")
+
+
+def torch_npu_wheel(version: str = "2.13.0") -> tuple[Path | None, str]:
+    """The torch-npu wheel a benchmark reads: $OPGEN_TORCH_NPU_WHEEL, else one pip downloads (once) into
+    ~/.cache/opgen-bench/wheels. (None, the reason) when neither works (offline, say)."""
+    given = os.environ.get("OPGEN_TORCH_NPU_WHEEL")
+    if given:
+        return (Path(given), "") if Path(given).is_file() else (None, f"OPGEN_TORCH_NPU_WHEEL={given} is no file")
+    cache = Path.home() / ".cache" / "opgen-bench" / "wheels"
+    found = sorted(cache.glob(f"torch_npu-{version}-*.whl"))
+    if not found:
+        import subprocess
+
+        done = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+                               f"torch-npu=={version}", "-d", str(cache)], capture_output=True, text=True, check=False)
+        found = sorted(cache.glob(f"torch_npu-{version}-*.whl"))
+        if not found:
+            return None, f"pip could not download torch-npu {version}: {(done.stderr or done.stdout).strip()[-200:]}"
+    return found[0], ""

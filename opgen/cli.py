@@ -18,7 +18,8 @@ class LazyGroup(click.Group):
 
     lazy_commands: ClassVar[dict[str, str]] = {"lint": "opgen.lint.command:lint", "new": "opgen.new:new",
                                                 "meta-coverage": "opgen.op_plugin.coverage:meta_coverage",
-                                                "add": "opgen.op_plugin.add:add"}
+                                                "add": "opgen.op_plugin.add:add",
+                                                "npugraph-ex": "opgen.npugraph_ex.command:npugraph_ex"}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self.lazy_commands])

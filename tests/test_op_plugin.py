@@ -18,9 +18,9 @@ import pytest
 from new_helpers import REPO, opgen, snapshot
 from op_plugin_helpers import (
     EXAMPLES,
-    WHEEL,
     extract_torchnpugen,
     meta_outputs,
+    needs_wheel,
     run_kernels,
     run_torchnpugen,
     struct_source,
@@ -30,14 +30,9 @@ from opgen.op_plugin import cpp
 from opgen.op_plugin.model import plugin_ops
 from opgen.spec.load import load_spec, load_spec_text
 
-needs_wheel = pytest.mark.skipif(not WHEEL.is_file(), reason=f"torch-npu wheel not at {WHEEL} "
-                                 "(set OPGEN_TORCH_NPU_WHEEL)")
-
 
 @pytest.fixture(scope="module")
 def torchnpugen(tmp_path_factory) -> Path:
-    if not WHEEL.is_file():
-        pytest.skip(f"torch-npu wheel not at {WHEEL} (set OPGEN_TORCH_NPU_WHEEL)")
     return extract_torchnpugen(tmp_path_factory.mktemp("wheel"))
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from new_helpers import REPO, opgen, snapshot
-from op_plugin_helpers import EXAMPLES, WHEEL, extract_torchnpugen, run_torchnpugen
+from op_plugin_helpers import EXAMPLES, extract_torchnpugen, needs_wheel, run_torchnpugen
 
 FIXTURE = REPO / "tests" / "fixtures" / "op_plugin_root"
 EDITED = ["codegen/templates/_op_plugin_docs.py", "op_plugin/config/derivatives.yaml",
@@ -81,7 +81,7 @@ def test_added_meta_tests_run_on_cpu_inside_the_tree(root):
     assert done.returncode == 0 and "9 passed" in done.stdout, done.stdout[-3000:]
 
 
-@pytest.mark.skipif(not WHEEL.is_file(), reason=f"torch-npu wheel not at {WHEEL}")
+@needs_wheel
 def test_torchnpugen_reads_the_edited_tree(root, tmp_path):
     for spec in EXAMPLES:
         assert add(root, str(spec)).returncode == 0

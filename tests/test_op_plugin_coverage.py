@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 from new_helpers import opgen
-from op_plugin_helpers import WHEEL, extract_torchnpugen, run_kernels, run_torchnpugen, struct_source
+from op_plugin_helpers import extract_torchnpugen, run_kernels, run_torchnpugen, skip_without_wheel, struct_source
 
 from opgen.schema.parser import parse_schema
 from opgen.spec.model import Example, TensorValue
@@ -133,8 +133,7 @@ def test_emitted_meta_runs_on_cpu_and_matches_torchnpugens_cpp(tree, tmp_path):
     functions = _emitted_functions(done.stdout)
     assert sorted(functions) == ["npu_matmulish", "npu_same"]
     assert "# TODO npu_helper:" in done.stdout and "# TODO npu_kernel:" in done.stdout
-    if not WHEEL.is_file():
-        pytest.skip(f"torch-npu wheel not at {WHEEL}: the C++ side of the comparison needs torchnpugen")
+    skip_without_wheel()  # the C++ side of the comparison needs torchnpugen
     report = run_torchnpugen(extract_torchnpugen(tmp_path / "wheel"), tree / "op_plugin/config/op_plugin_functions.yaml",
                              tmp_path / "tng")
     entries = {line.split("func: ")[1].split("(")[0]: line.split("func: ")[1]

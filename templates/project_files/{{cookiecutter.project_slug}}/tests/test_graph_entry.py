@@ -7,7 +7,8 @@ Tiers, per op:
      for ops with `autograd:` in opgen.yaml also opcheck with requires_grad=True on the floating-point inputs
      and torch.autograd.gradcheck on float64 copies of the examples (the backward formula vs finite differences);
   3. NPU (torch_npu): npugraph_ex capture, then replay with new values, mutated buffers reused, no recapture;
-  4. CUDA: the same under CUDA graphs (mode="reduce-overhead").
+  4. CUDA: the same under CUDA graphs (mode="reduce-overhead");
+  5. npugraph_ex's compiler on CPU: its real FX passes, then the graph it would capture run eagerly.
 Tiers that cannot run on this machine are skipped with the reason.
 {% if cookiecutter._opgen.no_autograd_note %}
 
@@ -261,6 +262,133 @@ def _capture_replay(op, make_call, mutated: tuple, device: str, **compile_option
                 assert _captured("npugraph_ex", "recapture_due_to_mutated_input_change") == 0
     if device == "cuda":
         assert torch._dynamo.utils.counters["inductor"]["cudagraph_skips"] == 0, "CUDA graphs were skipped"
+
+
+# --- npugraph_ex's compiler on CPU ------------------------------------------------------------------
+# tests/npugraph_ex_cpu.py (copied by opgen) loads npugraph_ex, the torch_npu backend's Python package,
+# from the cache `opgen npugraph-ex fetch` fills, and replaces only its capture/replay step with an eager
+# run of the graph npugraph_ex would capture; see that file for exactly what is stood in for.
+
+
+def _load_npugraph_ex_cpu():
+    """tests/npugraph_ex_cpu.py, imported once per process by path (tests/ is no package)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    module = sys.modules.get("npugraph_ex_cpu")
+    if module is None:
+        spec = importlib.util.spec_from_file_location("npugraph_ex_cpu", Path(__file__).with_name("npugraph_ex_cpu.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["npugraph_ex_cpu"] = module
+        spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def npugraph_ex_cpu():
+    """The loader module, or a skip naming the fetch command (npugraph_ex is imported once per process)."""
+    module = _load_npugraph_ex_cpu()
+    reason = module.unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    return module
+
+
+# Copies npugraph_ex is known to leave for ops that return a mutated argument (`tags:` in opgen.yaml).
+_KNOWN_COPIES = {
+    "inplace": "npugraph_ex 2.13.0 leaves `copy_(x, <the op's result>)` after a torch.Tag.inplace op, a copy of the "
+               "buffer onto itself at every replay; opgen's default form (`-> ()`, no tag) has no copy",
+    "out": "npugraph_ex 2.13.0 does not re-inplace a torch.Tag.out op: it writes into a new buffer and copies that "
+           "into `out` at every replay; opgen's default form (`-> ()`, no tag) writes in place",
+}
+
+
+def _leftover_copies(graph: torch.fx.GraphModule, op, mutated: tuple) -> list:
+    """Nodes that functionalize or copy a caller's buffer the graph mutates: a functionalized call, a copy_
+    into a graph input, a clone of a mutated graph input. (A clone of an input the graph does not mutate,
+    e.g. to mutate a private copy, is correct and not listed.)"""
+    nodes = [n for n in graph.graph.nodes if n.op == "call_function"]
+    inputs = {n for n in graph.graph.nodes if n.op == "placeholder"}
+    written = {n.args[0] for n in nodes if n.target is torch.ops.aten.copy_.default and n.args[0] in inputs}
+    for node in (n for n in nodes if n.target is op):
+        written |= {a for a in (node.kwargs.get(k) if isinstance(k, str) else node.args[k] for k in mutated)
+                    if a in inputs}
+    copies = (torch.ops.aten.copy_.default, torch.ops.aten.copy.default, torch.ops.aten.clone.default)
+    return [n for n in nodes if n.target in (auto_functionalized, auto_functionalized_v2)
+            or (n.target in copies and any(a in written for a in n.all_input_nodes))]
+
+
+def _assert_outputs_are_what_the_graph_says(graph: torch.fx.GraphModule, outputs, call, tag: str) -> None:
+    """Shapes and dtypes are the fake function's (npugraph_ex plans with them); no output is an input's memory
+    unless the op declares it (a tagged op), because npugraph_ex treats outputs as its own buffers."""
+    output = next(n for n in graph.graph.nodes if n.op == "output")
+    fakes = [n.meta.get("val") for n in torch.utils._pytree.tree_leaves(output.args) if isinstance(n, torch.fx.Node)]
+    inputs = {t.untyped_storage().data_ptr(): index for index, t in enumerate(_tensors(call)) if t.numel()}
+    for index, (fake, real) in enumerate(zip(fakes, _tensors(outputs))):
+        if isinstance(fake, torch.Tensor):
+            assert (tuple(fake.shape), fake.dtype) == (tuple(real.shape), real.dtype), (
+                f"output {index}: the fake function says {tuple(fake.shape)} {fake.dtype}, the kernel returned "
+                f"{tuple(real.shape)} {real.dtype}")
+        if not tag and real.numel():
+            aliased = inputs.get(real.untyped_storage().data_ptr())
+            assert aliased is None, (
+                f"output {index} is the memory of input tensor {aliased}: the kernel returns (a view of) an argument "
+                "while the schema promises a new tensor; return a clone, or drop the return")
+
+
+def _npugraph_ex_compiles_on_cpu(loader, op, make_call, mutated: tuple, tag: str = "", fn=None,
+                                 options: dict | None = None) -> None:
+    """npugraph_ex's own backend (fullgraph, static shapes), three calls with new values and reused mutated
+    buffers, each compared with eager (outputs and every input); one graph, the op in it, in place.
+
+    `fn` (default: the op itself) and `options` (CompilerConfig fields) exist for opgen's own tests."""
+    direct = fn is None
+    fn = fn or (lambda *args, **kwargs: op(*args, **kwargs))
+    torch._dynamo.reset()
+    with loader.Session() as session, torch.no_grad():
+        compiled = torch.compile(fn, backend=session.backend(**(options or {})), fullgraph=True, dynamic=False)
+        buffers = {}
+        for seed in (0, 1, 2):
+            call = make_call(seed)
+            for key in mutated:
+                if key in buffers:
+                    _copy_into(buffers[key], _get(call, key))
+                    call = _put(call, key, buffers[key])
+                else:
+                    buffers[key] = _get(call, key)
+            eager_call = _clone(call)
+            try:
+                expected = fn(*eager_call[0], **eager_call[1])
+            except NotImplementedError as error:
+                if "no CPU reference kernel yet" in str(error):
+                    pytest.skip(str(error))
+                raise
+            actual = compiled(*call[0], **call[1])
+            torch.testing.assert_close(actual, expected)
+            for index, (value, eager_value) in enumerate(zip(_tensors(call), _tensors(eager_call))):
+                torch.testing.assert_close(value, eager_value, msg=lambda text, i=index: (
+                    f"input tensor {i} after the compiled call differs from eager (an argument the kernel writes "
+                    f"but the schema does not mark Tensor(a!) is written into npugraph_ex's private input copy):\n"
+                    f"{text}"))
+            if seed == 0:
+                assert session.graphs, "npugraph_ex handed no graph to capture"
+                graph = session.graphs[0]
+                _assert_outputs_are_what_the_graph_says(graph, actual, call, tag)
+        assert session.runs == 3, f"npugraph_ex ran {session.runs} of 3 calls through its graph"
+        assert len(session.graphs) == 1, f"npugraph_ex compiled {len(session.graphs)} graphs for 3 calls, not 1"
+    assert op in [n.target for n in graph.graph.nodes], f"{op} is not in the graph npugraph_ex captures:\n{graph.code}"
+    leftovers = _leftover_copies(graph, op, mutated if direct else ())
+    where = "".join(f"\n  {n.format_node()}" for n in leftovers)
+    if leftovers and tag in _KNOWN_COPIES:
+        pytest.xfail(f"{_KNOWN_COPIES[tag]}:{where}")
+    assert not leftovers, (f"npugraph_ex left copies of buffers the op mutates, paid at every replay:{where}\n"
+                           f"{graph.code}")
+    if direct:
+        for node in (n for n in graph.graph.nodes if n.target is op):
+            for key in mutated:
+                arg = node.kwargs.get(key) if isinstance(key, str) else node.args[key]
+                assert arg.op == "placeholder", f"{op} mutates {arg}, not the caller's argument {key!r}:\n{graph.code}"
 {% for op in cookiecutter._opgen.ops %}
 
 
@@ -388,5 +516,29 @@ def test_{{ op.stem }}_cuda_graphs_capture_replay():
     {{ op.no_example_skip }}
 {% else %}
     {{ op.capture_cuda }}
+{% endif %}
+
+
+{% if op.dynamic %}
+@pytest.mark.skip(reason=(
+    "{{ op.qualname }} has a data-dependent output size (`dynamic`): "
+    "npugraph_ex's graph converter does not compile its size check "
+    "(TypeError: '>=' not supported between instances of 'ValuePack' and 'int')"
+))
+{% endif %}
+def test_{{ op.stem }}_npugraph_ex_compiles_on_cpu(npugraph_ex_cpu):
+    """npugraph_ex's compiler passes on CPU: the graph it would capture, run eagerly (tests/npugraph_ex_cpu.py)."""
+{% if not op.has_examples %}
+    {{ op.no_example_skip }}
+{% else %}
+    _npugraph_ex_compiles_on_cpu(
+        npugraph_ex_cpu,
+        {{ op.overload }},
+        lambda seed: _{{ op.stem }}_calls(seed)[0],
+        {{ op.mutated_keys }},
+{% if op.tag %}
+        tag="{{ op.tag }}",
+{% endif %}
+    )
 {% endif %}
 {% endfor %}

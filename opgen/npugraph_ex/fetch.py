@@ -1,0 +1,152 @@
+"""Fetch npugraph_ex, the pure-Python torch.compile backend inside the torch-npu wheel, into opgen's cache.
+
+torch-npu itself is never installed (without Ascend's CANN it breaks `import torch`): the wheel is
+downloaded with pip (`pip download --no-deps`, the machine's configured index) or taken from disk,
+verified, and only `torch_npu/dynamo/npugraph_ex/` is extracted, atomically, to
+`<cache>/npugraph_ex/<torch-npu version>/npugraph_ex/` next to a JSON record of the wheel.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+from ..errors import OpgenError
+from . import loader
+
+PREFIX = "torch_npu/dynamo/npugraph_ex/"
+WHEEL_NAME = re.compile(r"^torch_npu-(?P<version>[^-]+)-.+\.whl$")
+
+
+def default_version(lib) -> str:
+    version = lib.torch_release()
+    if version is None:
+        raise OpgenError("torch is not installed, so the matching torch-npu version is unknown",
+                         hint="install torch, or give --torch-npu-version X.Y.Z (or --wheel PATH)")
+    return version
+
+
+def download(version: str, directory: str) -> Path:
+    """`pip download torch-npu==version` (the wheel only) into `directory`."""
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+               "--disable-pip-version-check", "--quiet", f"torch-npu=={version}", "-d", directory]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=1800, check=False)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise OpgenError(f"downloading torch-npu {version} failed: {error}",
+                         hint="download the wheel yourself and pass it with --wheel PATH") from None
+    if done.returncode != 0:
+        output = (done.stderr or done.stdout).strip()
+        tail = output.splitlines()[-1] if output else f"exit code {done.returncode}"
+        if "No matching distribution" in output or "Could not find a version" in output:
+            raise OpgenError(f"no torch-npu {version} wheel for this Python and platform ({tail})",
+                             hint="torch-npu X.Y.Z matches torch X.Y.Z; give another --torch-npu-version, "
+                             "or a wheel with --wheel PATH") from None
+        raise OpgenError(f"downloading torch-npu {version} with pip failed:\n{tail}",
+                         hint="check pip's index and network, or pass a wheel on disk with --wheel PATH") from None
+    wheels = sorted(Path(directory).glob("torch_npu-*.whl"))
+    if not wheels:
+        raise OpgenError(f"pip downloaded no torch-npu {version} wheel", hint="pass a wheel with --wheel PATH")
+    return wheels[0]
+
+
+def verify(wheel: Path, version: str | None) -> tuple[str, list[zipfile.ZipInfo]]:
+    """The wheel's version and its npugraph_ex members; OpgenError when it is not a sound torch-npu wheel."""
+    match = WHEEL_NAME.match(wheel.name)
+    if match is None:
+        raise OpgenError(f"{wheel} is not a torch-npu wheel (expected torch_npu-<version>-....whl)")
+    wheel_version = match.group("version")
+    if version is not None and wheel_version != version:
+        raise OpgenError(f"{wheel.name} is torch-npu {wheel_version}, not {version}",
+                         hint=f"pass the torch_npu-{version}-... wheel, or --torch-npu-version {wheel_version}")
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            broken = archive.testzip()
+            members = archive.infolist()
+            metadata = archive.read(f"torch_npu-{wheel_version}.dist-info/METADATA").decode("utf-8", "replace")
+    except (zipfile.BadZipFile, OSError, KeyError, EOFError) as error:
+        raise OpgenError(f"{wheel} is not a readable wheel: {error}",
+                         hint="download it again (or run without --wheel)") from None
+    if broken is not None:
+        raise OpgenError(f"{wheel} is corrupt: {broken} fails its CRC check", hint="download it again")
+    if f"\nVersion: {wheel_version}\n" not in metadata:
+        raise OpgenError(f"{wheel.name}: its METADATA does not say Version: {wheel_version}")
+    members = [m for m in members if m.filename.startswith(PREFIX) and not m.is_dir()]
+    if not any(m.filename == PREFIX + "__init__.py" for m in members):
+        raise OpgenError(f"{wheel.name} has no {PREFIX} package",
+                         hint="npugraph_ex ships in torch-npu 2.x wheels; pick a version that has it")
+    for member in members:
+        parts = member.filename[len(PREFIX):].split("/")
+        if member.filename.startswith("/") or ".." in parts or "\\" in member.filename:
+            raise OpgenError(f"{wheel.name}: refusing the unsafe path {member.filename!r}")
+    return wheel_version, members
+
+
+def install(wheel: Path, version: str, members: list[zipfile.ZipInfo], torch_version: str | None) -> Path:
+    """Extract into a temporary directory beside the target, then rename it into place."""
+    lib = loader()
+    target = lib.install_dir(version)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=target.parent))
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            for member in members:
+                destination = staging / lib.PACKAGE / member.filename[len(PREFIX):]
+                destination.parent.mkdir(parents=True, exist_ok=True)
+                destination.write_bytes(archive.read(member))
+        record = {"wheel": wheel.name, "sha256": _sha256(wheel), "torch_npu_version": version,
+                  "torch_version": torch_version, "files": len(members)}
+        (staging / lib.RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        old = None
+        if target.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{version}-old-", dir=target.parent))
+            os.replace(target, old / "x")
+        os.replace(staging, target)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except OSError as error:
+        raise OpgenError(f"cannot write the cache at {target}: {error}",
+                         hint="set OPGEN_CACHE_DIR to a writable directory") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def fetch(version: str | None, wheel: str | None) -> tuple[Path, str]:
+    """(install directory, note) for `opgen npugraph-ex fetch`."""
+    lib = loader()
+    torch_version = lib.torch_release()
+    if wheel is not None:
+        path = Path(wheel)
+        if not path.is_file():
+            raise OpgenError(f"--wheel {wheel}: no such file")
+        wheel_version, members = verify(path, version)
+        return install(path, wheel_version, members, torch_version), _mismatch(wheel_version, torch_version)
+    version = version or default_version(lib)
+    with tempfile.TemporaryDirectory(prefix="opgen-torch-npu-") as directory:
+        path = download(version, directory)
+        _, members = verify(path, version)
+        return install(path, version, members, torch_version), _mismatch(version, torch_version)
+
+
+def _mismatch(version: str, torch_version: str | None) -> str:
+    if torch_version is None or torch_version == version:
+        return ""
+    return (f"warning: torch-npu {version} was built for torch {version}, but torch {torch_version} is installed: "
+            f"the generated tests look for npugraph_ex {torch_version} and will skip")

@@ -1,0 +1,410 @@
+"""`opgen npugraph-ex fetch|path`, the CPU loader (tests/npugraph_ex_cpu.py of every generated project)
+and the generated `npugraph_ex_compiles_on_cpu` tier: it passes correct ops, accepts a copy that is
+correct, and fails, saying why, on ops npugraph_ex would mishandle.
+
+Fetching is tested with small synthetic torch-npu wheels (no network, no 43 MB download). Tests that run
+npugraph_ex itself use the cache `opgen npugraph-ex fetch` filled (.ci/run fetches it; without it they
+skip, unless OPGEN_REQUIRE_NPUGRAPH_EX is set, as in CI, where its absence fails).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+from new_helpers import REPO, opgen
+
+from opgen.npugraph_ex import loader, loader_path
+
+NPUGRAPH_EX = loader().unavailable()
+needs_npugraph_ex = pytest.mark.skipif(NPUGRAPH_EX is not None, reason=str(NPUGRAPH_EX))
+NOT_FOUND = "npugraph_ex not found: run 'opgen npugraph-ex fetch'"
+
+
+def test_npugraph_ex_is_fetched_where_required():
+    """CI sets OPGEN_REQUIRE_NPUGRAPH_EX after fetching: there the npugraph_ex tests must run, not skip."""
+    if os.environ.get("OPGEN_REQUIRE_NPUGRAPH_EX"):
+        assert NPUGRAPH_EX is None, NPUGRAPH_EX
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert ci[-1] == "python -m pytest -q"
+    fetch = next(i for i, line in enumerate(ci) if "opgen npugraph-ex fetch" in line)
+    assert fetch < len(ci) - 1 and any("OPGEN_REQUIRE_NPUGRAPH_EX=1" in line for line in ci[:-1])
+
+
+# --- fetch and path ---------------------------------------------------------------------------------
+
+
+def make_wheel(directory: Path, version: str = "9.9.9", *, package: bool = True, metadata_version: str | None = None,
+               extra: dict | None = None) -> Path:
+    """A small torch-npu-shaped wheel: dist-info METADATA, npugraph_ex/__init__.py and one other module."""
+    wheel = directory / f"torch_npu-{version}-cp311-cp311-manylinux_2_28_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(f"torch_npu-{version}.dist-info/METADATA",
+                         f"Metadata-Version: 2.1\nName: torch_npu\nVersion: {metadata_version or version}\n\n")
+        archive.writestr("torch_npu/__init__.py", "raise ImportError('never imported')\n")
+        if package:
+            archive.writestr("torch_npu/dynamo/npugraph_ex/__init__.py", "MARK = 'npugraph_ex " + "x" * 400 + "'\n")
+            archive.writestr("torch_npu/dynamo/npugraph_ex/core/utils.py", "X = 1\n")
+        for name, text in (extra or {}).items():
+            archive.writestr(name, text)
+    return wheel
+
+
+def run_cli(*args: str, cache: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OPGEN_CACHE_DIR": str(cache)}
+    env.pop("OPGEN_DEBUG", None)
+    return subprocess.run([sys.executable, "-m", "opgen", "npugraph-ex", *args], capture_output=True, text=True,
+                          env=env, cwd=REPO, timeout=300, check=False)
+
+
+def test_fetch_from_a_wheel_extracts_only_npugraph_ex_and_records_it(tmp_path):
+    cache = tmp_path / "cache"
+    wheel = make_wheel(tmp_path)
+    absent = run_cli("path", "--torch-npu-version", "9.9.9", cache=cache)
+    assert absent.returncode == 1 and absent.stdout == ""
+    assert "npugraph_ex is not fetched" in absent.stderr and "opgen npugraph-ex fetch" in absent.stderr
+
+    done = run_cli("fetch", "--wheel", str(wheel), cache=cache)
+    assert done.returncode == 0, done.stderr
+    target = cache / "npugraph_ex" / "9.9.9"
+    assert done.stdout.strip() == str(target)
+    files = sorted(p.relative_to(target).as_posix() for p in target.rglob("*") if p.is_file())
+    assert files == ["npugraph_ex/__init__.py", "npugraph_ex/core/utils.py", "opgen-fetch.json"]
+    record = json.loads((target / "opgen-fetch.json").read_text())
+    assert record["wheel"] == wheel.name and record["torch_npu_version"] == "9.9.9"
+    assert record["sha256"] == hashlib.sha256(wheel.read_bytes()).hexdigest()
+    assert record["torch_version"] == loader().torch_release()
+    assert "warning: torch-npu 9.9.9 was built for torch 9.9.9" in done.stderr  # not the installed torch
+
+    found = run_cli("path", "--torch-npu-version", "9.9.9", cache=cache)
+    assert found.returncode == 0 and found.stdout.strip() == str(target)
+    # fetching again replaces the directory as a whole and leaves no staging directory behind
+    (target / "npugraph_ex" / "stale.py").write_text("")
+    assert run_cli("fetch", "--wheel", str(wheel), cache=cache).returncode == 0
+    assert not (target / "npugraph_ex" / "stale.py").exists()
+    assert sorted(p.name for p in (cache / "npugraph_ex").iterdir()) == ["9.9.9"]
+
+
+@pytest.mark.parametrize("case", ["version", "metadata", "no package", "not a zip", "unsafe", "missing"])
+def test_fetch_refuses_a_bad_wheel_with_a_clear_error(tmp_path, case):
+    cache = tmp_path / "cache"
+    args = ()
+    if case == "version":
+        wheel, args, expected = make_wheel(tmp_path), ("--torch-npu-version", "1.2.3"), "is torch-npu 9.9.9, not 1.2.3"
+    elif case == "metadata":
+        wheel, expected = make_wheel(tmp_path, metadata_version="9.9.8"), "METADATA does not say Version: 9.9.9"
+    elif case == "no package":
+        wheel, expected = make_wheel(tmp_path, package=False), "has no torch_npu/dynamo/npugraph_ex/ package"
+    elif case == "not a zip":
+        wheel = tmp_path / "torch_npu-9.9.9-cp311-cp311-manylinux_2_28_x86_64.whl"
+        wheel.write_bytes(b"not a zip at all")
+        expected = "is not a readable wheel"
+    elif case == "unsafe":
+        wheel = make_wheel(tmp_path, extra={"torch_npu/dynamo/npugraph_ex/../../../evil.py": ""})
+        expected = "refusing the unsafe path"
+    else:
+        wheel, expected = tmp_path / "torch_npu-9.9.9-x.whl", "no such file"
+    done = run_cli("fetch", "--wheel", str(wheel), *args, cache=cache)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("error: ") and expected in done.stderr and "Traceback" not in done.stderr
+    assert not (cache / "npugraph_ex" / "9.9.9").exists()
+
+
+def test_fetch_refuses_a_crc_mismatch(tmp_path):
+    """A stored (uncompressed) member with one flipped byte fails zipfile's CRC test."""
+    wheel = tmp_path / "torch_npu-9.9.9-cp311-cp311-manylinux_2_28_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_STORED) as archive:
+        archive.writestr("torch_npu-9.9.9.dist-info/METADATA", "Name: torch_npu\nVersion: 9.9.9\n\n")
+        archive.writestr("torch_npu/dynamo/npugraph_ex/__init__.py", "MARK = 'abcdefgh'\n")
+    data = bytearray(wheel.read_bytes())
+    data[data.index(b"abcdefgh")] ^= 0x01
+    wheel.write_bytes(bytes(data))
+    done = run_cli("fetch", "--wheel", str(wheel), cache=tmp_path / "cache")
+    assert done.returncode == 2 and "is corrupt: torch_npu/dynamo/npugraph_ex/__init__.py fails its CRC check" in (
+        done.stderr), done.stderr
+
+
+def test_fetch_of_a_version_the_index_lacks_says_so(tmp_path):
+    """pip download of a torch-npu that does not exist (or no index at all): exit 2, no traceback."""
+    done = run_cli("fetch", "--torch-npu-version", "0.0.1", cache=tmp_path / "cache")
+    assert done.returncode == 2, done.stderr
+    assert "torch-npu 0.0.1" in done.stderr and "--wheel PATH" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "cache" / "npugraph_ex" / "0.0.1").exists()
+
+
+def test_the_commands_need_no_torch(tmp_path):
+    """`opgen npugraph-ex` is part of the torch-free core: with torch unimportable it still runs."""
+    shim = tmp_path / "shim" / "torch"
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text("raise ImportError('torch is hidden')\n")
+    env = {**os.environ, "OPGEN_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(shim.parent)}
+    done = subprocess.run([sys.executable, "-m", "opgen", "npugraph-ex", "path", "--torch-npu-version", "9.9.9"],
+                          capture_output=True, text=True, env=env, cwd=REPO, timeout=120, check=False)
+    assert done.returncode == 1 and "npugraph_ex is not fetched" in done.stderr, done.stderr
+    wheel = make_wheel(tmp_path)
+    done = subprocess.run([sys.executable, "-m", "opgen", "npugraph-ex", "fetch", "--wheel", str(wheel)],
+                          capture_output=True, text=True, env=env, cwd=REPO, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+
+
+# --- the loader ---------------------------------------------------------------------------------------
+
+
+def test_the_loader_is_one_file_copied_verbatim(tmp_path):
+    source = loader_path().read_bytes()
+    assert b"{{" not in source and b"{%" not in source and b"{#" not in source  # cookiecutter leaves it as it is
+    done = opgen("new", str(REPO / "examples" / "rms_norm.yaml"), "-o", str(tmp_path / "p"))
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "p" / "tests" / "npugraph_ex_cpu.py").read_bytes() == source
+    assert Path(loader().__file__).resolve() == loader_path().resolve()
+
+
+def test_a_missing_cache_names_the_fetch_command(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPGEN_CACHE_DIR", str(tmp_path))
+    reason = loader().unavailable()
+    assert reason.startswith(NOT_FOUND) and str(tmp_path / "npugraph_ex") in reason
+    with pytest.raises(RuntimeError, match="npugraph_ex not found"):
+        loader().Session().__enter__()
+
+
+@needs_npugraph_ex
+def test_the_loader_leaves_the_process_as_it_found_it():
+    """Enter and leave twice in a fresh process: modules, sys.path, torch.npu, torch's collective remaps and
+    the signal handlers are restored; the second entry reuses the first import; exit is clean."""
+    code = textwrap.dedent(f"""
+        import signal, sys
+        import torch
+        import torch.distributed._functional_collectives as fc
+        sys.path.insert(0, {str(loader_path().parent)!r})
+        import npugraph_ex_cpu
+
+        def state():
+            return ({{m for m in sys.modules if m.split(".")[0] in ("npugraph_ex", "torch_npu")}}, list(sys.path),
+                    hasattr(torch, "npu"), signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM),
+                    dict(fc.traceable_collective_remaps), set(vars(fc)))
+
+        before = state()
+        for _ in range(2):
+            with npugraph_ex_cpu.Session() as session:
+                assert sys.modules["torch_npu"].npu is torch.npu and "npugraph_ex" in sys.modules
+                assert len(fc.traceable_collective_remaps) > len(before[5])
+                backend = session.backend()
+                compiled = torch.compile(lambda x: x.sin() + 1, backend=backend, fullgraph=True, dynamic=False)
+                assert torch.equal(compiled(torch.ones(3)), torch.ones(3).sin() + 1)
+                assert session.runs == 1 and len(session.graphs) == 1
+            assert state() == before, [a == b for a, b in zip(state(), before)]
+        print("ok")
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "ok\n" and "Exception ignored" not in done.stderr, done.stderr
+
+
+@needs_npugraph_ex
+def test_the_stand_in_is_minimal():
+    """Each name of the torch_npu stand-in is needed: without it, compiling with npugraph_ex fails."""
+    code = textwrap.dedent(f"""
+        import sys
+        import torch
+        sys.path.insert(0, {str(loader_path().parent)!r})
+        import npugraph_ex_cpu as lib
+
+        # Event first: it is an annotation in a module imported at the first compilation only
+        for name in ("Event", "Stream", "current_stream", "set_stream"):
+            with lib.Session() as session:
+                npu = sys.modules["torch_npu"].npu
+                value = npu.__dict__.pop(name)
+                torch._dynamo.reset()
+                compiled = torch.compile(lambda x: x + 1, backend=session.backend(), fullgraph=True, dynamic=False)
+                try:
+                    compiled(torch.ones(2))
+                except Exception as error:
+                    assert f"torch_npu.npu.{{name}} is not part of" in str(error), (name, str(error)[-500:])
+                else:
+                    raise AssertionError(f"compiled without torch.npu.{{name}}")
+                setattr(npu, name, value)
+        # and the one option changed on the stand-in: pattern fusion needs torch_npu's C++ operators
+        with lib.Session() as session:
+            torch._dynamo.reset()
+            backend = session.backend(pattern_fusion_pass=True)
+            compiled = torch.compile(lambda x: x + 1, backend=backend, fullgraph=True, dynamic=False)
+            try:
+                compiled(torch.ones(2))
+            except Exception as error:
+                assert "'_OpNamespace' 'npu' object has no attribute 'npu_add_rms_norm'" in str(error), error
+            else:
+                raise AssertionError("pattern fusion ran without torch_npu")
+        print("ok")
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr[-3000:]
+
+
+# --- the generated tier on broken ops ------------------------------------------------------------------
+
+BROKEN_SPEC = """\
+namespace: broken_ops
+style: library
+device: npu
+ops:
+  - schema: "sneaky(Tensor x, Tensor y) -> Tensor"
+    doc: "Mutates x although the schema does not say Tensor(a!)."
+    outputs: {out0: {shape: "x.shape", dtype: "x.dtype"}}
+    reference: |
+      x.add_(y)
+      return x * 2
+    examples: [{x: {shape: [4, 8], dtype: float32}, y: {shape: [4, 8], dtype: float32}}]
+  - schema: "aliasing(Tensor(a!) x, float v) -> Tensor"
+    doc: "Returns the argument it mutates although the schema promises a new tensor."
+    outputs: {out0: {shape: "x.shape", dtype: "x.dtype"}}
+    reference: |
+      x.fill_(v)
+      return x
+    examples: [{x: {shape: [4, 8], dtype: float32}, v: 2.0}]
+  - schema: "wrong_fake(Tensor x) -> Tensor"
+    doc: "The semantics (so the fake) drop the last dimension; the kernel keeps it."
+    outputs: {out0: {shape: "x.shape[:-1]", dtype: "x.dtype"}}
+    reference: |
+      return x * 2
+    examples: [{x: {shape: [4, 8], dtype: float32}}]
+  - schema: "upd(Tensor(a!) buf, Tensor y) -> ()"
+    doc: "A correct in-place op."
+    reference: |
+      buf.add_(y)
+    examples: [{buf: {shape: [4, 8], dtype: float32}, y: {shape: [4, 8], dtype: float32}}]
+  - schema: "no_kernel(Tensor x) -> Tensor"
+    doc: "No reference: the CPU kernel is the stub that raises."
+    outputs: {out0: {shape: "x.shape", dtype: "x.dtype"}}
+    examples: [{x: {shape: [4, 8], dtype: float32}}]
+  - schema: "nonzero(Tensor x) -> Tensor"
+    doc: "A data-dependent output size: the tier is skipped, the look-alike shows why."
+    outputs: {out0: {shape: "[dynamic(max=x.numel())]", dtype: int64}}
+    reference: |
+      return x.flatten().nonzero().flatten()
+    examples: [{x: {values: [0.0, 1.0, 0.0, 2.0], dtype: float32}}]
+"""
+
+# Appended to the generated test file: the tier's own helper on functions around the correct op.
+LOOK_ALIKES = '''
+
+def _upd_buffer_call(seed):
+    g = torch.Generator().manual_seed(seed)
+    return (_random((4, 8), torch.float32, g), _random((4, 8), torch.float32, g)), {}
+
+
+def _private_copy_then_reuse(buf, y):
+    """Mutates a copy of `buf` and uses `buf` again: the copy is correct and must stay."""
+    private = buf.clone()
+    torch.ops.broken_ops.upd.default(private, y)
+    return torch.cat([private, buf])
+
+
+def test_lookalike_correct_copy_is_accepted(npugraph_ex_cpu):
+    _npugraph_ex_compiles_on_cpu(npugraph_ex_cpu, torch.ops.broken_ops.upd.default, _upd_buffer_call, (),
+                                 fn=_private_copy_then_reuse)
+
+
+def test_lookalike_dynamic_size_really_fails(npugraph_ex_cpu):
+    """What the skip of the `dynamic` op's tier says, run: npugraph_ex's converter fails on the size check."""
+    with pytest.raises(torch._dynamo.exc.BackendCompilerFailed,
+                       match="'>=' not supported between instances of 'ValuePack' and 'int'"):
+        _npugraph_ex_compiles_on_cpu(npugraph_ex_cpu, torch.ops.broken_ops.nonzero.default,
+                                     lambda seed: _nonzero_calls(seed)[0], ())
+
+
+def _mutate_a_copy(gm, example_inputs=None, config=None):
+    """A planted FX pass (a user pass npugraph_ex runs before its own): the functionalized op gets a clone of
+    the caller's buffer, so re-inplacing ends with clone + op + copy_ back, correct but a copy per replay."""
+    for node in list(gm.graph.nodes):
+        if node.target is auto_functionalized_v2:
+            base = node.kwargs["_all_bases"][0]
+            with gm.graph.inserting_before(node):
+                clone = gm.graph.call_function(torch.ops.aten.clone.default, (base,))
+            with base.meta["val"].fake_mode:
+                clone.meta["val"] = base.meta["val"].clone()
+            node.update_kwarg("_all_bases", [clone, *node.kwargs["_all_bases"][1:]])
+    gm.recompile()
+
+
+def test_planted_copy_of_the_mutated_buffer_is_caught(npugraph_ex_cpu):
+    _npugraph_ex_compiles_on_cpu(npugraph_ex_cpu, torch.ops.broken_ops.upd.default, _upd_buffer_call, (0,),
+                                 options={"post_grad_custom_post_pass": _mutate_a_copy})
+'''
+
+
+def run_tier(project: Path, junit: Path, env: dict | None = None) -> dict[str, tuple[str, str]]:
+    """Run the project's npugraph_ex tier (and the look-alikes) in one pytest process: name -> (outcome, text)."""
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c", os.devnull, f"--junitxml={junit}",
+               "-k", "npugraph_ex_compiles_on_cpu or lookalike or planted", str(project / "tests")]
+    full_env = {**os.environ, "PYTHONPATH": str(project), **(env or {})}
+    done = subprocess.run(command, env=full_env, capture_output=True, text=True, timeout=900, cwd=junit.parent,
+                          check=False)
+    results = {}
+    for case in ElementTree.parse(junit).getroot().iter("testcase"):
+        outcome, text = "passed", ""
+        for child in case:
+            if child.tag in ("failure", "error", "skipped"):
+                outcome, text = child.tag, (child.get("message") or "") + "\n" + (child.text or "")
+        results[case.get("name")] = (outcome, text)
+    assert results, done.stdout + done.stderr
+    return results
+
+
+@pytest.fixture(scope="module")
+def broken_project(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("broken")
+    (root / "broken.yaml").write_text(BROKEN_SPEC, encoding="utf-8")
+    done = opgen("new", str(root / "broken.yaml"), "-o", str(root / "project"))
+    assert done.returncode == 0, done.stderr
+    tests = root / "project" / "tests" / "test_graph_entry.py"
+    tests.write_text(tests.read_text(encoding="utf-8") + LOOK_ALIKES, encoding="utf-8")
+    return root / "project"
+
+
+@pytest.mark.slow  # generates a project and runs its tests
+@needs_npugraph_ex
+def test_the_tier_fails_broken_ops_saying_why_and_passes_correct_ones(broken_project, tmp_path):
+    results = run_tier(broken_project, tmp_path / "junit.xml")
+    ops = ("sneaky", "aliasing", "wrong_fake", "upd", "no_kernel", "nonzero")
+    tiers = [f"test_{op}_npugraph_ex_compiles_on_cpu" for op in ops]
+    extra = ["test_lookalike_correct_copy_is_accepted", "test_planted_copy_of_the_mutated_buffer_is_caught",
+             "test_lookalike_dynamic_size_really_fails"]
+    assert sorted(results) == sorted(tiers + extra)
+    expected = {
+        "sneaky": ("failure", ("input tensor 0 after the compiled call differs from eager (an argument the kernel "
+                               "writes but the schema does not mark Tensor(a!)")),
+        "aliasing": ("failure", "output 0 is the memory of input tensor 0: the kernel returns (a view of) an argument"),
+        "wrong_fake": ("failure", "output 0: the fake function says (4,) torch.float32, the kernel returned (4, 8)"),
+        "upd": ("passed", ""),
+        "no_kernel": ("skipped", "broken_ops::no_kernel has no CPU reference kernel yet"),
+        "nonzero": ("skipped", ("broken_ops::nonzero has a data-dependent output size (`dynamic`): npugraph_ex's "
+                                "graph converter does not compile its size check")),
+    }
+    for op, (outcome, text) in expected.items():
+        got = results[f"test_{op}_npugraph_ex_compiles_on_cpu"]
+        assert got[0] == outcome and text in got[1], (op, got[0], got[1][-3000:])
+    for lookalike in ("test_lookalike_correct_copy_is_accepted", "test_lookalike_dynamic_size_really_fails"):
+        assert results[lookalike][0] == "passed", results[lookalike][1][-3000:]
+    planted = results["test_planted_copy_of_the_mutated_buffer_is_caught"]
+    assert planted[0] == "failure" and "npugraph_ex left copies of buffers the op mutates" in planted[1], planted[1]
+    assert "%clone_default : " in planted[1], planted[1]
+    assert "target=torch.ops.aten.copy_.default](args = (%arg0_1, %clone_default)" in planted[1], planted[1]
+
+
+@pytest.mark.slow  # generates a project and runs its tests
+def test_without_the_cache_the_tier_skips_with_the_fetch_command(broken_project, tmp_path):
+    results = run_tier(broken_project, tmp_path / "junit.xml", env={"OPGEN_CACHE_DIR": str(tmp_path / "empty")})
+    assert len(results) == 9
+    for name, (outcome, text) in results.items():
+        if name == "test_nonzero_npugraph_ex_compiles_on_cpu":
+            assert outcome == "skipped" and "data-dependent output size" in text
+        else:
+            assert outcome == "skipped" and text.startswith(NOT_FOUND), (name, outcome, text)
