@@ -2,43 +2,15 @@
 
 from __future__ import annotations
 
-import functools
 import importlib
 import json
-import os
 import sys
 from typing import ClassVar
 
 import click
 
-from .schema.errors import OpgenError
-
-EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
-
-
-def handle_errors(fn):
-    """Bad input ends in a clear message and exit code 2, never a traceback."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except OpgenError as error:
-            click.echo(error.render(), err=True)
-            sys.exit(EXIT_USAGE)
-        except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
-            raise
-        except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
-            sys.exit(EXIT_USAGE)
-        except Exception as error:  # an opgen bug: say so briefly, keep the traceback for OPGEN_DEBUG
-            if os.environ.get("OPGEN_DEBUG"):
-                raise
-            click.echo(f"internal error: {type(error).__name__}: {error}\n"
-                       "  = hint: this is a bug in opgen; rerun with OPGEN_DEBUG=1 for the traceback", err=True)
-            sys.exit(EXIT_USAGE)
-
-    return wrapper
+from .console import handle_errors
+from .errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
 
 
 class LazyGroup(click.Group):
@@ -75,7 +47,7 @@ def explain(schema: str | None, as_json: bool, code: str | None) -> None:
     SCHEMA '-' reads one schema per line from standard input.
     Exit codes: 0 valid, 1 valid with error diagnostics, 2 unparseable or bad usage.
     """
-    from .explain import describe, describe_line, render_text
+    from .explain import describe, describe_line, explain_code, render_text
     from .schema import parse_schema
 
     if code is not None:
@@ -119,29 +91,6 @@ def _print_human(info: dict) -> None:
                    err=True)
     else:
         click.echo(render_text(info, color=True) + "\n")
-
-
-def explain_code(code: str, as_json: bool) -> None:
-    from .rules import all_rules
-
-    rules = all_rules()
-    rule = rules.get(code.upper())
-    if rule is None:
-        known = ", ".join(sorted(rules))
-        raise OpgenError(f"unknown diagnostic code {code!r}", hint=f"known codes: {known}")
-    if as_json:
-        click.echo(json.dumps({"code": rule.code, "name": rule.name, "severity": rule.severity,
-                               "summary": rule.summary, "explanation": rule.explanation,
-                               "bad": rule.bad, "good": rule.good, "fixable": rule.fixable}, indent=2))
-        return
-    click.echo(f"{rule.code} ({rule.name}, {rule.severity}): {rule.summary}\n")
-    click.echo(rule.explanation)
-    if rule.bad:
-        click.echo(f"\nBad:\n    {rule.bad.replace(chr(10), chr(10) + '    ')}")
-    if rule.good:
-        click.echo(f"\nGood:\n    {rule.good.replace(chr(10), chr(10) + '    ')}")
-    if rule.fixable:
-        click.echo("\nopgen lint --fix repairs this automatically.")
 
 
 if __name__ == "__main__":

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 from .contract import check_schema, has_errors, mutates_args
 from .schema import Schema, parse_schema
 from .schema.model import format_default
 from .schema.types import cpp_type, python_annotation
+from .style import paint
 
 
 def describe(schema: Schema) -> dict:
@@ -51,20 +54,20 @@ def describe_line(text: str) -> dict:
 def render_text(info: dict, color: bool = False) -> str:
     """A compact, pipe-friendly report: one block per argument, nothing truncated or wrapped."""
 
-    def paint(text: str, **style) -> str:
-        return _style(text, color, **style)
+    def styled(text: str, **style) -> str:
+        return paint(text, color, **style)
 
-    lines = [paint(info["canonical"], bold=True),
+    lines = [styled(info["canonical"], bold=True),
              (f"  namespace: {info['namespace'] or '(none)'}   name: {info['name']}   "
              f"overload: {info['overload'] or '(default)'}"), ""]
-    lines.append(paint("arguments:", bold=True) if info["arguments"] else "arguments: (none)")
+    lines.append(styled("arguments:", bold=True) if info["arguments"] else "arguments: (none)")
     for a in info["arguments"]:
         head = f"  {a['name']}: {a['type']}"
         if a["default"] is not None:
             head += f" = {a['default']}"
         flags = [flag for flag, on in (("mutated", a["mutated"]), ("keyword-only", a["kwarg_only"])) if on]
         if flags:
-            head += "  " + paint(f"[{', '.join(flags)}]", fg="yellow" if a["mutated"] else None)
+            head += "  " + styled(f"[{', '.join(flags)}]", fg="yellow" if a["mutated"] else None)
         lines.append(head)
         lines.append(f"      python: {a['python'] or '(none: custom_op cannot take it)'}")
         lines.append(f"      c++:    {a['cpp'] or '(none)'}")
@@ -77,18 +80,37 @@ def render_text(info: dict, color: bool = False) -> str:
     if not info["diagnostics"]:
         lines.append("diagnostics: none")
     else:
-        lines.append(paint("diagnostics:", bold=True))
+        lines.append(styled("diagnostics:", bold=True))
     for d in info["diagnostics"]:
         colour = {"error": "red", "warning": "yellow"}.get(d["severity"], "cyan")
-        lines.append(f"  {paint(d['severity'], fg=colour, bold=True)} {d['code']}: {d['message']}")
+        lines.append(f"  {styled(d['severity'], fg=colour, bold=True)} {d['code']}: {d['message']}")
         if d.get("hint"):
             lines.append(f"      hint: {d['hint']}")
     return "\n".join(lines)
 
 
-def _style(text: str, color: bool, **style) -> str:
-    if not color or not any(style.values()):
-        return text
+def explain_code(code: str, as_json: bool) -> None:
+    """Print a diagnostic code's explanation, bad and good examples (`opgen explain --code`, `lint --explain`)."""
     import click
 
-    return click.style(text, **style)
+    from .errors import OpgenError
+    from .rules import all_rules
+
+    rules = all_rules()
+    rule = rules.get(code.upper())
+    if rule is None:
+        known = ", ".join(sorted(rules))
+        raise OpgenError(f"unknown diagnostic code {code!r}", hint=f"known codes: {known}")
+    if as_json:
+        click.echo(json.dumps({"code": rule.code, "name": rule.name, "severity": rule.severity,
+                               "summary": rule.summary, "explanation": rule.explanation,
+                               "bad": rule.bad, "good": rule.good, "fixable": rule.fixable}, indent=2))
+        return
+    click.echo(f"{rule.code} ({rule.name}, {rule.severity}): {rule.summary}\n")
+    click.echo(rule.explanation)
+    if rule.bad:
+        click.echo(f"\nBad:\n    {rule.bad.replace(chr(10), chr(10) + '    ')}")
+    if rule.good:
+        click.echo(f"\nGood:\n    {rule.good.replace(chr(10), chr(10) + '    ')}")
+    if rule.fixable:
+        click.echo("\nopgen lint --fix repairs this automatically.")

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import click
 
-from .schema.errors import OpgenError
+from .errors import OpgenError
 from .spec.model import DEVICES, STYLES
+from .style import paint
 
 SPEC_NAME = "opgen.yaml"
 STYLE_TEMPLATES = {"custom_op": "custom_op", "library": "library_op"}
@@ -75,6 +76,18 @@ def _collect(root: Path, owner: str, files: dict) -> None:
             files[relative] = PlannedFile(relative, content, owner)
 
 
+PLAN_COLOURS = {"create": "green", "update": "cyan", "overwrite": "red", "remove": "yellow", "orphan": "yellow"}
+
+
+def paint_plan(text: str) -> str:
+    """A plan from `Plan.render` with each action word coloured (click.echo drops it off a terminal)."""
+    lines = []
+    for line in text.splitlines():
+        kind = line.split(" ", 1)[0]
+        lines.append(paint(kind, fg=PLAN_COLOURS[kind]) + line[len(kind):] if kind in PLAN_COLOURS else line)
+    return "\n".join(lines)
+
+
 def schema_spec_text(schema_text: str, style: str | None, device: str | None) -> str:
     """A starter spec for `--schema`: the op, no semantics (TODO fake), no examples."""
     import json
@@ -89,7 +102,6 @@ def schema_spec_text(schema_text: str, style: str | None, device: str | None) ->
     if not schema.namespace:
         raise OpgenError("--schema needs a namespace: 'ns::op(...) -> ...'", source=schema_text, column=1,
                          hint=f"e.g. myops::{schema_text.strip()}")
-    tail = schema.signature(with_namespace=False)
     return (
         "# opgen spec, started from `opgen new --schema`: add shape/dtype semantics under `outputs:`\n"
         "# and example inputs under `examples:` (see docs/spec.md), then run `opgen new` again.\n"
@@ -97,12 +109,29 @@ def schema_spec_text(schema_text: str, style: str | None, device: str | None) ->
         f"style: {style or 'library'}\n"
         f"device: {device or 'npu'}\n"
         "ops:\n"
-        f"  - schema: {json.dumps(tail)}\n"
+        # the schema as typed after `ns::`, so an error the loader finds in it maps back to the user's column
+        f"  - schema: {json.dumps(schema_text[_name_start(schema_text):])}\n"
     )
 
 
+def _name_start(schema_text: str) -> int:
+    """Where the op name starts in a `--schema` text that parsed with a namespace."""
+    return schema_text.index("::") + 2
+
+
+def schema_error(error: OpgenError, schema_text: str, spec_text: str) -> OpgenError:
+    """An error found in the spec `schema_spec_text` wrote, placed in the `--schema` text the user typed."""
+    if getattr(error, "value_field", None) is not None and error.value_field.startswith("ops[0].schema"):
+        code = error.value_field[len("ops[0].schema"):]
+        return OpgenError(f"--schema{code}: {error.value_message}", source=schema_text,
+                          column=_name_start(schema_text) + error.value_offset, hint=error.hint)
+    line = spec_text.splitlines()[error.line - 1] if error.line else ""
+    column = 1 if line.startswith("namespace:") else None  # the namespace is the first thing the user typed
+    return OpgenError(f"--schema: {error.message}", source=schema_text, column=column, hint=error.hint)
+
+
 @click.command("new")
-@click.argument("spec_path", metavar="SPEC", required=False, type=click.Path(dir_okay=False))
+@click.argument("spec_path", metavar="[SPEC]", required=False, type=click.Path(dir_okay=False))
 @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False),
               help="Project directory to create or update (default: the current directory when regenerating).")
 @click.option("--schema", "schema_text", metavar="'ns::op(...) -> ...'",
@@ -120,14 +149,14 @@ def new(**options) -> None:
     opgen new --schema "myops::scale(Tensor x, float s) -> Tensor" -o scale_ops
     opgen new                      # in a generated project: regenerate from its opgen.yaml
     """
-    from .cli import handle_errors  # imported here: cli imports this module to register the command
+    from .console import handle_errors
 
     handle_errors(run_new)(**options)
 
 
 def run_new(spec_path: str | None, out_dir: str | None, schema_text: str | None, style: str | None,
             device: str | None, force: bool, dry_run: bool) -> None:
-    from .render.write import apply_plan, plan_changes
+    from .render.write import WriteRefused, apply_plan, plan_changes
     from .spec.load import load_spec_text
 
     if spec_path and schema_text:
@@ -152,18 +181,33 @@ def run_new(spec_path: str | None, out_dir: str | None, schema_text: str | None,
                              hint="give the path of an opgen spec (see docs/spec.md), or start with --schema") from None
         except (OSError, UnicodeDecodeError) as error:
             raise OpgenError(f"cannot read spec file {spec_path}: {error}") from None
-    spec = load_spec_text(text, name, style=style, device=device)
+    try:
+        spec = load_spec_text(text, name, style=style, device=device)
+    except OpgenError as error:
+        if schema_text is None:
+            raise
+        raise schema_error(error, schema_text, text) from None
+    warning = paint("warning", fg="yellow", bold=True)
+    label = "--schema" if schema_text is not None else name
     for op in spec.ops:
         for note in op.notes:
-            click.echo(f"warning: {name}: ops[{op.index}]: {note}", err=True)
+            where = label if schema_text is not None else f"{name}: ops[{op.index}]"
+            click.echo(f"{warning}: {where}: {note}", err=True)
     for note in spec.notes:
-        click.echo(f"warning: {name}: {note}", err=True)
-    plan = plan_changes(out_dir, render_files(spec), force=force)
+        click.echo(f"{warning}: {label}: {note}", err=True)
+    files = render_files(spec)
+    try:
+        plan = plan_changes(out_dir, files, force=force)
+    except WriteRefused as refused:
+        if dry_run and all(problem.forceable for problem in refused.problems):
+            click.echo(paint_plan(plan_changes(out_dir, files, force=True).render()))
+            click.echo("dry run: nothing was written; this plan needs --force (the refusal follows)")
+        raise
     if dry_run:
-        click.echo(plan.render())
+        click.echo(paint_plan(plan.render()))
         click.echo("dry run: nothing was written")
         return
     apply_plan(plan)
-    click.echo(plan.render(include_unchanged=False))
+    click.echo(paint_plan(plan.render(include_unchanged=False)))
     if sys.stdout.isatty():
         click.echo(f"next: pip install -e {out_dir} && python -m pytest {out_dir} -q")

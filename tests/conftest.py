@@ -21,3 +21,19 @@ def run_opgen_command(*args: str, input: str | None = None, env: dict | None = N
 @pytest.fixture
 def run_opgen():
     return run_opgen_command
+
+
+@pytest.fixture(scope="session")
+def generated_examples(tmp_path_factory):
+    """`generated_examples(style)`: every example spec generated once per session (per xdist worker) in
+    that style with the real CLI; tests share the projects and must not change them."""
+    from new_helpers import generate_examples
+
+    cache: dict[str, list] = {}
+
+    def get(style: str) -> list:
+        if style not in cache:
+            cache[style] = generate_examples(tmp_path_factory.mktemp(f"examples-{style}"), style)
+        return cache[style]
+
+    return get

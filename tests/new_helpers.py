@@ -20,6 +20,17 @@ def opgen(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
                           text=True, timeout=120, check=False)
 
 
+def generate_examples(root: Path, style: str) -> list[Path]:
+    """Every example spec generated with the CLI in one style, one project per spec under `root`."""
+    projects = []
+    for spec in EXAMPLES:
+        project = root / spec.stem
+        done = opgen("new", str(spec), "-o", str(project), "--style", style)
+        assert done.returncode == 0, done.stderr
+        projects.append(project)
+    return projects
+
+
 def snapshot(root: Path) -> dict[str, bytes]:
     """Every file under `root` with its bytes (to prove that nothing changed)."""
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
@@ -31,7 +42,8 @@ def run_generated_tests(projects: list[Path], junit: Path) -> dict[str, dict]:
     The projects' packages are put on PYTHONPATH; `importlib` import mode lets their identically
     named test files coexist.
     """
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(p) for p in projects)}
+    # no __pycache__ in the projects: tests compare their files before and after
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(p) for p in projects), "PYTHONDONTWRITEBYTECODE": "1"}
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--import-mode=importlib",
                "-c", os.devnull, f"--junitxml={junit}", *[str(p / "tests") for p in projects]]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1200, cwd=junit.parent, check=False)

@@ -16,6 +16,8 @@ from new_helpers import EXAMPLES, STYLES, opgen, run_generated_tests, snapshot
 
 from opgen.npugraph_ex import loader
 
+pytestmark = pytest.mark.slow  # every example's project generated and tested in both styles
+
 TIERS = ("is_registered", "enters_graph_with_fake_tensors", "opcheck", "compiled_matches_eager",
          "npugraph_ex_capture_replay", "cuda_graphs_capture_replay", "npugraph_ex_compiles_on_cpu")
 AUTOGRAD_TIERS = ("opcheck_with_requires_grad", "gradcheck")  # only for ops with `autograd:` in the spec
@@ -74,18 +76,10 @@ def expected_outcomes() -> dict[str, tuple[str, str]]:
     return expected
 
 
-@pytest.fixture(scope="module", params=STYLES)
-def generated(request, tmp_path_factory) -> tuple[str, list[Path]]:
-    """Every example generated with the CLI in one style."""
-    style = request.param
-    root = tmp_path_factory.mktemp(f"examples-{style}")
-    projects = []
-    for spec in EXAMPLES:
-        project = root / spec.stem
-        done = opgen("new", str(spec), "-o", str(project), "--style", style)
-        assert done.returncode == 0, done.stderr
-        projects.append(project)
-    return style, projects
+@pytest.fixture(params=STYLES)
+def generated(request, generated_examples) -> tuple[str, list[Path]]:
+    """Every example generated with the CLI in one style (shared by the whole session)."""
+    return request.param, generated_examples(request.param)
 
 
 def test_every_example_is_covered():

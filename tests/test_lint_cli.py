@@ -252,14 +252,28 @@ def test_directory_walk_skips_venvs_and_honours_config(tmp_path):
     assert {f[0] for f in findings(run_lint(cwd=tmp_path).stdout)} == {
         "pkg/a.py", "pkg/generated/z.py", "pkg/tests/t.py"}
     (tmp_path / "pyproject.toml").write_text(
-        '[project]\nname = "x"\n\n[tool.opgen.lint]\nexclude = ["pkg/generated"]\n'
+        '[project]\nname = "x"\n\n[tool.opgen.lint]\nextend-exclude = ["pkg/generated"]\n'
         'per-file-ignores = { "pkg/tests/*" = ["OPG204"] }\n')
     assert {f[0] for f in findings(run_lint(cwd=tmp_path).stdout)} == {"pkg/a.py"}
+    # as in ruff, `exclude` replaces the default list (.venv, build, ...) instead of adding to it
+    (tmp_path / "pyproject.toml").write_text('[tool.opgen.lint]\nexclude = ["pkg/generated"]\n')
+    assert {f[0] for f in findings(run_lint(cwd=tmp_path).stdout)} == {
+        "pkg/a.py", "pkg/.venv/x.py", "pkg/build/y.py", "pkg/tests/t.py"}
     (tmp_path / "pyproject.toml").write_text('[tool.opgen.lint]\nignore = ["OPG2"]\n')
     assert run_lint(cwd=tmp_path).returncode == 0
     (tmp_path / "pyproject.toml").write_text('[tool.opgen.lint]\nselct = ["OPG2"]\n')
     broken = run_lint(cwd=tmp_path)
     assert broken.returncode == 2 and "unknown key(s) in [tool.opgen.lint]: selct" in broken.stderr
+
+
+def test_exclude_and_extend_exclude_on_the_command_line(tmp_path):
+    bad = 'from torch.library import Library\nlib = Library("w", "IMPL", "npu")\n'
+    for rel in ("a.py", "vendor/b.py", "build/c.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(bad)
+    assert {f[0] for f in findings(run_lint(cwd=tmp_path).stdout)} == {"a.py", "vendor/b.py"}
+    assert {f[0] for f in findings(run_lint("--extend-exclude", "vendor", cwd=tmp_path).stdout)} == {"a.py"}
+    assert {f[0] for f in findings(run_lint("--exclude", "vendor,a.py", cwd=tmp_path).stdout)} == {"build/c.py"}
 
 
 def test_many_files_run_in_parallel_with_the_same_result(tmp_path):

@@ -27,6 +27,7 @@ def test_hook_manifest_follows_the_pre_commit_schema():
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="pre-commit needs git")
+@pytest.mark.slow
 def test_pre_commit_try_repo_fails_on_bad_and_passes_on_good(tmp_path):
     if subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--git-dir"], capture_output=True,
                       check=False).returncode != 0:

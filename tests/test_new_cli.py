@@ -343,6 +343,7 @@ def test_aliased_return_is_rewritten_with_a_warning(tmp_path):
     assert "scale_(Tensor(a!) x, float s) -> ()" in (tmp_path / "p" / "inpl" / "ops.py").read_text()
 
 
+@pytest.mark.slow
 def test_tagged_op_refuses_to_import_on_a_torch_without_the_tag(tmp_path):
     """torch_npu pins torches without torch.Tag.inplace: the generated package says so at import, naming the
     op and the spec key, before registering anything."""
@@ -394,3 +395,85 @@ def test_long_names_stay_within_the_line_length(tmp_path):
         checked = subprocess.run([shutil.which("ruff"), "check", "--no-cache", "--extend-select", "E,F", str(target)],
                                  capture_output=True, text=True, check=False)
         assert checked.returncode == 0, checked.stdout
+
+
+# --- what a newcomer meets first ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("schema", "fragments"), [
+    ("aten::foo(Tensor x) -> Tensor", ["error: column 1: --schema: namespace 'aten' is reserved by PyTorch",
+                                       "  | aten::foo(Tensor x) -> Tensor\n  | ^\n"]),
+    ("myops::foo(Tensor(a!) x, Tensor(a!) y) -> ()", ["--schema [OPG101]: myops::foo: arguments 'x', 'y' share",
+                                                      "  | myops::foo(Tensor(a!) x, Tensor(a!) y) -> ()\n"]),
+    ("  myops::foo(Tensor lib) -> Tensor", ["error: column 14: --schema: argument name 'lib' cannot be used",
+                                            "  |   myops::foo(Tensor lib) -> Tensor\n  |              ^\n"]),
+])
+def test_schema_errors_point_into_the_schema_typed(tmp_path, schema, fragments):
+    done = opgen("new", "--schema", schema, "-o", str(tmp_path / "p"))
+    assert_refused(done, *fragments)
+    assert "<--schema>" not in done.stderr and "opgen.yaml" not in done.stderr
+    assert not (tmp_path / "p").exists()
+
+
+def test_schema_warnings_name_the_option_and_a_made_up_example_points_at_examples(tmp_path):
+    done = opgen("new", "--schema", "myops::gather(Tensor x, Tensor(a!) index) -> Tensor(a!)", "-o",
+                 str(tmp_path / "p"), "--device", "cpu")
+    assert done.returncode == 0, done.stderr
+    assert "warning: --schema: OPG102: rewrote myops::gather" in done.stderr
+    assert ("warning: --schema: no `ops[0].examples`: the generated tests call the op with one opgen made up "
+            "(x: float32[4, 8], index: int64 [0, 1, 2, 3])") in done.stderr
+    tests = (tmp_path / "p" / "tests" / "test_graph_entry.py").read_text()
+    assert "torch.tensor([0, 1, 2, 3], dtype=torch.int64)" in tests
+
+
+def test_dry_run_in_a_refused_directory_shows_the_plan_and_the_refusal(tmp_path):
+    target = tmp_path / "mine"
+    target.mkdir()
+    (target / "notes.txt").write_text("keep me\n")
+    done = opgen("new", str(RMS_NORM), "-o", str(target), "--dry-run")
+    assert_refused(done, "opgen did not create", "--force")
+    assert "create     myops/ops.py" in done.stdout and "this plan needs --force" in done.stdout
+    assert snapshot(target) == {"notes.txt": b"keep me\n"}
+
+
+def test_help_shows_spec_as_optional():
+    done = opgen("new", "--help")
+    assert done.returncode == 0 and "Usage: python -m opgen new [OPTIONS] [SPEC]" in done.stdout
+
+
+def _on_a_terminal(*args: str, cwd: Path) -> str:
+    """Run `python -m opgen ARGS` with stdout and stderr on a pseudo-terminal; what it printed."""
+    import os
+    import pty
+
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("NO_COLOR", None)
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: exec the command on the terminal
+        os.chdir(cwd)
+        os.execve(sys.executable, [sys.executable, "-m", "opgen", *args], env)
+    output = b""
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        output += chunk
+    os.waitpid(pid, 0)
+    return output.decode()
+
+
+def test_new_and_lint_colour_a_terminal_and_nothing_else(tmp_path):
+    coloured = _on_a_terminal("new", str(RMS_NORM), "-o", "p", cwd=tmp_path)
+    assert "\x1b[32mcreate\x1b[0m     myops/ops.py" in coloured
+    bad = tmp_path / "bad.py"
+    bad.write_text('from torch.library import Library\nlib = Library("w", "IMPL", "npu")\n')
+    coloured = _on_a_terminal("lint", "bad.py", cwd=tmp_path)
+    assert "\x1b[1mbad.py\x1b[0m" in coloured and "\x1b[31m\x1b[1mOPG204\x1b[0m" in coloured
+    coloured = _on_a_terminal("new", "missing.yaml", "-o", "q", cwd=tmp_path)
+    assert "\x1b[31m\x1b[1merror\x1b[0m: spec file missing.yaml does not exist" in coloured
+    # piped (as every other test runs them): plain text
+    piped = opgen("lint", "bad.py", cwd=tmp_path)
+    assert "\x1b[" not in piped.stdout + piped.stderr and "bad.py:2:" in piped.stdout

@@ -142,6 +142,18 @@ def test_context_is_plain_data():
     assert op["fake_lines"] == ["out0 = torch.empty(x.shape, dtype=torch.float16, device=x.device)", "return out0"]
 
 
+def test_a_made_up_example_is_said_and_gives_index_arguments_valid_indices():
+    spec = load_spec_text("namespace: g\nops:\n  - schema: \"gather(Tensor x, Tensor index, float s) -> Tensor\"\n")
+    example = spec.ops[0].examples[0]
+    assert example.derived
+    assert example.values["index"].dtype == "int64" and example.values["index"].values == (0, 1, 2, 3)
+    assert example.values["x"].dtype == "float32" and example.values["x"].shape == (4, 8)
+    note = ("no `ops[0].examples`: the generated tests call the op with one opgen made up (x: float32[4, 8], "
+            "index: int64 [0, 1, 2, 3], s: 0.5); add examples with the shapes, dtypes and values your kernel expects "
+            "(docs/spec.md)")
+    assert spec.ops[0].notes == (note,)
+
+
 def test_tags_keep_the_aliased_return_and_need_no_semantics():
     spec = load("""
         namespace: ns
@@ -152,7 +164,8 @@ def test_tags_keep_the_aliased_return_and_need_no_semantics():
             tags: [out]
         """)
     inplace, out = spec.ops
-    assert inplace.tags == ("inplace",) and inplace.notes == ()
+    assert inplace.tags == ("inplace",)
+    assert [note for note in inplace.notes if "OPG" in note] == []  # no rewrite: the aliased return is kept
     assert inplace.schema.signature() == "scale_(Tensor(a!) x, float s) -> Tensor(a!)"
     assert [o.returns_argument for o in inplace.outputs] == ["x"] and inplace.missing_semantics == []
     assert [o.returns_argument for o in out.outputs] == ["values", "indices"] and out.missing_semantics == []

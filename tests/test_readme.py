@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -29,6 +31,7 @@ def test_ci_runs_exactly_the_readme_test_command():
     assert ci_lines[-1] == test_command
 
 
+@pytest.mark.slow
 def test_quickstart_main_job_generates_and_passes(tmp_path):
     main_job = quickstart_commands()[0].split(" && ", 1)[1]
     steps = [shlex.split(step) for step in main_job.split(" && ")]

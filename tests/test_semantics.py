@@ -746,6 +746,7 @@ def compiled_rules(tmp_path_factory):
 
 
 @pytest.mark.parametrize("number", range(len(SHAPE_CASES)), ids=[c[0] for c in SHAPE_CASES])
+@pytest.mark.slow
 def test_cpp_shape_rule_compiles_and_agrees_with_python(compiled_rules, number):
     text, overrides, expected = SHAPE_CASES[number]
     inputs = shape_inputs(**overrides)
@@ -754,6 +755,7 @@ def test_cpp_shape_rule_compiles_and_agrees_with_python(compiled_rules, number):
 
 
 @pytest.mark.parametrize("number", range(len(DTYPE_CASES)), ids=[c[0] for c in DTYPE_CASES])
+@pytest.mark.slow
 def test_cpp_dtype_rule_compiles_and_agrees_with_python(compiled_rules, number):
     text, overrides, expected = DTYPE_CASES[number]
     inputs = dtype_inputs(**overrides)

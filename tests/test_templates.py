@@ -43,12 +43,13 @@ def test_style_templates_hold_only_the_registration_module():
     for directory in STYLE_TEMPLATES.values():
         files = sorted(k for k in snapshot(TEMPLATES / directory))
         assert files == ["cookiecutter.json", "hooks/post_gen_project.py",
-                         "{{cookiecutter.project_slug}}/{{cookiecutter.project_slug}}/ops.py"], directory
+                         "{{cookiecutter.project_dir}}/{{cookiecutter.project_slug}}/ops.py"], directory
         hooks.add((TEMPLATES / directory / "hooks" / "post_gen_project.py").read_text())
     assert len(hooks) == 1
 
 
 @pytest.mark.parametrize("style", ["custom_op", "library"])
+@pytest.mark.slow
 def test_plain_cookiecutter_renders_the_demo_like_opgen_and_its_tests_pass(tmp_path, style):
     config = tmp_path / "config.yaml"
     config.write_text(f"replay_dir: {tmp_path / 'replay'}\ncookiecutters_dir: {tmp_path / 'cc'}\n")
@@ -57,7 +58,7 @@ def test_plain_cookiecutter_renders_the_demo_like_opgen_and_its_tests_pass(tmp_p
                            "--no-input", "-o", str(out)], cwd=REPO, capture_output=True, text=True,
                           env={**os.environ, "COOKIECUTTER_CONFIG": str(config)}, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
-    project = out / "myops"
+    project = out / f"myops_{style}"
     reference = tmp_path / "reference"
     assert opgen("new", "examples/rms_norm.yaml", "-o", str(reference), "--style", style,
                  cwd=REPO).returncode == 0
@@ -69,6 +70,26 @@ def test_plain_cookiecutter_renders_the_demo_like_opgen_and_its_tests_pass(tmp_p
     # npugraph_ex on CPU passes where `opgen npugraph-ex fetch` filled the cache, else skips
     on_cpu = loader().unavailable() is None
     assert outcomes == ["passed"] * (6 + on_cpu) + ["skipped"] * (3 - on_cpu), results
+
+
+def test_both_demos_render_side_by_side_and_plain_opgen_new_adopts_them(tmp_path):
+    """The two style templates render into their own directories, and the README's `opgen new` (no
+    arguments) regenerates such a project: its files are exactly what opgen would write, so it is no
+    foreign directory."""
+    config = tmp_path / "config.yaml"
+    config.write_text(f"replay_dir: {tmp_path / 'replay'}\ncookiecutters_dir: {tmp_path / 'cc'}\n")
+    env = {**os.environ, "COOKIECUTTER_CONFIG": str(config)}
+    for directory in ("custom_op", "library_op"):
+        done = subprocess.run([sys.executable, "-m", "cookiecutter", str(TEMPLATES / directory), "--no-input"],
+                              cwd=tmp_path, capture_output=True, text=True, env=env, check=False)
+        assert done.returncode == 0, done.stdout + done.stderr
+    for style in ("custom_op", "library"):
+        project = tmp_path / f"myops_{style}"
+        before = snapshot(project)
+        done = opgen("new", cwd=project)
+        assert done.returncode == 0, done.stderr
+        assert (project / ".opgen" / "manifest.json").is_file()
+        assert {k: v for k, v in snapshot(project).items() if not k.startswith(".opgen/")} == before
 
 
 def test_templates_have_no_stray_files():

@@ -6,7 +6,8 @@ import sys
 
 import click
 
-EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+from ..errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
+
 MAX_FIX_PASSES = 8
 
 
@@ -16,6 +17,10 @@ MAX_FIX_PASSES = 8
               default="text", show_default=True, help="How to print diagnostics.")
 @click.option("--select", "select", metavar="CODES", default="", help="Comma-separated codes or prefixes (OPG2,OPG301).")
 @click.option("--ignore", "ignore", metavar="CODES", default="", help="Comma-separated codes or prefixes to skip.")
+@click.option("--exclude", "exclude", metavar="GLOBS", default=None,
+              help="Comma-separated globs to skip, replacing the defaults (.git, .venv, build, .opgen, ...).")
+@click.option("--extend-exclude", "extend_exclude", metavar="GLOBS", default="",
+              help="Comma-separated globs to skip in addition to the defaults and the configured ones.")
 @click.option("--statistics", is_flag=True, help="Print one line per rule with its count instead of diagnostics.")
 @click.option("--exit-zero", "exit_zero", is_flag=True, help="Exit 0 even when diagnostics remain.")
 @click.option("--fix", is_flag=True, help="Apply the safe fixes (dispatch-key spelling, `(a!)`, define namespace).")
@@ -23,31 +28,35 @@ MAX_FIX_PASSES = 8
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False),
               help="pyproject.toml to read [tool.opgen.lint] from (default: the nearest one).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Worker processes (default: all cores).")
-def lint(paths, output_format, select, ignore, statistics, exit_zero, fix, explain, config_path, jobs) -> None:
+def lint(paths, output_format, select, ignore, exclude, extend_exclude, statistics, exit_zero, fix, explain, config_path, jobs) -> None:
     """Check custom-op registrations in PATHS (files or directories; default '.').
 
     Ops are matched across all files given: a fake registered in another file counts.
     Exit codes: 0 clean, 1 diagnostics remain, 2 usage or internal error.
     Suppress one line with `# noqa: OPG204` (or a bare `# noqa`), a whole file with `# opgen: noqa`.
     """
-    from ..cli import handle_errors
+    from ..console import handle_errors
 
-    handle_errors(_run)(paths, output_format, select, ignore, statistics, exit_zero, fix, explain, config_path, jobs)
+    handle_errors(_run)(paths, output_format, select, ignore, exclude, extend_exclude, statistics, exit_zero, fix,
+                        explain, config_path, jobs)
 
 
-def _run(paths, output_format, select, ignore, statistics, exit_zero, fix, explain, config_path, jobs) -> None:
+def _run(paths, output_format, select, ignore, exclude, extend_exclude, statistics, exit_zero, fix, explain, config_path, jobs) -> None:
     from .config import load_config
     from .engine import lint_paths
-    from .report import render
+    from .report import paint_text, render
     from .report import statistics as render_statistics
 
     if explain:
-        from ..cli import explain_code
+        from ..explain import explain_code
 
         explain_code(explain, False)
         return
     paths = list(paths) or ["."]
     config = load_config(paths[0], config_path)
+    if exclude is not None:
+        config.exclude = _globs(exclude)
+    config.exclude += _globs(extend_exclude)
     select_codes = tuple(s for s in select.split(",") if s.strip())
     ignore_codes = tuple(s for s in ignore.split(",") if s.strip())
     result = lint_paths(paths, config, select=select_codes, ignore=ignore_codes, jobs=jobs)
@@ -70,7 +79,7 @@ def _run(paths, output_format, select, ignore, statistics, exit_zero, fix, expla
     else:
         text = render(diagnostics, output_format, fixed=fixed)
     if text:
-        click.echo(text)
+        click.echo(paint_text(text) if output_format == "text" and not statistics else text)
     if fix and output_format != "text" and fixed:
         click.echo(f"{fixed} fixed", err=True)
     for path, error in result.internal_errors:
@@ -79,3 +88,7 @@ def _run(paths, output_format, select, ignore, statistics, exit_zero, fix, expla
     if result.internal_errors:
         sys.exit(EXIT_USAGE)
     sys.exit(EXIT_OK if exit_zero or not diagnostics else EXIT_FINDINGS)
+
+
+def _globs(text: str) -> tuple[str, ...]:
+    return tuple(glob.strip() for glob in text.split(",") if glob.strip())

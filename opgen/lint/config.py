@@ -5,14 +5,21 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from ..schema.errors import OpgenError
+from ..errors import OpgenError
+
+# ruff's default excludes, plus opgen's own state directory (`.opgen/backup/` holds stale copies that
+# `opgen new --force` saved). Like ruff, `exclude` replaces this list and `extend-exclude` adds to it.
+DEFAULT_EXCLUDE = (".bzr", ".direnv", ".eggs", ".git", ".git-rewrite", ".hg", ".ipynb_checkpoints", ".mypy_cache",
+                   ".nox", ".opgen", ".pants.d", ".pyenv", ".pytest_cache", ".pytype", ".ruff_cache", ".svn",
+                   ".tox", ".venv", ".vscode", "__pycache__", "__pypackages__", "_build", "buck-out", "build",
+                   "dist", "node_modules", "site-packages", "venv", "*.egg-info")
 
 
 @dataclass
 class LintConfig:
     select: tuple[str, ...] = ("OPG",)
     ignore: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = DEFAULT_EXCLUDE
     per_file_ignores: dict[str, tuple[str, ...]] = field(default_factory=dict)
     root: str = "."
     source: str | None = None
@@ -63,8 +70,9 @@ def load_config(start: str, explicit: str | None = None) -> LintConfig:
     if "select" in table:
         config.select = _codes(table["select"], "select", path)
     config.ignore = _codes(table.get("ignore", []), "ignore", path)
-    config.exclude = _codes(table.get("exclude", []), "exclude", path, upper=False) + \
-        _codes(table.get("extend-exclude", []), "extend-exclude", path, upper=False)
+    if "exclude" in table:
+        config.exclude = _codes(table["exclude"], "exclude", path, upper=False)
+    config.exclude += _codes(table.get("extend-exclude", []), "extend-exclude", path, upper=False)
     ignores = table.get("per-file-ignores", {})
     if not isinstance(ignores, dict):
         raise OpgenError(f"{path}: per-file-ignores must be a table of glob = [codes]")

@@ -7,13 +7,10 @@ import os
 from dataclasses import dataclass, field
 
 from ..contract import RULES, Diagnostic
-from ..schema.errors import OpgenError
+from ..errors import OpgenError
 from .config import LintConfig
 from .records import FileRecord
 
-SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".venv", "venv", ".tox", ".nox", "build", "dist",
-                       "node_modules", ".mypy_cache", ".ruff_cache", ".pytest_cache", "site-packages", ".eggs",
-                       ".direnv", "__pypackages__", ".ipynb_checkpoints"})
 PARALLEL_THRESHOLD = 256  # below this many files, starting worker processes costs more than it saves
 
 
@@ -56,8 +53,7 @@ def discover(paths: list[str], config: LintConfig) -> tuple[list[str], list[str]
                 _classify(given, python, yaml, explicit=True)
             continue
         for directory, subdirs, files in os.walk(given):
-            subdirs[:] = sorted(d for d in subdirs if d not in SKIP_DIRS and not d.endswith(".egg-info")
-                                and not _excluded(os.path.join(directory, d), config))
+            subdirs[:] = sorted(d for d in subdirs if not _excluded(os.path.join(directory, d), config))
             for name in sorted(files):
                 if name.endswith((".py", ".pyi", ".yaml", ".yml")):
                     path = os.path.normpath(os.path.join(directory, name))

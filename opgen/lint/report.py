@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 
 from ..contract import RULES, Diagnostic
@@ -120,3 +121,25 @@ def statistics(diagnostics: list[Diagnostic]) -> str:
         rule = RULES.get(code)
         rows.append(f"{count:>{width}}\t{code}\t{'[*] ' if code in fixable else ''}{rule.name if rule else ''}")
     return "\n".join(rows)
+
+
+_TEXT_LINE = re.compile(r"^(?P<path>.+?):(?P<line>\d+):(?P<column>\d+): (?P<code>OPG\d{3})(?P<fix> \[\*\])? ")
+
+
+def paint_text(text: str) -> str:
+    """The text report styled as ruff styles it (bold path, red code, cyan `[*]`); click.echo drops the
+    styling when stdout is not a terminal."""
+    from ..style import paint
+
+    lines = []
+    for line in text.splitlines():
+        match = _TEXT_LINE.match(line)
+        if match:
+            fix = paint(" [*]", fg="cyan") if match["fix"] else ""
+            line = (f"{paint(match['path'], bold=True)}{paint(':', fg='cyan')}{match['line']}{paint(':', fg='cyan')}"
+                    f"{match['column']}{paint(':', fg='cyan')} {paint(match['code'], fg='red', bold=True)}{fix} "
+                    f"{line[match.end():]}")
+        elif line == "All checks passed!":
+            line = paint(line, fg="green", bold=True)
+        lines.append(line)
+    return "\n".join(lines)

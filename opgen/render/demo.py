@@ -23,7 +23,8 @@ def demo_contexts(repo: Path) -> dict[str, dict]:
     contexts = {}
     for style, directory in sorted(STYLE_TEMPLATES.items()):
         context = project_context(load_spec_text(text, DEMO_SPEC, style=style))
-        contexts[directory] = {**context, "_jinja2_env_vars": JINJA}
+        # the outer directory of a plain `cookiecutter` run, one per style, so both demos fit side by side
+        contexts[directory] = {**context, "project_dir": f"{context['project_slug']}_{style}", "_jinja2_env_vars": JINJA}
         if style == "library":
             contexts[PROJECT_TEMPLATE] = {**context, "_jinja2_env_vars": JINJA}
             contexts[OP_TEMPLATE] = {**context, "_op": context["_opgen"]["ops"][0], "_jinja2_env_vars": JINJA}

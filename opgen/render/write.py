@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from .. import __version__
-from ..schema.errors import OpgenError
+from ..errors import OpgenError
 
 MANIFEST = ".opgen/manifest.json"
 BACKUP_DIR = ".opgen/backup"

@@ -30,7 +30,7 @@ from ..contract import (
     check_schema,
     tag_contract_problems,
 )
-from ..schema.errors import OpgenError
+from ..errors import OpgenError
 from ..schema.model import (
     BaseType,
     EnumWord,
@@ -76,7 +76,12 @@ _TAKEN_NAMES = frozenset({"torch", "lib", "pytest", "math"})
 
 
 class SpecError(OpgenError):
-    """A spec that opgen cannot generate from; always located in the spec file."""
+    """A spec that opgen cannot generate from; always located in the spec file. An error inside a string
+    value (a schema, a rule) also keeps the field, its own message and its 1-based offset in the value."""
+
+    value_field: str | None = None
+    value_message: str | None = None
+    value_offset: int | None = None
 
 
 class _Source:
@@ -102,8 +107,9 @@ class _Source:
     def inner(self, node: ScalarNode, offset: int, error: OpgenError, field: str) -> SpecError:
         """`error` raised with a 1-based `offset` inside the string value of `node`, placed in the file."""
         line, column = _char_position(self, node, max(offset, 1))
-        hint = error.hint
-        return self.error(None, f"{field}: {error.message}", hint, line=line, column=column)
+        placed = self.error(None, f"{field}: {error.message}", error.hint, line=line, column=column)
+        placed.value_field, placed.value_message, placed.value_offset = field, error.message, max(offset, 1)
+        return placed
 
 
 def _char_position(source: _Source, node: ScalarNode, offset: int) -> tuple[int, int]:
@@ -346,6 +352,10 @@ def _op(source: _Source, node: Node, index: int, namespace: str, style: str) -> 
         written = [a.name for a in schema.arguments if a.is_write]
         outputs = tuple(replace(out, returns_argument=name) for out, name in zip(outputs, written))
     examples = _examples(source, fields["examples"][1] if "examples" in fields else None, schema, where)
+    if examples and examples[0].derived:
+        made_up = ", ".join(f"{name}: {_describe_value(value)}" for name, value in examples[0].values.items())
+        notes.append(f"no `{where}.examples`: the generated tests call the op with one opgen made up ({made_up}); "
+                     "add examples with the shapes, dtypes and values your kernel expects (docs/spec.md)")
     return OpSpec(index, schema, doc, outputs, reference, examples, tuple(notes), tags, autograd)
 
 
@@ -696,14 +706,22 @@ def _freeze(value):
     return tuple(_freeze(v) for v in value) if isinstance(value, list) else value
 
 
+# Tensor arguments with these names index into other tensors: a made-up example gives them int64 values
+# 0..3, valid along any dimension of the made-up [4, 8] tensors.
+_INDEX_NAME = re.compile(r"(^|_)(index|indices|idx|ids?|slots?|slot_mapping|positions?|offsets?)$")
+
+
 def derive_example(schema: Schema) -> Example | None:
-    """A small call for an op without `examples` (tensors [4, 8] float32), or None when opgen cannot guess one."""
+    """A small call for an op without `examples` (tensors [4, 8] float32, index-like names int64 0..3), or
+    None when opgen cannot guess one."""
     values: dict = {}
     for arg in schema.arguments:
         if arg.has_default:
             continue
         t = strip_alias(arg.type)
-        if t == BaseType("Tensor"):
+        if t == BaseType("Tensor") and _INDEX_NAME.search(arg.name):
+            values[arg.name] = TensorValue("int64", values=(0, 1, 2, 3))
+        elif t == BaseType("Tensor"):
             values[arg.name] = TensorValue("float32", shape=(4, 8))
         elif t == ListType(BaseType("Tensor")):
             values[arg.name] = (TensorValue("float32", shape=(4, 8)), TensorValue("float32", shape=(4, 8)))
@@ -716,6 +734,15 @@ def derive_example(schema: Schema) -> Example | None:
         else:
             return None
     return Example(values, derived=True)
+
+
+def _describe_value(value) -> str:
+    if isinstance(value, TensorValue):
+        shape = list(value.shape) if value.shape is not None else list(value.values)
+        return f"{value.dtype}{shape}" if value.shape is not None else f"{value.dtype} {shape}"
+    if isinstance(value, tuple):
+        return "[" + ", ".join(_describe_value(item) for item in value) + "]"
+    return repr(value)
 
 
 def _check_names_unique(source: _Source, ops_node: SequenceNode, ops: list[OpSpec]) -> None:

@@ -18,7 +18,7 @@ import tokenize
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from opgen.schema.errors import OpgenError
+from opgen.errors import OpgenError
 from opgen.schema.model import Argument, BaseType, ListType, OptionalType, Schema, base_name, strip_alias
 
 from .semantics_ir import (

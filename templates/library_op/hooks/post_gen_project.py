@@ -8,6 +8,7 @@ and does not run this hook.)
 
 import json
 import os
+import shutil
 import tempfile
 
 from cookiecutter.main import cookiecutter
@@ -34,9 +35,21 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         config = {"replay_dir": os.path.join(tmp, "replay"), "cookiecutters_dir": os.path.join(tmp, "cc")}
         parts = [("project_files", extra)] + [("op_files", {**extra, "_op": op}) for op in CONTEXT["_opgen"]["ops"]]
-        for template, context in parts:
-            cookiecutter(os.path.join(templates_dir(), template), no_input=True, extra_context=context,
-                         output_dir=os.path.dirname(project), overwrite_if_exists=True, default_config=config)
+        for index, (template, context) in enumerate(parts):
+            rendered = cookiecutter(os.path.join(templates_dir(), template), no_input=True, extra_context=context,
+                                    output_dir=os.path.join(tmp, str(index)), default_config=config)
+            copy_files(rendered, project)
+
+
+def copy_files(rendered: str, project: str) -> None:
+    """The files of a rendered part, into the project (a file name that renders empty leaves no file, and
+    its directory is not created either: the project is exactly what `opgen new` writes)."""
+    for directory, _, files in os.walk(rendered):
+        for name in files:
+            source = os.path.join(directory, name)
+            target = os.path.join(project, os.path.relpath(source, rendered))
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            shutil.copy2(source, target)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,80 @@
+"""What every command shares: bad input and broken installations end in a clear message and an exit
+code, never a traceback."""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+
+import click
+
+from .errors import EXIT_USAGE, OpgenError
+from .style import paint
+
+
+def handle_errors(fn):
+    """Run a command body: OpgenError -> its message and exit 2; a missing dependency -> an installation
+    problem naming the package; any other exception -> a short "bug in opgen" message (exit 2)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except OpgenError as error:
+            click.echo(error.render(color=True), err=True)
+            sys.exit(EXIT_USAGE)
+        except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
+            raise
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            sys.exit(EXIT_USAGE)
+        except ImportError as error:
+            missing = missing_dependency(error)
+            if missing is None or os.environ.get("OPGEN_DEBUG"):
+                raise
+            click.echo(OpgenError(
+                f"opgen is not installed correctly: it needs the package {missing!r}, which cannot be imported "
+                f"({error})", hint=f"reinstall opgen with its dependencies (pip install opgen), or pip install "
+                f"{missing}").render(color=True), err=True)
+            sys.exit(EXIT_USAGE)
+        except Exception as error:  # an opgen bug: say so briefly, keep the traceback for OPGEN_DEBUG
+            if os.environ.get("OPGEN_DEBUG"):
+                raise
+            click.echo(f"{paint('internal error', fg='red', bold=True)}: {type(error).__name__}: {error}\n"
+                       "  = hint: this is a bug in opgen; rerun with OPGEN_DEBUG=1 for the traceback", err=True)
+            sys.exit(EXIT_USAGE)
+
+    return wrapper
+
+
+def missing_dependency(error: ImportError) -> str | None:
+    """The distribution opgen declares as a dependency whose import failed, or None (then it is no
+    installation problem but a bug)."""
+    from importlib import metadata
+
+    module = (error.name or "").split(".")[0]
+    if not module or module == "opgen":
+        return None
+    try:
+        requirements = metadata.requires("opgen") or []
+    except metadata.PackageNotFoundError:  # running from a checkout that is not installed
+        requirements = []
+    declared = {_distribution(req) for req in requirements if "extra ==" not in req}
+    distributions = metadata.packages_distributions().get(module, [module])
+    for name in distributions:
+        if _normalise(name) in declared:
+            return name
+    # a module not installed at all has no distribution to map it to: compare its import name
+    return module if _normalise(module) in declared else None
+
+
+def _distribution(requirement: str) -> str:
+    name = requirement.split(";")[0]
+    for stop in "<>=!~[ (":
+        name = name.split(stop)[0]
+    return _normalise(name)
+
+
+def _normalise(name: str) -> str:
+    return name.strip().lower().replace("_", "-").replace(".", "-")

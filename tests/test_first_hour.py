@@ -1,0 +1,173 @@
+"""A newcomer's first hour: the README followed in a fresh virtual environment on a fresh copy of the
+repository, every command taken from the README itself and run as written, in README order.
+
+Two commands are not run here, each for a stated reason: the whole test suite (this test is part of it;
+CI runs that command in a fresh venv, see .ci/run, so here it only has to collect) and the benchmarks
+(minutes; their tool look-up is checked in the same venv). A README command that is neither run nor exempted fails
+the test, so a new command cannot slip through.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+pytestmark = [pytest.mark.first_hour, pytest.mark.slow]
+
+# command (exactly as in the README) -> (exit code, text its output must contain)
+EXPECTED = {
+    'pip install "torch==2.13.0" -e ".[test]" && opgen new examples/rms_norm.yaml -o build/rms_norm && '
+    'python -m pytest build/rms_norm -q': (0, " passed"),
+    "opgen new examples/rms_norm.yaml -o build/rms_norm": (0, "nothing to write"),
+    'opgen new --schema "myops::scale(Tensor x, float s) -> Tensor" -o scale_ops': (0, "create     myops/ops.py"),
+    "cd build/rms_norm && opgen new": (0, "nothing to write"),
+    "opgen new examples/kv_cache_update.yaml -o kv --style custom_op --device cuda --dry-run":
+        (0, "dry run: nothing was written"),
+    "opgen lint build/rms_norm": (0, "All checks passed!"),
+    "opgen lint --output-format sarif build/rms_norm": (0, '"version": "2.1.0"'),
+    "opgen lint --fix --select OPG2 build/rms_norm": (0, "All checks passed!"),
+    "opgen lint --explain OPG301": (0, "OPG301"),
+    'opgen explain "myops::rms_norm(Tensor x, Tensor gamma, float epsilon=1e-06) -> (Tensor y, Tensor rstd)"':
+        (0, "mutates_args: ()"),
+    'opgen explain --json "myops::cache_update(Tensor(a!) cache, Tensor index, Tensor src) -> ()"':
+        (0, '"mutates_args": [\n    "cache"\n  ]'),
+    # the second schema returns its mutated argument: an error diagnostic, exit 1 by design
+    "printf '%s\\n' \"f(Tensor x) -> Tensor\" \"g(Tensor(a!) x) -> Tensor(a!)\" | opgen explain --json -":
+        (1, '"code": "OPG102"'),
+    "opgen explain --code OPG102": (0, "OPG102 (aliased-return, error)"),
+    'pip install "torch==2.13.0" -e ".[test]"': (0, ""),
+}
+EXEMPT = {
+    "python -m pytest -q": "the whole suite, this test included: CI runs it in a fresh venv (.ci/run); here it "
+                           "must collect",
+    'python -m pytest -q -m "not slow"': "a subset of the whole suite, which CI runs",
+    "python -m pytest -q -m first_hour": "this test",
+    "python benchmarks/run.py": "minutes of timing; the benchmarks' tool look-up is checked on its own below",
+}
+
+
+def readme_commands() -> list[str]:
+    """Every command line of every ```bash block of the README, in order, without trailing comments."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", text, re.DOTALL):
+        for line in block.splitlines():
+            line = re.sub(r"\s+#\s.*$", "", line).strip()
+            if line and not line.startswith("#"):
+                commands.append(line)
+    return commands
+
+
+def test_every_readme_command_is_run_or_exempt_with_a_reason():
+    commands = readme_commands()
+    quickstart_tests = 'pip install "torch==2.13.0" -e ".[test]" && python -m pytest -q'
+    unknown = [c for c in commands if c not in EXPECTED and c not in EXEMPT and c != quickstart_tests]
+    assert not unknown, f"README commands with no expectation in this test: {unknown}"
+    assert quickstart_tests in commands and set(EXPECTED) <= set(commands)
+
+
+@pytest.fixture
+def fresh(tmp_path_factory) -> dict:
+    """A copy of the repository's files (what a clone has) and a new venv that has nothing installed."""
+    root = tmp_path_factory.mktemp("first-hour")
+    checkout = root / "opgen"
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                            capture_output=True, check=False)
+    if listed.returncode != 0:
+        pytest.fail(f"cannot list the repository's files with git: {listed.stderr.decode()}")
+    for name in filter(None, listed.stdout.decode().split("\0")):
+        if (REPO / name).is_file():
+            (checkout / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, checkout / name)
+    venv = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    bin_dir = venv / ("Scripts" if os.name == "nt" else "bin")
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("PYTHONPATH", "PYTHONHOME", "PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER")}
+    env.update(VIRTUAL_ENV=str(venv), PATH=os.pathsep.join([str(bin_dir), "/usr/bin", "/bin"]))
+    return {"checkout": checkout, "venv": venv, "bin": bin_dir, "env": env}
+
+
+def shell(command: str, fresh: dict, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "-c", command], cwd=fresh["checkout"], env=fresh["env"], capture_output=True,
+                          text=True, timeout=timeout, check=False)
+
+
+def test_the_readme_works_as_written_in_a_fresh_venv(fresh):
+    """One test, one venv: a single install, whichever worker runs it."""
+    commands = readme_commands()
+    quickstart, tests_command = commands[0], commands[1]
+    start = time.perf_counter()
+    for command in commands:
+        if command == tests_command:  # install as written, then only collect (see the module docstring)
+            install, pytest_command = command.split(" && ")
+            assert pytest_command == "python -m pytest -q"
+            done = shell(install, fresh)
+            assert done.returncode == 0, done.stderr[-3000:]
+            done = shell(pytest_command + " --collect-only -n0", fresh)
+            assert done.returncode == 0 and re.search(r"\d+ tests collected", done.stdout), done.stdout[-3000:]
+            continue
+        if command in EXEMPT:
+            continue
+        code, text = EXPECTED[command]
+        done = shell(command, fresh)
+        output = done.stdout + done.stderr
+        assert done.returncode == code, f"{command}\nexit {done.returncode}:\n{output[-4000:]}"
+        assert text in output, f"{command}\n{text!r} not in:\n{output[-4000:]}"
+        assert "Traceback" not in output, f"{command}\n{output[-4000:]}"
+        if command == quickstart:
+            assert "Failed to initialize NumPy" not in output, output[-4000:]
+            print(f"Quickstart main job with its install: {time.perf_counter() - start:.0f} s")
+    # the opgen that ran is the checkout's, installed in the venv
+    where = shell("python -c 'import opgen; print(opgen.__file__)'", fresh).stdout.strip()
+    assert Path(where).is_relative_to(fresh["checkout"]), where
+    check_benchmarks_find_ruff_next_to_the_interpreter(fresh)
+
+
+def check_benchmarks_find_ruff_next_to_the_interpreter(fresh: dict) -> None:
+    """A venv's bin/ need not be on PATH: the benchmark finds ruff beside the interpreter, and a baseline it
+    cannot run (no libcst in this venv) is reported as skipped with its reason."""
+    env = {**fresh["env"], "PATH": "/usr/bin:/bin"}
+    if shutil.which("ruff", path=env["PATH"]):
+        pytest.fail("ruff is on the system PATH: this check needs it to be found only next to the interpreter")
+    done = subprocess.run([str(fresh["bin"] / "python"), "benchmarks/bench_lint.py", "--runs", "1", "--tree",
+                           "tests/fixtures/lint"], cwd=fresh["checkout"], env=env, capture_output=True, text=True,
+                          timeout=600, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "baseline: ruff check --no-cache" in done.stdout
+    assert "baseline libcst-based linter: skipped (neither torchfix/fixit nor libcst is installed" in done.stdout
+
+
+def test_lint_skips_the_backups_that_new_force_keeps(tmp_path):
+    """`opgen new --force` saves the replaced file under .opgen/backup/; lint must not read that stale copy."""
+    project = tmp_path / "p"
+    spec = REPO / "examples" / "rms_norm.yaml"
+    run = [sys.executable, "-m", "opgen"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    assert subprocess.run([*run, "new", str(spec), "-o", str(project)], env=env, check=False).returncode == 0
+    ops = project / "myops" / "ops.py"
+    # a hand edit that lint flags: the fake reads tensor data (OPG302)
+    edited = ops.read_text().replace("    y = torch.empty(x.shape", "    x.sum().item()\n    y = torch.empty(x.shape")
+    assert edited != ops.read_text()
+    ops.write_text(edited)
+    forced = subprocess.run([*run, "new", str(spec), "-o", str(project), "--force"], env=env, capture_output=True,
+                            text=True, check=False)
+    assert forced.returncode == 0, forced.stderr
+    backup = next((project / ".opgen" / "backup").rglob("ops.py"))
+    assert "x.sum().item()" in backup.read_text()
+    clean = subprocess.run([*run, "lint", "."], cwd=project, env=env, capture_output=True, text=True, check=False)
+    assert clean.returncode == 0 and "All checks passed!" in clean.stdout, clean.stdout + clean.stderr
+    # the planted twin: the same stale copy is reported once the default excludes are replaced
+    stale = subprocess.run([*run, "lint", "--exclude", "__pycache__", "--output-format", "json", "."], cwd=project,
+                           env=env, capture_output=True, text=True, check=False)
+    assert stale.returncode == 1, stale.stdout + stale.stderr
+    assert {Path(d["filename"]).parts[0] for d in json.loads(stale.stdout)} == {".opgen"}
