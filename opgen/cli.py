@@ -16,7 +16,8 @@ from .errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
 class LazyGroup(click.Group):
     """Imports a subcommand's module only when that subcommand runs (keeps `opgen lint` start-up small)."""
 
-    lazy_commands: ClassVar[dict[str, str]] = {"lint": "opgen.lint.command:lint", "new": "opgen.new:new",
+    lazy_commands: ClassVar[dict[str, str]] = {"check": "opgen.check.command:check",
+                                               "lint": "opgen.lint.command:lint", "new": "opgen.new:new",
                                                "npugraph-ex": "opgen.npugraph_ex.command:npugraph_ex"}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
