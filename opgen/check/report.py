@@ -46,7 +46,7 @@ def _op_text(report: dict, color: bool) -> str:
         lines.append(f"  {rung['name']:<12} {status} {rung['seconds']:7.2f}s  {reason}")
     if verdict is None:
         return "\n".join(lines)
-    label = lambda text: paint(text, color, fg="cyan", bold=True)  # noqa: E731
+    label = lambda text: paint(text, color, fg="cyan", bold=True)
     signature = verdict["signature"] or "unclassified"
     title = f" ({verdict['title']})" if verdict.get("title") else ""
     lines.append(f"  {label('layer:')} {paint(verdict['layer'], color, fg='red', bold=True)} "

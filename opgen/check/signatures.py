@@ -132,6 +132,10 @@ TABLE: tuple[Signature, ...] = (
        "the kernel mutates an input without declaring it"),
       "make the kernel a pure function of its arguments (pass state in as tensors)", None, ("opcheck",), (),
       r"Outputs of the operator are different in eager-mode PyTorch vs AOTDispatcher"),
+    S("npugraph_ex-dynamic-output", "npugraph_ex", "npugraph_ex cannot capture a data-dependent output size",
+      ("the op's output size depends on data (new_dynamic_size / nonzero-like): a captured graph fixes sizes",),
+      "give the op a static upper bound (pad the output and return a count tensor), or keep it out of the "
+      "captured region", None, ("npugraph_ex",), (), r"'ValuePack' and 'int'|unbacked|data-dependent"),
     S("graph-break", "dynamo-fx", "Dynamo cannot trace the call with fullgraph=True (graph break)",
       ("the reason Dynamo gives (see the evidence)", "a Python-level wrapper around the op does something Dynamo "
        "does not support"),

@@ -146,9 +146,8 @@ def _full_name(overload) -> str:
 def prepare_inputs(ops: list[Op], inputs_path: str | None) -> None:
     """Parse each op's schema with opgen and pick its examples: --inputs, the spec, or derived."""
     from ..errors import OpgenError
-    from ..spec.load import derive_example, load_inputs_text
-
     from ..schema import parse_schema
+    from ..spec.load import derive_example, load_inputs_text
 
     for op in ops:
         if op.overload is not None:
@@ -287,8 +286,9 @@ def rung_static(op: Op) -> str:
     if op.schema is None:
         raise RungSkipped("opgen cannot parse the schema torch reports: " + str(op.overload._schema))
     tags = tuple(str(t).split(".")[-1] for t in op.overload.tags)
-    found = [d for d in check_schema(op.schema, tags=tags, generating=False) if d.severity == ERROR]
-    notes = []
+    contract = check_schema(op.schema, tags=tags, generating=False)
+    found = [d for d in contract if d.severity == ERROR]
+    notes = [f"{d.code} {d.message}" for d in contract if d.severity != ERROR]
     lint_paths = [p for p in op.sources if p and p.endswith(".py") and os.path.isfile(p)]
     if lint_paths:
         from ..lint.config import LintConfig
@@ -365,6 +365,7 @@ def rung_eager(op: Op) -> str:
         if "PrivateUse1" in keys or "CUDA" in keys:
             device = "PrivateUse1" if "PrivateUse1" in keys else "CUDA"
             if not _device_available(device):
+                op.eager_notes["device_only"] = True
                 raise RungSkipped(f"the op has a {device} kernel only and this machine has no "
                                   f"{'NPU' if device == 'PrivateUse1' else 'CUDA GPU'}")
     with torch.no_grad():
@@ -561,6 +562,8 @@ def run_rung(op: Op, rung: str, job: dict) -> dict:
     started = time.perf_counter()
     result = {"status": "pass", "reason": ""}
     try:
+        if rung in ("opcheck", "aot_eager", "npugraph_ex") and op.eager_notes.get("device_only"):
+            raise RungSkipped("no kernel for CPU and no device for the kernel the op has (see the eager rung)")
         if rung == "static":
             result["reason"] = rung_static(op)
         elif rung == "eager":
