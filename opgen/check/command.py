@@ -257,8 +257,8 @@ def _verdict(rung: str, failure: dict) -> dict:
     evidence = _evidence(rung, failure)
     if row is None:
         return {"layer": "unclassified", "signature": None, "rule": None, "evidence": evidence,
-                "causes": [f"unknown: no known signature matches this failure at the {rung} rung (the evidence "
-                           "has the exception)"],
+                "causes": [(f"unknown: no known signature matches this failure at the {rung} rung (the evidence "
+                           "has the exception)")],
                 "next_action": "read the evidence; if it is an op problem opgen should know, report it with "
                                "this output", "rung": rung}
     return {"layer": row.layer or RUNG_LAYERS[rung], "signature": row.id, "rule": row.rule, "evidence": evidence,

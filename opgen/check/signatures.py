@@ -44,8 +44,8 @@ S = Signature
 TABLE: tuple[Signature, ...] = (
     # --- registration (importing the module) ---
     S("op-defined-twice", "eager", "the op is defined twice",
-      ("two `define`/`custom_op` calls for the same name (a module imported twice under two names, or "
-       "copy-pasted registration)", "a generated and a hand-written registration of the same op both imported"),
+      (("two `define`/`custom_op` calls for the same name (a module imported twice under two names, or "
+       "copy-pasted registration)"), "a generated and a hand-written registration of the same op both imported"),
       "keep one definition per op; guard re-imports, or use a distinct overload name", "OPG205",
       ("import",), (), r"same name and overload name multiple times|already (has|have) a (kernel|definition)"),
     S("registration-failed", "eager", "importing the registering module raised",
@@ -54,28 +54,28 @@ TABLE: tuple[Signature, ...] = (
       ("import",), (), r"."),
     # --- eager ---
     S("no-kernel-for-device", "eager", "no kernel for the inputs' device (wrong dispatch key)",
-      ("the kernel is registered at another dispatch key than the device of the inputs (e.g. 'Meta' or 'CUDA' "
-       "instead of 'CPU', 'PrivateUse1' for NPU)", "the dispatch key is misspelled or registered for a backend "
-       "this build lacks", "the module registering the kernel was not imported"),
+      (("the kernel is registered at another dispatch key than the device of the inputs (e.g. 'Meta' or 'CUDA' "
+       "instead of 'CPU', 'PrivateUse1' for NPU)"), ("the dispatch key is misspelled or registered for a backend "
+       "this build lacks"), "the module registering the kernel was not imported"),
       "register the kernel with lib.impl(name, fn, 'CPU') (and 'PrivateUse1' for NPU); `opgen lint` checks key "
       "spellings", "OPG204", ("eager", "opcheck", "aot_eager", "npugraph_ex"), ("NotImplementedError",),
       r"Could not run '.*' with arguments from the '\w+' backend"),
     S("custom-op-returns-input", "eager", "a custom_op returns (a view of) one of its inputs",
-      ("the kernel returns a mutated input (`x.add_(1); return x`)", "the kernel returns a view (`x.view(...)`, "
-       "`x[0]`) of an input"),
+      ("the kernel returns a mutated input (`x.add_(1); return x`)", ("the kernel returns a view (`x.view(...)`, "
+       "`x[0]`) of an input")),
       "return a clone (`return x.clone()`), or return nothing (`-> None`) and declare the mutation in mutates_args",
       "OPG102", ("eager", "opcheck", "aot_eager"), (),
       r"must not also be an input to this custom operator|may not alias any inputs"),
     S("missing-autograd", "eager", "no autograd formula, and inputs require grad (training)",
-      ("the op is used in training but only has an inference kernel", "register_autograd was called on another "
-       "overload or never imported"),
+      ("the op is used in training but only has an inference kernel", ("register_autograd was called on another "
+       "overload or never imported")),
       "add torch.library.register_autograd(op, backward, setup_context=...) (opgen new: `autograd:` in the spec), "
       "or run the op under torch.no_grad()", None, (),
       (), r"no autograd formula was registered|autograd kernel was not registered|test_autograd_registration"),
     # --- fake / schema (opcheck, Dynamo, AOTAutograd) ---
     S("missing-fake", "dynamo-fx", "no fake (Meta) kernel: Dynamo cannot trace the op (graph break)",
-      ("register_fake / a Meta impl was never written", "the fake is registered in a module that was not imported "
-       "before torch.compile", "the fake is registered for another overload or namespace"),
+      ("register_fake / a Meta impl was never written", ("the fake is registered in a module that was not imported "
+       "before torch.compile"), "the fake is registered for another overload or namespace"),
       "add @torch.library.register_fake('ns::op') returning empty tensors of the output shape", "OPG208", (),
       ("UnsupportedOperatorException", "Unsupported", "OpCheckError", "RuntimeError"),
       r"UnsupportedOperatorException|does not support running with fake tensors|no fake impl|There was no fake impl registered|"
@@ -99,8 +99,8 @@ TABLE: tuple[Signature, ...] = (
       "declare it: `Tensor(a!) x` (Library) or mutates_args=['x'] (custom_op), and return nothing for it",
       "OPG301", (), (), r"is not defined as mutable but was mutated"),
     S("view-return", "dynamo-fx", "the kernel returns a view of an input the schema does not declare",
-      ("the kernel returns `x.view(...)`, `x.reshape(...)` or `x[...]` of an argument", "the kernel returns the "
-       "argument itself"),
+      ("the kernel returns `x.view(...)`, `x.reshape(...)` or `x[...]` of an argument", ("the kernel returns the "
+       "argument itself")),
       "return a fresh tensor (`.clone()`); opgen never declares aliased returns", "OPG303", (), (),
       r"is not defined to alias output but was aliasing|outputs_alias_inputs|aliases? (an )?input"),
     S("aliased-return-annotation", "dynamo-fx", "the schema returns an alias (`-> Tensor(a!)`), which AOTAutograd "
@@ -109,18 +109,18 @@ TABLE: tuple[Signature, ...] = (
       "return nothing: `(Tensor(a!) x) -> ()` (opgen's default), or tag the op torch.Tag.inplace / torch.Tag.out",
       "OPG102", (), (), r"output has alias annotations"),
     S("mutable-not-functionalizable", "dynamo-fx", "AOTAutograd cannot functionalize the mutable op",
-      ("a mutable custom op on a torch older than 2.6 (no auto_functionalized)", "a mutated argument that is "
-       "not a plain Tensor (a list, an optional)"),
+      ("a mutable custom op on a torch older than 2.6 (no auto_functionalized)", ("a mutated argument that is "
+       "not a plain Tensor (a list, an optional)")),
       "upgrade torch, or make each mutated argument a plain `Tensor(a!)`", None, (), (),
       r"operator that either mutates or its inputs"),
     S("fake-wrong-shape", "dynamo-fx", "the fake kernel's output shape differs from the real kernel's",
-      ("the fake's shape formula is wrong for these inputs", "the kernel's output shape depends on data "
-       "(then the size is dynamic)"),
+      ("the fake's shape formula is wrong for these inputs", ("the kernel's output shape depends on data "
+       "(then the size is dynamic)")),
       "fix the fake's shape so it equals the kernel's for every input (opgen semantics print it once for both)",
       None, (), (), r"mismatched tensor metadata.*Shapes"),
     S("fake-wrong-dtype", "dynamo-fx", "the fake kernel's output dtype differs from the real kernel's",
-      ("the fake hard-codes a dtype (`dtype=torch.float32`) while the kernel follows the input", "the kernel "
-       "upcasts (e.g. accumulates in float32) and the fake does not"),
+      ("the fake hard-codes a dtype (`dtype=torch.float32`) while the kernel follows the input", ("the kernel "
+       "upcasts (e.g. accumulates in float32) and the fake does not")),
       "give the fake the kernel's dtype rule (e.g. dtype=x.dtype)", None, (), (),
       r"mismatched tensor metadata.*Dtypes"),
     S("fake-wrong-metadata", "dynamo-fx", "the fake kernel's output metadata (strides, device, ...) differs",
@@ -137,8 +137,8 @@ TABLE: tuple[Signature, ...] = (
       "give the op a static upper bound (pad the output and return a count tensor), or keep it out of the "
       "captured region", None, ("npugraph_ex",), (), r"'ValuePack' and 'int'|unbacked|data-dependent"),
     S("graph-break", "dynamo-fx", "Dynamo cannot trace the call with fullgraph=True (graph break)",
-      ("the reason Dynamo gives (see the evidence)", "a Python-level wrapper around the op does something Dynamo "
-       "does not support"),
+      ("the reason Dynamo gives (see the evidence)", ("a Python-level wrapper around the op does something Dynamo "
+       "does not support")),
       "read the graph-break reason in the evidence; compile without fullgraph and print "
       "torch._dynamo.explain(fn)(*args) for every break", None, (), ("Unsupported", "UserError"), r"."),
     S("backend-compile-failed", "dynamo-fx", "the compiler backend raised while compiling the graph",
@@ -146,9 +146,9 @@ TABLE: tuple[Signature, ...] = (
       "TORCH_LOGS=aot_graphs to see the graph it compiled", None, ("aot_eager", "opcheck"),
       ("BackendCompilerFailed",), r"."),
     S("compiled-differs", "precision", "compiled output differs from eager",
-      ("the kernel depends on global state (torch.is_grad_enabled(), counters, caches) that differs at compile "
-       "time", "the kernel reads memory it does not own (uninitialised output)", "tolerance: a low-precision "
-       "dtype accumulates differently"),
+      (("the kernel depends on global state (torch.is_grad_enabled(), counters, caches) that differs at compile "
+       "time"), "the kernel reads memory it does not own (uninitialised output)", ("tolerance: a low-precision "
+       "dtype accumulates differently")),
       "compare eager and compiled on one small input; make the kernel a pure function of its arguments", None,
       ("aot_eager", "npugraph_ex", "capture"), ("AssertionError",), r"differs from eager|not close|not equal"),
     # --- named by the worker (no exception) ---
@@ -156,8 +156,8 @@ TABLE: tuple[Signature, ...] = (
       ("torch.rand*/bernoulli/dropout inside the kernel", "a random seed or offset drawn on the host per call"),
       "pass random values in as a tensor argument (generated outside the graph)", "OPG307"),
     S("cpu-sync-in-kernel", "ge-cann", "the kernel syncs with the host (.item(), .cpu(), ...): fails under capture",
-      ("a `.item()`/`.tolist()`/`.cpu()`/`bool(tensor)` in the kernel (on NPU: 'Not allow to synchronize "
-       "captured-stream', error 107027)", "a Python branch on a tensor value"),
+      (("a `.item()`/`.tolist()`/`.cpu()`/`bool(tensor)` in the kernel (on NPU: 'Not allow to synchronize "
+       "captured-stream', error 107027)"), "a Python branch on a tensor value"),
       "keep scalars on the device (pass them as tensors, use torch.where); size-dependent work belongs in the "
       "schema", "OPG307"),
     S("npugraph_ex-leftover-copy", "npugraph_ex", "npugraph_ex leaves a copy of a mutated buffer in the graph",

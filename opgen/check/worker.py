@@ -88,7 +88,7 @@ def _import(module_name: str, target: str):
             raise Usage(f"{target}: cannot import module {module_name!r} ({error})",
                         "run from the directory that holds it, or add that directory to PYTHONPATH") from None
         return None, _error_info(error)
-    except Exception as error:  # the registering module itself fails: that is a diagnosis
+    except Exception as error:  # noqa: BLE001  (the registering module itself fails: that is a diagnosis)
         return None, _error_info(error)
 
 
@@ -122,7 +122,7 @@ def _resolve_project(target: dict) -> list[Op]:
 
     spec = load_spec(str(Path(target["path"]) / "opgen.yaml"))
     sys.path.insert(0, target["path"])
-    module, error = _import(spec.package, target["text"])
+    _module, error = _import(spec.package, target["text"])
     if error is not None:
         return [Op(f"{spec.namespace}::{op.schema.name}", import_error=error) for op in spec.ops]
     source = str(Path(target["path"]) / spec.package / "ops.py")
@@ -361,13 +361,12 @@ def rung_eager(op: Op) -> str:
     import torch
 
     keys = _kernel_keys(op)
-    if "CPU" not in keys and not keys & {"CompositeExplicitAutograd", "CompositeImplicitAutograd"}:
-        if "PrivateUse1" in keys or "CUDA" in keys:
-            device = "PrivateUse1" if "PrivateUse1" in keys else "CUDA"
-            if not _device_available(device):
-                op.eager_notes["device_only"] = True
-                raise RungSkipped(f"the op has a {device} kernel only and this machine has no "
-                                  f"{'NPU' if device == 'PrivateUse1' else 'CUDA GPU'}")
+    cpu_kernel = "CPU" in keys or keys & {"CompositeExplicitAutograd", "CompositeImplicitAutograd"}
+    device = "PrivateUse1" if "PrivateUse1" in keys else "CUDA" if "CUDA" in keys else None
+    if not cpu_kernel and device is not None and not _device_available(device):
+        op.eager_notes["device_only"] = True
+        raise RungSkipped(f"the op has a {device} kernel only and this machine has no "
+                          f"{'NPU' if device == 'PrivateUse1' else 'CUDA GPU'}")
     with torch.no_grad():
         for call in calls(op):
             first = op.overload(**_clone(call))
@@ -377,9 +376,9 @@ def rung_eager(op: Op) -> str:
             torch.testing.assert_close(first, second, equal_nan=True)
         except AssertionError:
             op.eager_notes["nondeterministic"] = True
-        op.eager_notes["syncs"] = sorted(set(label for label in probe.seen if label.startswith("Tensor.")
-                                             and not label.endswith("_()")))
-        op.eager_notes["random"] = sorted(set(label for label in probe.seen if label not in op.eager_notes["syncs"]))
+        op.eager_notes["syncs"] = sorted({label for label in probe.seen if label.startswith("Tensor.")
+                                             and not label.endswith("_()")})
+        op.eager_notes["random"] = sorted({label for label in probe.seen if label not in op.eager_notes["syncs"]})
     note = f"{len(op.calls)} example(s) ran on CPU"
     if op.eager_notes.get("nondeterministic"):
         note += "; two runs on the same inputs differ"
@@ -580,7 +579,7 @@ def run_rung(op: Op, rung: str, job: dict) -> dict:
         result = {"status": "skip", "reason": str(skip)}
     except RungFailed as failed:
         result = {"status": "fail", "reason": str(failed), "signature": failed.signature, "evidence": failed.evidence}
-    except Exception as error:
+    except Exception as error:  # noqa: BLE001  (any exception of the op is the rung's evidence)
         info = _error_info(error)
         result = {"status": "fail", "reason": f"{info['type']}: {_first_line(info['message'])}", "error": info}
     result["seconds"] = round(time.perf_counter() - started, 3)
