@@ -46,9 +46,11 @@ BROKEN = {
     "chk_vllm::cache_write": ("dynamo-fx", "undeclared-mutation", "OPG301"),
     "chk_vllm::silu": ("dynamo-fx", "missing-fake", "OPG208"),
     "chk_vllm::flatten": ("dynamo-fx", "view-return", "OPG303"),
+    "chk_lib::weird": ("unclassified", None, None),
+    "chk_lib::positive": ("npugraph_ex", "npugraph_ex-dynamic-output", None),
     "check_fixtures.defined_twice": ("eager", "op-defined-twice", "OPG205"),
 }
-NEEDS_NPUGRAPH_EX = {"chk_lib::host_sync", "chk_lib::scale_", "chk_lib::side_effect"}
+NEEDS_NPUGRAPH_EX = {"chk_lib::host_sync", "chk_lib::scale_", "chk_lib::side_effect", "chk_lib::positive"}
 BROKEN_MODULES = ("check_fixtures.broken_library", "check_fixtures.broken_custom_op", "check_fixtures.broken_vllm",
                   "check_fixtures.defined_twice")
 GOOD_MODULES = ("check_fixtures.good_library", "check_fixtures.good_custom_op", "check_fixtures.good_vllm")
@@ -105,6 +107,36 @@ def test_every_broken_op_is_classified_and_every_twin_passes(cache_env):
                             "capture": "skip"}, op
         assert "no NPU" in report["rungs"][-1]["reason"]
     assert good.returncode == 0, good.stdout
+
+
+def test_deeper_rungs_and_keep_going(cache_env):
+    """Past opcheck (skipped), the same bugs show where the ladder goes on: the undeclared write lands in
+    npugraph_ex's private input copy; the missing fake is a graph break of aot_eager; --keep-going runs
+    every rung after a failure, and the verdict stays the first."""
+    if cache_env.get("npugraph_ex") == "absent":
+        pytest.skip("npugraph_ex is not fetched")
+    done = check("--json", "--keep-going", "--skip", "static", "--skip", "opcheck",
+                 "check_fixtures.broken_library:chk_lib::writes_input",
+                 "check_fixtures.broken_library:chk_lib::no_fake", env=cache_env)
+    found = reports(done)
+    assert done.returncode == 1
+    writes, no_fake = found["chk_lib::writes_input"], found["chk_lib::no_fake"]
+    assert writes["verdict"]["signature"] == "npugraph_ex-private-input-copy"
+    assert writes["verdict"]["layer"] == "npugraph_ex" and writes["verdict"]["rule"] == "OPG301"
+    assert no_fake["verdict"]["signature"] == "missing-fake"
+    assert "unsupported operator: chk_lib.no_fake.default" in no_fake["verdict"]["evidence"]
+    statuses = {r["name"]: r["status"] for r in no_fake["rungs"]}
+    assert statuses["aot_eager"] == "fail" and statuses["npugraph_ex"] == "fail"
+
+
+def test_train_finds_a_missing_backward_and_passes_its_twin(cache_env):
+    done = check("--json", "--train", "--skip", "npugraph_ex", "check_fixtures.train", env=cache_env)
+    found = reports(done)
+    assert done.returncode == 1
+    assert found["chk_train::double"]["verdict"]["signature"] == "missing-autograd"
+    assert found["ok_train::double"]["verdict"] is None
+    plain = reports(check("--json", "--skip", "npugraph_ex", "check_fixtures.train:chk_train::double"))
+    assert plain["chk_train::double"]["verdict"] is None  # inference only: no backward needed
 
 
 def test_static_rung_catches_what_lint_and_the_contract_see():
@@ -187,6 +219,18 @@ def test_explain_prints_a_table_row_and_rule_codes():
     assert check("--explain", "OPG301").stdout.startswith("OPG301")
     as_json = json.loads(check("--explain", "cpu-sync-in-kernel", "--json").stdout)
     assert as_json["layer"] == "ge-cann" and as_json["rule"] == "OPG307"
+
+
+def test_explain_and_usage_errors_need_no_torch(tmp_path):
+    """The command itself is torch-free: torch runs only in the worker."""
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text("raise ImportError('torch is hidden')\n")
+    env = {"PYTHONPATH": os.pathsep.join([str(REPO), str(tmp_path)])}
+    assert "layer: dynamo-fx" in run_opgen_command("check", "--explain", "missing-fake", env=env).stdout
+    done = run_opgen_command("check", "a b", env=env)
+    assert done.returncode == 2 and "cannot read the target" in done.stderr
+    done = run_opgen_command("check", "some_module:ns::op", env=env)
+    assert done.returncode == 2 and "needs torch" in done.stderr
 
 
 def test_versions():

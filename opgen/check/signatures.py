@@ -80,6 +80,10 @@ TABLE: tuple[Signature, ...] = (
       ("UnsupportedOperatorException", "Unsupported", "OpCheckError", "RuntimeError"),
       r"UnsupportedOperatorException|does not support running with fake tensors|no fake impl|There was no fake impl registered|"
       r"unsupported operator: "),
+    S("npugraph_ex-dynamic-output", "npugraph_ex", "npugraph_ex cannot capture a data-dependent output size",
+      ("the op's output size depends on data (new_dynamic_size / nonzero-like): a captured graph fixes sizes",),
+      "give the op a static upper bound (pad the output and return a count tensor), or keep it out of the "
+      "captured region", None, ("npugraph_ex",), (), r"'ValuePack' and 'int'|unbacked|data-dependent"),
     S("fake-reads-data", "dynamo-fx", "the fake kernel reads tensor data (.item(), data-dependent size)",
       ("the fake computes an output size from tensor values (`x.sum().item()`, `int(n)`, `nonzero`)",
        "a data-dependent output size without torch.library.get_ctx().new_dynamic_size()"),
@@ -132,10 +136,6 @@ TABLE: tuple[Signature, ...] = (
        "the kernel mutates an input without declaring it"),
       "make the kernel a pure function of its arguments (pass state in as tensors)", None, ("opcheck",), (),
       r"Outputs of the operator are different in eager-mode PyTorch vs AOTDispatcher"),
-    S("npugraph_ex-dynamic-output", "npugraph_ex", "npugraph_ex cannot capture a data-dependent output size",
-      ("the op's output size depends on data (new_dynamic_size / nonzero-like): a captured graph fixes sizes",),
-      "give the op a static upper bound (pad the output and return a count tensor), or keep it out of the "
-      "captured region", None, ("npugraph_ex",), (), r"'ValuePack' and 'int'|unbacked|data-dependent"),
     S("graph-break", "dynamo-fx", "Dynamo cannot trace the call with fullgraph=True (graph break)",
       ("the reason Dynamo gives (see the evidence)", ("a Python-level wrapper around the op does something Dynamo "
        "does not support")),

@@ -246,7 +246,8 @@ def _where(error: BaseException) -> str:
     frames = traceback.extract_tb(error.__traceback__)
     for frame in reversed(frames):
         path = frame.filename
-        if f"{os.sep}torch{os.sep}" not in path and f"{os.sep}opgen{os.sep}" not in path and "<" not in path[:1]:
+        library = any(f"{os.sep}{name}{os.sep}" in path for name in ("torch", "opgen", "npugraph_ex"))
+        if not library and not path.startswith("<"):
             return f"{path}:{frame.lineno} in {frame.name}: {(frame.line or '').strip()}"
     return ""
 
@@ -587,7 +588,11 @@ def run_rung(op: Op, rung: str, job: dict) -> dict:
 
 
 def _first_line(text: str) -> str:
-    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+    """The message's key line: the first, or for a backend failure the error after "raised:"."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if lines and lines[0].startswith("backend=") and "raised:" in lines[0] and len(lines) > 1:
+        return lines[1]
+    return lines[0] if lines else ""
 
 
 def main(argv: list[str]) -> int:
