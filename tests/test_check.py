@@ -135,7 +135,8 @@ def test_train_finds_a_missing_backward_and_passes_its_twin(cache_env):
     assert done.returncode == 1
     assert found["chk_train::double"]["verdict"]["signature"] == "missing-autograd"
     assert found["ok_train::double"]["verdict"] is None
-    plain = reports(check("--json", "--skip", "npugraph_ex", "check_fixtures.train:chk_train::double"))
+    plain = reports(check("--json", "--skip", "aot_eager", "--skip", "npugraph_ex",
+                          "check_fixtures.train:chk_train::double"))
     assert plain["chk_train::double"]["verdict"] is None  # inference only: no backward needed
 
 
@@ -164,7 +165,8 @@ def test_text_report_has_the_four_parts_and_rung_times():
 
 
 def test_a_crash_and_a_hang_are_diagnoses_and_the_next_op_still_runs():
-    done = check("--json", "--timeout", "10", "--skip", "npugraph_ex", "check_fixtures.crash")
+    fast = [arg for rung in ("opcheck", "aot_eager", "npugraph_ex") for arg in ("--skip", rung)]
+    done = check("--json", "--timeout", "8", *fast, "check_fixtures.crash")
     found = reports(done)
     assert done.returncode == 1
     crash, fine, hang = found["chk_crash::abort"], found["chk_crash::fine"], found["chk_crash::hang"]
@@ -185,7 +187,7 @@ def test_inputs_file_and_derivation(tmp_path):
         "def _(x, mode):\n"
         "    return torch.empty_like(x)\n")
     target = "needs_inputs:chk_in::pick"
-    skip = ("--skip", "npugraph_ex")
+    skip = ("--skip", "aot_eager", "--skip", "npugraph_ex")
     done = check(target, *skip, cwd=tmp_path)
     assert done.returncode == 2
     assert "no inputs" in done.stderr and "--inputs FILE" in done.stderr and not done.stdout

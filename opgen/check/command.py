@@ -149,7 +149,8 @@ def _skip_rest(result: dict, after: str) -> None:
 def _worker_env() -> dict:
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parents[2])  # the directory holding this opgen package
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+    # after the user's own entries (which keep precedence), before site-packages: this very opgen
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [env.get("PYTHONPATH"), root]))
     env.setdefault("PYTHONFAULTHANDLER", "1")
     return env
 
@@ -314,7 +315,8 @@ def collect_versions() -> dict:
         except (OSError, ValueError):
             npugraph = fetched.name
     return {"torch": version("torch"), "torch_npu": version("torch-npu") or version("torch_npu"),
-            "npugraph_ex": f"{npugraph} (fetched, {fetched})" if npugraph else None, "cann": _cann_version(),
+            "npugraph_ex": f"{npugraph} (fetched, {fetched})" if npugraph else "not fetched (opgen npugraph-ex fetch)",
+            "cann": _cann_version(),
             "python": platform.python_version(), "opgen": version("opgen")}
 
 

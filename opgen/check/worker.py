@@ -531,12 +531,14 @@ def rung_capture(op: Op) -> str:
     import torch
 
     if _device_available("PrivateUse1"):
-        device, options = "npu", {"backend": "npugraph_ex"}
+        device, key, options = "npu", "PrivateUse1", {"backend": "npugraph_ex"}
     elif torch.cuda.is_available():
-        device, options = "cuda", {"mode": "reduce-overhead"}
+        device, key, options = "cuda", "CUDA", {"mode": "reduce-overhead"}
     else:
         raise RungSkipped("no NPU (torch_npu not importable or no device) and no CUDA GPU: capture/replay cannot "
                           "run here")
+    if not _kernel_keys(op) & {key, "CompositeExplicitAutograd", "CompositeImplicitAutograd"}:
+        raise RungSkipped(f"the op has no {key} kernel to capture on this machine's {device}")
     torch._dynamo.reset()
 
     def fn(**kwargs):
