@@ -124,8 +124,11 @@ def run(job: dict, timeout: float) -> list[dict]:
         index, rung = state["current"]
         if index is None:  # died before naming the ops (while importing): one failing entry per target
             if not results:
-                for target in job["targets"]:
-                    results.append({"op": target["text"], "rungs": {"import": state["failure"]}})
+                results.extend({"op": target["text"], "rungs": {"import": state["failure"]}}
+                               for target in job["targets"])
+            for result in results:  # a restart that died while importing again: no op passes unchecked
+                if not result["rungs"]:
+                    result["rungs"]["import"] = state["failure"]
             return results
         if rung is None:  # between two rungs: blame the next one
             rung = next(r for r in RUNGS if r not in results[index]["rungs"])

@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 import sys
 import time
 import traceback
@@ -225,8 +226,6 @@ def calls(op: Op, seed: int = 0) -> list[dict]:
 def _error_info(error: BaseException) -> dict:
     check = None
     if type(error).__name__ == "OpCheckError":
-        import re
-
         match = re.search(r"(test_\w+) failed", str(error))
         check = match.group(1) if match else None
         if error.__cause__ is not None:  # the exception the opcheck test saw is the diagnosis
@@ -296,8 +295,9 @@ def rung_static(op: Op) -> str:
         from ..lint.engine import lint_paths as run_lint
 
         short = op.name.split("::")[-1].split(".")[0]
+        mentions = re.compile(rf"(?<![\w]){re.escape(short)}(?![\w])")
         for diagnostic in run_lint(lint_paths, LintConfig(root=os.path.dirname(lint_paths[0]))).diagnostics:
-            if short not in diagnostic.message:
+            if not mentions.search(diagnostic.message):
                 continue  # another op of the same file
             if diagnostic.severity == ERROR:
                 found.append(diagnostic)
