@@ -8,7 +8,8 @@ can be decided from one schema; `check_ops` adds the ones that need every op of 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
 
 from .schema.model import BaseType, Schema, is_tensor_like, strip_alias
 from .schema.types import custom_op_can_infer, inferred_return_ok
@@ -17,7 +18,37 @@ ERROR, WARNING, INFO = "error", "warning", "info"
 
 
 @dataclass(frozen=True)
+class SchemaFacts:
+    """What is known about an op besides its schema. `tags`: the `torch.Tag` names it is defined with
+    ("inplace", "out"), None when unknown (lint could not read them: neither assumed present nor absent);
+    `style`: "custom_op" or "library" when known; `generating`: False when linting existing code;
+    `autograd`: it gets a backward formula; `op`: its name as messages show it."""
+
+    op: str
+    tags: tuple[str, ...] | None = ()
+    side_effect_marked: bool = False
+    style: str | None = None
+    generating: bool = True
+    autograd: bool = False
+
+    @property
+    def known_tags(self) -> tuple[str, ...]:
+        """The tags known to be there (none when unknown)."""
+        return self.tags if self.tags is not None else ()
+
+    @property
+    def possible_tags(self) -> set[str]:
+        """The aliasing tags that may be there (all of them when unknown)."""
+        return set(ALIASING_TAGS) if self.tags is None else set(self.tags) & set(ALIASING_TAGS)
+
+
+@dataclass(frozen=True)
 class Rule:
+    """One rule: its code, documentation and examples (`opgen explain --code`), and for the rules that a
+    schema alone decides, `check(schema, facts)` yielding its diagnostics. `generated_only`: applies to
+    code opgen generates, not to hand-written code under lint; `fatal_styles`: generation refuses an op
+    in these registration styles even when the severity is below error."""
+
     code: str
     name: str
     severity: str
@@ -26,10 +57,16 @@ class Rule:
     bad: str = ""
     good: str = ""
     fixable: bool = False
+    check: Callable[[Schema, SchemaFacts], Iterator[Diagnostic]] | None = field(default=None, compare=False)
+    generated_only: bool = False
+    fatal_styles: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
 class Diagnostic:
+    """A finding. `op` names the operator it is about; `part` says where in its schema (a `span_column`
+    key: "name", "returns" or ("arg", name); None: the whole schema)."""
+
     code: str
     severity: str
     message: str
@@ -38,6 +75,8 @@ class Diagnostic:
     line: int | None = None
     column: int | None = None
     fix: object | None = field(default=None, compare=False)
+    op: str | None = field(default=None, compare=False)
+    part: object = field(default=None, compare=False)
 
     def as_dict(self) -> dict:
         data = {"code": self.code, "severity": self.severity, "message": self.message}
@@ -48,16 +87,37 @@ class Diagnostic:
                 data[key] = getattr(self, key)
         return data
 
+    def text(self) -> str:
+        """The message and its hint on one line (for warnings printed by `opgen new`)."""
+        return f"{self.message} ({self.hint})" if self.hint else self.message
+
 
 RULES: dict[str, Rule] = {}
 
 
 def rule(code: str, name: str, severity: str, summary: str, explanation: str, bad: str = "", good: str = "",
-         fixable: bool = False) -> Rule:
+         fixable: bool = False, *, check=None, generated_only: bool = False,
+         fatal_styles: frozenset[str] = frozenset()) -> Rule:
     if code in RULES:
         raise ValueError(f"duplicate rule code {code}")
-    RULES[code] = Rule(code, name, severity, summary, explanation.strip(), bad, good, fixable)
+    RULES[code] = Rule(code, name, severity, summary, explanation.strip(), bad, good, fixable, check, generated_only,
+                       fatal_styles)
     return RULES[code]
+
+
+def diag(rule_: Rule, message: str, hint: str = "", severity: str | None = None, *, op: str | None = None,
+         part: object = None) -> Diagnostic:
+    return Diagnostic(rule_.code, severity or rule_.severity, message, hint, op=op, part=part)
+
+
+RESERVED = {"prim": ERROR, "aten": ERROR, "torch": ERROR, "_": ERROR, "prims": ERROR, "inductor": WARNING,
+            "higher_order": ERROR, "_c10d_functional": WARNING}
+# The torch.Tag names whose contract opgen knows (and generates): they allow aliased returns.
+ALIASING_TAGS = ("inplace", "out")
+
+
+# --- the rules ------------------------------------------------------------------------------------
+# A schema rule's check function stands right above its rule: `check(schema, facts)` yields diagnostics.
 
 
 SCHEMA_INVALID = rule(
@@ -67,12 +127,38 @@ torch either refuses the string or, worse, accepts it and reads something else (
 `int y=1.5` is kept as a float). The message gives the column and what was expected.
 """, bad="f(Tensor x, int y=1.5) -> Tensor", good="f(Tensor x, int y=1) -> Tensor")
 
+def _shared_alias_set(schema: Schema, facts: SchemaFacts) -> Iterator[Diagnostic]:
+    letters: dict[str, list[str]] = defaultdict(list)
+    for arg in schema.mutated_args:
+        for letter in arg.alias.before:
+            if letter != "*":
+                letters[letter].append(arg.name)
+    for letter, names in letters.items():
+        if len(names) > 1:
+            fresh = _fresh_letters(schema, len(names) - 1)
+            yield diag(SHARED_ALIAS_SET, f"{facts.op}: arguments {', '.join(map(repr, names))} share alias set "
+                       f"'{letter}'", hint="give each mutated tensor its own letter, e.g. "
+                       + ", ".join(f"Tensor({c}!) {n}" for c, n in zip([letter, *fresh], names)),
+                       op=facts.op, part=("arg", names[1]))
+
+
 SHARED_ALIAS_SET = rule(
     "OPG101", "shared-alias-set", ERROR, "two mutated arguments share one alias set",
     """
 Every mutated tensor needs its own alias set: `Tensor(a!) x, Tensor(b!) y`. Sharing a letter tells
 the compiler the two may be the same storage, which breaks functionalization's bookkeeping.
-""", bad="f(Tensor(a!) x, Tensor(a!) y) -> ()", good="f(Tensor(a!) x, Tensor(b!) y) -> ()")
+""", bad="f(Tensor(a!) x, Tensor(a!) y) -> ()", good="f(Tensor(a!) x, Tensor(b!) y) -> ()", check=_shared_alias_set)
+
+def _aliased_return(schema: Schema, facts: SchemaFacts) -> Iterator[Diagnostic]:
+    if facts.possible_tags:
+        return
+    for index, ret in enumerate(schema.returns):
+        if ret.alias is not None:
+            label = f"return {ret.name!r}" if ret.name else f"return {index}"
+            yield diag(ALIASED_RETURN, f"{facts.op}: {label} '{ret.type}' aliases an input, which torch.compile "
+                       "cannot functionalize", hint="return nothing ('-> ()') or a fresh tensor; or tag the op "
+                       "torch.Tag.inplace / torch.Tag.out (torch >= 2.13)", op=facts.op, part="returns")
+
 
 ALIASED_RETURN = rule(
     "OPG102", "aliased-return", ERROR, "a return aliases an input (`-> Tensor(a!)` or `Tensor(a)`)",
@@ -82,7 +168,16 @@ an alias annotation and fails with "Found a custom (non-ATen) operator whose out
 annotations". Return nothing (`-> ()`; the caller still sees the mutated tensor) or return a fresh
 tensor. `-> Tensor(a!)` is only supported with `tags=torch.Tag.inplace` (or `torch.Tag.out` for
 `.out` overloads), which needs a torch that has those tags (2.13+).
-""", bad="scale_(Tensor(a!) x, float s) -> Tensor(a!)", good="scale_(Tensor(a!) x, float s) -> ()")
+""", bad="scale_(Tensor(a!) x, float s) -> Tensor(a!)", good="scale_(Tensor(a!) x, float s) -> ()", check=_aliased_return)
+
+def _underscore_not_inplace(schema: Schema, facts: SchemaFacts) -> Iterator[Diagnostic]:
+    if schema.name.endswith("_") and not schema.name.endswith("__"):
+        first = schema.positional[0] if schema.positional else None
+        if first is None or not first.is_write:
+            yield diag(UNDERSCORE_NOT_INPLACE, f"{facts.op}: the trailing '_' says in-place, but the first "
+                       "argument is not mutated", hint=f"rename to '{schema.name.rstrip('_')}' or declare "
+                       "the first argument 'Tensor(a!)'", op=facts.op, part="name")
+
 
 UNDERSCORE_NOT_INPLACE = rule(
     "OPG103", "underscore-not-inplace", ERROR, "a name ending in `_` whose first argument is not mutated",
@@ -90,7 +185,14 @@ UNDERSCORE_NOT_INPLACE = rule(
 A trailing underscore means "in-place on the first argument" to PyTorch's passes: the reinplacing
 pass of torch.fx (used by npugraph_ex) asserts "First argument of inplace op must be mutable" when it
 meets such an op. Drop the underscore or declare the first argument `Tensor(a!)`.
-""", bad="scale_(Tensor x, float s) -> Tensor", good="scale(Tensor x, float s) -> Tensor")
+""", bad="scale_(Tensor x, float s) -> Tensor", good="scale(Tensor x, float s) -> Tensor", check=_underscore_not_inplace)
+
+def _side_effect_only(schema: Schema, facts: SchemaFacts) -> Iterator[Diagnostic]:
+    if not schema.returns and not schema.varret and not schema.is_mutable and not facts.side_effect_marked:
+        yield diag(SIDE_EFFECT_ONLY, f"{facts.op}: returns nothing and mutates nothing, so compiled graphs drop it",
+                   hint="mark it with torch.fx.node.has_side_effect(op) (opgen new does this), or declare "
+                   "the tensors it writes as Tensor(a!)", op=facts.op, part="returns")
+
 
 SIDE_EFFECT_ONLY = rule(
     "OPG104", "side-effect-only", WARNING, "returns nothing and mutates nothing: mark it side-effecting",
@@ -98,7 +200,7 @@ SIDE_EFFECT_ONLY = rule(
 An op that returns nothing and mutates no argument only acts outside the graph (a prefetch, a
 collective, a log). Unless it is marked with `torch.fx.node.has_side_effect(op)`, dead-code
 elimination drops it from every compiled graph. `opgen new` emits that call for such ops.
-""", bad="prefetch(Tensor x) -> ()", good="prefetch(Tensor x) -> ()  +  has_side_effect(torch.ops.ns.prefetch.default)")
+""", bad="prefetch(Tensor x) -> ()", good="prefetch(Tensor x) -> ()  +  has_side_effect(torch.ops.ns.prefetch.default)", check=_side_effect_only)
 
 INPLACE_TWIN = rule(
     "OPG105", "inplace-twin", WARNING, "`foo_` is not a true in-place form of `foo`, but the compiler may swap them",
@@ -113,13 +215,29 @@ types differ are never swapped and are fine.
 """, bad="scale(Tensor x, float factor) -> Tensor  and  scale_(Tensor(a!) x, float eps) -> ()",
     good="scale(Tensor x, float factor) -> Tensor  and  scale_(Tensor(a!) x, float factor) -> ()")
 
+def _kwarg_only_tensor(schema: Schema, facts: SchemaFacts) -> Iterator[Diagnostic]:
+    kw_tensors = [a.name for a in schema.kwarg_only if is_tensor_like(a.type)]
+    if kw_tensors and "out" not in facts.possible_tags and facts.style != "library":
+        yield diag(KWARG_ONLY_TENSOR, f"{facts.op}: keyword-only tensor argument(s) "
+                   f"{', '.join(map(repr, kw_tensors))} cannot be registered with custom_op",
+                   hint="use the Library style, or make them positional", op=facts.op, part=("arg", kw_tensors[0]))
+
+
 KWARG_ONLY_TENSOR = rule(
     "OPG106", "kwarg-only-tensor", WARNING, "keyword-only Tensor argument: only the Library style can register it",
     """
 `torch.library.custom_op` refuses keyword-only Tensor arguments ("custom_op with kwarg-only Tensor
 args") unless the op is tagged `torch.Tag.out`, and `register_autograd` refuses them too. Generate
 with `style: library`, or make the tensor positional.
-""", bad="f(Tensor x, *, Tensor bias) -> Tensor", good="f(Tensor x, Tensor? bias=None) -> Tensor")
+""", bad="f(Tensor x, *, Tensor bias) -> Tensor", good="f(Tensor x, Tensor? bias=None) -> Tensor", check=_kwarg_only_tensor, fatal_styles=frozenset({"custom_op"}))
+
+def _not_inferrable(schema: Schema, facts: SchemaFacts) -> Iterator[Diagnostic]:
+    if facts.style != "library":
+        reasons = custom_op_explicit_schema_reasons(schema)
+        if reasons:
+            yield diag(NOT_INFERRABLE, f"{facts.op}: custom_op needs an explicit schema= ({'; '.join(reasons)})",
+                       op=facts.op)
+
 
 NOT_INFERRABLE = rule(
     "OPG107", "custom-op-explicit-schema", INFO, "custom_op cannot infer this schema from type hints",
@@ -128,7 +246,13 @@ NOT_INFERRABLE = rule(
 annotation that infers back to them (`int` becomes `SymInt`, `int[2]` loses its size, `Layout`,
 `MemoryFormat`, `Generator`, `str[]` are refused, list defaults are refused). opgen then passes the
 schema explicitly with `schema=`; nothing to do unless you write the registration by hand.
-""", bad="f(Tensor x, int[2] k=[1, 1]) -> Tensor", good="f(Tensor x, SymInt[] k) -> Tensor")
+""", bad="f(Tensor x, int[2] k=[1, 1]) -> Tensor", good="f(Tensor x, SymInt[] k) -> Tensor", check=_not_inferrable)
+
+def _reserved_namespace(schema: Schema, facts: SchemaFacts) -> Iterator[Diagnostic]:
+    if schema.namespace:
+        for diagnostic in check_namespace(schema.namespace):
+            yield replace(diagnostic, op=facts.op, part="name")
+
 
 RESERVED_NAMESPACE = rule(
     "OPG108", "reserved-namespace", ERROR, "the namespace is reserved by PyTorch",
@@ -136,14 +260,33 @@ RESERVED_NAMESPACE = rule(
 `prim` is refused by `Library` ("prim is a reserved namespace"); `aten` belongs to PyTorch and a
 `DEF` library there fails; `torch`, `_` and other internal names collide with torch's own
 registrations. Use your project's name as the namespace.
-""", bad="aten::my_op(Tensor x) -> Tensor", good="myproj::my_op(Tensor x) -> Tensor")
+""", bad="aten::my_op(Tensor x) -> Tensor", good="myproj::my_op(Tensor x) -> Tensor", check=_reserved_namespace)
+
+def _mutated_non_tensor(schema: Schema, facts: SchemaFacts) -> Iterator[Diagnostic]:
+    for arg in schema.mutated_args:
+        if not is_tensor_like(arg.type):
+            yield diag(MUTATED_NON_TENSOR, f"{facts.op}: argument {arg.name!r} of type '{arg.type}' is marked "
+                       "as written, but only tensors can be mutated", hint=f"remove the annotation on {arg.name!r}",
+                       op=facts.op, part=("arg", arg.name))
+
 
 MUTATED_NON_TENSOR = rule(
     "OPG109", "mutated-non-tensor", ERROR, "a non-Tensor argument is marked as written (`(a!)`)",
     """
 Only tensors (and lists or optionals of tensors) can be mutated; `custom_op` refuses
 "only Tensors or collections of Tensors can be mutated". Remove the annotation.
-""", bad="f(Tensor x, int(a!) n) -> ()", good="f(Tensor(a!) x, int n) -> ()")
+""", bad="f(Tensor x, int(a!) n) -> ()", good="f(Tensor(a!) x, int n) -> ()", check=_mutated_non_tensor)
+
+def _alias_without_write(schema: Schema, facts: SchemaFacts) -> Iterator[Diagnostic]:
+    if any(r.alias for r in schema.returns):
+        return
+    for arg in schema.arguments:
+        alias = arg.alias
+        if alias is not None and not alias.is_write and alias.before:
+            yield diag(ALIAS_WITHOUT_WRITE, f"{facts.op}: argument {arg.name!r} has a read-only alias "
+                       f"annotation '{alias}'", hint=f"drop '{alias}' or write '({alias.before[0]}!)' if the op "
+                       "writes it", op=facts.op, part=("arg", arg.name))
+
 
 ALIAS_WITHOUT_WRITE = rule(
     "OPG110", "view-input", WARNING, "an input carries a read-only alias annotation `(a)`",
@@ -151,7 +294,16 @@ ALIAS_WITHOUT_WRITE = rule(
 `Tensor(a)` on an input only means something when a return shares the set (a view op), and custom
 view ops cannot be functionalized by torch.compile. For a custom op, drop the annotation and return
 a fresh tensor, or mark the input `(a!)` if the op writes it.
-""", bad="f(Tensor(a) x) -> Tensor", good="f(Tensor x) -> Tensor")
+""", bad="f(Tensor(a) x) -> Tensor", good="f(Tensor x) -> Tensor", check=_alias_without_write)
+
+def _return_name_clash(schema: Schema, facts: SchemaFacts) -> Iterator[Diagnostic]:
+    for ret in schema.returns:
+        same_name = schema.argument(ret.name) if ret.name else None
+        # The out convention names a return after the out argument it aliases: that is no clash.
+        if same_name is not None and not _same_alias_set(same_name.alias, ret.alias):
+            yield diag(NO_RETURN_NAME_CLASH, f"{facts.op}: return {ret.name!r} has the name of an argument",
+                       hint=f"rename it, e.g. '{ret.name}_out'", op=facts.op, part="returns")
+
 
 NO_RETURN_NAME_CLASH = rule(
     "OPG111", "return-name-clash", ERROR, "a named return has the same name as an argument",
@@ -159,7 +311,15 @@ NO_RETURN_NAME_CLASH = rule(
 Generated Python code (fake functions, tests) binds arguments and returns by name; a return named
 like an argument shadows it. Rename the return. Returns named after the out argument they alias
 (the `.out` convention) are fine, and `opgen lint` does not apply this rule to hand-written code.
-""", bad="f(Tensor x) -> Tensor x", good="f(Tensor x) -> Tensor y")
+""", bad="f(Tensor x) -> Tensor x", good="f(Tensor x) -> Tensor y", check=_return_name_clash, generated_only=True)
+
+def _tag_contract(schema: Schema, facts: SchemaFacts) -> Iterator[Diagnostic]:
+    for tag in (t for t in ALIASING_TAGS if t in facts.known_tags):
+        problems = tag_contract_problems(schema, tag)
+        if problems:
+            yield diag(TAG_CONTRACT, f"{facts.op}: " + "; ".join(message for message, _ in problems),
+                       hint=TAG_HINTS[tag], op=facts.op, part=problems[0][1])
+
 
 TAG_CONTRACT = rule(
     "OPG112", "tag-contract", ERROR, "a schema tagged `torch.Tag.inplace` / `torch.Tag.out` breaks the tag's contract",
@@ -171,7 +331,14 @@ mutated argument is a keyword-only `Tensor(a!)` (after the `*`), and the op retu
 in order, each with its argument's alias set. With the tag, torch.compile functionalizes the
 aliased return and torch generates the fake itself; the tags exist only in torch >= 2.13.
 """, bad="scale_(Tensor(a!) x, Tensor(b!) y) -> Tensor(a!)  +  tags=(torch.Tag.inplace,)",
-    good="scale_(Tensor(a!) x, float s) -> Tensor(a!)  +  tags=(torch.Tag.inplace,)")
+    good="scale_(Tensor(a!) x, float s) -> Tensor(a!)  +  tags=(torch.Tag.inplace,)", check=_tag_contract)
+
+def _autograd_not_functional(schema: Schema, facts: SchemaFacts) -> Iterator[Diagnostic]:
+    problems = autograd_problems(schema, facts.known_tags) if facts.autograd else []
+    if problems:
+        yield diag(AUTOGRAD_NOT_FUNCTIONAL, f"{facts.op}: " + "; ".join(message for message, _ in problems),
+                   hint=AUTOGRAD_HINT, op=facts.op, part=problems[0][1])
+
 
 AUTOGRAD_NOT_FUNCTIONAL = rule(
     "OPG113", "autograd-not-functional", ERROR, "an autograd formula is registered for a non-functional op",
@@ -182,7 +349,7 @@ argument ("Cannot register autograd formula for non-functional operator"), ops t
 arguments (NotImplementedError). Give the backward formula to a functional twin that returns fresh
 tensors and make the mutating op call it, or move the tensors before the `*`.
 """, bad="scale_(Tensor(a!) x, float s) -> ()  +  register_autograd(...)",
-    good="scale(Tensor x, float s) -> Tensor  +  register_autograd(...)")
+    good="scale(Tensor x, float s) -> Tensor  +  register_autograd(...)", check=_autograd_not_functional)
 
 # Every rule's `bad` and `good` is schema text that `check_schema` (or, for "A  and  B", `check_ops`)
 # judges; "  +  has_side_effect(...)" after a schema means the op is marked side-effecting, and
@@ -190,104 +357,17 @@ tensors and make the mutating op call it, or move the tensors before the `*`.
 # backward formula.
 CONTRACT_CODES = tuple(RULES)
 
-RESERVED = {"prim": ERROR, "aten": ERROR, "torch": ERROR, "_": ERROR, "prims": ERROR, "inductor": WARNING,
-            "higher_order": ERROR, "_c10d_functional": WARNING}
-# The torch.Tag names whose contract opgen knows (and generates): they allow aliased returns.
-ALIASING_TAGS = ("inplace", "out")
-
-
-def diag(rule_: Rule, message: str, hint: str = "", severity: str | None = None) -> Diagnostic:
-    return Diagnostic(rule_.code, severity or rule_.severity, message, hint)
-
 
 def check_schema(schema: Schema, *, tags: tuple[str, ...] | None = (), side_effect_marked: bool = False,
                  style: str | None = None, generating: bool = True, autograd: bool = False) -> list[Diagnostic]:
-    """Diagnostics decidable from one schema.
-
-    `tags` are the `torch.Tag` names the op is defined with ("inplace", "out"), None when they are
-    unknown (lint could not read them: neither assumed present nor absent); `style` is "custom_op"
-    or "library" when the registration style is known. `generating=False` (lint of existing code)
-    leaves out the rules that only constrain code opgen generates (OPG111). `autograd`: the op gets a
-    backward formula (`register_autograd`).
-    """
-    found: list[Diagnostic] = []
+    """Diagnostics decidable from one schema: every rule that has a check, in code order (see SchemaFacts
+    for the arguments; `generating=False` leaves out the rules that only constrain generated code)."""
     name = schema.qualified_name + (f".{schema.overload}" if schema.overload else "")
-    known_tags = tags if tags is not None else ()
-    for tag in (t for t in ALIASING_TAGS if t in known_tags):
-        problems = tag_contract_problems(schema, tag)
-        if problems:
-            found.append(diag(TAG_CONTRACT, f"{name}: " + "; ".join(message for message, _ in problems),
-                              hint=TAG_HINTS[tag]))
-
-    if autograd:
-        problems = autograd_problems(schema, known_tags)
-        if problems:
-            found.append(diag(AUTOGRAD_NOT_FUNCTIONAL, f"{name}: " + "; ".join(message for message, _ in problems),
-                              hint=AUTOGRAD_HINT))
-
-    letters: dict[str, list[str]] = defaultdict(list)
-    for arg in schema.arguments:
-        alias = arg.alias
-        if alias is None:
-            continue
-        if alias.is_write and not is_tensor_like(arg.type):
-            found.append(diag(MUTATED_NON_TENSOR, f"{name}: argument {arg.name!r} of type '{arg.type}' is marked "
-                              "as written, but only tensors can be mutated", hint=f"remove the annotation on {arg.name!r}"))
-        if alias.is_write:
-            for letter in alias.before:
-                if letter != "*":
-                    letters[letter].append(arg.name)
-        elif alias.before and not any(r.alias for r in schema.returns):
-            found.append(diag(ALIAS_WITHOUT_WRITE, f"{name}: argument {arg.name!r} has a read-only alias "
-                              f"annotation '{alias}'", hint=f"drop '{alias}' or write '({alias.before[0]}!)' if the op writes it"))
-    for letter, names in letters.items():
-        if len(names) > 1:
-            fresh = _fresh_letters(schema, len(names) - 1)
-            found.append(diag(SHARED_ALIAS_SET, f"{name}: arguments {', '.join(map(repr, names))} share alias set "
-                              f"'{letter}'", hint="give each mutated tensor its own letter, e.g. "
-                              + ", ".join(f"Tensor({c}!) {n}" for c, n in zip([letter, *fresh], names))))
-
-    tagged = set(ALIASING_TAGS) if tags is None else set(tags) & set(ALIASING_TAGS)
-    for index, ret in enumerate(schema.returns):
-        alias = ret.alias
-        if alias is None or tagged:
-            continue
-        label = f"return {ret.name!r}" if ret.name else f"return {index}"
-        found.append(diag(ALIASED_RETURN, f"{name}: {label} '{ret.type}' aliases an input, which torch.compile "
-                          "cannot functionalize", hint="return nothing ('-> ()') or a fresh tensor; or tag the op "
-                          "torch.Tag.inplace / torch.Tag.out (torch >= 2.13)"))
-
-    if schema.name.endswith("_") and not schema.name.endswith("__"):
-        first = schema.positional[0] if schema.positional else None
-        if first is None or not first.is_write:
-            found.append(diag(UNDERSCORE_NOT_INPLACE, f"{name}: the trailing '_' says in-place, but the first "
-                              "argument is not mutated", hint=f"rename to '{schema.name.rstrip('_')}' or declare "
-                              f"the first argument 'Tensor(a!)'"))
-
-    if not schema.returns and not schema.varret and not schema.is_mutable and not side_effect_marked:
-        found.append(diag(SIDE_EFFECT_ONLY, f"{name}: returns nothing and mutates nothing, so compiled graphs drop it",
-                          hint="mark it with torch.fx.node.has_side_effect(op) (opgen new does this), or declare "
-                          "the tensors it writes as Tensor(a!)"))
-
-    kw_tensors = [a.name for a in schema.kwarg_only if is_tensor_like(a.type)]
-    if kw_tensors and "out" not in tagged and style != "library":
-        found.append(diag(KWARG_ONLY_TENSOR, f"{name}: keyword-only tensor argument(s) {', '.join(map(repr, kw_tensors))} "
-                          "cannot be registered with custom_op", hint="use the Library style, or make them positional"))
-
-    if style != "library":
-        reasons = custom_op_explicit_schema_reasons(schema)
-        if reasons:
-            found.append(diag(NOT_INFERRABLE, f"{name}: custom_op needs an explicit schema= ({'; '.join(reasons)})"))
-
-    if schema.namespace:
-        found.extend(check_namespace(schema.namespace))
-
-    for ret in schema.returns:
-        same_name = schema.argument(ret.name) if ret.name else None
-        # The out convention names a return after the out argument it aliases: that is no clash.
-        if generating and same_name is not None and not _same_alias_set(same_name.alias, ret.alias):
-            found.append(diag(NO_RETURN_NAME_CLASH, f"{name}: return {ret.name!r} has the name of an argument",
-                              hint=f"rename it, e.g. '{ret.name}_out'"))
+    facts = SchemaFacts(name, tags, side_effect_marked, style, generating, autograd)
+    found: list[Diagnostic] = []
+    for rule_ in RULES.values():
+        if rule_.check is not None and (generating or not rule_.generated_only):
+            found.extend(rule_.check(schema, facts))
     return found
 
 
@@ -303,7 +383,7 @@ def tag_contract_problems(schema: Schema, tag: str) -> list[tuple[str, object]]:
     """What torch's define-time check of `torch.Tag.<tag>` would refuse in `schema` (torch/library.py
     `_validate_inplace_schema` / `_validate_out_schema`), as (message, part of the schema it is about);
     the part is a `span_column` key: "name", "returns" or ("arg", name)."""
-    written = [a for a in schema.arguments if a.is_write]
+    written = schema.mutated_args
     problems: list[tuple[str, object]] = []
     if tag == "inplace":
         first = schema.arguments[0] if schema.arguments and not schema.arguments[0].kwarg_only else None
@@ -363,7 +443,7 @@ def autograd_problems(schema: Schema, tags: tuple[str, ...] = ()) -> list[tuple[
         return [("a torch.Tag.out op cannot have an autograd formula (out variants do not support autograd)",
                  "name")]
     problems: list[tuple[str, object]] = []
-    written = [a.name for a in schema.arguments if a.is_write]
+    written = [a.name for a in schema.mutated_args]
     if written:
         problems.append((f"a mutable op cannot have an autograd formula: it writes {', '.join(map(repr, written))}",
                          ("arg", written[0])))
@@ -455,7 +535,12 @@ def custom_op_explicit_schema_reasons(schema: Schema) -> list[str]:
 
 def mutates_args(schema: Schema) -> list[str]:
     """The `mutates_args` a custom_op needs: every argument written to."""
-    return [a.name for a in schema.arguments if a.is_write]
+    return [a.name for a in schema.mutated_args]
+
+
+def fatal_for_generation(diagnostic: Diagnostic, style: str | None) -> bool:
+    """Whether `opgen new` refuses an op with this diagnostic when generating in `style`."""
+    return diagnostic.severity == ERROR or style in RULES[diagnostic.code].fatal_styles
 
 
 def has_errors(diagnostics: list[Diagnostic]) -> bool:

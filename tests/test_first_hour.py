@@ -49,6 +49,9 @@ EXPECTED = {
     "PYTHONPATH=tests/fixtures/check opgen check --skip static check_fixtures.broken_custom_op:chk_cop::undeclared":
         (1, "layer: dynamo-fx - undeclared-mutation"),
     "opgen check --explain undeclared-mutation": (0, "rule: OPG301"),
+    # pip downloads the torch-npu wheel matching torch (into this test's own OPGEN_CACHE_DIR, see `fresh`)
+    "opgen npugraph-ex fetch": (0, "npugraph_ex/2.13.0"),
+    "opgen npugraph-ex path": (0, "npugraph_ex/2.13.0"),
 }
 EXEMPT = {
     "python -m pytest -q": "the whole suite, this test included: CI runs it in a fresh venv (.ci/run); here it "
@@ -56,6 +59,8 @@ EXEMPT = {
     'python -m pytest -q -m "not slow"': "a subset of the whole suite, which CI runs",
     "python -m pytest -q -m first_hour": "this test",
     "python benchmarks/run.py": "minutes of timing; the benchmarks' tool look-up is checked on its own below",
+    "opgen npugraph-ex fetch --wheel torch_npu-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl":
+        "needs the wheel on disk; tests/test_npugraph_ex.py runs fetch --wheel on wheels it builds",
 }
 
 
@@ -97,7 +102,8 @@ def fresh(tmp_path_factory) -> dict:
     bin_dir = venv / ("Scripts" if os.name == "nt" else "bin")
     env = {key: value for key, value in os.environ.items()
            if key not in ("PYTHONPATH", "PYTHONHOME", "PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER")}
-    env.update(VIRTUAL_ENV=str(venv), PATH=os.pathsep.join([str(bin_dir), "/usr/bin", "/bin"]))
+    env.update(VIRTUAL_ENV=str(venv), PATH=os.pathsep.join([str(bin_dir), "/usr/bin", "/bin"]),
+               OPGEN_CACHE_DIR=str(root / "cache"))
     return {"checkout": checkout, "venv": venv, "bin": bin_dir, "env": env}
 
 

@@ -244,7 +244,7 @@ BAD_SPECS = {
         style: custom_op
         ops:
           - schema: "f(Tensor x, *, Tensor bias) -> Tensor"
-        """, "bad.yaml:4:14: ops[0].schema [OPG106]", "use the Library style"),
+        """, "bad.yaml:4:29: ops[0].schema [OPG106]", "use the Library style"),
     "bad style": ("""
         namespace: a
         style: libary

@@ -140,6 +140,21 @@ def test_fetch_of_a_version_the_index_lacks_says_so(tmp_path):
     assert not (tmp_path / "cache" / "npugraph_ex" / "0.0.1").exists()
 
 
+def test_the_commands_need_no_torch(tmp_path):
+    """`opgen npugraph-ex` is part of the torch-free core: with torch unimportable it still runs."""
+    shim = tmp_path / "shim" / "torch"
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text("raise ImportError('torch is hidden')\n")
+    env = {**os.environ, "OPGEN_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(shim.parent)}
+    done = subprocess.run([sys.executable, "-m", "opgen", "npugraph-ex", "path", "--torch-npu-version", "9.9.9"],
+                          capture_output=True, text=True, env=env, cwd=REPO, timeout=120, check=False)
+    assert done.returncode == 1 and "npugraph_ex is not fetched" in done.stderr, done.stderr
+    wheel = make_wheel(tmp_path)
+    done = subprocess.run([sys.executable, "-m", "opgen", "npugraph-ex", "fetch", "--wheel", str(wheel)],
+                          capture_output=True, text=True, env=env, cwd=REPO, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+
+
 # --- the loader ---------------------------------------------------------------------------------------
 
 
@@ -191,6 +206,46 @@ def test_the_loader_leaves_the_process_as_it_found_it():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "ok\n" and "Exception ignored" not in done.stderr, done.stderr
+
+
+@needs_npugraph_ex
+def test_the_stand_in_is_minimal():
+    """Each name of the torch_npu stand-in is needed: without it, compiling with npugraph_ex fails."""
+    code = textwrap.dedent(f"""
+        import sys
+        import torch
+        sys.path.insert(0, {str(loader_path().parent)!r})
+        import npugraph_ex_cpu as lib
+
+        # Event first: it is an annotation in a module imported at the first compilation only
+        for name in ("Event", "Stream", "current_stream", "set_stream"):
+            with lib.Session() as session:
+                npu = sys.modules["torch_npu"].npu
+                value = npu.__dict__.pop(name)
+                torch._dynamo.reset()
+                compiled = torch.compile(lambda x: x + 1, backend=session.backend(), fullgraph=True, dynamic=False)
+                try:
+                    compiled(torch.ones(2))
+                except Exception as error:
+                    assert f"torch_npu.npu.{{name}} is not part of" in str(error), (name, str(error)[-500:])
+                else:
+                    raise AssertionError(f"compiled without torch.npu.{{name}}")
+                setattr(npu, name, value)
+        # and the one option changed on the stand-in: pattern fusion needs torch_npu's C++ operators
+        with lib.Session() as session:
+            torch._dynamo.reset()
+            backend = session.backend(pattern_fusion_pass=True)
+            compiled = torch.compile(lambda x: x + 1, backend=backend, fullgraph=True, dynamic=False)
+            try:
+                compiled(torch.ones(2))
+            except Exception as error:
+                assert "'_OpNamespace' 'npu' object has no attribute 'npu_add_rms_norm'" in str(error), error
+            else:
+                raise AssertionError("pattern fusion ran without torch_npu")
+        print("ok")
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr[-3000:]
 
 
 # --- the generated tier on broken ops ------------------------------------------------------------------
@@ -314,6 +369,7 @@ def broken_project(tmp_path_factory) -> Path:
     return root / "project"
 
 
+@pytest.mark.slow  # generates a project and runs its tests
 @needs_npugraph_ex
 def test_the_tier_fails_broken_ops_saying_why_and_passes_correct_ones(broken_project, tmp_path):
     results = run_tier(broken_project, tmp_path / "junit.xml")
@@ -343,6 +399,7 @@ def test_the_tier_fails_broken_ops_saying_why_and_passes_correct_ones(broken_pro
     assert "target=torch.ops.aten.copy_.default](args = (%arg0_1, %clone_default)" in planted[1], planted[1]
 
 
+@pytest.mark.slow  # generates a project and runs its tests
 def test_without_the_cache_the_tier_skips_with_the_fetch_command(broken_project, tmp_path):
     results = run_tier(broken_project, tmp_path / "junit.xml", env={"OPGEN_CACHE_DIR": str(tmp_path / "empty")})
     assert len(results) == 9

@@ -20,7 +20,7 @@ def npugraph_ex() -> None:
 def fetch(version: str | None, wheel: str | None) -> None:
     """Download the matching torch-npu wheel with pip (or take --wheel), verify it, and extract only
     torch_npu/dynamo/npugraph_ex/ into opgen's cache. torch-npu is not installed."""
-    from ..cli import handle_errors
+    from ..console import handle_errors
 
     handle_errors(_fetch)(version, wheel)
 

@@ -19,7 +19,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from ..schema.errors import OpgenError
+from ..errors import OpgenError
 from . import loader
 
 PREFIX = "torch_npu/dynamo/npugraph_ex/"

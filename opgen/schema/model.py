@@ -275,6 +275,24 @@ class Schema:
     def is_mutable(self) -> bool:
         return any(a.is_write for a in self.arguments)
 
+    @property
+    def out_args(self) -> tuple[Argument, ...]:
+        """The written keyword-only arguments: the `out=` tensors of an out variant."""
+        return tuple(a for a in self.arguments if a.kwarg_only and a.is_write)
+
+    @property
+    def kind(self) -> str:
+        """What kind of op this is, as torchgen's `SchemaKind` decides: "inplace" (the name ends in one `_`),
+        "scratch" or "out" (written keyword-only arguments; scratch when one is named `_scratch_*`),
+        "mutable" (a written positional argument), else "functional"."""
+        if self.name.endswith("_") and not self.name.endswith("__"):
+            return "inplace"
+        if any(a.name.startswith("_scratch_") for a in self.out_args):
+            return "scratch"
+        if self.out_args:
+            return "out"
+        return "mutable" if self.is_mutable else "functional"
+
     def argument(self, name: str) -> Argument | None:
         return next((a for a in self.arguments if a.name == name), None)
 

@@ -682,7 +682,11 @@ def _default_problem(typ: Type, value) -> str | None:
         return "a list for a non-list type"
     if not isinstance(typ, BaseType):
         return "defaults are not supported on this type"
-    t = typ.name
+    return _scalar_default_problem(typ.name, value)
+
+
+def _scalar_default_problem(t: str, value) -> str | None:
+    """What is wrong with `value` as the default of a plain (non-list, non-optional) type named `t`."""
     if t == "Tensor":
         return "a Tensor argument can only default to None, and only as Tensor?"
     if t in _INTEGER_TYPES:

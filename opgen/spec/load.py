@@ -28,6 +28,7 @@ from ..contract import (
     check_namespace,
     check_ops,
     check_schema,
+    fatal_for_generation,
     tag_contract_problems,
 )
 from ..errors import OpgenError
@@ -321,9 +322,8 @@ def _op(source: _Source, node: Node, index: int, namespace: str, style: str) -> 
                 f"{where}.schema [{AUTOGRAD_NOT_FUNCTIONAL.code}]")
 
     for diagnostic in check_schema(schema, tags=tags, side_effect_marked=True, style=style):
-        fatal = diagnostic.severity == ERROR or (diagnostic.code == "OPG106" and style == "custom_op")
-        if fatal:
-            offset = span_column(schema, "returns") if diagnostic.code in ("OPG102", "OPG111") else None
+        if fatal_for_generation(diagnostic, style):
+            offset = span_column(schema, diagnostic.part) if diagnostic.part is not None else None
             raise source.inner(schema_node, offset or 1, OpgenError(diagnostic.message, hint=diagnostic.hint),
                                f"{where}.schema [{diagnostic.code}]")
         if diagnostic.severity != "info":
@@ -349,7 +349,7 @@ def _op(source: _Source, node: Node, index: int, namespace: str, style: str) -> 
                            "remove `outputs:`")
     outputs = _outputs(source, fields["outputs"][1] if "outputs" in fields else None, schema, where)
     if tags:
-        written = [a.name for a in schema.arguments if a.is_write]
+        written = [a.name for a in schema.mutated_args]
         outputs = tuple(replace(out, returns_argument=name) for out, name in zip(outputs, written))
     examples = _examples(source, fields["examples"][1] if "examples" in fields else None, schema, where)
     if examples and examples[0].derived:

@@ -11,7 +11,7 @@ $XDG_CACHE_HOME/opgen, else ~/.cache/opgen). Installing torch-npu itself without
 - Otherwise it imports the cached npugraph_ex with the smallest stand-in for the torch_npu names that
   npugraph_ex's modules touch when they are imported and when they compile on CPU (found by trial with
   torch-npu 2.13.0): a `torch_npu` module whose `npu` namespace (also set as `torch.npu`) holds `Event`
-  (an annotation), `Stream` (an annotation, and created for the capture, never used), `current_stream()`
+  (an annotation), `Stream` (an annotation, also created for the capture, never used), `current_stream()`
   (its `stream_id` is read; None means "no stream") and `set_stream` (compared with graph node targets,
   never called). Any other attribute is missing, so `hasattr` probes answer False and anything else
   fails loudly.
@@ -261,11 +261,12 @@ class Session:
             acl_graph = _Loaded.modules[f"{PACKAGE}._acl_concrete_graph.acl_graph"]
             converter = _Loaded.modules[f"{PACKAGE}._acl_concrete_graph.fx2acl_converter"]
             acl_graph.AclGraph, converter.AclGraph = self._saved.pop("acl_graph")
-        if _Loaded.modules is None or _Loaded.stand_in is None:
-            return  # nothing imported, or the real torch_npu: it stays
-        # keep every npugraph_ex module, lazily imported ones included, for the next entry
-        _Loaded.modules.update({name: sys.modules[name] for name in _our_modules(sys.modules)
-                                if name.startswith(PACKAGE)})
+        if _Loaded.modules is not None and _Loaded.stand_in is None:
+            return  # the real torch_npu: it stays, with its npugraph_ex
+        if _Loaded.modules is not None:
+            # keep every npugraph_ex module, lazily imported ones included, for the next entry
+            _Loaded.modules.update({name: sys.modules[name] for name in _our_modules(sys.modules)
+                                    if name.startswith(PACKAGE)})
         _apply_torch_changes(undo=True)
         for name in _our_modules(sys.modules):
             if name not in self._saved["modules"]:
