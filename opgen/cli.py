@@ -16,10 +16,14 @@ from .errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
 class LazyGroup(click.Group):
     """Imports a subcommand's module only when that subcommand runs (keeps `opgen lint` start-up small)."""
 
-    lazy_commands: ClassVar[dict[str, str]] = {"lint": "opgen.lint.command:lint", "new": "opgen.new:new",
-                                                "meta-coverage": "opgen.op_plugin.coverage:meta_coverage",
-                                                "add": "opgen.op_plugin.add:add",
-                                                "npugraph-ex": "opgen.npugraph_ex.command:npugraph_ex"}
+    lazy_commands: ClassVar[dict[str, str]] = {
+        "add": "opgen.op_plugin.add:add",
+        "check": "opgen.check.command:check",
+        "lint": "opgen.lint.command:lint",
+        "meta-coverage": "opgen.op_plugin.coverage:meta_coverage",
+        "new": "opgen.new:new",
+        "npugraph-ex": "opgen.npugraph_ex.command:npugraph_ex",
+    }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self.lazy_commands])

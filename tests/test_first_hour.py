@@ -45,6 +45,10 @@ EXPECTED = {
         (1, '"code": "OPG102"'),
     "opgen explain --code OPG102": (0, "OPG102 (aliased-return, error)"),
     'pip install "torch==2.13.0" -e ".[test]"': (0, ""),
+    "opgen check build/rms_norm": (0, "1 of 1 op(s) pass every runnable rung"),
+    "PYTHONPATH=tests/fixtures/check opgen check --skip static check_fixtures.broken_custom_op:chk_cop::undeclared":
+        (1, "layer: dynamo-fx - undeclared-mutation"),
+    "opgen check --explain undeclared-mutation": (0, "rule: OPG301"),
     # pip downloads the torch-npu wheel matching torch (into this test's own OPGEN_CACHE_DIR, see `fresh`)
     "opgen npugraph-ex fetch": (0, "npugraph_ex/2.13.0"),
     "opgen npugraph-ex path": (0, "npugraph_ex/2.13.0"),

@@ -11,9 +11,9 @@ import textwrap
 import pytest
 from new_helpers import STYLES, opgen, run_generated_tests
 
+from opgen.errors import OpgenError
 from opgen.npugraph_ex import loader
 from opgen.render.context import project_context
-from opgen.schema.errors import OpgenError
 from opgen.spec.load import load_spec_text
 
 

@@ -7,8 +7,8 @@ import textwrap
 
 import pytest
 
+from opgen.errors import OpgenError
 from opgen.render.context import docstring, literal, project_context, string_call
-from opgen.schema.errors import OpgenError
 from opgen.spec.load import load_spec_text
 from opgen.spec.model import TensorValue
 

@@ -9,8 +9,8 @@ import string
 import pytest
 import torch
 
+from opgen.errors import OpgenError
 from opgen.schema import parse_schema
-from opgen.schema.errors import OpgenError
 from opgen.spec.semantics import (
     DtypeRule,
     PyContext,

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from opgen.errors import OpgenError
 from opgen.render import write
 from opgen.render.write import (
     BACKUP_DIR,
@@ -24,7 +25,6 @@ from opgen.render.write import (
     apply_plan,
     plan_changes,
 )
-from opgen.schema.errors import OpgenError
 
 POSIX = os.name == "posix"
 needs_posix = pytest.mark.skipif(not POSIX, reason="file modes and symlinks are POSIX features")

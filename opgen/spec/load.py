@@ -645,3 +645,34 @@ def _check_names_unique(source: _Source, ops_node: SequenceNode, ops: list[OpSpe
         seen[key] = op.index
 
 
+
+
+def load_inputs_text(text: str, path: str, schemas: dict[str, Schema]) -> dict[str, tuple[Example, ...]]:
+    """`opgen check --inputs FILE` (YAML or JSON): examples in the spec's syntax, either one list for every
+    op, or a mapping from op name (`ns::op`, `op` or `ns::op.overload`) to a list. Keys of `schemas` are
+    the ops' full names; the result maps each op the file gives examples for to them."""
+    source = _Source(text, path)
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        raise source.error(None, f"invalid YAML/JSON: {error.problem or error.context}",
+                           line=mark.line if mark else 0, column=mark.column + 1 if mark else 1) from None
+    except yaml.YAMLError as error:
+        raise source.error(None, f"invalid YAML/JSON: {error}") from None
+    hint = ("write a list of examples, e.g. `- {x: {shape: [4, 8], dtype: float32}, eps: 1.0e-6}`, or map op "
+            "names to such lists")
+    if isinstance(root, SequenceNode):
+        return {name: _examples(source, root, schema, "inputs") for name, schema in schemas.items()}
+    if not isinstance(root, MappingNode):
+        raise source.error(root, "the inputs file must be a list of examples or a mapping of op names to lists", hint)
+    found: dict[str, tuple[Example, ...]] = {}
+    for key_node, value in root.value:
+        key = _string(source, key_node, "an op name")
+        matches = [name for name in schemas if key in (name, name.split("::")[-1], name.split(".")[0],
+                                                        name.split("::")[-1].split(".")[0])]
+        if not matches:
+            raise source.error(key_node, f"{key!r} is none of the checked ops", "one of: " + ", ".join(schemas))
+        for name in matches:
+            found[name] = _examples(source, value, schemas[name], f"inputs[{key!r}]")
+    return found

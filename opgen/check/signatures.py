@@ -1,0 +1,214 @@
+"""The one table of known graph-entry failures: what `opgen check` says when a rung fails.
+
+A signature matches a failure by rung, exception type and a regular expression on the message (or is
+named directly by the worker when it finds a problem without an exception: a leftover copy, a host
+sync, ...). Each maps to the layer at fault (the ladder of ../shared/reference/npugraph_ex.md §4),
+likely root causes ranked most likely first, the next minimal action, and the opgen rule code when
+one applies. The first matching row wins, so specific rows come before general ones. A failure no row
+matches is "unclassified", with its evidence. `opgen check --explain ID` prints a row.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+LAYERS = ("static", "eager", "dynamo-fx", "npugraph_ex", "ge-cann", "precision", "performance", "unclassified")
+# Where a failure no row knows is shown, by rung.
+RUNG_LAYERS = {"import": "eager", "static": "static", "eager": "eager", "opcheck": "dynamo-fx",
+               "aot_eager": "dynamo-fx", "npugraph_ex": "npugraph_ex", "capture": "ge-cann"}
+
+
+@dataclass(frozen=True)
+class Signature:
+    id: str
+    layer: str | None  # None: the layer of the rung that failed (a crash or a hang)
+    title: str
+    causes: tuple[str, ...]
+    next_action: str
+    rule: str | None = None
+    rungs: tuple[str, ...] = ()  # empty: any rung
+    types: tuple[str, ...] = ()  # exception class names (the last dotted part); empty: any
+    pattern: str | None = None  # regex searched in the message; None: named by the worker only
+
+    def matches(self, rung: str, error: dict) -> bool:
+        if self.pattern is None or (self.rungs and rung not in self.rungs):
+            return False
+        if self.types and error.get("type", "").rsplit(".", 1)[-1] not in self.types:
+            return False
+        text = f"{error.get('check') or ''}\n{error.get('type', '')}\n{error.get('message', '')}"
+        return re.search(self.pattern, text, re.IGNORECASE | re.DOTALL) is not None
+
+
+S = Signature
+TABLE: tuple[Signature, ...] = (
+    # --- registration (importing the module) ---
+    S("op-defined-twice", "eager", "the op is defined twice",
+      (("two `define`/`custom_op` calls for the same name (a module imported twice under two names, or "
+       "copy-pasted registration)"), "a generated and a hand-written registration of the same op both imported"),
+      "keep one definition per op; guard re-imports, or use a distinct overload name", "OPG205",
+      ("import",), (), r"same name and overload name multiple times|already (has|have) a (kernel|definition)"),
+    S("registration-failed", "eager", "importing the registering module raised",
+      ("a bad schema string or dispatch key in `define`/`impl`", "an import the module needs is missing"),
+      "run `python -c 'import MODULE'` and fix the first error it shows; `opgen lint` the module", None,
+      ("import",), (), r"."),
+    # --- eager ---
+    S("no-kernel-for-device", "eager", "no kernel for the inputs' device (wrong dispatch key)",
+      (("the kernel is registered at another dispatch key than the device of the inputs (e.g. 'Meta' or 'CUDA' "
+       "instead of 'CPU', 'PrivateUse1' for NPU)"), ("the dispatch key is misspelled or registered for a backend "
+       "this build lacks"), "the module registering the kernel was not imported"),
+      "register the kernel with lib.impl(name, fn, 'CPU') (and 'PrivateUse1' for NPU); `opgen lint` checks key "
+      "spellings", "OPG204", ("eager", "opcheck", "aot_eager", "npugraph_ex"), ("NotImplementedError",),
+      r"Could not run '.*' with arguments from the '\w+' backend"),
+    S("custom-op-returns-input", "eager", "a custom_op returns (a view of) one of its inputs",
+      ("the kernel returns a mutated input (`x.add_(1); return x`)", ("the kernel returns a view (`x.view(...)`, "
+       "`x[0]`) of an input")),
+      "return a clone (`return x.clone()`), or return nothing (`-> None`) and declare the mutation in mutates_args",
+      "OPG102", ("eager", "opcheck", "aot_eager"), (),
+      r"must not also be an input to this custom operator|may not alias any inputs"),
+    S("missing-autograd", "eager", "no autograd formula, and inputs require grad (training)",
+      ("the op is used in training but only has an inference kernel", ("register_autograd was called on another "
+       "overload or never imported")),
+      "add torch.library.register_autograd(op, backward, setup_context=...) (opgen new: `autograd:` in the spec), "
+      "or run the op under torch.no_grad()", None, (),
+      (), r"no autograd formula was registered|autograd kernel was not registered|test_autograd_registration"),
+    # --- fake / schema (opcheck, Dynamo, AOTAutograd) ---
+    S("missing-fake", "dynamo-fx", "no fake (Meta) kernel: Dynamo cannot trace the op (graph break)",
+      ("register_fake / a Meta impl was never written", ("the fake is registered in a module that was not imported "
+       "before torch.compile"), "the fake is registered for another overload or namespace"),
+      "add @torch.library.register_fake('ns::op') returning empty tensors of the output shape", "OPG208", (),
+      ("UnsupportedOperatorException", "Unsupported", "OpCheckError", "RuntimeError"),
+      r"UnsupportedOperatorException|does not support running with fake tensors|no fake impl|There was no fake impl registered|"
+      r"unsupported operator: "),
+    S("npugraph_ex-dynamic-output", "npugraph_ex", "npugraph_ex cannot capture a data-dependent output size",
+      ("the op's output size depends on data (new_dynamic_size / nonzero-like): a captured graph fixes sizes",),
+      "give the op a static upper bound (pad the output and return a count tensor), or keep it out of the "
+      "captured region", None, ("npugraph_ex",), (), r"'ValuePack' and 'int'|unbacked|data-dependent"),
+    S("fake-reads-data", "dynamo-fx", "the fake kernel reads tensor data (.item(), data-dependent size)",
+      ("the fake computes an output size from tensor values (`x.sum().item()`, `int(n)`, `nonzero`)",
+       "a data-dependent output size without torch.library.get_ctx().new_dynamic_size()"),
+      "compute sizes from shapes only; for a data-dependent size use ctx = torch.library.get_ctx(); "
+      "n = ctx.new_dynamic_size() (opgen semantics: `dynamic`)", "OPG302", (), (),
+      r"data-dependent|DataDependentOutput|Cannot access data pointer|GuardOnDataDependentSymNode|"
+      r"unbacked|_local_scalar_dense"),
+    S("fake-wrong-device", "dynamo-fx", "the fake/Meta kernel allocates on a real device",
+      ("the Meta kernel builds its result with torch.empty(shape) / torch.zeros(shape) without device=",
+       "the fake returns a tensor on a fixed device instead of the inputs' device"),
+      "allocate from an input: torch.empty_like(x), x.new_empty(shape), or device=x.device", "OPG304", (), (),
+      r"device must be `meta`|Unhandled FakeTensor Device Propagation|found two different devices|"
+      r"Expected all tensors to be on the same device"),
+    S("undeclared-mutation", "dynamo-fx", "the kernel writes an argument the schema does not mark Tensor(a!)",
+      ("an in-place call (`x.add_`, `x.copy_`, `out[...] = `) on an argument declared read-only",
+       "mutates_args= misses the argument (custom_op)"),
+      "declare it: `Tensor(a!) x` (Library) or mutates_args=['x'] (custom_op), and return nothing for it",
+      "OPG301", (), (), r"is not defined as mutable but was mutated"),
+    S("view-return", "dynamo-fx", "the kernel returns a view of an input the schema does not declare",
+      ("the kernel returns `x.view(...)`, `x.reshape(...)` or `x[...]` of an argument", ("the kernel returns the "
+       "argument itself")),
+      "return a fresh tensor (`.clone()`); opgen never declares aliased returns", "OPG303", (), (),
+      r"is not defined to alias output but was aliasing|outputs_alias_inputs|aliases? (an )?input"),
+    S("aliased-return-annotation", "dynamo-fx", "the schema returns an alias (`-> Tensor(a!)`), which AOTAutograd "
+      "cannot functionalize",
+      ("an in-place op declared `-> Tensor(a!)` to return its mutated input", "a view op declared `-> Tensor(a)`"),
+      "return nothing: `(Tensor(a!) x) -> ()` (opgen's default), or tag the op torch.Tag.inplace / torch.Tag.out",
+      "OPG102", (), (), r"output has alias annotations"),
+    S("mutable-not-functionalizable", "dynamo-fx", "AOTAutograd cannot functionalize the mutable op",
+      ("a mutable custom op on a torch older than 2.6 (no auto_functionalized)", ("a mutated argument that is "
+       "not a plain Tensor (a list, an optional)")),
+      "upgrade torch, or make each mutated argument a plain `Tensor(a!)`", None, (), (),
+      r"operator that either mutates or its inputs"),
+    S("fake-wrong-shape", "dynamo-fx", "the fake kernel's output shape differs from the real kernel's",
+      ("the fake's shape formula is wrong for these inputs", ("the kernel's output shape depends on data "
+       "(then the size is dynamic)")),
+      "fix the fake's shape so it equals the kernel's for every input (opgen semantics print it once for both)",
+      None, (), (), r"mismatched tensor metadata.*Shapes"),
+    S("fake-wrong-dtype", "dynamo-fx", "the fake kernel's output dtype differs from the real kernel's",
+      ("the fake hard-codes a dtype (`dtype=torch.float32`) while the kernel follows the input", ("the kernel "
+       "upcasts (e.g. accumulates in float32) and the fake does not")),
+      "give the fake the kernel's dtype rule (e.g. dtype=x.dtype)", None, (), (),
+      r"mismatched tensor metadata.*Dtypes"),
+    S("fake-wrong-metadata", "dynamo-fx", "the fake kernel's output metadata (strides, device, ...) differs",
+      ("the fake returns a non-contiguous or differently strided tensor", "the kernel returns a view"),
+      "allocate the fake output with the layout the kernel returns (torch.empty(shape) is contiguous)", None,
+      (), (), r"mismatched tensor metadata"),
+    S("compiled-differs-opcheck", "precision", "outputs differ between eager and AOTAutograd tracing",
+      ("the kernel depends on global state (grad mode, a counter, a cached tensor)", "the kernel is random",
+       "the kernel mutates an input without declaring it"),
+      "make the kernel a pure function of its arguments (pass state in as tensors)", None, ("opcheck",), (),
+      r"Outputs of the operator are different in eager-mode PyTorch vs AOTDispatcher"),
+    S("graph-break", "dynamo-fx", "Dynamo cannot trace the call with fullgraph=True (graph break)",
+      ("the reason Dynamo gives (see the evidence)", ("a Python-level wrapper around the op does something Dynamo "
+       "does not support")),
+      "read the graph-break reason in the evidence; compile without fullgraph and print "
+      "torch._dynamo.explain(fn)(*args) for every break", None, (), ("Unsupported", "UserError"), r"."),
+    S("backend-compile-failed", "dynamo-fx", "the compiler backend raised while compiling the graph",
+      ("the exception inside the backend (see the evidence)",), "fix the error the backend reports; rerun with "
+      "TORCH_LOGS=aot_graphs to see the graph it compiled", None, ("aot_eager", "opcheck"),
+      ("BackendCompilerFailed",), r"."),
+    S("compiled-differs", "precision", "compiled output differs from eager",
+      (("the kernel depends on global state (torch.is_grad_enabled(), counters, caches) that differs at compile "
+       "time"), "the kernel reads memory it does not own (uninitialised output)", ("tolerance: a low-precision "
+       "dtype accumulates differently")),
+      "compare eager and compiled on one small input; make the kernel a pure function of its arguments", None,
+      ("aot_eager", "npugraph_ex", "capture"), ("AssertionError",), r"differs from eager|not close|not equal"),
+    # --- named by the worker (no exception) ---
+    S("random-op", "npugraph_ex", "the kernel draws random numbers: not reproducible, and not capturable",
+      ("torch.rand*/bernoulli/dropout inside the kernel", "a random seed or offset drawn on the host per call"),
+      "pass random values in as a tensor argument (generated outside the graph)", "OPG307"),
+    S("cpu-sync-in-kernel", "ge-cann", "the kernel syncs with the host (.item(), .cpu(), ...): fails under capture",
+      (("a `.item()`/`.tolist()`/`.cpu()`/`bool(tensor)` in the kernel (on NPU: 'Not allow to synchronize "
+       "captured-stream', error 107027)"), "a Python branch on a tensor value"),
+      "keep scalars on the device (pass them as tensors, use torch.where); size-dependent work belongs in the "
+      "schema", "OPG307"),
+    S("npugraph_ex-leftover-copy", "npugraph_ex", "npugraph_ex leaves a copy of a mutated buffer in the graph",
+      ("the op returns its mutated input (Tag.inplace / Tag.out): npugraph_ex 2.13.0 does not re-inplace it",
+       "the mutated argument is not the one the schema marks (a!)", "a view of a mutated input is returned"),
+      "declare `Tensor(a!) x` and return nothing (`-> ()`); results are correct but every replay pays a copy",
+      "OPG112"),
+    S("npugraph_ex-private-input-copy", "npugraph_ex", "a write to an undeclared argument lands in npugraph_ex's "
+      "private input copy",
+      ("the kernel mutates an argument not marked Tensor(a!) (clone_input=True hands it a copy)",),
+      "declare the mutation: `Tensor(a!) x` / mutates_args", "OPG301"),
+    S("npugraph_ex-op-eliminated", "npugraph_ex", "the op is not in the graph npugraph_ex captures",
+      ("the op returns nothing and mutates nothing, so dead-code elimination drops it", "its output is unused"),
+      "mark it with torch.fx.node.has_side_effect(op), or declare the tensors it writes Tensor(a!)", "OPG104"),
+    S("npugraph_ex-no-graph", "npugraph_ex", "npugraph_ex produced no graph to capture",
+      ("the whole call was optimised away", "npugraph_ex fell back to eager"),
+      "rerun with TORCH_COMPILE_DEBUG=1 and read npugraph_ex's output_code.py", None),
+    S("worker-crash", None, "the process running the rung died",
+      ("a segmentation fault or abort in a C++/device kernel", "the kernel exhausted memory"),
+      "run the rung's call under gdb or with PYTHONFAULTHANDLER=1; check the kernel's bounds and allocations",
+      None),
+    S("worker-timeout", None, "the rung did not finish in time (a hang)",
+      ("a deadlock or an endless loop in the kernel", "compilation far slower than expected (raise --timeout)"),
+      "rerun with a larger --timeout; if it still hangs, dump the stacks with py-spy dump --pid", None),
+)
+BY_ID = {s.id: s for s in TABLE}
+
+
+def classify(rung: str, error: dict) -> Signature | None:
+    """The first row matching a failure's exception, or None (unclassified)."""
+    for signature in TABLE:
+        if signature.matches(rung, error):
+            return signature
+    return None
+
+
+def explain(identifier: str) -> str | None:
+    signature = BY_ID.get(identifier)
+    if signature is None:
+        return None
+    layer = signature.layer or "the failing rung's (static, eager, dynamo-fx, npugraph_ex or ge-cann)"
+    lines = [f"{signature.id}: {signature.title}", f"  layer: {layer}"]
+    if signature.rule:
+        lines.append(f"  rule: {signature.rule} (opgen lint --explain {signature.rule})")
+    where = ", ".join(signature.rungs) if signature.rungs else "any rung"
+    if signature.pattern is None:
+        lines.append("  found by: opgen check itself (no exception)")
+    else:
+        types = ", ".join(signature.types) if signature.types else "any exception"
+        lines.append(f"  matches: {types} at {where}, message /{signature.pattern}/")
+    lines.append("  likely causes:")
+    lines.extend(f"    {i}. {cause}" for i, cause in enumerate(signature.causes, 1))
+    lines.append(f"  next action: {signature.next_action}")
+    return "\n".join(lines)

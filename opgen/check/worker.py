@@ -1,0 +1,657 @@
+"""The torch side of `opgen check`: one process registers the ops and climbs the rungs for each.
+
+Run by `opgen.check.command` as `python -m opgen.check.worker JOB.json`. It writes one JSON object
+per line to its original standard output (the op's own prints go to standard error):
+  {"event": "usage", "message", "hint"}          bad input: nothing was run
+  {"event": "op", "index", "op"}                 the ops, all resolved before any rung runs
+  {"event": "start", "index", "rung"}            so the parent knows which rung a crash or hang hit
+  {"event": "rung", "index", "rung", "status", "seconds", "reason", "error", "signature", "evidence"}
+  {"event": "done"}
+`error` is {"type", "message", "check"} of the exception a failing rung raised (`check`: the opcheck
+test that failed); `signature` is set when the worker itself recognised the failure (no exception).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from . import RUNGS
+
+PROTOCOL = None  # the original stdout, set in main()
+
+
+def emit(**event) -> None:
+    PROTOCOL.write(json.dumps(event, default=str) + "\n")
+    PROTOCOL.flush()
+
+
+class Usage(Exception):
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.message, self.hint = message, hint
+
+
+class RungFailed(Exception):
+    """A rung found a problem without an exception of its own: `signature` names it."""
+
+    def __init__(self, signature: str, message: str, evidence: str = "") -> None:
+        super().__init__(message)
+        self.signature, self.evidence = signature, evidence
+
+
+class RungSkipped(Exception):
+    pass
+
+
+# --- resolving targets --------------------------------------------------------------------------
+
+
+class Op:
+    def __init__(self, name: str, overload=None, examples=None, sources=(), import_error=None, project=False):
+        self.name, self.overload, self.examples = name, overload, examples
+        self.sources, self.import_error, self.project = list(sources), import_error, project
+        self.schema = None  # opgen's parsed schema
+        self.calls: list = []  # kwargs dicts, one per example
+        self.eager_notes: dict = {}
+
+
+def _all_op_names() -> set[str]:
+    import torch
+
+    return set(torch._C._dispatch_get_all_op_names())
+
+
+def _overload(name: str):
+    import torch
+
+    qualified, _, overload = name.partition(".")
+    namespace, _, op_name = qualified.partition("::")
+    try:
+        packet = getattr(getattr(torch.ops, namespace), op_name)
+        return getattr(packet, overload or "default")
+    except (AttributeError, RuntimeError):
+        return None
+
+
+def _import(module_name: str, target: str):
+    """(module, None) or (None, exception info) for an exception raised by the module itself."""
+    try:
+        return importlib.import_module(module_name), None
+    except ModuleNotFoundError as error:
+        if error.name and (module_name == error.name or module_name.startswith(error.name + ".")):
+            raise Usage(f"{target}: cannot import module {module_name!r} ({error})",
+                        "run from the directory that holds it, or add that directory to PYTHONPATH") from None
+        return None, _error_info(error)
+    except Exception as error:  # noqa: BLE001  (the registering module itself fails: that is a diagnosis)
+        return None, _error_info(error)
+
+
+def resolve(targets: list[dict]) -> list[Op]:
+    ops: list[Op] = []
+    for target in targets:
+        if target["kind"] == "project":
+            ops.extend(_resolve_project(target))
+            continue
+        before = _all_op_names() if not target["op"] else set()
+        module, error = _import(target["module"], target["text"])
+        sources = [getattr(module, "__file__", None)] if module else []
+        if error is not None:
+            ops.append(Op(target["op"] or target["text"], import_error=error))
+            continue
+        names = [target["op"]] if target["op"] else sorted(_all_op_names() - before)
+        if not names:
+            raise Usage(f"{target['text']}: importing {target['module']!r} registered no new operator",
+                        f"name the op: {target['module']}:namespace::op")
+        for name in names:
+            overload = _overload(name)
+            if overload is None:
+                raise Usage(f"{target['text']}: no operator {name!r} after importing {target['module']!r}",
+                            "check the name (namespace::op or namespace::op.overload)")
+            ops.append(Op(_full_name(overload), overload, sources=[s for s in sources if s]))
+    return ops
+
+
+def _resolve_project(target: dict) -> list[Op]:
+    from ..spec.load import load_spec
+
+    spec = load_spec(str(Path(target["path"]) / "opgen.yaml"))
+    sys.path.insert(0, target["path"])
+    _module, error = _import(spec.package, target["text"])
+    if error is not None:
+        return [Op(f"{spec.namespace}::{op.schema.name}", import_error=error) for op in spec.ops]
+    source = str(Path(target["path"]) / spec.package / "ops.py")
+    found = []
+    for op_spec in spec.ops:
+        name = f"{spec.namespace}::{op_spec.schema.name}" + (f".{op_spec.schema.overload}"
+                                                               if op_spec.schema.overload else "")
+        overload = _overload(name)
+        if overload is None:
+            raise Usage(f"{target['text']}: importing {spec.package!r} did not register {name}",
+                        "regenerate the project (opgen new) or check its package")
+        found.append(Op(name, overload, examples=op_spec.examples, sources=[source], project=True))
+    return found
+
+
+def _full_name(overload) -> str:
+    schema = overload._schema
+    return schema.name + (f".{schema.overload_name}" if schema.overload_name else "")
+
+
+def prepare_inputs(ops: list[Op], inputs_path: str | None) -> None:
+    """Parse each op's schema with opgen and pick its examples: --inputs, the spec, or derived."""
+    from ..errors import OpgenError
+    from ..schema import parse_schema
+    from ..spec.load import derive_example, load_inputs_text
+
+    for op in ops:
+        if op.overload is not None:
+            try:
+                op.schema = parse_schema(str(op.overload._schema))
+            except OpgenError:
+                op.schema = None
+    given: dict = {}
+    if inputs_path:
+        schemas = {op.name: op.schema for op in ops if op.schema is not None}
+        try:
+            text = Path(inputs_path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise Usage(f"--inputs {inputs_path}: cannot read it ({error})") from None
+        try:
+            given = load_inputs_text(text, inputs_path, schemas)
+        except OpgenError as error:
+            raise Usage(error.render(), "") from None
+    for op in ops:
+        if op.overload is None:
+            continue
+        examples = given.get(op.name) or op.examples
+        if not examples and op.schema is not None:
+            derived = derive_example(op.schema)
+            examples = (derived,) if derived is not None else ()
+        if not examples:
+            kinds = ", ".join(f"{a.name}: {a.type}" for a in op.schema.arguments) if op.schema else str(
+                op.overload._schema)
+            raise Usage(f"{op.name}: no inputs: opgen cannot make up arguments for ({kinds})",
+                        "give them with --inputs FILE, a YAML list like `- {x: {shape: [4, 8], dtype: float32}}` "
+                        "(the syntax of a spec's examples, docs/spec.md)")
+        op.calls = [_values(example.values) for example in examples]
+
+
+def _values(values: dict) -> dict:
+    return {name: value for name, value in values.items()}
+
+
+def _make(value, g):
+    import torch
+
+    from ..schema.model import EnumWord
+    from ..spec.model import TensorValue
+
+    if isinstance(value, TensorValue):
+        dtype = getattr(torch, value.dtype)
+        if value.values is not None:
+            return torch.tensor(_lists(value.values), dtype=dtype)
+        if dtype.is_floating_point or dtype.is_complex:
+            return torch.randn(value.shape, generator=g, dtype=torch.float32).to(dtype)
+        if dtype == torch.bool:
+            return torch.randint(0, 2, value.shape, generator=g).bool()
+        return torch.randint(0, 8, value.shape, generator=g).to(dtype)
+    if isinstance(value, EnumWord):
+        return getattr(torch, value.word)
+    if isinstance(value, tuple):
+        return [_make(item, g) for item in value]
+    return value
+
+
+def _lists(value):
+    return [_lists(v) for v in value] if isinstance(value, tuple) else value
+
+
+def calls(op: Op, seed: int = 0) -> list[dict]:
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    return [{name: _make(value, g) for name, value in call.items()} for call in op.calls]
+
+
+# --- helpers --------------------------------------------------------------------------------------
+
+
+def _error_info(error: BaseException) -> dict:
+    check = None
+    if type(error).__name__ == "OpCheckError":
+        match = re.search(r"(test_\w+) failed", str(error))
+        check = match.group(1) if match else None
+        if error.__cause__ is not None:  # the exception the opcheck test saw is the diagnosis
+            cause = error.__cause__
+            return {"type": _type_name(cause), "message": str(cause), "check": check,
+                    "where": _where(cause)}
+    return {"type": _type_name(error), "message": str(error), "check": check, "where": _where(error)}
+
+
+def _type_name(error: BaseException) -> str:
+    cls = type(error)
+    return cls.__name__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__name__}"
+
+
+def _where(error: BaseException) -> str:
+    """The innermost frame outside torch and opgen: usually the user's kernel or fake."""
+    frames = traceback.extract_tb(error.__traceback__)
+    for frame in reversed(frames):
+        path = frame.filename
+        library = any(f"{os.sep}{name}{os.sep}" in path for name in ("torch", "opgen", "npugraph_ex"))
+        if not library and not path.startswith("<"):
+            return f"{path}:{frame.lineno} in {frame.name}: {(frame.line or '').strip()}"
+    return ""
+
+
+def _tensors(value) -> list:
+    import torch
+
+    return [leaf for leaf in torch.utils._pytree.tree_leaves(value) if isinstance(leaf, torch.Tensor)]
+
+
+def _clone(value):
+    import torch
+
+    return torch.utils._pytree.tree_map(lambda v: v.clone() if isinstance(v, torch.Tensor) else v, value)
+
+
+def _same(actual, expected, what: str) -> None:
+    import torch
+
+    try:
+        torch.testing.assert_close(actual, expected, equal_nan=True)
+    except AssertionError as error:
+        raise AssertionError(f"{what}: {error}") from None
+
+
+def _mutated(op: Op) -> list[str]:
+    return [a.name for a in op.overload._schema.arguments if a.alias_info is not None and a.alias_info.is_write]
+
+
+# --- the rungs ------------------------------------------------------------------------------------
+
+
+def rung_static(op: Op) -> str:
+    """opgen's contract rules on the schema, and `opgen lint` on the files that register the op."""
+    from ..contract import ERROR, check_schema
+
+    if op.schema is None:
+        raise RungSkipped("opgen cannot parse the schema torch reports: " + str(op.overload._schema))
+    tags = tuple(str(t).split(".")[-1] for t in op.overload.tags)
+    contract = check_schema(op.schema, tags=tags, generating=False)
+    found = [d for d in contract if d.severity == ERROR]
+    notes = [f"{d.code} {d.message}" for d in contract if d.severity != ERROR]
+    lint_paths = [p for p in op.sources if p and p.endswith(".py") and os.path.isfile(p)]
+    if lint_paths:
+        from ..lint.config import LintConfig
+        from ..lint.engine import lint_paths as run_lint
+
+        short = op.name.split("::")[-1].split(".")[0]
+        mentions = re.compile(rf"(?<![\w]){re.escape(short)}(?![\w])")
+        for diagnostic in run_lint(lint_paths, LintConfig(root=os.path.dirname(lint_paths[0]))).diagnostics:
+            if not mentions.search(diagnostic.message):
+                continue  # another op of the same file
+            if diagnostic.severity == ERROR:
+                found.append(diagnostic)
+            else:
+                notes.append(f"{diagnostic.code} {diagnostic.message}")
+    if found:
+        first = found[0]
+        where = f"{first.path}:{first.line}: " if first.path else ""
+        text = "\n".join(f"{d.code} {d.message}" + (f" (hint: {d.hint})" if d.hint else "") for d in found)
+        raise RungFailed(f"rule:{first.code}", f"{where}{first.code} {first.message}", text)
+    linted = f"lint: {', '.join(lint_paths)}" if lint_paths else "lint: no readable source"
+    return "; ".join([f"contract rules pass; {linted}", *notes])
+
+
+_SYNC_METHODS = ("item", "tolist", "cpu", "numpy", "__bool__", "__int__", "__float__", "nonzero")
+
+
+class _HostSyncProbe:
+    """Records host syncs (`.item()`, `.cpu()`, ...) and random-number calls made by a kernel's Python code:
+    they pass on CPU but fail under graph capture. Patches torch.Tensor and torch for the duration."""
+
+    RANDOM = ("rand", "randn", "randint", "rand_like", "randn_like", "randint_like", "bernoulli", "multinomial",
+              "normal", "randperm")
+
+    def __enter__(self):
+        import torch
+
+        self.seen: list[str] = []
+        self.saved = []
+        for name in _SYNC_METHODS:
+            self._wrap(torch.Tensor, name, f"Tensor.{name}()")
+        for name in self.RANDOM:
+            if hasattr(torch, name):
+                self._wrap(torch, name, f"torch.{name}")
+        for name in ("uniform_", "normal_", "bernoulli_", "random_", "exponential_"):
+            self._wrap(torch.Tensor, name, f"Tensor.{name}()")
+        return self
+
+    def _wrap(self, owner, name, label):
+        original = owner.__dict__.get(name, getattr(owner, name))
+        seen = self.seen
+
+        def probe(*args, **kwargs):
+            seen.append(label)
+            return original(*args, **kwargs)
+
+        self.saved.append((owner, name, owner.__dict__.get(name, _ABSENT)))
+        setattr(owner, name, probe)
+
+    def __exit__(self, *exc) -> None:
+        for owner, name, value in reversed(self.saved):
+            if value is _ABSENT:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, value)
+
+
+_ABSENT = object()
+
+
+def rung_eager(op: Op) -> str:
+    import torch
+
+    keys = _kernel_keys(op)
+    cpu_kernel = "CPU" in keys or keys & {"CompositeExplicitAutograd", "CompositeImplicitAutograd"}
+    device = "PrivateUse1" if "PrivateUse1" in keys else "CUDA" if "CUDA" in keys else None
+    if not cpu_kernel and device is not None and not _device_available(device):
+        op.eager_notes["device_only"] = True
+        raise RungSkipped(f"the op has a {device} kernel only and this machine has no "
+                          f"{'NPU' if device == 'PrivateUse1' else 'CUDA GPU'}")
+    with torch.no_grad():
+        for call in calls(op):
+            first = op.overload(**_clone(call))
+            with _HostSyncProbe() as probe:
+                second = op.overload(**_clone(call))
+        try:
+            torch.testing.assert_close(first, second, equal_nan=True)
+        except AssertionError:
+            op.eager_notes["nondeterministic"] = True
+        op.eager_notes["syncs"] = sorted({label for label in probe.seen if label.startswith("Tensor.")
+                                             and not label.endswith("_()")})
+        op.eager_notes["random"] = sorted({label for label in probe.seen if label not in op.eager_notes["syncs"]})
+    note = f"{len(op.calls)} example(s) ran on CPU"
+    if op.eager_notes.get("nondeterministic"):
+        note += "; two runs on the same inputs differ"
+    return note
+
+
+def _kernel_keys(op: Op) -> set[str]:
+    import torch
+
+    keys = ("CPU", "CUDA", "PrivateUse1", "Meta", "CompositeExplicitAutograd", "CompositeImplicitAutograd")
+    return {k for k in keys if torch._C._dispatch_has_kernel_for_dispatch_key(op.overload._schema.name, k)}
+
+
+def _device_available(key: str) -> bool:
+    import torch
+
+    if key == "CUDA":
+        return torch.cuda.is_available()
+    npu = getattr(torch, "npu", None)
+    return bool(npu is not None and getattr(npu, "is_available", lambda: False)())
+
+
+def rung_opcheck(op: Op, train: bool) -> str:
+    import torch
+
+    for call in calls(op):
+        torch.library.opcheck(op.overload, (), call)
+        if train and any(t.is_floating_point() for t in _tensors(call)):
+            grad_call = torch.utils._pytree.tree_map(
+                lambda v: v.detach().clone().requires_grad_(v.is_floating_point())
+                if isinstance(v, torch.Tensor) else v, call)
+            torch.library.opcheck(op.overload, (), grad_call)
+            outputs = [t for t in _tensors(op.overload(**grad_call)) if t.requires_grad]
+            if outputs:
+                torch.autograd.grad(sum(t.float().sum() for t in outputs), [
+                    t for t in _tensors(grad_call) if t.requires_grad], allow_unused=True)
+    return "opcheck: schema, fake tensors, AOT dispatch" + (" (with requires_grad=True)" if train else "")
+
+
+def rung_aot_eager(op: Op) -> str:
+    import torch
+
+    torch._dynamo.reset()
+
+    def fn(**kwargs):
+        return op.overload(**kwargs)
+
+    compiled = torch.compile(fn, backend="aot_eager", fullgraph=True, dynamic=False)
+    with torch.no_grad():
+        for seed in (0, 1):
+            for call in calls(op, seed):
+                eager_call = _clone(call)
+                expected = fn(**eager_call)
+                actual = compiled(**call)
+                _compare(op, actual, expected, call, eager_call, "aot_eager")
+    return "fullgraph=True, outputs and mutated inputs equal eager"
+
+
+def _compare(op: Op, actual, expected, call, eager_call, where: str) -> None:
+    try:
+        _same(actual, expected, f"{where} output differs from eager")
+        for name in call:
+            if _tensors(call[name]):
+                _same(_tensors(call[name]), _tensors(eager_call[name]), f"argument {name!r} after the {where} call "
+                      "differs from eager")
+    except AssertionError as error:
+        if op.eager_notes.get("nondeterministic") or op.eager_notes.get("random"):
+            random = ", ".join(op.eager_notes.get("random") or []) or "two eager runs differ"
+            raise RungFailed("random-op", f"{error}".splitlines()[0], f"the kernel is not deterministic ({random})")
+        raise
+
+
+def rung_npugraph_ex(op: Op) -> str:
+    import torch
+
+    from ..npugraph_ex import loader
+
+    lib = loader()
+    reason = lib.unavailable()
+    if reason is not None:
+        raise RungSkipped(reason)
+    mutated = _mutated(op)
+    torch._dynamo.reset()
+
+    def fn(**kwargs):
+        return op.overload(**kwargs)
+
+    with lib.Session() as session, torch.no_grad():
+        compiled = torch.compile(fn, backend=session.backend(), fullgraph=True, dynamic=False)
+        buffers: dict = {}
+        for seed in (0, 1):
+            for index, call in enumerate(calls(op, seed)):
+                for name in mutated:  # a mutated buffer is the same tensor at every replay, refilled
+                    if (index, name) in buffers:
+                        buffers[index, name].copy_(call[name])
+                        call[name] = buffers[index, name]
+                    else:
+                        buffers[index, name] = call[name]
+                eager_call = _clone(call)
+                expected = fn(**eager_call)
+                actual = compiled(**call)
+                try:
+                    _compare(op, actual, expected, call, eager_call, "npugraph_ex")
+                except AssertionError as error:
+                    if "argument" in str(error).splitlines()[0] and not mutated:
+                        raise RungFailed("npugraph_ex-private-input-copy", str(error).splitlines()[0],
+                                         "npugraph_ex copies unmutated inputs into private buffers (clone_input)")
+                    raise
+        graphs = list(session.graphs)
+    if not graphs:
+        raise RungFailed("npugraph_ex-no-graph", "npugraph_ex handed no graph to capture")
+    graph = graphs[-1]
+    if op.overload not in [n.target for n in graph.graph.nodes]:
+        raise RungFailed("npugraph_ex-op-eliminated", f"{op.name} is not in the graph npugraph_ex captures",
+                         graph.code.strip())
+    leftovers = _leftover_copies(graph, op.overload, mutated)
+    if leftovers:
+        raise RungFailed("npugraph_ex-leftover-copy", f"npugraph_ex left {len(leftovers)} copy node(s) of a "
+                         "mutated buffer, paid at every replay",
+                         "\n".join(n.format_node() for n in leftovers) + "\n" + graph.code.strip())
+    syncs = op.eager_notes.get("syncs") or []
+    if syncs:
+        raise RungFailed("cpu-sync-in-kernel", f"the kernel syncs with the host ({', '.join(syncs)}), which fails "
+                         "under capture", "observed while the kernel ran eagerly on CPU")
+    if op.eager_notes.get("random"):
+        raise RungFailed("random-op", f"the kernel draws random numbers ({', '.join(op.eager_notes['random'])}), "
+                         "which npugraph_ex cannot capture", "observed while the kernel ran eagerly on CPU")
+    return f"{len(graph.graph.nodes)} graph nodes after npugraph_ex's passes, mutated buffers written in place"
+
+
+def _leftover_copies(graph, overload, mutated: list[str]) -> list:
+    """Functionalized calls left in the final graph, and copies/clones of graph inputs the graph writes."""
+    import torch
+    from torch._higher_order_ops.auto_functionalize import auto_functionalized, auto_functionalized_v2
+
+    nodes = [n for n in graph.graph.nodes if n.op == "call_function"]
+    inputs = {n for n in graph.graph.nodes if n.op == "placeholder"}
+    written = {n.args[0] for n in nodes if n.target is torch.ops.aten.copy_.default and n.args[0] in inputs}
+    for node in (n for n in nodes if n.target is overload):
+        written |= {node.kwargs.get(name) for name in mutated} & inputs
+        written |= {a for a in node.args if a in inputs and mutated}
+    copies = (torch.ops.aten.copy_.default, torch.ops.aten.copy.default, torch.ops.aten.clone.default)
+    return [n for n in nodes if n.target in (auto_functionalized, auto_functionalized_v2)
+            or (n.target in copies and any(a in written for a in n.all_input_nodes))]
+
+
+def rung_capture(op: Op) -> str:
+    """npugraph_ex capture/replay with a real NPU; CUDA graphs with a CUDA GPU."""
+    import torch
+
+    if _device_available("PrivateUse1"):
+        device, key, options = "npu", "PrivateUse1", {"backend": "npugraph_ex"}
+    elif torch.cuda.is_available():
+        device, key, options = "cuda", "CUDA", {"mode": "reduce-overhead"}
+    else:
+        raise RungSkipped("no NPU (torch_npu not importable or no device) and no CUDA GPU: capture/replay cannot "
+                          "run here")
+    if not _kernel_keys(op) & {key, "CompositeExplicitAutograd", "CompositeImplicitAutograd"}:
+        raise RungSkipped(f"the op has no {key} kernel to capture on this machine's {device}")
+    torch._dynamo.reset()
+
+    def fn(**kwargs):
+        return op.overload(**kwargs)
+
+    compiled = torch.compile(fn, fullgraph=True, dynamic=False, **options)
+    with torch.no_grad():
+        for seed in (0, 1, 2):
+            for call in calls(op, seed):
+                call = torch.utils._pytree.tree_map(lambda v: v.to(device) if isinstance(v, torch.Tensor) else v,
+                                                    call)
+                eager_call = _clone(call)
+                expected = fn(**eager_call)
+                actual = _clone(compiled(**call))
+                _compare(op, actual, expected, call, eager_call, f"{device} capture/replay")
+    return f"captured and replayed on {device}, equal to eager"
+
+
+# --- driver ---------------------------------------------------------------------------------------
+
+
+def run_rung(op: Op, rung: str, job: dict) -> dict:
+    started = time.perf_counter()
+    result = {"status": "pass", "reason": ""}
+    try:
+        if rung in ("opcheck", "aot_eager", "npugraph_ex") and op.eager_notes.get("device_only"):
+            raise RungSkipped("no kernel for CPU and no device for the kernel the op has (see the eager rung)")
+        if rung == "static":
+            result["reason"] = rung_static(op)
+        elif rung == "eager":
+            result["reason"] = rung_eager(op)
+        elif rung == "opcheck":
+            result["reason"] = rung_opcheck(op, job.get("train", False))
+        elif rung == "aot_eager":
+            result["reason"] = rung_aot_eager(op)
+        elif rung == "npugraph_ex":
+            result["reason"] = rung_npugraph_ex(op)
+        elif rung == "capture":
+            result["reason"] = rung_capture(op)
+    except RungSkipped as skip:
+        result = {"status": "skip", "reason": str(skip)}
+    except RungFailed as failed:
+        result = {"status": "fail", "reason": str(failed), "signature": failed.signature, "evidence": failed.evidence}
+    except Exception as error:  # noqa: BLE001  (any exception of the op is the rung's evidence)
+        info = _error_info(error)
+        result = {"status": "fail", "reason": f"{info['type']}: {_first_line(info['message'])}", "error": info}
+    result["seconds"] = round(time.perf_counter() - started, 3)
+    return result
+
+
+def _first_line(text: str) -> str:
+    """The message's key line: the first, or for a backend failure the error after "raised:"."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if lines and lines[0].startswith("backend=") and "raised:" in lines[0] and len(lines) > 1:
+        return lines[1]
+    return lines[0] if lines else ""
+
+
+def main(argv: list[str]) -> int:
+    global PROTOCOL
+    PROTOCOL = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)  # the op's prints must not corrupt the protocol
+    sys.stdout = sys.stderr
+    job = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    started = time.perf_counter()
+    try:
+        import torch  # noqa: F401
+    except ImportError as error:
+        emit(event="usage", message=f"opgen check needs torch, which cannot be imported ({error})",
+             hint="pip install torch")
+        return 0
+    try:
+        ops = resolve(job["targets"])
+        prepare_inputs(ops, job.get("inputs"))
+    except Usage as usage:
+        emit(event="usage", message=usage.message, hint=usage.hint)
+        return 0
+    import_seconds = round(time.perf_counter() - started, 3)
+    resume = job.get("resume") or {}
+    first_op, after = resume.get("op", 0), resume.get("after")
+    for index, op in enumerate(ops):
+        emit(event="op", index=index, op=op.name)
+    for index, op in enumerate(ops):
+        if index < first_op:
+            continue
+        start_after = after if index == first_op else None
+        if start_after is None:
+            if op.import_error is not None:
+                emit(event="rung", index=index, rung="import", status="fail", seconds=import_seconds,
+                     reason=f"{op.import_error['type']}: {_first_line(op.import_error['message'])}",
+                     error=op.import_error)
+                continue
+            emit(event="rung", index=index, rung="import", status="pass", seconds=import_seconds,
+                 reason="registered by " + (", ".join(op.sources) or "its module"))
+        rungs = list(RUNGS[1:])
+        if start_after in rungs:
+            rungs = rungs[rungs.index(start_after) + 1:]
+        failed = start_after is not None
+        for rung in rungs:
+            if rung in job.get("skip", ()):
+                emit(event="rung", index=index, rung=rung, status="skip", seconds=0.0, reason="skipped with --skip")
+                continue
+            if failed and not job.get("keep_going"):
+                emit(event="rung", index=index, rung=rung, status="skip", seconds=0.0,
+                     reason="not run: an earlier rung failed (--keep-going runs it)")
+                continue
+            emit(event="start", index=index, rung=rung)
+            result = run_rung(op, rung, job)
+            emit(event="rung", index=index, rung=rung, **result)
+            failed = failed or result["status"] == "fail"
+    emit(event="done")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,254 @@
+"""`opgen check`, through the real command: every deliberately broken op of tests/fixtures/check is
+classified to its layer and signature, its correct twin passes every runnable rung, and the CLI's usage
+errors, --explain, --versions, --inputs, project targets, crashes and hangs behave as documented.
+
+The npugraph_ex rung needs the cache `opgen npugraph-ex fetch` fills: the ambient one, or one fetched into
+a temporary OPGEN_CACHE_DIR from the wheel named by $OPGEN_TORCH_NPU_WHEEL. Without either, the ops only
+that rung catches are left out (with OPGEN_REQUIRE_NPUGRAPH_EX set, as in CI, that fails instead).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from conftest import run_opgen_command
+from new_helpers import REPO, opgen
+
+from opgen.npugraph_ex import loader
+
+FIXTURES = Path(__file__).parent / "fixtures" / "check"
+RUNG_NAMES = ["import", "static", "eager", "opcheck", "aot_eager", "npugraph_ex", "capture"]
+
+# op -> (layer, signature, rule) of the first failing rung, static rung skipped (the dynamic diagnosis)
+BROKEN = {
+    "chk_lib::no_fake": ("dynamo-fx", "missing-fake", "OPG208"),
+    "chk_lib::item_fake": ("dynamo-fx", "fake-reads-data", "OPG302"),
+    "chk_lib::meta_on_cpu": ("dynamo-fx", "fake-wrong-device", "OPG304"),
+    "chk_lib::writes_input": ("dynamo-fx", "undeclared-mutation", "OPG301"),
+    "chk_lib::returns_view": ("dynamo-fx", "view-return", "OPG303"),
+    "chk_lib::wrong_shape": ("dynamo-fx", "fake-wrong-shape", None),
+    "chk_lib::wrong_dtype": ("dynamo-fx", "fake-wrong-dtype", None),
+    "chk_lib::aliased_return": ("dynamo-fx", "aliased-return-annotation", "OPG102"),
+    "chk_lib::wrong_key": ("eager", "no-kernel-for-device", "OPG204"),
+    "chk_lib::grad_mode": ("precision", "compiled-differs-opcheck", None),
+    "chk_lib::random": ("npugraph_ex", "random-op", "OPG307"),
+    "chk_lib::host_sync": ("ge-cann", "cpu-sync-in-kernel", "OPG307"),
+    "chk_lib::scale_": ("npugraph_ex", "npugraph_ex-leftover-copy", "OPG112"),
+    "chk_lib::side_effect": ("npugraph_ex", "npugraph_ex-op-eliminated", "OPG104"),
+    "chk_cop::returns_input": ("eager", "custom-op-returns-input", "OPG102"),
+    "chk_cop::no_fake": ("dynamo-fx", "missing-fake", "OPG208"),
+    "chk_cop::undeclared": ("dynamo-fx", "undeclared-mutation", "OPG301"),
+    "chk_cop::wrong_shape": ("dynamo-fx", "fake-wrong-shape", None),
+    "chk_cop::wrong_dtype": ("dynamo-fx", "fake-wrong-dtype", None),
+    "chk_vllm::cache_write": ("dynamo-fx", "undeclared-mutation", "OPG301"),
+    "chk_vllm::silu": ("dynamo-fx", "missing-fake", "OPG208"),
+    "chk_vllm::flatten": ("dynamo-fx", "view-return", "OPG303"),
+    "chk_lib::weird": ("unclassified", None, None),
+    "chk_lib::positive": ("npugraph_ex", "npugraph_ex-dynamic-output", None),
+    "check_fixtures.defined_twice": ("eager", "op-defined-twice", "OPG205"),
+}
+NEEDS_NPUGRAPH_EX = {"chk_lib::host_sync", "chk_lib::scale_", "chk_lib::side_effect", "chk_lib::positive"}
+BROKEN_MODULES = ("check_fixtures.broken_library", "check_fixtures.broken_custom_op", "check_fixtures.broken_vllm",
+                  "check_fixtures.defined_twice")
+GOOD_MODULES = ("check_fixtures.good_library", "check_fixtures.good_custom_op", "check_fixtures.good_vllm")
+
+
+@pytest.fixture(scope="module")
+def cache_env(tmp_path_factory) -> dict:
+    """Environment for `opgen check` with npugraph_ex fetched, or {"npugraph_ex": False} when it cannot be."""
+    if loader().unavailable() is None:
+        return {}
+    wheel = os.environ.get("OPGEN_TORCH_NPU_WHEEL")
+    if wheel and Path(wheel).is_file():
+        cache = tmp_path_factory.mktemp("cache")
+        done = run_opgen_command("npugraph-ex", "fetch", "--wheel", wheel, env={"OPGEN_CACHE_DIR": str(cache)})
+        assert done.returncode == 0, done.stderr
+        return {"OPGEN_CACHE_DIR": str(cache)}
+    if os.environ.get("OPGEN_REQUIRE_NPUGRAPH_EX"):
+        pytest.fail("OPGEN_REQUIRE_NPUGRAPH_EX is set but npugraph_ex is not fetched")
+    return {"npugraph_ex": "absent"}
+
+
+def check(*args: str, env: dict | None = None, cwd: Path = FIXTURES, timeout: float = 600):
+    env = {key: value for key, value in (env or {}).items() if key != "npugraph_ex"}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(FIXTURES), os.environ.get("PYTHONPATH", "")])
+    return run_opgen_command("check", *args, env=env, cwd=str(cwd), timeout=timeout)
+
+
+def reports(done) -> dict[str, dict]:
+    return {report["op"]: report for report in map(json.loads, done.stdout.splitlines())}
+
+
+@pytest.mark.slow
+def test_every_broken_op_is_classified_and_every_twin_passes(cache_env):
+    done = check("--json", "--skip", "static", *BROKEN_MODULES, env=cache_env)
+    assert done.returncode == 1, done.stderr
+    found = reports(done)
+    assert set(found) == set(BROKEN)
+    for op, (layer, signature, rule) in BROKEN.items():
+        if op in NEEDS_NPUGRAPH_EX and cache_env.get("npugraph_ex") == "absent":
+            continue
+        verdict = found[op]["verdict"]
+        assert (verdict["layer"], verdict["signature"], verdict["rule"]) == (layer, signature, rule), (op, verdict)
+        assert verdict["causes"] and verdict["next_action"] and verdict["evidence"]
+        assert [r["name"] for r in found[op]["rungs"]] == RUNG_NAMES
+    good = check("--json", *GOOD_MODULES, env=cache_env)
+    twins = reports(good)
+    assert {op.split("::")[-1] for op in twins} == {op.split("::")[-1] for op in BROKEN if "::" in op}
+    for op, report in twins.items():
+        assert report["verdict"] is None, (op, report["verdict"])
+        statuses = {r["name"]: r["status"] for r in report["rungs"]}
+        assert statuses["capture"] == "skip"
+        expected_npugraph_ex = "skip" if cache_env.get("npugraph_ex") == "absent" else "pass"
+        assert statuses == {**dict.fromkeys(RUNG_NAMES, "pass"), "npugraph_ex": expected_npugraph_ex,
+                            "capture": "skip"}, op
+        assert "no NPU" in report["rungs"][-1]["reason"]
+    assert good.returncode == 0, good.stdout
+
+
+def test_deeper_rungs_and_keep_going(cache_env):
+    """Past opcheck (skipped), the same bugs show where the ladder goes on: the undeclared write lands in
+    npugraph_ex's private input copy; the missing fake is a graph break of aot_eager; --keep-going runs
+    every rung after a failure, and the verdict stays the first."""
+    if cache_env.get("npugraph_ex") == "absent":
+        pytest.skip("npugraph_ex is not fetched")
+    done = check("--json", "--keep-going", "--skip", "static", "--skip", "opcheck",
+                 "check_fixtures.broken_library:chk_lib::writes_input",
+                 "check_fixtures.broken_library:chk_lib::no_fake", env=cache_env)
+    found = reports(done)
+    assert done.returncode == 1
+    writes, no_fake = found["chk_lib::writes_input"], found["chk_lib::no_fake"]
+    assert writes["verdict"]["signature"] == "npugraph_ex-private-input-copy"
+    assert writes["verdict"]["layer"] == "npugraph_ex" and writes["verdict"]["rule"] == "OPG301"
+    assert no_fake["verdict"]["signature"] == "missing-fake"
+    assert "unsupported operator: chk_lib.no_fake.default" in no_fake["verdict"]["evidence"]
+    statuses = {r["name"]: r["status"] for r in no_fake["rungs"]}
+    assert statuses["aot_eager"] == "fail" and statuses["npugraph_ex"] == "fail"
+
+
+def test_train_finds_a_missing_backward_and_passes_its_twin(cache_env):
+    done = check("--json", "--train", "--skip", "npugraph_ex", "check_fixtures.train", env=cache_env)
+    found = reports(done)
+    assert done.returncode == 1
+    assert found["chk_train::double"]["verdict"]["signature"] == "missing-autograd"
+    assert found["ok_train::double"]["verdict"] is None
+    plain = reports(check("--json", "--skip", "aot_eager", "--skip", "npugraph_ex",
+                          "check_fixtures.train:chk_train::double"))
+    assert plain["chk_train::double"]["verdict"] is None  # inference only: no backward needed
+
+
+def test_static_rung_catches_what_lint_and_the_contract_see():
+    skip = [arg for rung in RUNG_NAMES[2:] for arg in ("--skip", rung)]
+    done = check("--json", *skip, *BROKEN_MODULES[:3])
+    found = reports(done)
+    assert done.returncode == 1
+    static = {op: (r["verdict"]["layer"], r["verdict"]["rule"]) for op, r in found.items() if r["verdict"]}
+    assert static == {"chk_lib::aliased_return": ("static", "OPG102"), "chk_cop::undeclared": ("static", "OPG301"),
+                      "chk_vllm::cache_write": ("static", "OPG301")}
+    assert all(r["status"] == "skip" and r["reason"] == "skipped with --skip"
+               for report in found.values() for r in report["rungs"][2:])
+
+
+def test_text_report_has_the_four_parts_and_rung_times():
+    done = check("check_fixtures.broken_library:chk_lib::wrong_shape", "--skip", "npugraph_ex")
+    assert done.returncode == 1
+    out = done.stdout
+    for part in ("layer: dynamo-fx - fake-wrong-shape", "evidence:", "likely root causes:", "next minimal action:",
+                 "opcheck test: test_faketensor", "versions: torch"):
+        assert part in out, out
+    assert "\x1b[" not in out  # no colour when stdout is not a terminal
+    assert any(line.strip().startswith("opcheck") and "fail" in line and line.split()[2].endswith("s")
+               for line in out.splitlines())
+
+
+def test_a_crash_and_a_hang_are_diagnoses_and_the_next_op_still_runs():
+    fast = [arg for rung in ("opcheck", "aot_eager", "npugraph_ex") for arg in ("--skip", rung)]
+    done = check("--json", "--timeout", "8", *fast, "check_fixtures.crash")
+    found = reports(done)
+    assert done.returncode == 1
+    crash, fine, hang = found["chk_crash::abort"], found["chk_crash::fine"], found["chk_crash::hang"]
+    assert crash["verdict"]["signature"] == "worker-crash" and crash["verdict"]["layer"] == "eager"
+    assert "SIGABRT" in crash["rungs"][2]["reason"]
+    assert fine["verdict"] is None
+    assert hang["verdict"]["signature"] == "worker-timeout" and hang["verdict"]["layer"] == "eager"
+
+
+def test_inputs_file_and_derivation(tmp_path):
+    module = tmp_path / "needs_inputs.py"
+    module.write_text(
+        "import torch\n"
+        "@torch.library.custom_op('chk_in::pick', mutates_args=())\n"
+        "def pick(x: torch.Tensor, mode: str) -> torch.Tensor:\n"
+        "    return x * 2 if mode == 'double' else x.clone()\n"
+        "@pick.register_fake\n"
+        "def _(x, mode):\n"
+        "    return torch.empty_like(x)\n")
+    target = "needs_inputs:chk_in::pick"
+    skip = ("--skip", "aot_eager", "--skip", "npugraph_ex")
+    done = check(target, *skip, cwd=tmp_path)
+    assert done.returncode == 2
+    assert "no inputs" in done.stderr and "--inputs FILE" in done.stderr and not done.stdout
+    inputs = tmp_path / "inputs.yaml"
+    inputs.write_text("- {x: {shape: [2, 3], dtype: float16}, mode: double}\n")
+    done = check(target, *skip, "--inputs", str(inputs), "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"pick": [{"x": {"shape": [2], "dtype": "float17"}, "mode": "a"}]}')
+    done = check(target, *skip, "--inputs", str(bad), cwd=tmp_path)
+    assert done.returncode == 2 and "unknown dtype 'float17'" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    ((), "give at least one TARGET"),
+    (("not a target",), "cannot read the target"),
+    (("no_such_module_xyz:ns::op",), "cannot import module 'no_such_module_xyz'"),
+    (("check_fixtures.good_vllm:ok_vllm::nope",), "no operator 'ok_vllm::nope'"),
+    (("--explain", "no-such-signature"), "unknown failure signature"),
+])
+def test_usage_errors_exit_2_without_traceback(args, message):
+    done = check(*args)
+    assert done.returncode == 2
+    assert message in done.stderr and "Traceback" not in done.stderr and not done.stdout
+
+
+def test_explain_prints_a_table_row_and_rule_codes():
+    done = check("--explain", "missing-fake")
+    assert done.returncode == 0
+    assert "layer: dynamo-fx" in done.stdout and "OPG208" in done.stdout and "next action:" in done.stdout
+    assert check("--explain", "OPG301").stdout.startswith("OPG301")
+    as_json = json.loads(check("--explain", "cpu-sync-in-kernel", "--json").stdout)
+    assert as_json["layer"] == "ge-cann" and as_json["rule"] == "OPG307"
+
+
+def test_explain_and_usage_errors_need_no_torch(tmp_path):
+    """The command itself is torch-free: torch runs only in the worker."""
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text("raise ImportError('torch is hidden')\n")
+    env = {"PYTHONPATH": os.pathsep.join([str(REPO), str(tmp_path)])}
+    assert "layer: dynamo-fx" in run_opgen_command("check", "--explain", "missing-fake", env=env).stdout
+    done = run_opgen_command("check", "a b", env=env)
+    assert done.returncode == 2 and "cannot read the target" in done.stderr
+    done = run_opgen_command("check", "some_module:ns::op", env=env)
+    assert done.returncode == 2 and "needs torch" in done.stderr
+
+
+def test_versions():
+    done = check("--versions", "--json")
+    found = json.loads(done.stdout)
+    assert set(found) == {"torch", "torch_npu", "npugraph_ex", "cann", "python", "opgen"}
+    assert found["torch"].startswith("2.")
+
+
+def test_a_generated_project_is_a_target_and_npugraph_ex_skips_naming_fetch(tmp_path):
+    project = tmp_path / "rms"
+    assert opgen("new", str(REPO / "examples" / "rms_norm.yaml"), "-o", str(project)).returncode == 0
+    done = check(str(project), "--json", env={"OPGEN_CACHE_DIR": str(tmp_path / "empty-cache")}, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (report,) = reports(done).values()
+    assert report["op"] == "myops::rms_norm" and report["verdict"] is None
+    rungs = {r["name"]: r for r in report["rungs"]}
+    assert rungs["npugraph_ex"]["status"] == "skip"
+    assert "run 'opgen npugraph-ex fetch'" in rungs["npugraph_ex"]["reason"]
