@@ -82,7 +82,7 @@ def _extract(archive: Path, tree: Path) -> None:
 
 def tree_of(name: str, requirement: str | None, offline: bool) -> Path:
     if name == "torch":
-        import torch  # noqa: PLC0415  (only the benchmark needs it)
+        import torch
 
         if not torch.__version__.startswith(TORCH_VERSION):
             raise Offline(f"torch {torch.__version__} installed, the verdicts are for {TORCH_VERSION}")

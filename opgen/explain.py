@@ -66,6 +66,9 @@ def render_text(info: dict, color: bool = False) -> str:
         if flags:
             head += "  " + paint(f"[{', '.join(flags)}]", fg="yellow" if a["mutated"] else None)
         lines.append(head)
+        if "($" in a["type"]:
+            lines.append("      `!` without a name: torch's shorthand for a written alias set of its own "
+                         "(torch prints it as ($0! -> ))")
         lines.append(f"      python: {a['python'] or '(none: custom_op cannot take it)'}")
         lines.append(f"      c++:    {a['cpp'] or '(none)'}")
     returns = [f"{r['type']} {r['name']}" if r["name"] else r["type"] for r in info["returns"]]

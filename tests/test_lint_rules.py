@@ -20,7 +20,9 @@ def _lint(tmp_path, code: str, source: str):
     name = "op_plugin_functions.yaml" if code.startswith("OPG4") else "example.py"
     path = tmp_path / name
     path.write_text(source)
-    return path, lint_paths([str(path)], LintConfig(root=str(tmp_path))).diagnostics
+    lint_rule = LINT_RULES.get(code)
+    select = ("OPG", code) if lint_rule is not None and lint_rule.opt_in else ()
+    return path, lint_paths([str(path)], LintConfig(root=str(tmp_path)), select=select).diagnostics
 
 
 def test_every_lint_rule_has_examples_and_is_in_the_one_catalogue():
@@ -65,3 +67,16 @@ def test_docs_list_every_rule_lint_reports():
     docs = (Path(__file__).resolve().parents[1] / "docs" / "lint.md").read_text()
     for code in all_rules():
         assert f"| {code} |" in docs or code == "OPG107", f"docs/lint.md lacks {code}"
+
+
+def test_an_opt_in_rule_needs_its_own_code(tmp_path):
+    """OPG207 (legal, only a cost) is off under the default selection and a prefix, on by its code."""
+    source = LINT_RULES["OPG207"].invalid[0].source
+    path = tmp_path / "example.py"
+    path.write_text(source)
+    config = LintConfig(root=str(tmp_path))
+    assert "OPG207" not in {d.code for d in lint_paths([str(path)], config).diagnostics}
+    assert "OPG207" not in {d.code for d in lint_paths([str(path)], config, select=("OPG2",)).diagnostics}
+    assert "OPG207" in {d.code for d in lint_paths([str(path)], config, select=("OPG207",)).diagnostics}
+    assert "OPG207" not in {d.code for d in lint_paths([str(path)], config, select=("OPG207",),
+                                                       ignore=("OPG2",)).diagnostics}

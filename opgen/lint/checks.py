@@ -291,8 +291,9 @@ def _check_mutates_args(definition: Definition, name: str) -> list[Diagnostic]:
     mutates = definition.mutates_args
     where = definition.mutates_where or definition.where
     if mutates == "unknown":
-        return [_diag(R.MUTATES_ARGS_UNKNOWN, f"{name}: mutates_args=\"unknown\" marks every tensor as written; "
-                      "list the parameters the kernel writes, e.g. mutates_args=() or (\"x\",)", where)]
+        return [_diag(R.MUTATES_ARGS_UNKNOWN, f"{name}: mutates_args=\"unknown\" marks every tensor as written, so "
+                      "functionalization copies each one back after every call; list the parameters the kernel "
+                      "writes, e.g. mutates_args=() or (\"x\",)", where)]
     if isinstance(mutates, str):
         return [_diag(R.MUTATES_ARGS_UNKNOWN_PARAM, f"{name}: mutates_args={mutates!r} is a string, not a list of "
                       f"names; write mutates_args=({mutates!r},)", where)]
@@ -446,26 +447,29 @@ def _check_fake_signature(op: _Op, function: Function, name: str, kind: str) -> 
     kwonly = {p.name: p for p in function.params if p.kind == "kwonly"}
     exp_positional = [e for e in expected if not e[2]]
     exp_kwonly = {e[0]: e for e in expected if e[2]}
+    # torch calls the fake with the positional arguments by position (a rename breaks nothing) and
+    # drops trailing arguments equal to their schema default; keyword-only ones come by name.
     problems = []
     for index, (exp_name, exp_default, _kw) in enumerate(exp_positional):
         if index >= len(positional):
-            problems.append(f"is missing parameter {exp_name!r}")
+            problems.append(f"is missing parameter {exp_name!r} (torch passes it by position)")
             break
         param = positional[index]
-        if param.name != exp_name:
-            problems.append(f"calls parameter {index + 1} {param.name!r} where the schema has {exp_name!r}")
-        elif _default_differs(param, exp_default):
-            problems.append(f"gives {param.name!r} the default {param.default!r}, the schema {exp_default[1]!r}")
+        if exp_default[0] and not param.has_default:
+            problems.append(f"gives {param.name!r} no default, the schema {exp_default[1]!r} (torch omits an argument "
+                            "equal to its default: TypeError)")
+            break
     for extra in positional[len(exp_positional):]:
-        if extra.name not in exp_kwonly:
+        if extra.name not in exp_kwonly and not extra.has_default:
             problems.append(f"has parameter {extra.name!r} the schema does not have")
             break
     for exp_name, exp_default, _kw in exp_kwonly.values():
         param = kwonly.get(exp_name) or next((p for p in positional if p.name == exp_name), None)
         if param is None:
-            problems.append(f"is missing keyword-only parameter {exp_name!r}")
-        elif _default_differs(param, exp_default):
-            problems.append(f"gives {param.name!r} the default {param.default!r}, the schema {exp_default[1]!r}")
+            problems.append(f"is missing keyword-only parameter {exp_name!r} (torch passes it by name)")
+        elif exp_default[0] and not param.has_default:
+            problems.append(f"gives {param.name!r} no default, the schema {exp_default[1]!r} (torch omits an argument "
+                            "equal to its default: TypeError)")
     for extra, param in kwonly.items():
         if extra not in exp_kwonly and not param.has_default:
             problems.append(f"has keyword-only parameter {extra!r} the schema does not have")
@@ -495,25 +499,13 @@ def _expected_params(op: _Op):
         result = []
         for argument in op.schema.arguments:
             default = argument.default if argument.has_default else None
-            comparable = argument.has_default and (default is None or isinstance(default, (bool, int, float, str)))
-            result.append((argument.name, (comparable, default), argument.kwarg_only))
+            result.append((argument.name, (argument.has_default, default), argument.kwarg_only))
         return result
     kernel = op.definition.kernel
     if kernel is None or any(p.kind in ("varargs", "varkw") for p in kernel.params):
         return None
-    return [(p.name, (p.has_default and p.default is not UNKNOWN, p.default), p.kind == "kwonly")
+    return [(p.name, (p.has_default, p.default), p.kind == "kwonly")
             for p in kernel.params]
-
-
-def _default_differs(param, expected_default) -> bool:
-    has_expected, value = expected_default
-    if not has_expected or not param.has_default or param.default is UNKNOWN:
-        return False
-    if isinstance(param.default, str) and param.default.startswith("torch."):
-        return False  # torch.float32 and friends: the schema spells them as enum words
-    if isinstance(value, float) and isinstance(param.default, (int, float)) and not isinstance(param.default, bool):
-        return float(param.default) != value
-    return param.default != value or type(param.default) is bool and type(value) is not bool
 
 
 def _check_dangling(records, dangling: list[Registration], ops, by_name) -> list[Diagnostic]:

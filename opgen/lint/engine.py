@@ -28,7 +28,7 @@ class LintResult:
         return [(r.path, r.internal_error) for r in self.records if r.internal_error]
 
 
-def expand_selectors(selectors: tuple[str, ...], what: str) -> set[str]:
+def expand_selectors(selectors: tuple[str, ...], what: str, *, selecting: bool = True) -> set[str]:
     codes = set()
     for selector in selectors:
         selector = selector.strip().upper()
@@ -41,8 +41,15 @@ def expand_selectors(selectors: tuple[str, ...], what: str) -> set[str]:
             raise OpgenError(f"unknown rule selector {selector!r} in {what}",
                              hint="codes look like OPG204; a prefix such as OPG2 selects a group; "
                              "`opgen lint --explain CODE` describes one")
-        codes |= matched
+        codes |= {code for code in matched if not selecting or code == selector or not _opt_in(code)}
     return codes
+
+
+def _opt_in(code: str) -> bool:
+    from .rules import LINT_RULES
+
+    rule = LINT_RULES.get(code)
+    return rule is not None and rule.opt_in
 
 
 def discover(paths: list[str], config: LintConfig) -> tuple[list[str], list[str]]:
@@ -206,8 +213,8 @@ def lint_paths(paths: list[str], config: LintConfig, *, select=(), ignore=(), jo
     from .yaml_ops import is_op_yaml, lint_yaml
 
     selected = expand_selectors(tuple(select) or config.select, "select")
-    selected -= expand_selectors(tuple(ignore) + config.ignore, "ignore")
-    per_file = {glob: expand_selectors(codes, f"per-file-ignores.{glob}")
+    selected -= expand_selectors(tuple(ignore) + config.ignore, "ignore", selecting=False)
+    per_file = {glob: expand_selectors(codes, f"per-file-ignores.{glob}", selecting=False)
                 for glob, codes in config.per_file_ignores.items()}
     python, yaml = discover(paths, config)
     records = read_all(python, jobs)
