@@ -423,17 +423,56 @@ def _check_fake(op: _Op, registration: Registration, function: Function, name: s
                            Where(path, finding.line, finding.column)))
     aliased = op.schema is not None and any(r.alias for r in op.schema.returns)
     tagged = op.definition.tags is None or bool(set(op.definition.tags) & {"inplace", "out"})
+    kernels = _kernel_functions(op)
     if not aliased and not tagged:
+        kernel_too = any(k.returned_params for k in kernels)
         for finding in _unique(function.returned_params):
-            found.append(_diag(R.FAKE_RETURNS_INPUT, f"the {kind} of {name} returns its input {finding.param!r}; "
-                               f"return a new tensor such as torch.empty_like({finding.param})",
+            if kernel_too:  # the op's contract is broken, not only the fake
+                message = (f"the {kind} of {name} returns its input {finding.param!r}, and so does its kernel, but "
+                           "the schema declares no alias: compiled graphs and opcheck assume a new tensor; return a "
+                           "new tensor from both, or declare the alias in the schema (`Tensor(a) x -> Tensor(a)`)")
+            else:
+                message = (f"the {kind} of {name} returns its input {finding.param!r} while the kernel returns a new "
+                           f"tensor; return a new tensor such as torch.empty_like({finding.param})")
+            found.append(_diag(R.FAKE_RETURNS_INPUT, message, Where(path, finding.line, finding.column)))
+    if function not in kernels and not any(k.device_less_allocs for k in kernels):
+        # a kernel that allocates on the default device itself makes an op whose outputs live there
+        for finding in _unique(function.device_less_allocs):
+            found.append(_diag(R.FAKE_ALLOC_NO_DEVICE, f"the {kind} of {name} calls {finding.what}() without "
+                               "device=; pass device=<input>.device (or use new_empty/empty_like)",
                                Where(path, finding.line, finding.column)))
-    for finding in _unique(function.device_less_allocs):
-        found.append(_diag(R.FAKE_ALLOC_NO_DEVICE, f"the {kind} of {name} calls {finding.what}() without device=; "
-                           "pass device=<input>.device (or use new_empty/empty_like)",
-                           Where(path, finding.line, finding.column)))
+    devices = _op_devices(op)
+    if devices and function not in kernels:
+        kernel_fixed = {f.what for k in kernels for f in k.fixed_device_allocs}
+        for finding in _unique(function.fixed_device_allocs):
+            fixed = finding.what.split("device=", 1)[1].strip("')\"").split(":")[0]
+            if finding.what in kernel_fixed or devices <= {fixed}:
+                continue
+            found.append(_diag(R.FAKE_ALLOC_NO_DEVICE, f"the {kind} of {name} allocates with {finding.what} although "
+                               f"the op has {'/'.join(sorted(devices))} kernels: the fake output is on the wrong "
+                               "device; pass device=<input>.device", Where(path, finding.line, finding.column)))
     found.extend(_check_fake_signature(op, function, name, kind))
     return found
+
+
+def _kernel_functions(op: _Op) -> list[Function]:
+    """The functions that compute the op for real (not its fakes or Meta kernels)."""
+    found = [r.function for r in op.kernels if r.function is not None and r.key not in ("Meta", "fake")]
+    if op.definition.kernel is not None:
+        found.append(op.definition.kernel)
+    return found
+
+
+DEVICE_OF_KEY = {"CPU": "cpu", "CUDA": "cuda", "PrivateUse1": "npu", "XPU": "xpu", "MPS": "mps", "HIP": "cuda"}
+
+
+def _op_devices(op: _Op) -> set[str]:
+    """Device types the op has kernels for ('cpu', 'cuda', 'npu', ...), as far as the linted files show."""
+    devices = {DEVICE_OF_KEY[r.key] for r in op.kernels if r.key in DEVICE_OF_KEY}
+    for key in op.definition.device_types or ():  # custom_op device_types, as dispatch keys
+        if key in DEVICE_OF_KEY:
+            devices.add(DEVICE_OF_KEY[key])
+    return devices
 
 
 def _check_fake_signature(op: _Op, function: Function, name: str, kind: str) -> list[Diagnostic]:

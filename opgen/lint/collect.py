@@ -857,8 +857,13 @@ class _FunctionReader:
                     root = self._root(call.args[0])
                     if root in live:
                         function.mutations.append(self._finding(f"calls {qual}() on", call, root))
-                if short in ALLOCATORS and qual in ("torch." + short,) and not _has_kw(call, "device"):
-                    function.device_less_allocs.append(self._finding(qual, call))
+                if short in ALLOCATORS and qual in ("torch." + short,):
+                    device = _keyword(call, "device")
+                    if not _has_kw(call, "device"):
+                        function.device_less_allocs.append(self._finding(qual, call))
+                    elif self._fixed_device(device):
+                        function.fixed_device_allocs.append(self._finding(f"{qual}(device={self._fixed_device(device)!r})",
+                                                                          call))
                 if short in RANDOM_FUNCS and (qual == "torch." + short or qual.startswith("torch.nn.functional.")):
                     function.capture_unsafe.append(self._finding(f"random op {qual}()", call))
                 if short == "synchronize":
@@ -880,6 +885,13 @@ class _FunctionReader:
                     function.capture_unsafe.append(self._finding(f"host sync .{attr}()", call))
                 if attr in RANDOM_METHODS:
                     function.capture_unsafe.append(self._finding(f"random op .{attr}()", call))
+
+    def _fixed_device(self, node: ast.AST | None) -> str | None:
+        """'cpu' for `device="cpu"` or `device=torch.device("cpu")`: a device written into the code."""
+        if isinstance(node, ast.Call) and self.c.qualname(node.func) == "torch.device" and node.args:
+            node = node.args[0]
+        value = self.c.value(node) if node is not None else UNKNOWN
+        return value if isinstance(value, str) and value.split(":")[0] in ("cpu", "cuda", "npu") else None
 
     def _raise(self, node: ast.Raise, function: Function) -> None:
         exc = node.exc

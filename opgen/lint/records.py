@@ -71,6 +71,7 @@ class Function:
     data_reads: list[Finding] = field(default_factory=list)     # .item(), .tolist(), nonzero ...
     returned_params: list[Finding] = field(default_factory=list)
     device_less_allocs: list[Finding] = field(default_factory=list)
+    fixed_device_allocs: list[Finding] = field(default_factory=list)  # device="cpu" / torch.device("cpu")
     capture_unsafe: list[Finding] = field(default_factory=list)
     todo: Finding | None = None
     uses_get_ctx: bool = False
