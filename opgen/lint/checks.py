@@ -7,6 +7,7 @@ adds what needs the registration code: which kernels, fakes and libraries exist,
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from collections import defaultdict
 
@@ -88,6 +89,7 @@ def check_records(records: list[FileRecord]) -> list[Diagnostic]:
         unresolved_fakes |= record.unresolved_fake_namespaces
 
     # Definitions: parse every schema once; schema-level rules come from the contract.
+    imported: dict[tuple[str, str], Function | None] = {}
     for record in records:
         for definition in record.definitions:
             schema, problems = _schema_of(definition, replace_literal, remove_namespace)
@@ -95,14 +97,22 @@ def check_records(records: list[FileRecord]) -> list[Diagnostic]:
             if schema is None and definition.schema_text is not None:
                 opaque.add(definition.namespace)  # defined, but unreadable: say nothing about its kernels
                 continue
+            if definition.kernel is not None and definition.kernel.imported_from is not None:
+                definition.kernel = _resolve_import(definition.kernel, imported)
             op = _Op(definition, schema)
-            ops.setdefault(definition.op_key, op)
-            by_name[(definition.namespace, definition.name)].append(op)
+            key = _op_key(definition)
+            first = ops.get(key)
+            if first is not None and first.definition.style == definition.style == "library" \
+                    and first.definition.unconditional and definition.unconditional:  # not `if not hasattr(...)`
+                found.append(_diag(R.DUPLICATE_OP, f"{_op_name(definition)} is defined again (first at "
+                                   f"{_loc(first.definition.where)}); torch refuses the second definition at import: "
+                                   "delete one, or name another overload", definition.where))
+            ops.setdefault(key, op)
+            by_name[key[:2]].append(op)
             if schema is not None and definition.style == "library" and not schema.overload:
                 schemas.append(schema)  # check_ops compares the default overloads of `foo` and `foo_`
     # Registrations: attach to ops (a kernel or fake imported from another file is read from there).
     dangling: list[Registration] = []
-    imported: dict[tuple[str, str], Function | None] = {}
     for record in records:
         for registration in record.registrations:
             function = registration.function
@@ -195,11 +205,42 @@ def _schema_where(op: _Op, key) -> Where:
     return Where(where.path, literal.line if literal else where.line, op.definition.schema_column + column - 1)
 
 
+_PACKAGES: dict[str, str] = {}
+
+
+def _package_of(path: str) -> str:
+    """The top package directory of a file (ops whose namespace the code does not show belong to it)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    package = _PACKAGES.get(directory)
+    if package is None:
+        from .engine import _package_root
+
+        package = _PACKAGES[directory] = _package_root(path)
+    return package
+
+
+def _op_key(definition: Definition) -> tuple:
+    """(namespace, name, overload); an op with no readable namespace is keyed by its package instead,
+    so two packages linted together that both define `f` keep both."""
+    namespace = definition.namespace
+    if namespace is None:
+        namespace = ("package", _package_of(definition.where.path))
+    return (namespace, definition.name, definition.overload)
+
+
+def _op_name(definition: Definition) -> str:
+    name = f"{definition.namespace}::{definition.name}" if definition.namespace else definition.name
+    return name + ("." + definition.overload if definition.overload else "")
+
+
 def _find(ops, by_name, registration: Registration) -> _Op | None:
     if registration.namespace is None:
         candidates = [op for (ns, name), group in by_name.items() if name == registration.name for op in group]
         if registration.overload is not None:
             candidates = [op for op in candidates if op.definition.overload == registration.overload]
+        if len(candidates) > 1:  # the same bare name in several packages: the registration's own package
+            package = _package_of(registration.where.path)
+            candidates = [op for op in candidates if _package_of(op.definition.where.path) == package]
         return candidates[0] if len(candidates) == 1 else None
     if registration.overload is None:
         op = ops.get((registration.namespace, registration.name, ""))
@@ -210,7 +251,7 @@ def _find(ops, by_name, registration: Registration) -> _Op | None:
         return op
     op = ops.get((registration.namespace, registration.name, registration.overload))
     if op is None:
-        group = by_name.get((None, registration.name), [])
+        group = by_name.get((("package", _package_of(registration.where.path)), registration.name), [])
         return group[0] if len(group) == 1 else None
     return op
 
@@ -259,6 +300,15 @@ def _check_op(op: _Op, side_effect, unresolved_side_effect, unresolved_fakes, ad
     for registration in op.fakes:
         if registration.function is not None:
             found.extend(_check_fake(op, registration, registration.function, name))
+    if definition.style == "custom_op" and definition.kernel is not None and not definition.fake_from_kernel \
+            and definition.api != "direct_register_custom_op":  # that helper skips custom_op's aliasing check
+        for finding in _unique(definition.kernel.returned_params):
+            found.append(_diag(R.KERNEL_RETURNS_INPUT, f"the kernel {definition.kernel.name}() of custom_op {name} "
+                               f"returns its input {finding.param!r}; torch raises when the op is called (outputs "
+                               "must not alias inputs): return nothing from an in-place op, or a new tensor",
+                               Where(definition.kernel.where.path, finding.line, finding.column)))
+    if any(d.code == R.UNDECLARED_MUTATION.code for d in found):  # it writes: "mutates nothing" is wrong
+        found = [d for d in found if d.code != R.SIDE_EFFECT_ONLY.code]
     return found
 
 
@@ -326,7 +376,7 @@ def _check_fake_coverage(op: _Op, name: str, unresolved_fakes) -> list[Diagnosti
                            later.where if later is not other else real_fakes[0].where))
     if definition.namespace in unresolved_fakes or None in unresolved_fakes:
         return found
-    if definition.tags is None or set(definition.tags or ()) & {"inplace", "out"}:
+    if definition.tags is None or set(definition.tags or ()) & {"inplace", "out"} or definition.fake_from_kernel:
         return found
     if schema is not None and schema.is_mutable and not schema.returns and not schema.varret:
         return found  # torch generates a trivial fake for mutating ops that return nothing
@@ -552,8 +602,7 @@ def _check_dangling(records, dangling: list[Registration], ops, by_name) -> list
     defined_here = defaultdict(set)  # path -> namespaces the file defines ops in
     for record in records:
         for definition in record.definitions:
-            if definition.style == "library":
-                defined_here[record.path].add(definition.namespace)
+            defined_here[record.path].add(definition.namespace)
     names_by_ns = defaultdict(set)
     for (ns, name) in by_name:
         names_by_ns[ns].add(name)
@@ -594,8 +643,8 @@ def _check_dispatch_keys(records, replace_literal) -> list[Diagnostic]:
     for record in records:
         for key in record.dispatch_keys:
             right = suggest_key(key.value)
-            if right is None:
-                continue
+            if right is None or record.npu_renamed and key.value in ("NPU", "AutogradNPU"):
+                continue  # torch_npu renames PrivateUse1 to npu, after which torch parses "NPU"
             fix = replace_literal(key.where.path, key.literal, right) if key.literal is not None else None
             found.append(_diag(R.DISPATCH_KEY_SPELLING, f"dispatch key {key.value!r} does not exist; write "
                                f"{right!r}", key.where, fix=fix))

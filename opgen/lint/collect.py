@@ -65,6 +65,9 @@ RANDOM_FUNCS = frozenset({"rand", "randn", "randint", "randperm", "bernoulli", "
                           "rand_like", "randn_like", "randint_like", "dropout"})
 RANDOM_METHODS = frozenset({"uniform_", "normal_", "bernoulli_", "random_", "exponential_", "geometric_", "cauchy_",
                             "log_normal_", "bernoulli", "multinomial"})
+# A parameter named like this is on the host by construction (`cpu_index`, `seq_lens_host`): reading it
+# is no device sync.
+HOST_NAME = re.compile(r"cpu|host|(?:^|_)np(?:_|$)|numpy", re.IGNORECASE)
 SYNC_METHODS = frozenset({"item", "tolist", "cpu", "numpy", "synchronize", "nonzero"})
 
 
@@ -146,6 +149,7 @@ class _Collector:
         self.module_level_ids: set[int] = set()
         self.function_facts: dict[int, Function] = {}
         self.import_sources: dict[str, tuple[str, str, int]] = {}
+        self.unconditional: set[int] = set()  # ids of calls in plain module-level statements
 
     # -- entry ----------------------------------------------------------------------------------
     def run(self) -> None:
@@ -206,10 +210,13 @@ class _Collector:
                     walk(statement)
 
         def walk(statement) -> None:
+            plain = id(statement) in self.module_level_ids and type(statement) in (ast.Expr, ast.Assign, ast.AnnAssign)
             for node in ast.walk(statement):
                 kind = type(node)
                 if kind is ast.Call:
                     calls.append(node)
+                    if plain:
+                        self.unconditional.add(id(node))
                 elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
                     defs.append(node)
                     if node is not statement:
@@ -242,12 +249,16 @@ class _Collector:
         for node in sorted(imports, key=lambda n: n.lineno):
             if isinstance(node, ast.Import):
                 for alias in node.names:
+                    if alias.name.split(".")[0] == "torch_npu":
+                        self.record.npu_renamed = True
                     if alias.asname:
                         self.aliases[alias.asname] = alias.name
                     else:
                         top = alias.name.split(".")[0]
                         self.aliases.setdefault(top, top)
             else:
+                if (node.module or "").split(".")[0] == "torch_npu" and node.level == 0:
+                    self.record.npu_renamed = True
                 for alias in node.names:
                     local = alias.asname or alias.name
                     self.import_sources[local] = (node.module or "", alias.name, node.level)
@@ -389,6 +400,16 @@ class _Collector:
             return
         value = node.value
         if not isinstance(value, ast.Call):
+            return
+        if len(value.args) >= 2 and self.is_api(value.func, "custom_op", "triton_op"):
+            # `op = custom_op("ns::f", fn, ...)`, then `@op.register_fake`: the name is the op
+            definition = self._custom_op(value, self._function_arg(value.args[1], value.lineno),
+                                         triton=self.is_api(value.func, "triton_op") is not None)
+            self.decorator_ids.add(id(value))  # read here, not again as a plain call
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if definition is not None and isinstance(target, ast.Name):
+                    self.custom_ops[target.id] = definition
             return
         decl = self._library_call(value, scoped=False, module_level=id(node) in self.module_level_ids)
         if decl is None:
@@ -589,7 +610,7 @@ class _Collector:
         api = self.is_api(func, "custom_op", "register_fake", "impl_abstract", "_register_fake", "impl", "_impl",
                           "register_kernel", "triton_op")
         if api in ("custom_op", "triton_op"):
-            definition = self._custom_op(decorator, self._function_node(function))
+            definition = self._custom_op(decorator, self._function_node(function), triton=api == "triton_op")
             if definition is not None:
                 self.custom_ops[function.name] = definition
         elif api in ("register_fake", "impl_abstract", "_register_fake"):
@@ -626,7 +647,8 @@ class _Collector:
             own_ns, head = head.split("::", 1)
         name, _, overload = head.partition(".")
         definition = Definition(own_ns or namespace, name.strip(), overload.strip(), self.where(call), style, text,
-                                tags=tags, library_namespace=namespace if own_ns else None)
+                                tags=tags, library_namespace=namespace if own_ns else None,
+                                unconditional=id(call) in self.unconditional)
         if literal is not None:
             definition.schema_literal = literal
             definition.schema_column = literal.offset + 1 - len(name_prefix)
@@ -636,7 +658,7 @@ class _Collector:
             definition.where = self.where(schema_node)
         self.record.definitions.append(definition)
 
-    def _custom_op(self, call: ast.Call, function: Function | None) -> Definition | None:
+    def _custom_op(self, call: ast.Call, function: Function | None, triton: bool = False) -> Definition | None:
         name_value = self.value(call.args[0]) if call.args else self.value(_keyword(call, "name"))
         if not isinstance(name_value, str) or "::" not in name_value:
             return None
@@ -657,7 +679,8 @@ class _Collector:
                                 tags=self._tags(call), mutates_args=mutates,
                                 mutates_where=self.where(mutates_node) if mutates_node is not None else None,
                                 kernel=function,
-                                device_types=_device_keys(device_types) if device_types is not UNKNOWN else None)
+                                device_types=_device_keys(device_types) if device_types is not UNKNOWN else None,
+                                fake_from_kernel=triton)
         if literal is not None:
             definition.schema_literal = literal
             definition.schema_column = literal.offset + 1 - len(name)
@@ -688,7 +711,7 @@ class _Collector:
         definition = Definition(namespace, name, "", self.where(call), "custom_op", None, tags=self._tags(call),
                                 mutates_args=mutates,
                                 mutates_where=self.where(mutates_node) if mutates_node is not None else None,
-                                kernel=function)
+                                kernel=function, api="direct_register_custom_op")
         self.record.definitions.append(definition)
         if function is not None and isinstance(key, str):
             self.record.registrations.append(Registration("kernel", namespace, name, "", key, self.where(call),
@@ -787,8 +810,11 @@ class _FunctionReader:
 
     def _rebound(self, names: set[str]) -> set[str]:
         rebound = set()
+        # `out += x` writes a tensor in place (Tensor.__iadd__), it does not re-bind the name
+        augmented = {id(sub.target) for sub in ast.walk(self.node) if isinstance(sub, ast.AugAssign)}
         for sub in ast.walk(self.node):
-            if isinstance(sub, ast.Name) and isinstance(sub.ctx, (ast.Store, ast.Del)) and sub.id in names:
+            if isinstance(sub, ast.Name) and isinstance(sub.ctx, (ast.Store, ast.Del)) and sub.id in names \
+                    and id(sub) not in augmented:
                 rebound.add(sub.id)
             elif isinstance(sub, (ast.Global, ast.Nonlocal)):
                 rebound.update(n for n in sub.names if n in names)
@@ -881,7 +907,7 @@ class _FunctionReader:
             if tensor_root in live:
                 if attr in DATA_READS or attr in DYNAMIC_SHAPE:
                     function.data_reads.append(self._finding(f".{attr}()", call))
-                if attr in SYNC_METHODS:
+                if attr in SYNC_METHODS and not HOST_NAME.search(tensor_root):
                     function.capture_unsafe.append(self._finding(f"host sync .{attr}()", call))
                 if attr in RANDOM_METHODS:
                     function.capture_unsafe.append(self._finding(f"random op .{attr}()", call))

@@ -111,6 +111,9 @@ class Definition:
     kernel: Function | None = None
     device_types: tuple[str, ...] | None = None
     library_namespace: str | None = None  # the Library's namespace when the schema string carries its own
+    fake_from_kernel: bool = False  # triton_op: torch traces the kernel itself on fake tensors
+    unconditional: bool = False  # a module-level statement of its own (not under if/try/def): always runs
+    api: str = ""  # "direct_register_custom_op" for that helper (a Library define + impl, not custom_op)
 
     @property
     def op_key(self) -> tuple[str | None, str, str]:
@@ -157,3 +160,4 @@ class FileRecord:
     noqa: dict = field(default_factory=dict)  # line -> frozenset of codes (empty: all)
     file_noqa: frozenset | None = None  # None: none; empty: whole file
     internal_error: str | None = None  # opgen could not read this file (a bug, or a pathological file)
+    npu_renamed: bool = False  # imports torch_npu, which renames PrivateUse1 to npu: "NPU" is then a key

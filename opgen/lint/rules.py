@@ -302,6 +302,24 @@ the pair. `register_fake` serves both: delete the Meta kernel.
     """), 9)],
 )
 
+DUPLICATE_OP = lint_rule(
+    "OPG210", "duplicate-op-definition", ERROR, "the same op (name and overload) is defined twice",
+    """
+`define("f(...)")` for an op that is already defined fails at import: "Tried to register an operator
+(ns::f) with the same name and overload name multiple times", whether both definitions are in one
+file or in two modules of the package. Delete one, or give it another overload name (`f.out`).
+Ops are matched by namespace, name and overload; ops without a readable namespace by package.
+""",
+    valid=[_lib("""
+        lib.define("scale(Tensor x) -> Tensor")
+        lib.define("scale.out(Tensor x, *, Tensor(a!) out) -> ()")
+    """)],
+    invalid=[Invalid(_lib("""
+        lib.define("scale(Tensor x) -> Tensor")
+        lib.define("scale(Tensor x) -> Tensor")
+    """), 6)],
+)
+
 UNDECLARED_MUTATION = lint_rule(
     "OPG301", "undeclared-mutation", ERROR, "the kernel writes a tensor argument the schema does not mark `(a!)`",
     """
@@ -469,6 +487,33 @@ as tensors and keep scalars on the device.
 
         lib.impl("noise", noise, "PrivateUse1")
     """), 9)],
+)
+
+KERNEL_RETURNS_INPUT = lint_rule(
+    "OPG308", "custom-op-returns-input", ERROR, "a custom_op kernel returns one of its inputs: return a new tensor",
+    """
+torch.library.custom_op refuses outputs that alias inputs: calling the op raises "The output of this
+custom operator (1) must not also be an input to this custom operator", also for an in-place op
+that returns the tensor it mutated (`mutates_args=("x",)` and `return x`). Return nothing from an
+in-place op (`-> None`), or return a new tensor (`x.clone()`).
+""",
+    valid=[_code("""
+        import torch
+
+
+        @torch.library.custom_op("myops::add_one_", mutates_args=("x",))
+        def add_one_(x: torch.Tensor) -> None:
+            x.add_(1)
+    """)],
+    invalid=[Invalid(_code("""
+        import torch
+
+
+        @torch.library.custom_op("myops::add_one_", mutates_args=("x",))
+        def add_one_(x: torch.Tensor) -> torch.Tensor:
+            x.add_(1)
+            return x
+    """), 7)],
 )
 
 YAML_OUT_CONVENTION = lint_rule(
