@@ -917,7 +917,7 @@ class _FunctionReader:
         if isinstance(node, ast.Call) and self.c.qualname(node.func) == "torch.device" and node.args:
             node = node.args[0]
         value = self.c.value(node) if node is not None else UNKNOWN
-        return value if isinstance(value, str) and value.split(":")[0] in ("cpu", "cuda", "npu") else None
+        return value if isinstance(value, str) and value.split(":")[0] in ("cpu", "cuda", "npu", "meta") else None
 
     def _raise(self, node: ast.Raise, function: Function) -> None:
         exc = node.exc
