@@ -52,3 +52,37 @@ def test_seeded_bug_is_caught_exactly(tmp_path, bug):
 @pytest.mark.parametrize("bug", BUGS, ids=[b.stem for b in BUGS])
 def test_correct_variant_is_not_flagged(tmp_path, bug):
     assert _found(tmp_path, bug.with_name(bug.stem + "_ok.py")) == []
+
+
+# What torch does with them: every correct variant imports cleanly, and the bugs torch catches at
+# import raise there (the others fail later: under FakeTensorMode, compile, capture or opcheck).
+IMPORT_TIME_BUGS = {"invalid_schema", "register_fake_overload_lost", "tag_contract", "second_def_library",
+                    "mutates_args_wrong_name", "register_fake_typo_custom_op", "duplicate_define",
+                    "autograd_on_mutable_op", "dispatch_key_case"}
+_PROBE = """
+import sys
+import torch
+for path in sys.argv[1:]:
+    name = path.rsplit("/", 1)[1][:-3]
+    source = open(path).read().replace('"seeded"', repr("s_" + name)).replace("seeded::", "s_" + name + "::")
+    source = source.replace("torch.ops.seeded.", "torch.ops.s_" + name + ".")
+    try:
+        exec(compile(source, path, "exec"), {"__name__": "probe_" + name})
+        print(name, "ok")
+    except Exception as error:
+        print(name, "raised", type(error).__name__)
+"""
+
+
+def test_torch_imports_every_correct_variant_and_refuses_the_import_time_bugs():
+    import subprocess
+    import sys
+
+    oks = [str(b.with_name(b.stem + "_ok.py")) for b in BUGS]
+    bugs = [str(b) for b in BUGS if b.stem in IMPORT_TIME_BUGS]
+    done = subprocess.run([sys.executable, "-c", _PROBE, *oks, *bugs], capture_output=True, text=True,
+                          check=False, timeout=300)
+    outcome = dict(line.split(" ", 1) for line in done.stdout.splitlines())
+    assert {Path(p).stem: outcome.get(Path(p).stem) for p in oks} == {Path(p).stem: "ok" for p in oks}, done.stderr
+    for path in bugs:
+        assert outcome[Path(path).stem].startswith("raised"), (path, outcome[Path(path).stem])
