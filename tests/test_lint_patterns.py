@@ -284,6 +284,25 @@ def test_fake_allocating_on_a_hard_coded_other_device_is_reported_and_opcheck_fa
     run_module(tmp_path, "ops.py")
     with pytest.raises(Exception, match="Devices cpu and meta are not equal"):
         torch.library.opcheck(torch.ops.t11_dev2.rows.default, (torch.ones(3),))
+    # a Meta kernel (not a fake) computes on meta tensors: device="meta" is right there, and torch agrees
+    found = lint(tmp_path, {"ops.py": """
+        import torch
+        from torch.library import Library
+
+        lib = Library("t11_dev4", "FRAGMENT")
+        lib.define("rows(Tensor x) -> Tensor")
+        lib.impl("rows", lambda x: x * 2, "CPU")
+
+
+        def rows_meta(x):
+            return torch.empty(x.shape, dtype=x.dtype, device="meta")
+
+
+        lib.impl("rows", rows_meta, "Meta")
+    """})
+    assert found == []
+    run_module(tmp_path, "ops.py")
+    torch.library.opcheck(torch.ops.t11_dev4.rows.default, (torch.ones(3),))
     # the CUDA/NPU form (a CUDA op whose fake says device="cpu" or torch.device("cpu")) is the same rule
     found = lint(tmp_path, {"ops.py": """
         import torch
