@@ -33,7 +33,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-VERDICTS = ROOT / "benchmarks" / "lint_verdicts.yaml"
+VERDICTS = Path(os.environ.get("OPGEN_BENCH_VERDICTS", ROOT / "benchmarks" / "lint_verdicts.yaml"))
 CACHE = Path(os.environ.get("OPGEN_BENCH_CACHE", Path.home() / ".cache" / "opgen-bench"))
 TORCH_NPU_WHEEL = Path("/work/cache/torch_npu-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl")
 
@@ -103,8 +103,9 @@ def tree_of(name: str, requirement: str | None, offline: bool) -> Path:
         if not found:
             if offline:
                 raise Offline(f"{requirement} is not in {wheels} and --offline was given")
-            done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", requirement,
-                                   "-d", str(wheels)], capture_output=True, text=True, check=False, timeout=600)
+            done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "--timeout", "30",
+                                   "--retries", "1", requirement, "-d", str(wheels)],
+                                  capture_output=True, text=True, check=False, timeout=600)
             found = [p for p in wheels.iterdir()
                      if p.name.lower().replace("-", "_").startswith(f"{stem}_{version}")]
             if done.returncode != 0 or not found:
@@ -237,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         for key in lost:
             print(f"  {key}: {verdicts[key].get('reason', '')}")
     if unclassified:
-        print(f"unclassified findings: {len(unclassified)} (classify them in {VERDICTS.relative_to(ROOT)})")
+        print(f"unclassified findings: {len(unclassified)} (classify them in {VERDICTS})")
         for key, finding in unclassified:
             if args.dump:
                 print(f"{json.dumps(key)}:\n  verdict: ?\n  reason: {json.dumps(finding['message'])}")

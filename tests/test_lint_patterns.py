@@ -6,6 +6,7 @@ Every op lives in its own `t11_*` namespace: the registrations stay in this proc
 
 from __future__ import annotations
 
+import os
 import runpy
 import subprocess
 import sys
@@ -558,3 +559,48 @@ def test_corpus_verdicts_are_well_formed():
         assert key.split("/", 1)[0] in packages, key
         assert verdict["verdict"] in ("true", "false", "debatable"), key
         assert len(verdict["reason"]) > 20, key
+
+
+def test_corpus_harness_fails_on_unclassified_and_lost_findings(tmp_path):
+    """bench_lint_corpus on a planted tree (the cache already holds it, so nothing is downloaded)."""
+    tree = tmp_path / "cache" / "trees" / "xformers-0.0.35" / "xformers"
+    tree.mkdir(parents=True)
+    (tree / "ops.py").write_text(textwrap.dedent("""
+        import torch
+        from torch.library import Library
+
+        lib = Library("t11_bench", "FRAGMENT")
+        lib.define("rows(Tensor x) -> Tensor")
+
+
+        def rows_cpu(x):
+            return x.clone()
+
+
+        lib.impl("rows", rows_cpu, "CPU")
+
+
+        @torch.library.register_fake("t11_bench::rows")
+        def _(x):
+            return x
+    """).lstrip("\n"))
+    verdicts = tmp_path / "verdicts.yaml"
+    key = "xformers/xformers/ops.py:17:OPG303"
+
+    def bench() -> subprocess.CompletedProcess:
+        env = dict(os.environ, OPGEN_BENCH_CACHE=str(tmp_path / "cache"), OPGEN_BENCH_VERDICTS=str(verdicts))
+        return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_lint_corpus.py"), "--offline",
+                               "--only", "xformers"], capture_output=True, text=True, env=env, check=False,
+                              timeout=300)
+
+    verdicts.write_text("")
+    done = bench()
+    assert done.returncode == 1 and f"{key}: the fake" in done.stdout, done.stdout + done.stderr
+    verdicts.write_text(f'"{key}":\n  verdict: "true"\n  reason: the fake returns its input, the kernel a copy\n')
+    done = bench()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "OPG303          1     1      0     0      100%" in done.stdout and "crashes: 0" in done.stdout
+    verdicts.write_text(verdicts.read_text() + '"xformers/xformers/ops.py:3:OPG204":\n  verdict: "true"\n'
+                        "  reason: a catch opgen no longer makes\n")
+    done = bench()
+    assert done.returncode == 1 and "lost true findings" in done.stdout
