@@ -604,3 +604,43 @@ def test_corpus_harness_fails_on_unclassified_and_lost_findings(tmp_path):
                         "  reason: a catch opgen no longer makes\n")
     done = bench()
     assert done.returncode == 1 and "lost true findings" in done.stdout
+
+
+def test_registration_applied_by_a_call_to_an_imported_function(tmp_path):
+    """`torch.library.impl(lib, "wait", "Meta")(wait_meta)` with `wait_meta` imported from another module:
+    the function is read there (before, only the registration was seen and its body never checked)."""
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/meta.py": """
+            def wait_meta(x):
+                return x
+        """,
+        "pkg/ops.py": """
+            import torch
+            from torch.library import Library
+
+            from .meta import wait_meta
+
+            lib = Library("t11_applied", "FRAGMENT")
+            lib.define("wait(Tensor x) -> Tensor")
+
+
+            def wait_cpu(x):
+                return x.clone()
+
+
+            torch.library.impl(lib, "wait", "CPU")(wait_cpu)
+            torch.library.impl(lib, "wait", "Meta")(wait_meta)
+        """,
+    }
+    found = lint(tmp_path, files)
+    assert codes(found) == [("pkg/meta.py", 2, "OPG303")]
+    write(tmp_path, {"probe.py": textwrap.dedent(files["pkg/ops.py"]).replace("from .meta import wait_meta",
+                                                                           "from pkg.meta import wait_meta")})
+    sys.path.insert(0, str(tmp_path))
+    try:
+        run_module(tmp_path, "probe.py")
+    finally:
+        sys.path.remove(str(tmp_path))
+    with pytest.raises(Exception, match="alias"):  # torch: the Meta kernel's output aliases its input
+        torch.library.opcheck(torch.ops.t11_applied.wait.default, (torch.ones(2),))

@@ -150,6 +150,7 @@ class _Collector:
         self.function_facts: dict[int, Function] = {}
         self.import_sources: dict[str, tuple[str, str, int]] = {}
         self.unconditional: set[int] = set()  # ids of calls in plain module-level statements
+        self.applied: dict[int, ast.Name] = {}  # `register_fake("ns::f")(fake)`: id of the inner call -> `fake`
 
     # -- entry ----------------------------------------------------------------------------------
     def run(self) -> None:
@@ -241,6 +242,9 @@ class _Collector:
         for node in sorted(defs, key=lambda n: n.lineno):
             for decorator in node.decorator_list:
                 self._decorator(decorator, node)
+        for call in calls:  # a decorator applied by a call: `torch.library.impl(lib, "f", "CPU")(kernel)`
+            if isinstance(call.func, ast.Call) and len(call.args) == 1 and isinstance(call.args[0], ast.Name):
+                self.applied[id(call.func)] = call.args[0]
         for call in sorted(calls, key=lambda n: (n.lineno, n.col_offset)):
             if id(call) not in self.decorator_ids:
                 self._call(call)
@@ -535,26 +539,28 @@ class _Collector:
             if key_node is not None:
                 self._dispatch_key(key_node)
             key = self.value(key_node) if key_node is not None else (library.key or "CompositeImplicitAutograd")
-            self._registration(args.get("name"), library.namespace, key, call, self._function_node(decorated),
+            self._registration(args.get("name"), library.namespace, key, call,
+                               self._function_node(decorated) if decorated else self._applied(call),
                                "torch.library.impl")
             return
         args = _arguments(call, ("qualname", "types", "func"))
         types = self.value(args.get("types"))
-        function = self._function_node(decorated) if decorated else self._function_arg(args.get("func"), call.lineno)
+        function = self._function_node(decorated) if decorated else (
+            self._function_arg(args["func"], call.lineno) if "func" in args else self._applied(call))
         for key in _device_keys(types):
             self._registration(args.get("qualname"), None, key, call, function, "torch.library.impl")
 
     def _register_fake(self, call: ast.Call, decorated: ast.AST | None) -> None:
         op_node = call.args[0] if call.args else None
         function = self._function_node(decorated) if decorated else (
-            self._function_arg(call.args[1], call.lineno) if len(call.args) > 1 else None)
+            self._function_arg(call.args[1], call.lineno) if len(call.args) > 1 else self._applied(call))
         self._registration(op_node, None, "fake", call, function, "register_fake")
 
     def _register_kernel(self, call: ast.Call, decorated: ast.AST | None) -> None:
         op_node = call.args[0] if call.args else None
         types = self.value(call.args[1]) if len(call.args) > 1 else self.value(_keyword(call, "device_types"))
         function = self._function_node(decorated) if decorated else (
-            self._function_arg(call.args[2], call.lineno) if len(call.args) > 2 else None)
+            self._function_arg(call.args[2], call.lineno) if len(call.args) > 2 else self._applied(call))
         for key in _device_keys(types):
             self._registration(op_node, None, key, call, function, "register_kernel")
 
@@ -723,6 +729,11 @@ class _Collector:
                                                           self._function_arg(fake_node, call.lineno)))
 
     # -- functions ------------------------------------------------------------------------------
+    def _applied(self, call: ast.Call) -> Function | None:
+        """The function a registration call is applied to (`register_fake("ns::f")(fake)`), if any."""
+        name = self.applied.get(id(call))
+        return self._function_arg(name, call.lineno) if name is not None else None
+
     def _function_arg(self, node: ast.AST | None, line: int) -> Function | None:
         if not isinstance(node, ast.Name):
             return None
