@@ -495,7 +495,7 @@ def _check_fake(op: _Op, registration: Registration, function: Function, name: s
     if devices and function not in kernels:
         kernel_fixed = {f.what for k in kernels for f in k.fixed_device_allocs}
         for finding in _unique(function.fixed_device_allocs):
-            fixed = finding.what.split("device=", 1)[1].strip("')\"").split(":")[0]
+            fixed = finding.param
             if finding.what in kernel_fixed or devices <= {fixed} or fixed == "meta" and registration.key == "Meta":
                 continue  # a Meta kernel computes on meta tensors: device="meta" is its device
             found.append(_diag(R.FAKE_ALLOC_NO_DEVICE, f"the {kind} of {name} allocates with {finding.what} although "

@@ -899,8 +899,9 @@ class _FunctionReader:
                     if not _has_kw(call, "device"):
                         function.device_less_allocs.append(self._finding(qual, call))
                     elif self._fixed_device(device):
-                        function.fixed_device_allocs.append(self._finding(f"{qual}(device={self._fixed_device(device)!r})",
-                                                                          call))
+                        fixed = self._fixed_device(device)
+                        function.fixed_device_allocs.append(self._finding(f"{qual}(device={fixed!r})", call,
+                                                                          fixed.split(":")[0]))
                 if short in RANDOM_FUNCS and (qual == "torch." + short or qual.startswith("torch.nn.functional.")):
                     function.capture_unsafe.append(self._finding(f"random op {qual}()", call))
                 if short == "synchronize":

@@ -58,7 +58,7 @@ class Finding:
     what: str
     line: int
     column: int
-    param: str = ""
+    param: str = ""  # the parameter it concerns; for a hard-coded device, the device type
 
 
 @dataclass(slots=True)
