@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from .contract import check_schema, has_errors, mutates_args
 from .schema import Schema, parse_schema
 from .schema.model import format_default
@@ -66,7 +68,7 @@ def render_text(info: dict, color: bool = False) -> str:
         if flags:
             head += "  " + paint(f"[{', '.join(flags)}]", fg="yellow" if a["mutated"] else None)
         lines.append(head)
-        if "($" in a["type"]:
+        if re.search(r"!(?!\))", a["type"]):
             lines.append("      `!` without a name: torch's shorthand for a written alias set of its own "
                          "(torch prints it as ($0! -> ))")
         lines.append(f"      python: {a['python'] or '(none: custom_op cannot take it)'}")
