@@ -245,6 +245,9 @@ def test_item_on_a_host_named_tensor_is_no_capture_sync(tmp_path):
     assert lint(tmp_path, {"ops.py": template.format(name="cpu_index")}) == []
     assert lint(tmp_path, {"ops.py": template.format(name="lens_host")}) == []
     assert codes(lint(tmp_path, {"ops.py": template.format(name="index")})) == [("ops.py", 9, "OPG307")]
+    documented = template.format(name="index").replace(
+        "            n = index.item()", '            """index: a CPU tensor."""\n            n = index.item()')
+    assert lint(tmp_path, {"ops.py": documented}) == []  # the docstring says where it lives
 
 
 # -- OPG304: the device of what a fake allocates -------------------------------------------------------

@@ -780,6 +780,7 @@ class _FunctionReader:
     def __init__(self, collector: _Collector, node: ast.FunctionDef) -> None:
         self.c = collector
         self.node = node
+        self.host: set[str] = set()  # parameters on the host by construction (name or docstring says so)
 
     def read(self) -> Function:
         node = self.node
@@ -787,6 +788,11 @@ class _FunctionReader:
         function = Function(node.name, self.c.where(node), params,
                             ast.unparse(node.returns) if node.returns is not None else None)
         names = {p.name for p in params if p.kind in ("positional", "kwonly")}
+        self.host = {name for name in names if HOST_NAME.search(name)}
+        doc = ast.get_docstring(node) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+        for line in (doc or "").splitlines():  # "cu_seqlens: on the CPU", "`lens` (host tensor)"
+            if re.search(r"\b(?:cpu|host)\b", line, re.IGNORECASE):
+                self.host |= {name for name in names if re.search(rf"\b{re.escape(name)}\b", line)}
         rebound = self._rebound(names)
         live = names - rebound
         for sub in ast.walk(node):
@@ -919,7 +925,7 @@ class _FunctionReader:
             if tensor_root in live:
                 if attr in DATA_READS or attr in DYNAMIC_SHAPE:
                     function.data_reads.append(self._finding(f".{attr}()", call))
-                if attr in SYNC_METHODS and not HOST_NAME.search(tensor_root):
+                if attr in SYNC_METHODS and tensor_root not in self.host:
                     function.capture_unsafe.append(self._finding(f"host sync .{attr}()", call))
                 if attr in RANDOM_METHODS:
                     function.capture_unsafe.append(self._finding(f"random op .{attr}()", call))
