@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from .contract import check_schema, has_errors, mutates_args
 from .schema import Schema, parse_schema
@@ -69,6 +70,9 @@ def render_text(info: dict, color: bool = False) -> str:
         if flags:
             head += "  " + styled(f"[{', '.join(flags)}]", fg="yellow" if a["mutated"] else None)
         lines.append(head)
+        if re.search(r"!(?!\))", a["type"]):
+            lines.append("      `!` without a name: torch's shorthand for a written alias set of its own "
+                         "(torch prints it as ($0! -> ))")
         lines.append(f"      python: {a['python'] or '(none: custom_op cannot take it)'}")
         lines.append(f"      c++:    {a['cpp'] or '(none)'}")
     returns = [f"{r['type']} {r['name']}" if r["name"] else r["type"] for r in info["returns"]]

@@ -20,7 +20,9 @@ def _lint(tmp_path, code: str, source: str):
     name = "op_plugin_functions.yaml" if code.startswith("OPG4") else "example.py"
     path = tmp_path / name
     path.write_text(source)
-    return path, lint_paths([str(path)], LintConfig(root=str(tmp_path))).diagnostics
+    lint_rule = LINT_RULES.get(code)
+    select = ("OPG", code) if lint_rule is not None and lint_rule.opt_in else ()
+    return path, lint_paths([str(path)], LintConfig(root=str(tmp_path)), select=select).diagnostics
 
 
 def test_every_lint_rule_has_examples_and_is_in_the_one_catalogue():
@@ -59,9 +61,38 @@ def test_fix_produces_the_documented_code_and_is_clean(tmp_path, code, index, ca
     assert code not in {d.code for d in after}
 
 
-def test_docs_list_every_rule_lint_reports():
+def test_rule_tables_in_docs_and_readme_are_generated_from_the_registry():
+    """docs/lint.md and README.md carry the table `python -m opgen.lint.docs` writes, row for row."""
+    import subprocess
+    import sys
     from pathlib import Path
 
-    docs = (Path(__file__).resolve().parents[1] / "docs" / "lint.md").read_text()
-    for code in all_rules():
-        assert f"| {code} |" in docs or code == "OPG107", f"docs/lint.md lacks {code}"
+    from opgen.lint.docs import render, rule_table, targets
+
+    root = Path(__file__).resolve().parents[1]
+    for path, table in targets(root).items():
+        text = path.read_text()
+        assert render(text, table) == text, f"{path} is stale: run python -m opgen.lint.docs"
+    lint_table = rule_table(lint_only=True)
+    for code, rule in all_rules().items():
+        if code != "OPG107":
+            assert f"| {code} | {rule.name} | {rule.severity} | " in lint_table
+    assert "(opt-in)" in lint_table.split("| OPG207 |")[1].splitlines()[0]
+    check = [sys.executable, "-m", "opgen.lint.docs", "--check"]
+    assert subprocess.run(check, cwd=root, capture_output=True, check=False).returncode == 0
+    docs = (root / "docs" / "lint.md").read_text()
+    stale = render(docs, lint_table.replace("| OPG305 |", "| OPG395 |"))  # a planted stale table
+    assert render(stale, lint_table) != stale and render(stale, lint_table) == docs
+
+
+def test_an_opt_in_rule_needs_its_own_code(tmp_path):
+    """OPG207 (legal, only a cost) is off under the default selection and a prefix, on by its code."""
+    source = LINT_RULES["OPG207"].invalid[0].source
+    path = tmp_path / "example.py"
+    path.write_text(source)
+    config = LintConfig(root=str(tmp_path))
+    assert "OPG207" not in {d.code for d in lint_paths([str(path)], config).diagnostics}
+    assert "OPG207" not in {d.code for d in lint_paths([str(path)], config, select=("OPG2",)).diagnostics}
+    assert "OPG207" in {d.code for d in lint_paths([str(path)], config, select=("OPG207",)).diagnostics}
+    assert "OPG207" not in {d.code for d in lint_paths([str(path)], config, select=("OPG207",),
+                                                       ignore=("OPG2",)).diagnostics}

@@ -18,16 +18,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # (path inside the torch package, code): reviewed findings in torch 2.13.0, each a real instance of its rule.
 REVIEWED = {
-    # fakes/Meta kernels whose parameter names differ from the op's schema (copy-pasted names)
-    ("_dynamo/variables/streams.py", "OPG305"),          # wait_stream fake: (event_index, stream_index)
-    ("distributed/_symmetric_memory/__init__.py", "OPG305"),  # Meta kernels named A_shard/local vs A/x
-    ("sparse/semi_structured.py", "OPG305"),             # transpose_dense vs should_transpose_dense
-    # `-> Tensor(a)` view op defined without a tag (contract rule OPG102)
+    # the fake of semi_structured::cusparselt_mm has no default for should_transpose_dense (schema: False):
+    # torch omits an argument equal to its default, so the fake raises TypeError under FakeTensorMode
+    ("sparse/semi_structured.py", "OPG305"),
+    # `-> Tensor(a)` view op defined without a tag (contract rule OPG102): torch.compile of a caller raises
     ("_functorch/_activation_offloading/offload_ops.py", "OPG102"),
-    # the Meta kernel returns its (mutated) input through a non-aliased return
+    # kernel and Meta kernel both return an input (a narrow of it) through a non-aliased return
     ("distributed/fsdp/_fully_shard/_fsdp_collectives.py", "OPG303"),
-    # fakes allocating with torch.zeros(shape, dtype=...) and no device=
-    ("onnx/ops/_symbolic_impl.py", "OPG304"),
 }
 
 
@@ -45,7 +42,7 @@ def test_whole_torch_package_lints_without_crash_and_only_reviewed_findings():
     found = {(Path(d["filename"]).relative_to(_torch_dir()).as_posix(), d["code"]) for d in diagnostics}
     assert found <= REVIEWED, sorted(found - REVIEWED)
     assert not any(d["code"] in ("OPG001", "OPG200") for d in diagnostics), "torch's schemas all parse"
-    assert len(diagnostics) <= 12
+    assert len(diagnostics) <= 4
 
 
 def test_native_functions_yaml_parses_and_keeps_aten_conventions(tmp_path):

@@ -7,6 +7,7 @@ adds what needs the registration code: which kernels, fakes and libraries exist,
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from collections import defaultdict
 
@@ -88,6 +89,7 @@ def check_records(records: list[FileRecord]) -> list[Diagnostic]:
         unresolved_fakes |= record.unresolved_fake_namespaces
 
     # Definitions: parse every schema once; schema-level rules come from the contract.
+    imported: dict[tuple[str, str], Function | None] = {}
     for record in records:
         for definition in record.definitions:
             schema, problems = _schema_of(definition, replace_literal, remove_namespace)
@@ -95,14 +97,22 @@ def check_records(records: list[FileRecord]) -> list[Diagnostic]:
             if schema is None and definition.schema_text is not None:
                 opaque.add(definition.namespace)  # defined, but unreadable: say nothing about its kernels
                 continue
+            if definition.kernel is not None and definition.kernel.imported_from is not None:
+                definition.kernel = _resolve_import(definition.kernel, imported)
             op = _Op(definition, schema)
-            ops.setdefault(definition.op_key, op)
-            by_name[(definition.namespace, definition.name)].append(op)
+            key = _op_key(definition)
+            first = ops.get(key)
+            if first is not None and first.definition.style == definition.style == "library" \
+                    and first.definition.unconditional and definition.unconditional:  # not `if not hasattr(...)`
+                found.append(_diag(R.DUPLICATE_OP, f"{_op_name(definition)} is defined again (first at "
+                                   f"{_loc(first.definition.where)}); torch refuses the second definition at import: "
+                                   "delete one, or name another overload", definition.where))
+            ops.setdefault(key, op)
+            by_name[key[:2]].append(op)
             if schema is not None and definition.style == "library" and not schema.overload:
                 schemas.append(schema)  # check_ops compares the default overloads of `foo` and `foo_`
     # Registrations: attach to ops (a kernel or fake imported from another file is read from there).
     dangling: list[Registration] = []
-    imported: dict[tuple[str, str], Function | None] = {}
     for record in records:
         for registration in record.registrations:
             function = registration.function
@@ -195,11 +205,42 @@ def _schema_where(op: _Op, key) -> Where:
     return Where(where.path, literal.line if literal else where.line, op.definition.schema_column + column - 1)
 
 
+_PACKAGES: dict[str, str] = {}
+
+
+def _package_of(path: str) -> str:
+    """The top package directory of a file (ops whose namespace the code does not show belong to it)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    package = _PACKAGES.get(directory)
+    if package is None:
+        from .records import package_root
+
+        package = _PACKAGES[directory] = package_root(path)
+    return package
+
+
+def _op_key(definition: Definition) -> tuple:
+    """(namespace, name, overload); an op with no readable namespace is keyed by its package instead,
+    so two packages linted together that both define `f` keep both."""
+    namespace = definition.namespace
+    if namespace is None:
+        namespace = ("package", _package_of(definition.where.path))
+    return (namespace, definition.name, definition.overload)
+
+
+def _op_name(definition: Definition) -> str:
+    name = f"{definition.namespace}::{definition.name}" if definition.namespace else definition.name
+    return name + ("." + definition.overload if definition.overload else "")
+
+
 def _find(ops, by_name, registration: Registration) -> _Op | None:
     if registration.namespace is None:
         candidates = [op for (ns, name), group in by_name.items() if name == registration.name for op in group]
         if registration.overload is not None:
             candidates = [op for op in candidates if op.definition.overload == registration.overload]
+        if len(candidates) > 1:  # the same bare name in several packages: the registration's own package
+            package = _package_of(registration.where.path)
+            candidates = [op for op in candidates if _package_of(op.definition.where.path) == package]
         return candidates[0] if len(candidates) == 1 else None
     if registration.overload is None:
         op = ops.get((registration.namespace, registration.name, ""))
@@ -210,7 +251,7 @@ def _find(ops, by_name, registration: Registration) -> _Op | None:
         return op
     op = ops.get((registration.namespace, registration.name, registration.overload))
     if op is None:
-        group = by_name.get((None, registration.name), [])
+        group = by_name.get((("package", _package_of(registration.where.path)), registration.name), [])
         return group[0] if len(group) == 1 else None
     return op
 
@@ -259,6 +300,15 @@ def _check_op(op: _Op, side_effect, unresolved_side_effect, unresolved_fakes, ad
     for registration in op.fakes:
         if registration.function is not None:
             found.extend(_check_fake(op, registration, registration.function, name))
+    if definition.style == "custom_op" and definition.kernel is not None and not definition.fake_from_kernel \
+            and definition.api != "direct_register_custom_op":  # that helper skips custom_op's aliasing check
+        for finding in _unique(definition.kernel.returned_params):
+            found.append(_diag(R.KERNEL_RETURNS_INPUT, f"the kernel {definition.kernel.name}() of custom_op {name} "
+                               f"returns its input {finding.param!r}; torch raises when the op is called (outputs "
+                               "must not alias inputs): return nothing from an in-place op, or a new tensor",
+                               Where(definition.kernel.where.path, finding.line, finding.column)))
+    if any(d.code == R.UNDECLARED_MUTATION.code for d in found):  # it writes: "mutates nothing" is wrong
+        found = [d for d in found if d.code != R.SIDE_EFFECT_ONLY.code]
     return found
 
 
@@ -291,8 +341,9 @@ def _check_mutates_args(definition: Definition, name: str) -> list[Diagnostic]:
     mutates = definition.mutates_args
     where = definition.mutates_where or definition.where
     if mutates == "unknown":
-        return [_diag(R.MUTATES_ARGS_UNKNOWN, f"{name}: mutates_args=\"unknown\" marks every tensor as written; "
-                      "list the parameters the kernel writes, e.g. mutates_args=() or (\"x\",)", where)]
+        return [_diag(R.MUTATES_ARGS_UNKNOWN, f"{name}: mutates_args=\"unknown\" marks every tensor as written, so "
+                      "functionalization copies each one back after every call; list the parameters the kernel "
+                      "writes, e.g. mutates_args=() or (\"x\",)", where)]
     if isinstance(mutates, str):
         return [_diag(R.MUTATES_ARGS_UNKNOWN_PARAM, f"{name}: mutates_args={mutates!r} is a string, not a list of "
                       f"names; write mutates_args=({mutates!r},)", where)]
@@ -325,7 +376,7 @@ def _check_fake_coverage(op: _Op, name: str, unresolved_fakes) -> list[Diagnosti
                            later.where if later is not other else real_fakes[0].where))
     if definition.namespace in unresolved_fakes or None in unresolved_fakes:
         return found
-    if definition.tags is None or set(definition.tags or ()) & {"inplace", "out"}:
+    if definition.tags is None or set(definition.tags or ()) & {"inplace", "out"} or definition.fake_from_kernel:
         return found
     if schema is not None and schema.is_mutable and not schema.returns and not schema.varret:
         return found  # torch generates a trivial fake for mutating ops that return nothing
@@ -422,17 +473,56 @@ def _check_fake(op: _Op, registration: Registration, function: Function, name: s
                            Where(path, finding.line, finding.column)))
     aliased = op.schema is not None and any(r.alias for r in op.schema.returns)
     tagged = op.definition.tags is None or bool(set(op.definition.tags) & {"inplace", "out"})
+    kernels = _kernel_functions(op)
     if not aliased and not tagged:
+        kernel_too = any(k.returned_params for k in kernels)
         for finding in _unique(function.returned_params):
-            found.append(_diag(R.FAKE_RETURNS_INPUT, f"the {kind} of {name} returns its input {finding.param!r}; "
-                               f"return a new tensor such as torch.empty_like({finding.param})",
+            if kernel_too:  # the op's contract is broken, not only the fake
+                message = (f"the {kind} of {name} returns its input {finding.param!r}, and so does its kernel, but "
+                           "the schema declares no alias: compiled graphs and opcheck assume a new tensor; return a "
+                           "new tensor from both, or declare the alias in the schema (`Tensor(a) x -> Tensor(a)`)")
+            else:
+                message = (f"the {kind} of {name} returns its input {finding.param!r} while the kernel returns a new "
+                           f"tensor; return a new tensor such as torch.empty_like({finding.param})")
+            found.append(_diag(R.FAKE_RETURNS_INPUT, message, Where(path, finding.line, finding.column)))
+    if function not in kernels and not any(k.device_less_allocs for k in kernels):
+        # a kernel that allocates on the default device itself makes an op whose outputs live there
+        for finding in _unique(function.device_less_allocs):
+            found.append(_diag(R.FAKE_ALLOC_NO_DEVICE, f"the {kind} of {name} calls {finding.what}() without "
+                               "device=; pass device=<input>.device (or use new_empty/empty_like)",
                                Where(path, finding.line, finding.column)))
-    for finding in _unique(function.device_less_allocs):
-        found.append(_diag(R.FAKE_ALLOC_NO_DEVICE, f"the {kind} of {name} calls {finding.what}() without device=; "
-                           "pass device=<input>.device (or use new_empty/empty_like)",
-                           Where(path, finding.line, finding.column)))
+    devices = _op_devices(op)
+    if devices and function not in kernels:
+        kernel_fixed = {f.what for k in kernels for f in k.fixed_device_allocs}
+        for finding in _unique(function.fixed_device_allocs):
+            fixed = finding.param
+            if finding.what in kernel_fixed or devices <= {fixed} or fixed == "meta" and registration.key == "Meta":
+                continue  # a Meta kernel computes on meta tensors: device="meta" is its device
+            found.append(_diag(R.FAKE_ALLOC_NO_DEVICE, f"the {kind} of {name} allocates with {finding.what} although "
+                               f"the op has {'/'.join(sorted(devices))} kernels: the fake output is on the wrong "
+                               "device; pass device=<input>.device", Where(path, finding.line, finding.column)))
     found.extend(_check_fake_signature(op, function, name, kind))
     return found
+
+
+def _kernel_functions(op: _Op) -> list[Function]:
+    """The functions that compute the op for real (not its fakes or Meta kernels)."""
+    found = [r.function for r in op.kernels if r.function is not None and r.key not in ("Meta", "fake")]
+    if op.definition.kernel is not None:
+        found.append(op.definition.kernel)
+    return found
+
+
+DEVICE_OF_KEY = {"CPU": "cpu", "CUDA": "cuda", "PrivateUse1": "npu", "XPU": "xpu", "MPS": "mps", "HIP": "cuda"}
+
+
+def _op_devices(op: _Op) -> set[str]:
+    """Device types the op has kernels for ('cpu', 'cuda', 'npu', ...), as far as the linted files show."""
+    devices = {DEVICE_OF_KEY[r.key] for r in op.kernels if r.key in DEVICE_OF_KEY}
+    for key in op.definition.device_types or ():  # custom_op device_types, as dispatch keys
+        if key in DEVICE_OF_KEY:
+            devices.add(DEVICE_OF_KEY[key])
+    return devices
 
 
 def _check_fake_signature(op: _Op, function: Function, name: str, kind: str) -> list[Diagnostic]:
@@ -446,26 +536,29 @@ def _check_fake_signature(op: _Op, function: Function, name: str, kind: str) -> 
     kwonly = {p.name: p for p in function.params if p.kind == "kwonly"}
     exp_positional = [e for e in expected if not e[2]]
     exp_kwonly = {e[0]: e for e in expected if e[2]}
+    # torch calls the fake with the positional arguments by position (a rename breaks nothing) and
+    # drops trailing arguments equal to their schema default; keyword-only ones come by name.
     problems = []
     for index, (exp_name, exp_default, _kw) in enumerate(exp_positional):
         if index >= len(positional):
-            problems.append(f"is missing parameter {exp_name!r}")
+            problems.append(f"is missing parameter {exp_name!r} (torch passes it by position)")
             break
         param = positional[index]
-        if param.name != exp_name:
-            problems.append(f"calls parameter {index + 1} {param.name!r} where the schema has {exp_name!r}")
-        elif _default_differs(param, exp_default):
-            problems.append(f"gives {param.name!r} the default {param.default!r}, the schema {exp_default[1]!r}")
+        if exp_default[0] and not param.has_default:
+            problems.append(f"gives {param.name!r} no default, the schema {exp_default[1]!r} (torch omits an argument "
+                            "equal to its default: TypeError)")
+            break
     for extra in positional[len(exp_positional):]:
-        if extra.name not in exp_kwonly:
+        if extra.name not in exp_kwonly and not extra.has_default:
             problems.append(f"has parameter {extra.name!r} the schema does not have")
             break
     for exp_name, exp_default, _kw in exp_kwonly.values():
         param = kwonly.get(exp_name) or next((p for p in positional if p.name == exp_name), None)
         if param is None:
-            problems.append(f"is missing keyword-only parameter {exp_name!r}")
-        elif _default_differs(param, exp_default):
-            problems.append(f"gives {param.name!r} the default {param.default!r}, the schema {exp_default[1]!r}")
+            problems.append(f"is missing keyword-only parameter {exp_name!r} (torch passes it by name)")
+        elif exp_default[0] and not param.has_default:
+            problems.append(f"gives {param.name!r} no default, the schema {exp_default[1]!r} (torch omits an argument "
+                            "equal to its default: TypeError)")
     for extra, param in kwonly.items():
         if extra not in exp_kwonly and not param.has_default:
             problems.append(f"has keyword-only parameter {extra!r} the schema does not have")
@@ -495,25 +588,13 @@ def _expected_params(op: _Op):
         result = []
         for argument in op.schema.arguments:
             default = argument.default if argument.has_default else None
-            comparable = argument.has_default and (default is None or isinstance(default, (bool, int, float, str)))
-            result.append((argument.name, (comparable, default), argument.kwarg_only))
+            result.append((argument.name, (argument.has_default, default), argument.kwarg_only))
         return result
     kernel = op.definition.kernel
     if kernel is None or any(p.kind in ("varargs", "varkw") for p in kernel.params):
         return None
-    return [(p.name, (p.has_default and p.default is not UNKNOWN, p.default), p.kind == "kwonly")
+    return [(p.name, (p.has_default, p.default), p.kind == "kwonly")
             for p in kernel.params]
-
-
-def _default_differs(param, expected_default) -> bool:
-    has_expected, value = expected_default
-    if not has_expected or not param.has_default or param.default is UNKNOWN:
-        return False
-    if isinstance(param.default, str) and param.default.startswith("torch."):
-        return False  # torch.float32 and friends: the schema spells them as enum words
-    if isinstance(value, float) and isinstance(param.default, (int, float)) and not isinstance(param.default, bool):
-        return float(param.default) != value
-    return param.default != value or type(param.default) is bool and type(value) is not bool
 
 
 def _check_dangling(records, dangling: list[Registration], ops, by_name) -> list[Diagnostic]:
@@ -521,8 +602,7 @@ def _check_dangling(records, dangling: list[Registration], ops, by_name) -> list
     defined_here = defaultdict(set)  # path -> namespaces the file defines ops in
     for record in records:
         for definition in record.definitions:
-            if definition.style == "library":
-                defined_here[record.path].add(definition.namespace)
+            defined_here[record.path].add(definition.namespace)
     names_by_ns = defaultdict(set)
     for (ns, name) in by_name:
         names_by_ns[ns].add(name)
@@ -563,8 +643,8 @@ def _check_dispatch_keys(records, replace_literal) -> list[Diagnostic]:
     for record in records:
         for key in record.dispatch_keys:
             right = suggest_key(key.value)
-            if right is None:
-                continue
+            if right is None or record.npu_renamed and key.value in ("NPU", "AutogradNPU"):
+                continue  # torch_npu renames PrivateUse1 to npu, after which torch parses "NPU"
             fix = replace_literal(key.where.path, key.literal, right) if key.literal is not None else None
             found.append(_diag(R.DISPATCH_KEY_SPELLING, f"dispatch key {key.value!r} does not exist; write "
                                f"{right!r}", key.where, fix=fix))

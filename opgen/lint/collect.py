@@ -12,6 +12,7 @@ import ast
 import bisect
 import os
 import re
+from dataclasses import dataclass, field
 
 from ..contract import Diagnostic
 from .records import (
@@ -65,6 +66,9 @@ RANDOM_FUNCS = frozenset({"rand", "randn", "randint", "randperm", "bernoulli", "
                           "rand_like", "randn_like", "randint_like", "dropout"})
 RANDOM_METHODS = frozenset({"uniform_", "normal_", "bernoulli_", "random_", "exponential_", "geometric_", "cauchy_",
                             "log_normal_", "bernoulli", "multinomial"})
+# A parameter named like this is on the host by construction (`cpu_index`, `seq_lens_host`): reading it
+# is no device sync.
+HOST_NAME = re.compile(r"cpu|host|(?:^|_)np(?:_|$)|numpy", re.IGNORECASE)
 SYNC_METHODS = frozenset({"item", "tolist", "cpu", "numpy", "synchronize", "nonzero"})
 
 
@@ -130,6 +134,23 @@ def _read_noqa(record: FileRecord, text: str) -> None:
             record.noqa[number] = frozenset(re.split(r"[\s,]+", codes.upper().strip())) if codes else frozenset()
 
 
+
+@dataclass
+class _Gathered:
+    """The nodes a walk over the interesting statements finds, for `_Collector` to read in order."""
+
+    calls: list = field(default_factory=list)
+    defs: list = field(default_factory=list)
+    assigns: list = field(default_factory=list)
+    nested_imports: list = field(default_factory=list)
+
+
+def _covers(interesting: list[int], first: int, last: int) -> bool:
+    """Whether one of the sorted `interesting` lines is in first..last."""
+    index = bisect.bisect_left(interesting, first)
+    return index < len(interesting) and interesting[index] <= last
+
+
 class _Collector:
     def __init__(self, record: FileRecord, text: str, tree: ast.Module) -> None:
         self.record = record
@@ -146,15 +167,23 @@ class _Collector:
         self.module_level_ids: set[int] = set()
         self.function_facts: dict[int, Function] = {}
         self.import_sources: dict[str, tuple[str, str, int]] = {}
+        self.unconditional: set[int] = set()  # ids of calls in plain module-level statements
+        self.applied: dict[int, ast.Name] = {}  # `register_fake("ns::f")(fake)`: id of the inner call -> `fake`
 
     # -- entry ----------------------------------------------------------------------------------
     def run(self) -> None:
-        calls: list[ast.Call] = []
-        defs: list[ast.AST] = []
-        assigns: list[ast.AST] = []
-        imports: list[ast.AST] = []
-        nested_imports: list[ast.AST] = []
+        counts, imports = self._top_level()
+        self._imports(imports)
+        gathered = _Gathered()
+        self._visit(self.tree.body, True, self._interesting_lines(), gathered)
+        self._imports(gathered.nested_imports)
+        self._constants(counts)
+        self._register(gathered)
+
+    def _top_level(self) -> tuple[dict[str, int], list[ast.AST]]:
+        """Module-level functions (recorded), how often each name is assigned, and the imports."""
         counts: dict[str, int] = {}
+        imports: list[ast.AST] = []
         for statement in self.tree.body:
             self.module_level_ids.add(id(statement))
             kind = type(statement)
@@ -167,74 +196,83 @@ class _Collector:
                         counts[target.id] = counts.get(target.id, 0) + 1
             elif kind is ast.Import or kind is ast.ImportFrom:
                 imports.append(statement)
-        # Only statements whose lines mention a registration API (or a local alias of one) are walked:
-        # walking every node of a big module costs more than parsing it.
-        self._imports(imports)
+        return counts, imports
+
+    def _interesting_lines(self) -> list[int]:
+        """The lines that mention a registration API (or a local alias of one), sorted. Only statements
+        covering one are walked: walking every node of a big module costs more than parsing it."""
         pattern = INTERESTING
         local = sorted(name for name, target in self.aliases.items()
                        if target.startswith(("torch.library", "torch._library")) or target.endswith("custom_op"))
         if local:
             pattern = re.compile(INTERESTING.pattern + "|" + "|".join(rf"\b{re.escape(n)}\b" for n in local))
-        interesting = []
+        interesting: list[int] = []
         line, last = 1, 0
         for match in pattern.finditer(self.text):  # one scan of the text, not one search per line
             line += self.text.count("\n", last, match.start())
             last = match.start()
             if not interesting or interesting[-1] != line:
                 interesting.append(line)
-        def covers(first: int, last: int) -> bool:
-            index = bisect.bisect_left(interesting, first)
-            return index < len(interesting) and interesting[index] <= last
+        return interesting
 
-        def visit(statements: list, top: bool) -> None:
-            for statement in statements:
-                kind = type(statement)
-                if not top:  # what a registration may name later, even when not walked
-                    if kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
-                        self.functions.setdefault(statement.name, []).append(statement)
-                    elif kind is ast.Import or kind is ast.ImportFrom:
-                        nested_imports.append(statement)
-                first = statement.decorator_list[0].lineno if getattr(statement, "decorator_list", None) \
-                    else statement.lineno
-                if not covers(first, statement.end_lineno or first):
-                    continue
-                children = _child_statements(statement)
-                if children and not covers(first, children[0][0].lineno - 1):
-                    for block in children:  # a plain header (class, if, try, def): look inside only
-                        visit(block, False)
-                else:
-                    walk(statement)
+    def _visit(self, statements: list, top: bool, interesting: list[int], gathered: _Gathered) -> None:
+        for statement in statements:
+            kind = type(statement)
+            if not top:  # what a registration may name later, even when not walked
+                if kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
+                    self.functions.setdefault(statement.name, []).append(statement)
+                elif kind is ast.Import or kind is ast.ImportFrom:
+                    gathered.nested_imports.append(statement)
+            first = statement.decorator_list[0].lineno if getattr(statement, "decorator_list", None) \
+                else statement.lineno
+            if not _covers(interesting, first, statement.end_lineno or first):
+                continue
+            children = _child_statements(statement)
+            if children and not _covers(interesting, first, children[0][0].lineno - 1):
+                for block in children:  # a plain header (class, if, try, def): look inside only
+                    self._visit(block, False, interesting, gathered)
+            else:
+                self._walk(statement, gathered)
 
-        def walk(statement) -> None:
-            for node in ast.walk(statement):
-                kind = type(node)
-                if kind is ast.Call:
-                    calls.append(node)
-                elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
-                    defs.append(node)
-                    if node is not statement:
-                        self.functions.setdefault(node.name, []).append(node)
-                    for decorator in node.decorator_list:
-                        self.decorator_ids.add(id(decorator))
-                elif kind is ast.Assign or kind is ast.AnnAssign or kind is ast.With:
-                    assigns.append(node)
-                elif (kind is ast.Import or kind is ast.ImportFrom) and node is not statement:
-                    nested_imports.append(node)
+    def _walk(self, statement, gathered: _Gathered) -> None:
+        plain = id(statement) in self.module_level_ids and type(statement) in (ast.Expr, ast.Assign, ast.AnnAssign)
+        for node in ast.walk(statement):
+            kind = type(node)
+            if kind is ast.Call:
+                gathered.calls.append(node)
+                if plain:
+                    self.unconditional.add(id(node))
+            elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
+                gathered.defs.append(node)
+                if node is not statement:
+                    self.functions.setdefault(node.name, []).append(node)
+                for decorator in node.decorator_list:
+                    self.decorator_ids.add(id(decorator))
+            elif kind is ast.Assign or kind is ast.AnnAssign or kind is ast.With:
+                gathered.assigns.append(node)
+            elif (kind is ast.Import or kind is ast.ImportFrom) and node is not statement:
+                gathered.nested_imports.append(node)
 
-        visit(self.tree.body, True)
-        self._imports(nested_imports)
+    def _constants(self, counts: dict[str, int]) -> None:
+        """Module-level names assigned once to a value opgen can read (op names, schemas, keys)."""
         for statement in self.tree.body:
             if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
                     and isinstance(statement.targets[0], ast.Name) and counts.get(statement.targets[0].id) == 1:
                 value = self.value(statement.value)
                 if value is not UNKNOWN:
                     self.constants[statement.targets[0].id] = value
-        for node in sorted(assigns, key=lambda n: n.lineno):
+
+    def _register(self, gathered: _Gathered) -> None:
+        """Libraries, then decorated functions, then calls, in source order."""
+        for node in sorted(gathered.assigns, key=lambda n: n.lineno):
             self._library_assignment(node)
-        for node in sorted(defs, key=lambda n: n.lineno):
+        for node in sorted(gathered.defs, key=lambda n: n.lineno):
             for decorator in node.decorator_list:
                 self._decorator(decorator, node)
-        for call in sorted(calls, key=lambda n: (n.lineno, n.col_offset)):
+        for call in gathered.calls:  # a decorator applied by a call: `torch.library.impl(lib, "f", "CPU")(kernel)`
+            if isinstance(call.func, ast.Call) and len(call.args) == 1 and isinstance(call.args[0], ast.Name):
+                self.applied[id(call.func)] = call.args[0]
+        for call in sorted(gathered.calls, key=lambda n: (n.lineno, n.col_offset)):
             if id(call) not in self.decorator_ids:
                 self._call(call)
 
@@ -242,12 +280,16 @@ class _Collector:
         for node in sorted(imports, key=lambda n: n.lineno):
             if isinstance(node, ast.Import):
                 for alias in node.names:
+                    if alias.name.split(".")[0] == "torch_npu":
+                        self.record.npu_renamed = True
                     if alias.asname:
                         self.aliases[alias.asname] = alias.name
                     else:
                         top = alias.name.split(".")[0]
                         self.aliases.setdefault(top, top)
             else:
+                if (node.module or "").split(".")[0] == "torch_npu" and node.level == 0:
+                    self.record.npu_renamed = True
                 for alias in node.names:
                     local = alias.asname or alias.name
                     self.import_sources[local] = (node.module or "", alias.name, node.level)
@@ -390,6 +432,16 @@ class _Collector:
         value = node.value
         if not isinstance(value, ast.Call):
             return
+        if len(value.args) >= 2 and self.is_api(value.func, "custom_op", "triton_op"):
+            # `op = custom_op("ns::f", fn, ...)`, then `@op.register_fake`: the name is the op
+            definition = self._custom_op(value, self._function_arg(value.args[1], value.lineno),
+                                         triton=self.is_api(value.func, "triton_op") is not None)
+            self.decorator_ids.add(id(value))  # read here, not again as a plain call
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if definition is not None and isinstance(target, ast.Name):
+                    self.custom_ops[target.id] = definition
+            return
         decl = self._library_call(value, scoped=False, module_level=id(node) in self.module_level_ids)
         if decl is None:
             return
@@ -514,26 +566,28 @@ class _Collector:
             if key_node is not None:
                 self._dispatch_key(key_node)
             key = self.value(key_node) if key_node is not None else (library.key or "CompositeImplicitAutograd")
-            self._registration(args.get("name"), library.namespace, key, call, self._function_node(decorated),
+            self._registration(args.get("name"), library.namespace, key, call,
+                               self._function_node(decorated) if decorated else self._applied(call),
                                "torch.library.impl")
             return
         args = _arguments(call, ("qualname", "types", "func"))
         types = self.value(args.get("types"))
-        function = self._function_node(decorated) if decorated else self._function_arg(args.get("func"), call.lineno)
+        function = self._function_node(decorated) if decorated else (
+            self._function_arg(args["func"], call.lineno) if "func" in args else self._applied(call))
         for key in _device_keys(types):
             self._registration(args.get("qualname"), None, key, call, function, "torch.library.impl")
 
     def _register_fake(self, call: ast.Call, decorated: ast.AST | None) -> None:
         op_node = call.args[0] if call.args else None
         function = self._function_node(decorated) if decorated else (
-            self._function_arg(call.args[1], call.lineno) if len(call.args) > 1 else None)
+            self._function_arg(call.args[1], call.lineno) if len(call.args) > 1 else self._applied(call))
         self._registration(op_node, None, "fake", call, function, "register_fake")
 
     def _register_kernel(self, call: ast.Call, decorated: ast.AST | None) -> None:
         op_node = call.args[0] if call.args else None
         types = self.value(call.args[1]) if len(call.args) > 1 else self.value(_keyword(call, "device_types"))
         function = self._function_node(decorated) if decorated else (
-            self._function_arg(call.args[2], call.lineno) if len(call.args) > 2 else None)
+            self._function_arg(call.args[2], call.lineno) if len(call.args) > 2 else self._applied(call))
         for key in _device_keys(types):
             self._registration(op_node, None, key, call, function, "register_kernel")
 
@@ -589,7 +643,7 @@ class _Collector:
         api = self.is_api(func, "custom_op", "register_fake", "impl_abstract", "_register_fake", "impl", "_impl",
                           "register_kernel", "triton_op")
         if api in ("custom_op", "triton_op"):
-            definition = self._custom_op(decorator, self._function_node(function))
+            definition = self._custom_op(decorator, self._function_node(function), triton=api == "triton_op")
             if definition is not None:
                 self.custom_ops[function.name] = definition
         elif api in ("register_fake", "impl_abstract", "_register_fake"):
@@ -626,7 +680,8 @@ class _Collector:
             own_ns, head = head.split("::", 1)
         name, _, overload = head.partition(".")
         definition = Definition(own_ns or namespace, name.strip(), overload.strip(), self.where(call), style, text,
-                                tags=tags, library_namespace=namespace if own_ns else None)
+                                tags=tags, library_namespace=namespace if own_ns else None,
+                                unconditional=id(call) in self.unconditional)
         if literal is not None:
             definition.schema_literal = literal
             definition.schema_column = literal.offset + 1 - len(name_prefix)
@@ -636,7 +691,7 @@ class _Collector:
             definition.where = self.where(schema_node)
         self.record.definitions.append(definition)
 
-    def _custom_op(self, call: ast.Call, function: Function | None) -> Definition | None:
+    def _custom_op(self, call: ast.Call, function: Function | None, triton: bool = False) -> Definition | None:
         name_value = self.value(call.args[0]) if call.args else self.value(_keyword(call, "name"))
         if not isinstance(name_value, str) or "::" not in name_value:
             return None
@@ -657,7 +712,8 @@ class _Collector:
                                 tags=self._tags(call), mutates_args=mutates,
                                 mutates_where=self.where(mutates_node) if mutates_node is not None else None,
                                 kernel=function,
-                                device_types=_device_keys(device_types) if device_types is not UNKNOWN else None)
+                                device_types=_device_keys(device_types) if device_types is not UNKNOWN else None,
+                                fake_from_kernel=triton)
         if literal is not None:
             definition.schema_literal = literal
             definition.schema_column = literal.offset + 1 - len(name)
@@ -688,7 +744,7 @@ class _Collector:
         definition = Definition(namespace, name, "", self.where(call), "custom_op", None, tags=self._tags(call),
                                 mutates_args=mutates,
                                 mutates_where=self.where(mutates_node) if mutates_node is not None else None,
-                                kernel=function)
+                                kernel=function, api="direct_register_custom_op")
         self.record.definitions.append(definition)
         if function is not None and isinstance(key, str):
             self.record.registrations.append(Registration("kernel", namespace, name, "", key, self.where(call),
@@ -700,6 +756,11 @@ class _Collector:
                                                           self._function_arg(fake_node, call.lineno)))
 
     # -- functions ------------------------------------------------------------------------------
+    def _applied(self, call: ast.Call) -> Function | None:
+        """The function a registration call is applied to (`register_fake("ns::f")(fake)`), if any."""
+        name = self.applied.get(id(call))
+        return self._function_arg(name, call.lineno) if name is not None else None
+
     def _function_arg(self, node: ast.AST | None, line: int) -> Function | None:
         if not isinstance(node, ast.Name):
             return None
@@ -746,6 +807,7 @@ class _FunctionReader:
     def __init__(self, collector: _Collector, node: ast.FunctionDef) -> None:
         self.c = collector
         self.node = node
+        self.host: set[str] = set()  # parameters on the host by construction (name or docstring says so)
 
     def read(self) -> Function:
         node = self.node
@@ -753,6 +815,11 @@ class _FunctionReader:
         function = Function(node.name, self.c.where(node), params,
                             ast.unparse(node.returns) if node.returns is not None else None)
         names = {p.name for p in params if p.kind in ("positional", "kwonly")}
+        self.host = {name for name in names if HOST_NAME.search(name)}
+        doc = ast.get_docstring(node) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+        for line in (doc or "").splitlines():  # "cu_seqlens: on the CPU", "`lens` (host tensor)"
+            if re.search(r"\b(?:cpu|host)\b", line, re.IGNORECASE):
+                self.host |= {name for name in names if re.search(rf"\b{re.escape(name)}\b", line)}
         rebound = self._rebound(names)
         live = names - rebound
         for sub in ast.walk(node):
@@ -787,8 +854,11 @@ class _FunctionReader:
 
     def _rebound(self, names: set[str]) -> set[str]:
         rebound = set()
+        # `out += x` writes a tensor in place (Tensor.__iadd__), it does not re-bind the name
+        augmented = {id(sub.target) for sub in ast.walk(self.node) if isinstance(sub, ast.AugAssign)}
         for sub in ast.walk(self.node):
-            if isinstance(sub, ast.Name) and isinstance(sub.ctx, (ast.Store, ast.Del)) and sub.id in names:
+            if isinstance(sub, ast.Name) and isinstance(sub.ctx, (ast.Store, ast.Del)) and sub.id in names \
+                    and id(sub) not in augmented:
                 rebound.add(sub.id)
             elif isinstance(sub, (ast.Global, ast.Nonlocal)):
                 rebound.update(n for n in sub.names if n in names)
@@ -857,8 +927,14 @@ class _FunctionReader:
                     root = self._root(call.args[0])
                     if root in live:
                         function.mutations.append(self._finding(f"calls {qual}() on", call, root))
-                if short in ALLOCATORS and qual in ("torch." + short,) and not _has_kw(call, "device"):
-                    function.device_less_allocs.append(self._finding(qual, call))
+                if short in ALLOCATORS and qual in ("torch." + short,):
+                    device = _keyword(call, "device")
+                    if not _has_kw(call, "device"):
+                        function.device_less_allocs.append(self._finding(qual, call))
+                    elif self._fixed_device(device):
+                        fixed = self._fixed_device(device)
+                        function.fixed_device_allocs.append(self._finding(f"{qual}(device={fixed!r})", call,
+                                                                          fixed.split(":")[0]))
                 if short in RANDOM_FUNCS and (qual == "torch." + short or qual.startswith("torch.nn.functional.")):
                     function.capture_unsafe.append(self._finding(f"random op {qual}()", call))
                 if short == "synchronize":
@@ -876,10 +952,17 @@ class _FunctionReader:
             if tensor_root in live:
                 if attr in DATA_READS or attr in DYNAMIC_SHAPE:
                     function.data_reads.append(self._finding(f".{attr}()", call))
-                if attr in SYNC_METHODS:
+                if attr in SYNC_METHODS and tensor_root not in self.host:
                     function.capture_unsafe.append(self._finding(f"host sync .{attr}()", call))
                 if attr in RANDOM_METHODS:
                     function.capture_unsafe.append(self._finding(f"random op .{attr}()", call))
+
+    def _fixed_device(self, node: ast.AST | None) -> str | None:
+        """'cpu' for `device="cpu"` or `device=torch.device("cpu")`: a device written into the code."""
+        if isinstance(node, ast.Call) and self.c.qualname(node.func) == "torch.device" and node.args:
+            node = node.args[0]
+        value = self.c.value(node) if node is not None else UNKNOWN
+        return value if isinstance(value, str) and value.split(":")[0] in ("cpu", "cuda", "npu", "meta") else None
 
     def _raise(self, node: ast.Raise, function: Function) -> None:
         exc = node.exc

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from ..contract import RULES, Diagnostic
 from ..errors import OpgenError
 from .config import LintConfig
-from .records import FileRecord
+from .records import FileRecord, package_root
 
 PARALLEL_THRESHOLD = 256  # below this many files, starting worker processes costs more than it saves
 
@@ -25,7 +25,7 @@ class LintResult:
         return [(r.path, r.internal_error) for r in self.records if r.internal_error]
 
 
-def expand_selectors(selectors: tuple[str, ...], what: str) -> set[str]:
+def expand_selectors(selectors: tuple[str, ...], what: str, *, selecting: bool = True) -> set[str]:
     codes = set()
     for selector in selectors:
         selector = selector.strip().upper()
@@ -38,8 +38,15 @@ def expand_selectors(selectors: tuple[str, ...], what: str) -> set[str]:
             raise OpgenError(f"unknown rule selector {selector!r} in {what}",
                              hint="codes look like OPG204; a prefix such as OPG2 selects a group; "
                              "`opgen lint --explain CODE` describes one")
-        codes |= matched
+        codes |= {code for code in matched if not selecting or code == selector or not _opt_in(code)}
     return codes
+
+
+def _opt_in(code: str) -> bool:
+    from .rules import LINT_RULES
+
+    rule = LINT_RULES.get(code)
+    return rule is not None and rule.opt_in
 
 
 def discover(paths: list[str], config: LintConfig) -> tuple[list[str], list[str]]:
@@ -161,16 +168,6 @@ def read_all(paths: list[str], jobs: int | None = None) -> list[FileRecord]:
 CONTEXT_LIMIT = 5000  # files; a bigger package is not scanned for context
 
 
-def _package_root(path: str) -> str:
-    directory = os.path.dirname(os.path.abspath(path))
-    while os.path.isfile(os.path.join(directory, "__init__.py")):
-        parent = os.path.dirname(directory)
-        if parent == directory or not os.path.isfile(os.path.join(parent, "__init__.py")):
-            break
-        directory = parent
-    return directory
-
-
 def _context_records(paths: list[str], linted: list[str], config: LintConfig, jobs) -> list[FileRecord]:
     """Registrations in the rest of the package of files given one by one (the pre-commit case).
 
@@ -183,7 +180,7 @@ def _context_records(paths: list[str], linted: list[str], config: LintConfig, jo
     seen = {os.path.abspath(p) for p in linted}
     relative = not any(os.path.isabs(p) for p in files)
     extra: list[str] = []
-    for root in sorted({_package_root(p) for p in files}):
+    for root in sorted({package_root(p) for p in files}):
         shown = os.path.relpath(root) if relative else root
         if os.path.isfile(os.path.join(root, "__init__.py")):
             found, _ = discover([shown], config)  # the whole package
@@ -202,8 +199,8 @@ def lint_paths(paths: list[str], config: LintConfig, *, select=(), ignore=(), jo
     from .yaml_ops import is_op_yaml, lint_yaml
 
     selected = expand_selectors(tuple(select) or config.select, "select")
-    selected -= expand_selectors(tuple(ignore) + config.ignore, "ignore")
-    per_file = {glob: expand_selectors(codes, f"per-file-ignores.{glob}")
+    selected -= expand_selectors(tuple(ignore) + config.ignore, "ignore", selecting=False)
+    per_file = {glob: expand_selectors(codes, f"per-file-ignores.{glob}", selecting=False)
                 for glob, codes in config.per_file_ignores.items()}
     python, yaml = discover(paths, config)
     records = read_all(python, jobs)

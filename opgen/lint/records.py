@@ -5,6 +5,7 @@ They are small picklable dataclasses so worker processes can send them back chea
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 
@@ -58,7 +59,7 @@ class Finding:
     what: str
     line: int
     column: int
-    param: str = ""
+    param: str = ""  # the parameter it concerns; for a hard-coded device, the device type
 
 
 @dataclass(slots=True)
@@ -71,6 +72,7 @@ class Function:
     data_reads: list[Finding] = field(default_factory=list)     # .item(), .tolist(), nonzero ...
     returned_params: list[Finding] = field(default_factory=list)
     device_less_allocs: list[Finding] = field(default_factory=list)
+    fixed_device_allocs: list[Finding] = field(default_factory=list)  # device="cpu" / torch.device("cpu")
     capture_unsafe: list[Finding] = field(default_factory=list)
     todo: Finding | None = None
     uses_get_ctx: bool = False
@@ -110,6 +112,9 @@ class Definition:
     kernel: Function | None = None
     device_types: tuple[str, ...] | None = None
     library_namespace: str | None = None  # the Library's namespace when the schema string carries its own
+    fake_from_kernel: bool = False  # triton_op: torch traces the kernel itself on fake tensors
+    unconditional: bool = False  # a module-level statement of its own (not under if/try/def): always runs
+    api: str = ""  # "direct_register_custom_op" for that helper (a Library define + impl, not custom_op)
 
     @property
     def op_key(self) -> tuple[str | None, str, str]:
@@ -156,3 +161,15 @@ class FileRecord:
     noqa: dict = field(default_factory=dict)  # line -> frozenset of codes (empty: all)
     file_noqa: frozenset | None = None  # None: none; empty: whole file
     internal_error: str | None = None  # opgen could not read this file (a bug, or a pathological file)
+    npu_renamed: bool = False  # imports torch_npu, which renames PrivateUse1 to npu: "NPU" is then a key
+
+
+def package_root(path: str) -> str:
+    """The directory of the top-level package `path` belongs to (its own directory when in none)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    while os.path.isfile(os.path.join(directory, "__init__.py")):
+        parent = os.path.dirname(directory)
+        if parent == directory or not os.path.isfile(os.path.join(parent, "__init__.py")):
+            break
+        directory = parent
+    return directory

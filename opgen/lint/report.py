@@ -21,17 +21,20 @@ def render(diagnostics: list[Diagnostic], fmt: str, *, fixed: int = 0) -> str:
 def _text(diagnostics, fixed: int) -> str:
     lines = [f"{d.path}:{d.line}:{d.column}: {d.code}{' [*]' if d.fix else ''} {d.message}" for d in diagnostics]
     fixable = sum(1 for d in diagnostics if d.fix)
-    if diagnostics:
-        count = len(diagnostics)
-        lines.append(f"Found {count} error{'s' if count != 1 else ''}" + (f" ({fixed} fixed, {count} remaining)."
-                                                                          if fixed else "."))
-        if fixable:
-            lines.append(f"[*] {fixable} fixable with the `--fix` option.")
-    elif fixed:
-        lines.append(f"Found {fixed} error{'s' if fixed != 1 else ''} ({fixed} fixed, 0 remaining).")
+    count = len(diagnostics)
+    if fixed:  # "Found 1 error (1 fixed, 0 remaining)" read as if one were still there
+        lines.append(f"Fixed {_problems(fixed)}, {count} remaining.")
+    elif diagnostics:
+        lines.append(f"Found {_problems(count)}.")
     else:
         lines.append("All checks passed!")
+    if fixable:
+        lines.append(f"[*] {fixable} fixable with the `--fix` option.")
     return "\n".join(lines)
+
+
+def _problems(count: int) -> str:
+    return f"{count} problem{'s' if count != 1 else ''}"
 
 
 def as_json_object(d: Diagnostic) -> dict:

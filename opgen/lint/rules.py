@@ -39,6 +39,7 @@ class LintRule:
     valid: tuple[str, ...] = ()
     invalid: tuple[Invalid, ...] = ()
     extra: dict = field(default_factory=dict)
+    opt_in: bool = False  # reported only when selected by its own code (`--select OPG207`), not by a prefix
 
 
 LINT_RULES: dict[str, LintRule] = {}
@@ -62,13 +63,14 @@ def _lib(body: str) -> str:
     return _LIB + _code(body)
 
 
-def lint_rule(code, name, severity, summary, explanation, *, valid=(), invalid=(), fixable=False) -> Rule:
+def lint_rule(code, name, severity, summary, explanation, *, valid=(), invalid=(), fixable=False,
+              opt_in=False) -> Rule:
     invalid = tuple(invalid)
     valid = tuple(valid)
     registered = rule(code, name, severity, summary, explanation,
                       bad=invalid[0].source.strip() if invalid else "", good=valid[0].strip() if valid else "",
                       fixable=fixable)
-    LINT_RULES[code] = LintRule(registered, valid, invalid)
+    LINT_RULES[code] = LintRule(registered, valid, invalid, opt_in=opt_in)
     return registered
 
 
@@ -209,11 +211,13 @@ MUTATES_ARGS_UNKNOWN_PARAM = lint_rule(
 )
 
 MUTATES_ARGS_UNKNOWN = lint_rule(
-    "OPG207", "mutates-args-unknown", WARNING, "`mutates_args=\"unknown\"`: list the mutated parameters instead",
+    "OPG207", "mutates-args-unknown", WARNING, "`mutates_args=\"unknown\"`: every tensor argument counts as written (opt-in)",
     """
-`mutates_args="unknown"` declares EVERY tensor argument as written: functionalization then copies all
-of them back, the compiler cannot reorder around the op, and a write to the wrong tensor goes
-unnoticed. Name the parameters the kernel writes: `mutates_args=("cache",)`, or `()`.
+`mutates_args="unknown"` is legal and documented: it declares EVERY tensor argument as written, so
+functionalization copies all of them back after each call, the compiler cannot reorder around the
+op, and a write to the wrong tensor goes unnoticed. It is a cost, not a bug, so the rule is opt-in:
+`--select OPG207` (a prefix such as OPG2 does not enable it). Name the parameters the kernel writes:
+`mutates_args=("cache",)`, or `()`.
 """,
     valid=[_code("""
         import torch
@@ -241,6 +245,7 @@ unnoticed. Name the parameters the kernel writes: `mutates_args=("cache",)`, or 
         def _(x):
             return torch.empty_like(x)
     """), 4)],
+    opt_in=True,
 )
 
 NO_FAKE = lint_rule(
@@ -295,6 +300,24 @@ the pair. `register_fake` serves both: delete the Meta kernel.
         def _(x):
             return torch.empty_like(x)
     """), 9)],
+)
+
+DUPLICATE_OP = lint_rule(
+    "OPG210", "duplicate-op-definition", ERROR, "the same op (name and overload) is defined twice",
+    """
+`define("f(...)")` for an op that is already defined fails at import: "Tried to register an operator
+(ns::f) with the same name and overload name multiple times", whether both definitions are in one
+file or in two modules of the package. Delete one, or give it another overload name (`f.out`).
+Ops are matched by namespace, name and overload; ops without a readable namespace by package.
+""",
+    valid=[_lib("""
+        lib.define("scale(Tensor x) -> Tensor")
+        lib.define("scale.out(Tensor x, *, Tensor(a!) out) -> ()")
+    """)],
+    invalid=[Invalid(_lib("""
+        lib.define("scale(Tensor x) -> Tensor")
+        lib.define("scale(Tensor x) -> Tensor")
+    """), 6)],
 )
 
 UNDECLARED_MUTATION = lint_rule(
@@ -395,27 +418,29 @@ FAKE_ALLOC_NO_DEVICE = lint_rule(
 
 FAKE_SIGNATURE = lint_rule(
     "OPG305", "fake-signature-mismatch", ERROR,
-    "fake/Meta parameters differ from the schema: use its names and defaults",
+    "the fake/Meta kernel cannot take the op's arguments (TypeError when torch calls it)",
     """
-torch calls the fake with the op's arguments: keyword-only ones by name, the others by position. A
-fake whose parameters are named, ordered or defaulted differently from the schema breaks on a keyword
-call and hides real mismatches; torch does not check it (pytorch/pytorch#181851). Copy the schema's
-parameter list (for custom_op, the kernel's).
+torch calls a fake or Meta kernel with the op's positional arguments by position, its keyword-only
+arguments by name, and leaves out trailing arguments equal to their schema default. So a fake breaks
+with a TypeError when it has fewer positional parameters than the schema, lacks a default the schema
+has, lacks a keyword-only parameter, or requires one the schema does not have. Renamed positional
+parameters and differing default values are not reported (torch never passes those by name).
+Copy the schema's parameter list (for custom_op, the kernel's).
 """,
     valid=[_lib("""
         lib.define("scale(Tensor x, float s=2.0) -> Tensor")
 
 
         @torch.library.register_fake("myops::scale")
-        def _(x, s=2.0):
-            return torch.empty_like(x)
+        def _(input, factor=2.0):
+            return torch.empty_like(input)
     """)],
     invalid=[Invalid(_lib("""
         lib.define("scale(Tensor x, float s=2.0) -> Tensor")
 
 
         @torch.library.register_fake("myops::scale")
-        def _(x, scale=2.0):
+        def _(x):
             return torch.empty_like(x)
     """), 9)],
 )
@@ -462,6 +487,33 @@ as tensors and keep scalars on the device.
 
         lib.impl("noise", noise, "PrivateUse1")
     """), 9)],
+)
+
+KERNEL_RETURNS_INPUT = lint_rule(
+    "OPG308", "custom-op-returns-input", ERROR, "a custom_op kernel returns one of its inputs: return a new tensor",
+    """
+torch.library.custom_op refuses outputs that alias inputs: calling the op raises "The output of this
+custom operator (1) must not also be an input to this custom operator", also for an in-place op
+that returns the tensor it mutated (`mutates_args=("x",)` and `return x`). Return nothing from an
+in-place op (`-> None`), or return a new tensor (`x.clone()`).
+""",
+    valid=[_code("""
+        import torch
+
+
+        @torch.library.custom_op("myops::add_one_", mutates_args=("x",))
+        def add_one_(x: torch.Tensor) -> None:
+            x.add_(1)
+    """)],
+    invalid=[Invalid(_code("""
+        import torch
+
+
+        @torch.library.custom_op("myops::add_one_", mutates_args=("x",))
+        def add_one_(x: torch.Tensor) -> torch.Tensor:
+            x.add_(1)
+            return x
+    """), 7)],
 )
 
 YAML_OUT_CONVENTION = lint_rule(

@@ -34,6 +34,8 @@ class Alias:
     is_write: bool = False
 
     def __str__(self) -> str:
+        if self.is_write and not self.after and len(self.before) == 1 and self.before[0].startswith("$"):
+            return "!"  # `Tensor!`: an anonymous set (torch numbers it $0, $1, ...; only `!` parses back)
         text = "|".join(self.before)
         if self.is_write:
             text += "!"

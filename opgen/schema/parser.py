@@ -51,7 +51,7 @@ _PLAIN_RETURNS = {name: Return(t) for name, t in _PLAIN_TYPES.items()}
 _END = ("",) * 5
 _DICT_KEY_TYPES = frozenset({"int", "SymInt", "bool", "float", "complex", "str", "Tensor", "Device", "DeviceIndex",
                              "ScalarType", "Layout", "MemoryFormat", "Any"})
-_TYPE_SUFFIX = frozenset({"?", "[", "("})  # a token after a type name that makes the type longer
+_TYPE_SUFFIX = frozenset({"?", "[", "(", "!"})  # a token after a type name that makes the type longer
 _IDENT_FIRST = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
 _INTEGER_TYPES = frozenset({"int", "SymInt", "DeviceIndex"})
 # Element types whose lists torch can give a default ("lists are only supported for float, int and
@@ -131,10 +131,11 @@ def _offsets(text: str) -> list[int]:
 
 
 class _Parser:
-    __slots__ = ("pos", "scan", "text", "toks")
+    __slots__ = ("anonymous", "pos", "scan", "text", "toks")
 
     def __init__(self, text: str) -> None:
         self.text = text
+        self.anonymous = 0  # `Tensor!` sets made so far: torch names them $0, $1, ... in schema order
         self.scan = _blank_comments(text) if "#" in text else text
         self.toks = _TOKEN.findall(self.scan)
         self.toks.extend(_END)  # "" marks the end; the fast paths look up to 4 tokens ahead
@@ -363,7 +364,7 @@ class _Parser:
                         toks[end] not in _TYPE_SUFFIX):
                     self.pos = end
                     return _aliased_base(name, letter, mark == "!")
-        if name in _PLAIN_TYPES and toks[at + 1] != "(":
+        if name in _PLAIN_TYPES and toks[at + 1] not in ("(", "!"):
             typ = _PLAIN_TYPES[name]
             self.pos += 1
         elif name == "(":
@@ -397,7 +398,7 @@ class _Parser:
                     close = difflib.get_close_matches(name, sorted(KNOWN_TYPES), n=1)
                     hint = f"did you mean {close[0]!r}?" if close else "known types: " + ", ".join(sorted(KNOWN_TYPES))
                     self.fail(f"unknown type {name!r}", index=at, hint=hint)
-                alias = self.alias() if toks[self.pos] == "(" else None
+                alias = self.alias() if toks[self.pos] in ("(", "!") else None
                 typ = BaseType(name, alias)
         while True:
             tok = toks[self.pos]
@@ -425,7 +426,8 @@ class _Parser:
                 elif kind == "hex":
                     self.fail("hex literals are not allowed", hint="write the size in decimal")
                 self.expect("]", "to close the list type")
-                alias = self.alias() if toks[self.pos] == "(" and self._alias_follows() else None
+                alias = self.alias() if toks[self.pos] == "!" or toks[self.pos] == "(" and self._alias_follows() \
+                    else None
                 typ = ListType(typ, size, alias)
             else:
                 return typ
@@ -437,7 +439,11 @@ class _Parser:
         return self.kind(k) == "ident" or self.toks[k] == "*"
 
     def alias(self) -> Alias:
-        toks, pos = self.toks, self.pos  # at the '(' (callers check)
+        toks, pos = self.toks, self.pos  # at the '(' or '!' (callers check)
+        if toks[pos] == "!":  # `Tensor!`: torch's shorthand for a written, anonymous alias set `Tensor($N!)`
+            self.pos = pos + 1
+            self.anonymous += 1
+            return Alias((f"${self.anonymous - 1}",), (), True)
         name = toks[pos + 1]
         if name[:1] in _IDENT_FIRST and name not in RESERVED_WORDS:
             if toks[pos + 2] == "!" and toks[pos + 3] == ")":

@@ -1,0 +1,258 @@
+"""opgen lint on the registration code of public packages: precision per rule, and speed next to ruff.
+
+The corpus is the Python files of pinned releases of packages that register custom ops. Wheels (or
+sdists) are downloaded with `pip download --no-deps` into a cache outside the repository
+(OPGEN_BENCH_CACHE, default ~/.cache/opgen-bench); only their .py files are extracted; torch is read
+from its installed site-packages directory. Nothing from them is committed.
+
+benchmarks/lint_verdicts.yaml classifies every finding: key `package/path:line:code`, value
+`{verdict: true|false|debatable, reason: ...}`. Precision counts only `true` as a hit (debatable and
+false both count against it). A finding with no verdict, a crash, or a classified *true* finding opgen
+no longer emits (a lost catch) fails the run.
+
+    python benchmarks/bench_lint_corpus.py [--offline] [--only PKG] [--runs 3] [--dump]
+
+--dump prints the unclassified findings as YAML stubs to paste into the verdict file.
+Exit 0 on success, 1 on a failure above, 0 with a "skipped" line when the corpus cannot be fetched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import time
+import zipfile
+from collections import Counter, defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+VERDICTS = Path(os.environ.get("OPGEN_BENCH_VERDICTS", ROOT / "benchmarks" / "lint_verdicts.yaml"))
+CACHE = Path(os.environ.get("OPGEN_BENCH_CACHE", Path.home() / ".cache" / "opgen-bench"))
+TORCH_NPU_WHEEL = Path("/work/cache/torch_npu-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl")
+
+# (name, pip requirement or None). Chosen for custom-op registration code that downloads fast
+# (vllm 0.33.0 is 336 MB and vllm-ascend ships only an sdist that needs a build: left out).
+PACKAGES = (
+    ("torch", None),  # the installed torch 2.13.0
+    ("torch_npu", None),  # the wheel at TORCH_NPU_WHEEL
+    ("sglang", "sglang==0.5.23"),
+    ("torchao", "torchao==0.18.0"),
+    ("xformers", "xformers==0.0.35"),
+    ("flashinfer", "flashinfer-python==0.7.4"),
+    ("bitsandbytes", "bitsandbytes==0.50.2"),
+    ("liger_kernel", "liger-kernel==0.8.5"),
+    ("unsloth", "unsloth==2026.10.9"),
+    ("deepspeed", "deepspeed==0.19.8"),
+)
+TORCH_VERSION = "2.13.0"
+PRECISION_TARGET, RULE_TARGET, SPEED_TARGET = 0.90, 0.80, 1.5
+
+
+class Offline(Exception):
+    pass
+
+
+def _extract(archive: Path, tree: Path) -> None:
+    """Only the .py files, into `tree` (written to a temporary name first: an interrupted run leaves none)."""
+    partial = tree.with_name(tree.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    if archive.suffix == ".whl" or archive.suffix == ".zip":
+        with zipfile.ZipFile(archive) as z:
+            for name in z.namelist():
+                if name.endswith(".py") and ".." not in name.split("/"):
+                    target = partial / name
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_bytes(z.read(name))
+    else:
+        with tarfile.open(archive) as t:
+            for member in t.getmembers():
+                if member.isfile() and member.name.endswith(".py") and ".." not in member.name.split("/"):
+                    target = partial / member.name.split("/", 1)[-1]  # drop the sdist's top directory
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_bytes(t.extractfile(member).read())
+    partial.rename(tree)
+
+
+def tree_of(name: str, requirement: str | None, offline: bool) -> Path:
+    if name == "torch":
+        import torch
+
+        if not torch.__version__.startswith(TORCH_VERSION):
+            raise Offline(f"torch {torch.__version__} installed, the verdicts are for {TORCH_VERSION}")
+        return Path(importlib.util.find_spec("torch").origin).parent
+    tree = CACHE / "trees" / (requirement.replace("==", "-") if requirement else name)
+    if tree.is_dir():
+        return tree
+    if name == "torch_npu":
+        if not TORCH_NPU_WHEEL.is_file():
+            raise Offline(f"{TORCH_NPU_WHEEL} is missing")
+        archive = TORCH_NPU_WHEEL
+    else:
+        wheels = CACHE / "wheels"
+        wheels.mkdir(parents=True, exist_ok=True)
+        stem = requirement.split("==")[0].replace("-", "_").lower()
+        version = requirement.split("==")[1]
+        found = [p for p in wheels.iterdir() if p.name.lower().replace("-", "_").startswith(f"{stem}_{version}")]
+        if not found:
+            if offline:
+                raise Offline(f"{requirement} is not in {wheels} and --offline was given")
+            done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "--timeout", "30",
+                                   "--retries", "1", requirement, "-d", str(wheels)],
+                                  capture_output=True, text=True, check=False, timeout=600)
+            found = [p for p in wheels.iterdir()
+                     if p.name.lower().replace("-", "_").startswith(f"{stem}_{version}")]
+            if done.returncode != 0 or not found:
+                raise Offline(f"pip download {requirement} failed: {done.stderr.strip()[-300:]}")
+        archive = found[0]
+    tree.parent.mkdir(parents=True, exist_ok=True)
+    _extract(archive, tree)
+    return tree
+
+
+def python_files(tree: Path) -> int:
+    return sum(1 for p in tree.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def opgen_command(*paths: str) -> list[str]:
+    # -P: a tree may be the working directory, and must not shadow the standard library (torch/types.py)
+    return [sys.executable, "-P", "-m", "opgen", "lint", "--exit-zero", "--output-format", "json", *paths]
+
+
+def run_opgen(tree: Path) -> tuple[list[dict], list[str], float]:
+    """One package, linted as its own project (what a user runs): the findings."""
+    start = time.perf_counter()
+    done = subprocess.run(opgen_command("."), cwd=tree, capture_output=True, text=True, check=False,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    elapsed = time.perf_counter() - start
+    crashes = [line for line in done.stderr.splitlines() if line.startswith("error:") or "Traceback" in line]
+    if done.returncode not in (0, 1) and not crashes:
+        crashes.append(f"exit {done.returncode}: {done.stderr.strip()[-500:]}")
+    try:
+        findings = json.loads(done.stdout or "[]")
+    except json.JSONDecodeError:
+        findings = []
+        crashes.append(f"unreadable output: {done.stdout[:200]!r}")
+    return findings, crashes, elapsed
+
+
+def ruff_command() -> list[str]:
+    near = Path(sys.executable).with_name("ruff")
+    return [str(near)] if near.is_file() else [sys.executable, "-m", "ruff"]
+
+
+def timed(command: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(command, cwd=CACHE, capture_output=True, check=False, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return time.perf_counter() - start
+
+
+def speed(trees: list[Path], runs: int) -> tuple[float, float]:
+    """Median wall time of one run of each tool over all trees together (one process each)."""
+    paths = [str(t) for t in trees]
+    ruff = [*ruff_command(), "check", "--no-cache", "--exit-zero", "-q", "--select", "E9", "--isolated", *paths]
+    times_opgen, times_ruff = [], []
+    for _ in range(runs):  # interleaved, so a change in machine load hits both alike
+        times_opgen.append(timed(opgen_command(*paths)))
+        times_ruff.append(timed(ruff))
+    return statistics.median(times_opgen), statistics.median(times_ruff)
+
+
+def load_verdicts() -> dict[str, dict]:
+    import yaml
+
+    data = yaml.safe_load(VERDICTS.read_text(encoding="utf-8")) if VERDICTS.is_file() else None
+    return data or {}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--offline", action="store_true", help="use only what is in the cache")
+    parser.add_argument("--only", action="append", default=[], metavar="PKG")
+    parser.add_argument("--runs", type=int, default=3, help="timed runs over all trees (median)")
+    parser.add_argument("--dump", action="store_true", help="print unclassified findings as verdict stubs")
+    args = parser.parse_args(argv)
+
+    trees: dict[str, Path] = {}
+    for name, requirement in PACKAGES:
+        if args.only and name not in args.only:
+            continue
+        try:
+            trees[name] = tree_of(name, requirement, args.offline)
+        except (Offline, OSError, subprocess.TimeoutExpired) as error:
+            print(f"skipped: corpus unavailable ({name}: {error})")
+            return 0
+
+    verdicts = load_verdicts()
+    emitted: dict[str, dict] = {}
+    crashes: list[str] = []
+    files = 0
+    for name, tree in trees.items():
+        count = python_files(tree)
+        files += count
+        findings, crashed, elapsed = run_opgen(tree)
+        crashes += [f"{name}: {c}" for c in crashed]
+        for finding in findings:
+            key = f"{name}/{finding['filename'].removeprefix('./')}:{finding['location']['row']}:{finding['code']}"
+            emitted[key] = finding
+        print(f"{name:14} {count:6} files, {len(findings):3} findings ({elapsed:.2f} s)")
+    opgen_s, ruff_s = speed(list(trees.values()), args.runs)
+
+    per_rule: dict[str, Counter] = defaultdict(Counter)
+    unclassified = []
+    for key, finding in sorted(emitted.items()):
+        verdict = verdicts.get(key, {}).get("verdict")
+        if verdict not in ("true", "false", "debatable"):
+            unclassified.append((key, finding))
+            verdict = "unclassified"
+        per_rule[finding["code"]][verdict] += 1
+    in_scope = {k for k in verdicts if k.split("/", 1)[0] in trees}
+    lost = sorted(k for k in in_scope if k not in emitted and verdicts[k].get("verdict") == "true")
+
+    print(f"\n{'rule':8} {'findings':>8} {'true':>5} {'debat.':>6} {'false':>5} {'precision':>9}")
+    low_rules = []
+    for code in sorted(per_rule):
+        c = per_rule[code]
+        total = sum(c.values())
+        precision = c["true"] / total
+        if precision < RULE_TARGET:
+            low_rules.append(code)
+        print(f"{code:8} {total:8} {c['true']:5} {c['debatable']:6} {c['false']:5} {precision:9.0%}"
+              + (f"  ({c['unclassified']} unclassified)" if c["unclassified"] else ""))
+    total = sum(sum(c.values()) for c in per_rule.values())
+    true = sum(c["true"] for c in per_rule.values())
+    overall = true / total if total else 1.0
+    print(f"{'all':8} {total:8} {true:5} {sum(c['debatable'] for c in per_rule.values()):6} "
+          f"{sum(c['false'] for c in per_rule.values()):5} {overall:9.0%}")
+    ratio = opgen_s / ruff_s if ruff_s else float("inf")
+    print(f"\nprecision: {overall:.0%} (target >= {PRECISION_TARGET:.0%}: "
+          f"{'met' if overall >= PRECISION_TARGET else 'MISSED'}); rules below {RULE_TARGET:.0%}: "
+          f"{', '.join(low_rules) or 'none'}")
+    print(f"opgen lint: {files / opgen_s:.0f} files/s over {files} files, {opgen_s:.2f} s (baseline: "
+          f"ruff check --select E9 {ruff_s:.2f} s, {files / ruff_s:.0f} files/s, ratio {ratio:.2f}x, "
+          f"target <= {SPEED_TARGET}x: {'met' if ratio <= SPEED_TARGET else 'MISSED'})")
+    print(f"crashes: {len(crashes)}")
+    for crash in crashes:
+        print(f"  {crash}")
+    if lost:
+        print(f"lost true findings (classified true, no longer emitted): {len(lost)}")
+        for key in lost:
+            print(f"  {key}: {verdicts[key].get('reason', '')}")
+    if unclassified:
+        print(f"unclassified findings: {len(unclassified)} (classify them in {VERDICTS})")
+        for key, finding in unclassified:
+            if args.dump:
+                print(f"{json.dumps(key)}:\n  verdict: ?\n  reason: {json.dumps(finding['message'])}")
+            else:
+                print(f"  {key}: {finding['message']}")
+    return 1 if unclassified or crashes or lost else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
