@@ -31,21 +31,28 @@ def handle_errors(fn):
             sys.exit(EXIT_USAGE)
         except ImportError as error:
             missing = missing_dependency(error)
-            if missing is None or os.environ.get("OPGEN_DEBUG"):
+            if missing is None:
+                _internal_error(error)
+            if os.environ.get("OPGEN_DEBUG"):
                 raise
             click.echo(OpgenError(
                 f"opgen is not installed correctly: it needs the package {missing!r}, which cannot be imported "
                 f"({error})", hint=f"reinstall opgen with its dependencies (pip install opgen), or pip install "
                 f"{missing}").render(color=True), err=True)
             sys.exit(EXIT_USAGE)
-        except Exception as error:  # an opgen bug: say so briefly, keep the traceback for OPGEN_DEBUG
-            if os.environ.get("OPGEN_DEBUG"):
-                raise
-            click.echo(f"{paint('internal error', fg='red', bold=True)}: {type(error).__name__}: {error}\n"
-                       "  = hint: this is a bug in opgen; rerun with OPGEN_DEBUG=1 for the traceback", err=True)
-            sys.exit(EXIT_USAGE)
+        except Exception as error:
+            _internal_error(error)
 
     return wrapper
+
+
+def _internal_error(error: Exception) -> None:
+    """An opgen bug: say so briefly (exit 2); the traceback only with OPGEN_DEBUG."""
+    if os.environ.get("OPGEN_DEBUG"):
+        raise error
+    click.echo(f"{paint('internal error', fg='red', bold=True)}: {type(error).__name__}: {error}\n"
+               "  = hint: this is a bug in opgen; rerun with OPGEN_DEBUG=1 for the traceback", err=True)
+    sys.exit(EXIT_USAGE)
 
 
 def missing_dependency(error: ImportError) -> str | None:

@@ -15,7 +15,7 @@ LOADER_NAME = "npugraph_ex_cpu"
 
 
 def loader_path() -> Path:
-    from ..new import PROJECT_TEMPLATE, templates_dir
+    from ..render.templates import PROJECT_TEMPLATE, templates_dir
 
     return templates_dir() / PROJECT_TEMPLATE / "{{cookiecutter.project_slug}}" / "tests" / f"{LOADER_NAME}.py"
 
