@@ -40,7 +40,7 @@ def handle_errors(fn):
                 f"({error})", hint=f"reinstall opgen with its dependencies (pip install opgen), or pip install "
                 f"{missing}").render(color=True), err=True)
             sys.exit(EXIT_USAGE)
-        except Exception as error:
+        except Exception as error:  # noqa: BLE001  (any other exception is an opgen bug: reported, not raised)
             _internal_error(error)
 
     return wrapper
