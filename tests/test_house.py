@@ -1,4 +1,4 @@
-"""The shape of the house: no import cycles between opgen's modules, and no function too complex to
+"""The shape of the house: ruff-clean, no import cycles between opgen's modules, and no function too complex to
 read (cyclomatic complexity above 25, measured by ruff's mccabe check, C901)."""
 
 from __future__ import annotations
@@ -91,3 +91,9 @@ def test_no_function_is_too_complex():
                            "--config", f"lint.mccabe.max-complexity={MAX_COMPLEXITY}", "--output-format", "concise",
                            str(PACKAGE)], capture_output=True, text=True, check=False)
     assert done.returncode == 0, f"functions above cyclomatic complexity {MAX_COMPLEXITY}:\n{done.stdout}"
+
+
+def test_opgen_its_tests_and_benchmarks_pass_ruff():
+    done = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "opgen", "tests", "benchmarks"],
+                          cwd=REPO, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
