@@ -15,7 +15,8 @@ import pytest
 from new_helpers import EXAMPLES, STYLES, opgen, run_generated_tests, snapshot
 
 TIERS = ("is_registered", "enters_graph_with_fake_tensors", "opcheck", "compiled_matches_eager",
-         "npugraph_ex_capture_replay", "cuda_graphs_capture_replay")
+         "npugraph_ex_capture_replay", "cuda_graphs_capture_replay",
+         "matches_expected_values", "writes_what_the_schema_says")
 AUTOGRAD_TIERS = ("opcheck_with_requires_grad", "gradcheck")  # only for ops with `autograd:` in the spec
 DYNAMIC = ("has a data-dependent output size (`dynamic`); a captured graph cannot return a size known only at "
            "run time")
@@ -92,7 +93,7 @@ def test_generated_tests_pass_and_skip_exactly_as_expected(generated, tmp_path):
             assert text in got["message"], f"{style}: {name} failed without the TODO message:\n{got['message']}"
     counts = {kind: sum(1 for r in results.values() if r["outcome"] == kind) for kind in ("passed", "skipped",
                                                                                           "failed")}
-    assert counts == {"passed": 10 * 4 - 3 + 2, "skipped": 10 * 2, "failed": 3}
+    assert counts == {"passed": 10 * 6 - 3 + 2, "skipped": 10 * 2, "failed": 3}
 
 
 def test_generated_code_is_ruff_clean_and_parses(generated):

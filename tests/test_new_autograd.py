@@ -294,8 +294,12 @@ def test_generated_autograd_tests_pass_skip_and_fail_exactly(projects, style, tm
         assert good[f"test_twice_{tier}"]["outcome"] == "skipped"
         assert good[f"test_twice_{tier}"]["message"].startswith(NO_FLOAT), good[f"test_twice_{tier}"]["message"]
         assert f"test_plain_{tier}" not in good  # no formula, no autograd tier
+    for name in ("scale", "twice", "plain"):  # no `expect:` in this spec
+        skipped = good[f"test_{name}_matches_expected_values"]
+        assert skipped["outcome"] == "skipped" and "no expected values for ag_ops::" in skipped["message"], skipped
     others = {name: r["outcome"] for name, r in good.items() if "capture_replay" not in name
-              and not name.startswith(("test_twice_opcheck_with", "test_twice_gradcheck"))}
+              and not name.startswith(("test_twice_opcheck_with", "test_twice_gradcheck"))
+              and not name.endswith("_matches_expected_values")}
     assert set(others.values()) == {"passed"}, others
     wrong = run_generated_tests([projects["wrong", style]], tmp_path / "wrong.xml")
     assert wrong["test_scale_gradcheck"]["outcome"] == "failed"

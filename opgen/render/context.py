@@ -9,6 +9,7 @@ pasted raw into code, a comment or a template.
 from __future__ import annotations
 
 import json
+import math
 import textwrap
 
 from .. import __version__
@@ -137,9 +138,9 @@ def op_context(spec: ProjectSpec, op: OpSpec) -> dict:
         "custom_op_schema_line": string_call("schema=", _schema_tail(schema), ",", "    ") if explicit else "",
         "trace_targets": "_, aot_graph" if missing else "dynamo_graph, aot_graph",
         "capture_npu": call_text("_capture_replay", [overload, f"lambda seed: _{stem}_calls(seed)[0]", _mutated_keys(op),
-                                                '"npu"', 'backend="npugraph_ex"'], "    "),
+                                                '"npu"', *_tolerances(op), 'backend="npugraph_ex"'], "    "),
         "capture_cuda": call_text("_capture_replay", [overload, f"lambda seed: _{stem}_calls(seed)[0]", _mutated_keys(op),
-                                                 '"cuda"', 'mode="reduce-overhead"'], "    "),
+                                                 '"cuda"', *_tolerances(op), 'mode="reduce-overhead"'], "    "),
         "doc": docstring(op.doc or f"The {qualname} operator.", "    "),
         "params": params,
         "returns": returns,
@@ -184,6 +185,9 @@ def op_context(spec: ProjectSpec, op: OpSpec) -> dict:
         "expected_lines": expected_lines,
         # tests
         "example_lines": examples,
+        "expect_lines": _expect_lines(op),
+        "no_expect_skip": string_call("pytest.skip(", f"no expected values for {qualname}: add `expect:` to an "
+                                      f"example in ops[{op.index}].examples (see docs/spec.md)", ")", "    "),
         "has_examples": bool(op.examples),
         "uses_generator": any(_random_tensors(value) for example in op.examples for value in example.values.values()),
         "derived_example": bool(op.examples) and op.examples[0].derived,
@@ -279,11 +283,20 @@ def _op_lines(spec: ProjectSpec, op: OpSpec, stem: str, qualname: str, overload:
                            [overload, "call"], "    "),
         "calls_op": call_text("_assert_calls_op", ["aot_graph", overload, f"mutable={bool(mutated)}"], "    "),
         "metadata": call_text("_assert_metadata", ["_graph_outputs(dynamo_graph)",
-                                                   f"_{stem}_expected(*call[0], **call[1])"], "    "),
+                                                   f"_{stem}_expected(*call[0], **call[1])", _output_fields(op)],
+                              "    "),
         "opcheck": call_text("torch.library.opcheck", [overload, "args", "kwargs", f"test_utils={utils}"],
                              "        "),
         "register_autograd": _register_autograd(spec, op, stem, q),
         "gradcheck": call_text("_gradcheck", [overload, "call"], "        "),
+        "fake_device": call_text("_assert_fake_device", [overload, "call", _output_fields(op)], "    "),
+        "expected": call_text("_assert_expected", [overload, f"_{stem}_calls()", f"_{stem}_expect()",
+                                                   literal(f"ops[{op.index}]"),
+                                                   literal(f"{spec.package}/kernels/{stem}_cpu.py")], "    "),
+        "writes": call_text("_assert_writes", [overload, f"_{stem}_calls()",
+                                               tuple_text([literal(a.name) for a in op.schema.positional]),
+                                               _mutated_keys(op), literal(f"ops[{op.index}]"),
+                                               literal(f"{spec.package}/kernels/{stem}_cpu.py")], "    "),
         "compiled": call_text("_compiled_matches_eager", [overload, f"_{stem}_calls()"]
                               + ([f"returned={_returned_keys(op)}"] if op.tags else []), "    "),
     }
@@ -492,6 +505,66 @@ def _imports(body: str, signature: str) -> list[str]:
     if "Number" in signature:
         imports.append("from torch.types import Number")
     return imports
+
+
+def _output_fields(op: OpSpec) -> str:
+    """The spec field describing each output, for the generated tests' messages."""
+    fields = [f"ops[{op.index}].outputs.{out.name}" if out.returns_argument is None
+              else f"ops[{op.index}].schema (returns {out.returns_argument})" for out in op.outputs]
+    return tuple_text([literal(field) for field in fields])
+
+
+def _tolerances(op: OpSpec) -> list[str]:
+    """`tolerances={torch.float16: (rtol, atol)}` from `ops[i].tolerances`, or nothing."""
+    if not op.tolerances:
+        return []
+    return ["tolerances={" + ", ".join(f"torch.{dtype}: ({rtol!r}, {atol!r})" for dtype, rtol, atol in op.tolerances)
+            + "}"]
+
+
+def _expect_lines(op: OpSpec) -> list[str]:
+    """One tuple per `expect:` entry (see `_assert_expected` in the test template), wrapped to the line length."""
+    lines = []
+    for number, example in enumerate(op.examples):
+        for item in example.expect:
+            argument = None if item.argument is None else (
+                literal(item.argument) if isinstance(item.argument, str) else str(item.argument))
+            rows = None if item.rows is None else "{" + ", ".join(f"{row}: {_numbers(values)}"
+                                                                  for row, values in item.rows) + "}"
+            parts = [str(number), literal(item.name), repr(item.output), str(argument),
+                     _numbers(item.values) if item.rows is None else "None", str(rows), repr(item.rtol), repr(item.atol)]
+            line = "(" + ", ".join(parts) + "),"
+            if len(line) + 8 <= LINE_LENGTH:
+                lines.append(line)
+            else:
+                lines += ["("] + [f"    {part}" for piece in parts for part in _wrap_value(piece + ",", 12)] + ["),"]
+    return lines
+
+
+def _numbers(values) -> str:
+    """Expected numbers as Python source (nan and inf spelled as float(...))."""
+    if isinstance(values, tuple):
+        return "[" + ", ".join(_numbers(v) for v in values) + "]"
+    if isinstance(values, float) and not math.isfinite(values):
+        return f'float("{values}")'
+    return repr(values)
+
+
+def _wrap_value(text: str, indent: int) -> list[str]:
+    """`text` (a value ending in ","), its top-level list or dict broken one item per line, recursively."""
+    if len(text) + indent <= LINE_LENGTH or text[0] not in "[{":
+        return [text]
+    closing = text[-2]
+    items = _split_top_level(text[1:-2])
+    out = [text[0]]
+    for item in items:
+        if text[0] == "{" and ": " in item and len(item) + indent + 5 > LINE_LENGTH:
+            key, value = item.split(": ", 1)
+            inner = _wrap_value(value + ",", indent + 4)
+            out += [f"    {key}: {inner[0]}"] + [f"    {line}" for line in inner[1:]]
+        else:
+            out += [f"    {line}" for line in _wrap_value(item + ",", indent + 4)]
+    return out + [closing + ","]
 
 
 def _mutated_keys(op: OpSpec) -> str:

@@ -3,10 +3,16 @@
 Tiers, per op:
   1. fake-tensor tracing: torch.compile(fullgraph=True) through a backend that only inspects the graphs,
      so no kernel runs: the op is in the graph (functionalized when it mutates) with the spec's metadata;
-  2. CPU reference kernel: torch.library.opcheck and compiled (aot_eager) == eager, mutated inputs included;
+     The fake function also runs on fake tensors of another device ("cuda" fakes need no GPU): every output
+     must be on its inputs' device;
+  2. CPU reference kernel: the values of `expect:` in opgen.yaml's examples (independent of the kernel); every
+     argument the schema marks written (`Tensor(a!)`) is changed on some example (its buffer filled with a
+     sentinel first) and no other argument is; torch.library.opcheck and compiled (aot_eager) == eager,
+     mutated inputs included;
      for ops with `autograd:` in opgen.yaml also opcheck with requires_grad=True on the floating-point inputs
      and torch.autograd.gradcheck on float64 copies of the examples (the backward formula vs finite differences);
   3. NPU (torch_npu): npugraph_ex capture, then replay with new values, mutated buffers reused, no recapture;
+     outputs and mutated buffers are compared with the CPU reference kernel on the same inputs;
   4. CUDA: the same under CUDA graphs (mode="reduce-overhead").
 Tiers that cannot run on this machine are skipped with the reason.
 {% if cookiecutter._opgen.no_autograd_note %}
@@ -21,7 +27,8 @@ import pytest
 import torch
 from torch._dynamo.backends.common import aot_autograd
 from torch._higher_order_ops.auto_functionalize import auto_functionalized, auto_functionalized_v2
-from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import ShapeEnv, free_unbacked_symbols
 
 import {{ cookiecutter._opgen.package }}  # registers the operators
 
@@ -29,6 +36,14 @@ OPCHECK_UTILS = ("test_schema", "test_autograd_registration", "test_faketensor",
                  "test_aot_dispatch_dynamic")
 # Data-dependent output sizes cannot be traced with static shapes.
 OPCHECK_UTILS_DYNAMIC = tuple(name for name in OPCHECK_UTILS if name != "test_aot_dispatch_static")
+# (rtol, atol) per dtype: `expect:` values against the CPU kernel (torch.testing.assert_close's defaults;
+# other dtypes compare exactly), and the device kernel against the CPU reference kernel (`ops[i].tolerances`
+# in opgen.yaml overrides these).
+TOLERANCES = {torch.float16: (1e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5), torch.float32: (1.3e-6, 1e-5),
+              torch.float64: (1e-7, 1e-7)}
+DEVICE_TOLERANCES = {torch.float16: (1e-2, 1e-3), torch.bfloat16: (5e-2, 1e-2), torch.float32: (1e-4, 1e-5),
+                     torch.float64: (1e-7, 1e-7)}
+SENTINEL = -77  # what written buffers are filled with before the call, so that any write shows
 
 
 def _npu_unavailable() -> str | None:
@@ -114,6 +129,92 @@ def _put(call, key, value):
     return args[:key] + (value,) + args[key + 1:], kwargs
 
 
+def _mismatch(actual, expected: torch.Tensor, tolerance: tuple | None = None) -> str | None:
+    """None when `actual` is close to `expected`; else a one-line summary (never a tensor dump)."""
+    if not isinstance(actual, torch.Tensor):
+        return f"got {type(actual).__name__}, expected a tensor"
+    if tuple(actual.shape) != tuple(expected.shape):
+        return f"shape {tuple(actual.shape)}, expected {tuple(expected.shape)}"
+    rtol, atol = tolerance or TOLERANCES.get(actual.dtype, (0.0, 0.0))
+    got, want = actual.detach().cpu().to(torch.float64), expected.detach().cpu().to(torch.float64)
+    bad = ~torch.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
+    if not bad.any():
+        return None
+    first = tuple(int(i) for i in bad.nonzero()[0])
+    worst = float((got - want).abs().nan_to_num(nan=float("inf")).max())
+    return (f"{int(bad.sum())} of {bad.numel()} values differ ({actual.dtype}, rtol={rtol:g}, atol={atol:g}), "
+            f"max abs diff {worst:.6g}, first at index {list(first)}: got {got[first].item():.6g}, "
+            f"expected {want[first].item():.6g}")
+
+
+def _assert_expected(op, calls, expected: list, field: str, kernel: str) -> None:
+    """`expect:` of the examples against the CPU kernel. Each entry: (example index, name, output index
+    (None: the only return), argument (position or keyword; None: an output), values, rows, rtol, atol)."""
+    problems, results = [], {}
+    for number, name, output, argument, values, rows, rtol, atol in expected:
+        if number not in results:
+            call = _clone(calls[number])
+            results[number] = (op(*call[0], **call[1]), call)
+        result, call = results[number]
+        actual = _get(call, argument) if argument is not None else result if output is None else result[output]
+        where = f"opgen.yaml: {field}.examples[{number}].expect.{name}"
+        default = TOLERANCES.get(getattr(actual, "dtype", None), (0.0, 0.0))
+        tolerance = (default[0] if rtol is None else rtol, default[1] if atol is None else atol)
+        for row, want in (rows.items() if rows is not None else [(None, values)]):
+            part = actual
+            if row is not None:
+                if not isinstance(actual, torch.Tensor) or actual.dim() == 0 or not -len(actual) <= row < len(actual):
+                    problems.append(f"{where}.rows.{row}: no such row (shape {tuple(getattr(actual, 'shape', ()))})")
+                    continue
+                part = actual[row]
+            problem = _mismatch(part, torch.tensor(want, dtype=torch.float64), tolerance)
+            if problem:
+                problems.append(where + ("" if row is None else f".rows.{row}") + ": " + problem)
+    assert not problems, f"the CPU kernel ({kernel}) disagrees with expected values:\n" + "\n".join(problems)
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and bool(((a == b) | a.isnan() & b.isnan() if a.is_floating_point() else a == b).all())
+
+
+def _assert_writes(op, calls, names: tuple, written: tuple, field: str, kernel: str) -> None:
+    """Every argument the schema marks written is changed on some example (its buffer filled with SENTINEL
+    first, so that any write shows); no other tensor argument is ever changed."""
+    changed = set()
+    for number, call in enumerate(calls):
+        call = _clone(call)
+        for key in written:
+            _map(lambda t: t.fill_(SENTINEL if t.dtype != torch.bool else True), _get(call, key))
+        before = _clone(call)
+        op(*call[0], **call[1])
+        for key in [*range(len(call[0])), *call[1]]:
+            name = names[key] if isinstance(key, int) else key
+            if all(_same(a, b) for a, b in zip(_tensors(_get(call, key)), _tensors(_get(before, key)))):
+                continue
+            assert key in written, (
+                f"{kernel} changed argument {name!r} in {field}.examples[{number}], but {field}.schema in opgen.yaml "
+                f"does not mark it written: declare it `Tensor(a!) {name}`, or make the kernel leave it alone")
+            changed.add(key)
+    never = [f"{names[key] if isinstance(key, int) else key!r} (schema argument "
+             f"{key if isinstance(key, int) else 'keyword ' + repr(key)})" for key in written if key not in changed]
+    assert not never, (
+        f"{field}.schema in opgen.yaml marks {', '.join(never)} written (Tensor(a!)), but {kernel} changed it on "
+        f"no example ({len(calls)} tried, the buffer filled with {SENTINEL} first): the kernel misses the write, "
+        "or the schema over-declares the mutation")
+
+
+def _assert_fake_device(op, call, fields: tuple) -> None:
+    """The fake function on fake "cuda" tensors (no GPU needed) puts every output on its inputs' device."""
+    with FakeTensorMode(shape_env=ShapeEnv()):
+        fake = _map(lambda t: torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="cuda"), call)
+        result = op(*fake[0], **fake[1])
+    for index, value in enumerate(_tensors(result)):
+        field = fields[index] if index < len(fields) else f"output {index}"
+        assert value.device.type == "cuda", (
+            f"opgen.yaml: {field}: the fake function of {op} puts it on {value.device} for inputs on cuda: "
+            "allocate it on the inputs' device (device=x.device)")
+
+
 {% if cookiecutter._opgen.any_autograd %}
 def _floating(call) -> bool:
     return any(t.is_floating_point() for t in _tensors(call))
@@ -187,16 +288,20 @@ def _graph_outputs(graph: torch.fx.GraphModule) -> list:
             if isinstance(node, torch.fx.Node)]
 
 
-def _assert_metadata(outputs: list, expected: list) -> None:
-    """Fake outputs have the shapes and dtypes the spec's semantics give (None: data-dependent, unknown)."""
+def _assert_metadata(outputs: list, expected: list, fields: tuple = ()) -> None:
+    """Fake outputs have the shapes and dtypes the spec's semantics give (None: data-dependent, unknown).
+    `fields`: the spec field of each output (`ops[0].outputs.y`), for the messages (example 0)."""
     assert len(outputs) == len(expected)
     for index, (value, (shape, dtype)) in enumerate(zip(outputs, expected)):
-        assert dtype is None or value.dtype == dtype, f"output {index}: dtype {value.dtype}, the spec says {dtype}"
+        field = f"opgen.yaml: {fields[index]}" if index < len(fields) else f"output {index}"
+        assert dtype is None or value.dtype == dtype, (
+            f"{field}.dtype: the fake gives {value.dtype} on example 0, the spec says {dtype}")
         if shape is None:
-            assert free_unbacked_symbols(value.shape), f"output {index}: expected a data-dependent size"
+            assert free_unbacked_symbols(value.shape), f"{field}.shape: expected a data-dependent size"
         else:
             actual = tuple(value.shape)
-            assert actual == tuple(shape), f"output {index}: shape {actual}, the spec says {tuple(shape)}"
+            assert actual == tuple(shape), (
+                f"{field}.shape: the fake gives {actual} on example 0, the spec says {tuple(shape)}")
 
 
 def _compiled_matches_eager(op, calls, returned: tuple = ()) -> None:
@@ -225,8 +330,19 @@ def _captured(group: str, prefix: str) -> int:
     return sum(count for key, count in torch._dynamo.utils.counters[group].items() if key.startswith(prefix))
 
 
-def _capture_replay(op, make_call, mutated: tuple, device: str, **compile_options) -> None:
-    """Call 1 captures (then replays), calls 2 and 3 replay with new values; mutated buffers are reused."""
+def _assert_matches_reference(actual, reference, tolerances: dict, what: str) -> None:
+    """The device kernel's tensors against the CPU reference kernel's, per-dtype tolerances."""
+    for index, (got, want) in enumerate(zip(_tensors(actual), _tensors(reference))):
+        assert got.dtype == want.dtype, (
+            f"{what} {index}: dtype {got.dtype}, the CPU reference kernel gives {want.dtype}")
+        problem = _mismatch(got, want, {**DEVICE_TOLERANCES, **tolerances}.get(got.dtype))
+        assert problem is None, f"{what} {index} differs from the CPU reference kernel's: {problem}"
+
+
+def _capture_replay(op, make_call, mutated: tuple, device: str, tolerances: dict | None = None,
+                    **compile_options) -> None:
+    """Call 1 captures (then replays), calls 2 and 3 replay with new values; mutated buffers are reused.
+    Outputs and mutated buffers are compared with the CPU reference kernel run on the same inputs."""
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
 
@@ -245,13 +361,14 @@ def _capture_replay(op, make_call, mutated: tuple, device: str, **compile_option
                     call = _put(call, key, buffers[key])
                 else:
                     buffers[key] = _get(call, key)
-            eager_call = _clone(call)
-            expected = fn(*eager_call[0], **eager_call[1])
+            cpu_call = _to(call, "cpu")  # copies
+            expected = fn(*cpu_call[0], **cpu_call[1])
             actual = _clone(compiled(*call[0], **call[1]))  # the next replay overwrites graph outputs
-            torch.testing.assert_close(actual, expected)
+            _assert_matches_reference(actual, expected, tolerances or {}, f"{device} call {seed}: output")
             for key in mutated:
                 assert _get(call, key) is buffers[key]
-                torch.testing.assert_close(buffers[key], _get(eager_call, key))
+                _assert_matches_reference(buffers[key], _get(cpu_call, key), tolerances or {},
+                                          f"{device} call {seed}: mutated argument {key!r}, tensor")
             if device == "npu":
                 captured = _captured("npugraph_ex", "captured_")
                 if captured_first is None:
@@ -275,6 +392,17 @@ def _{{ op.stem }}_calls(seed: int = 0) -> list:
 {% endif %}
     return [
 {% for line in op.example_lines %}
+        {{ line }}
+{% endfor %}
+    ]
+{% endif %}
+{% if op.expect_lines %}
+
+
+def _{{ op.stem }}_expect() -> list:
+    """`expect:` of ops[{{ op.index }}].examples: (example, name, output, argument, values, rows, rtol, atol)."""
+    return [
+{% for line in op.expect_lines %}
         {{ line }}
 {% endfor %}
     ]
@@ -316,7 +444,26 @@ def test_{{ op.stem }}_enters_graph_with_fake_tensors():
     {{ op.lines.calls_op }}
 {% if not op.todo_fake %}
     {{ op.lines.metadata }}
+    {{ op.lines.fake_device }}
 {% endif %}
+{% endif %}
+
+
+def test_{{ op.stem }}_matches_expected_values():
+{% if not op.has_examples %}
+    {{ op.no_example_skip }}
+{% elif op.expect_lines %}
+    {{ op.lines.expected }}
+{% else %}
+    {{ op.no_expect_skip }}
+{% endif %}
+
+
+def test_{{ op.stem }}_writes_what_the_schema_says():
+{% if not op.has_examples %}
+    {{ op.no_example_skip }}
+{% else %}
+    {{ op.lines.writes }}
 {% endif %}
 
 
