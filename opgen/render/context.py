@@ -127,6 +127,8 @@ def op_context(spec: ProjectSpec, op: OpSpec) -> dict:
         "def_public": define(stem, param_list, returns),
         "def_fake": define(f"_{stem}_fake", param_list, returns),
         "def_expected": define(f"_{stem}_expected", param_list, "list"),
+        "def_bounds": define(f"_{stem}_bounds", param_list, "list"),
+        "bounds_lines": _bounds_lines(op),
         "def_cpu_kernel": define(f"{stem}_cpu", param_list, returns),
         "def_device_kernel": define(f"{stem}_{spec.device}", param_list, returns),
         "def_todo_fake": define(f"{stem}_fake", param_list, returns),
@@ -285,11 +287,16 @@ def _op_lines(spec: ProjectSpec, op: OpSpec, stem: str, qualname: str, overload:
         "metadata": call_text("_assert_metadata", ["_graph_outputs(dynamo_graph)",
                                                    f"_{stem}_expected(*call[0], **call[1])", _output_fields(op)],
                               "    "),
-        "opcheck": call_text("torch.library.opcheck", [overload, "args", "kwargs", f"test_utils={utils}"],
-                             "        "),
+        "opcheck": call_text("_opcheck", [overload, "args", "kwargs", utils, literal(f"ops[{op.index}]"),
+                                          literal(f"{spec.package}/kernels/{stem}_cpu.py")], "        "),
         "register_autograd": _register_autograd(spec, op, stem, q),
         "gradcheck": call_text("_gradcheck", [overload, "call"], "        "),
-        "fake_device": call_text("_assert_fake_device", [overload, "call", _output_fields(op)], "    "),
+        "fake_device": call_text("_assert_fake_device", [overload, "call", _output_fields(op)]
+                                 + ([f"_{stem}_bounds(*call[0], **call[1])"] if _bounds_lines(op) else []), "    "),
+        "follows_semantics": call_text("_assert_follows_semantics", [overload, f"_{stem}_calls()", f"_{stem}_expected",
+                                                                     _output_fields(op), literal(f"ops[{op.index}]"),
+                                                                     literal(f"{spec.package}/kernels/{stem}_cpu.py")],
+                                       "    "),
         "expected": call_text("_assert_expected", [overload, f"_{stem}_calls()", f"_{stem}_expect()",
                                                    literal(f"ops[{op.index}]"),
                                                    literal(f"{spec.package}/kernels/{stem}_cpu.py")], "    "),
@@ -505,6 +512,32 @@ def _imports(body: str, signature: str) -> list[str]:
     if "Number" in signature:
         imports.append("from torch.types import Number")
     return imports
+
+
+def _bounds_lines(op: OpSpec) -> list[str]:
+    """`return [(min, max), ...]` of every `dynamic` size in the op's shape rules (in the order the fake
+    function creates them), None where the spec gives no bound or the bound reads another output."""
+    from ..spec.semantics_ir import Dynamic, PyContext, _Py
+
+    if op.missing_semantics or op.tags:
+        return []
+    items = []
+    printer = _Py(PyContext(reserved={a.name for a in op.schema.arguments}))
+    for out in op.outputs:
+        pending = [out.shape_rule.node]
+        while pending:
+            node = pending.pop(0)
+            if node is None:
+                continue
+            if isinstance(node, Dynamic):
+                bounds = [None if bound is None or out.shape_rule.uses_outputs else printer.at(bound, 0)
+                          for bound in (node.lower, node.upper)]
+                items.append(f"({bounds[0]}, {bounds[1]})")
+            elif hasattr(node, "children"):
+                pending[:0] = [child for child in node.children() if child is not None]
+    if not items or printer.statements:
+        return []
+    return ["return [" + ", ".join(items) + "]"]
 
 
 def _output_fields(op: OpSpec) -> str:

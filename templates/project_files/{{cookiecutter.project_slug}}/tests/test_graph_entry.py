@@ -147,6 +147,14 @@ def _mismatch(actual, expected: torch.Tensor, tolerance: tuple | None = None) ->
             f"expected {want[first].item():.6g}")
 
 
+def _run(op, call, kernel: str, where: str):
+    """`op` on a CPU call: an error (torch's checks of custom_op included) names the kernel and the example."""
+    try:
+        return op(*call[0], **call[1])
+    except Exception as error:
+        raise AssertionError(f"{kernel} on opgen.yaml {where}: {type(error).__name__}: {error}") from error
+
+
 def _assert_expected(op, calls, expected: list, field: str, kernel: str) -> None:
     """`expect:` of the examples against the CPU kernel. Each entry: (example index, name, output index
     (None: the only return), argument (position or keyword; None: an output), values, rows, rtol, atol)."""
@@ -154,7 +162,7 @@ def _assert_expected(op, calls, expected: list, field: str, kernel: str) -> None
     for number, name, output, argument, values, rows, rtol, atol in expected:
         if number not in results:
             call = _clone(calls[number])
-            results[number] = (op(*call[0], **call[1]), call)
+            results[number] = (_run(op, call, kernel, f"{field}.examples[{number}]"), call)
         result, call = results[number]
         actual = _get(call, argument) if argument is not None else result if output is None else result[output]
         where = f"opgen.yaml: {field}.examples[{number}].expect.{name}"
@@ -186,7 +194,7 @@ def _assert_writes(op, calls, names: tuple, written: tuple, field: str, kernel: 
         for key in written:
             _map(lambda t: t.fill_(SENTINEL if t.dtype != torch.bool else True), _get(call, key))
         before = _clone(call)
-        op(*call[0], **call[1])
+        _run(op, call, kernel, f"{field}.examples[{number}] (written arguments filled with {SENTINEL})")
         for key in [*range(len(call[0])), *call[1]]:
             name = names[key] if isinstance(key, int) else key
             if all(_same(a, b) for a, b in zip(_tensors(_get(call, key)), _tensors(_get(before, key)))):
@@ -203,9 +211,11 @@ def _assert_writes(op, calls, names: tuple, written: tuple, field: str, kernel: 
         "or the schema over-declares the mutation")
 
 
-def _assert_fake_device(op, call, fields: tuple) -> None:
-    """The fake function on fake "cuda" tensors (no GPU needed) puts every output on its inputs' device."""
-    with FakeTensorMode(shape_env=ShapeEnv()):
+def _assert_fake_device(op, call, fields: tuple, bounds: list = ()) -> None:
+    """The fake function on fake "cuda" tensors (no GPU needed) puts every output on its inputs' device;
+    `bounds`: the spec's (min, max) of each data-dependent size, in order: the fake must enforce them."""
+    shape_env = ShapeEnv()
+    with FakeTensorMode(shape_env=shape_env):
         fake = _map(lambda t: torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="cuda"), call)
         result = op(*fake[0], **fake[1])
     for index, value in enumerate(_tensors(result)):
@@ -213,6 +223,40 @@ def _assert_fake_device(op, call, fields: tuple) -> None:
         assert value.device.type == "cuda", (
             f"opgen.yaml: {field}: the fake function of {op} puts it on {value.device} for inputs on cuda: "
             "allocate it on the inputs' device (device=x.device)")
+    symbols = sorted({s for t in _tensors(result) for s in free_unbacked_symbols(t.shape)}, key=str)
+    assert len(symbols) >= len(bounds), f"the fake function of {op} has {len(symbols)} data-dependent sizes, " \
+        f"the spec's shape rules {len(bounds)}"
+    for symbol, (lower, upper) in zip(symbols, bounds):
+        allowed = shape_env.var_to_range[symbol]
+        assert (upper is None or allowed.upper <= upper) and (lower is None or allowed.lower >= lower), (
+            f"the fake function of {op} lets the data-dependent size {symbol} range over [{allowed.lower}, "
+            f"{allowed.upper}], the spec's `dynamic` bounds it to [{lower}, {upper}] on example 0: a torch._check of "
+            f"the bound is missing (the fake is generated from {fields[0].split('.outputs')[0]}.outputs in opgen.yaml)")
+
+
+def _assert_follows_semantics(op, calls, expected, fields: tuple, field: str, kernel: str) -> None:
+    """On every example the CPU kernel's outputs have the shapes and dtypes the spec's semantics give."""
+    for number, (args, kwargs) in enumerate(calls):
+        args, kwargs = _clone((args, kwargs))
+        want = expected(*args, **kwargs)
+        got = _tensors(_run(op, (args, kwargs), kernel, f"{field}.examples[{number}]"))
+        assert len(got) == len(want), f"{kernel} returns {len(got)} tensors, the schema {len(want)}"
+        for output, value, (shape, dtype) in zip(fields, got, want):
+            where = f"opgen.yaml: {output}"
+            assert dtype is None or value.dtype == dtype, (
+                f"{where}.dtype gives {dtype} on example {number}, the CPU kernel ({kernel}) returns {value.dtype}")
+            assert shape is None or tuple(value.shape) == tuple(shape), (
+                f"{where}.shape gives {tuple(shape)} on example {number}, the CPU kernel ({kernel}) returns "
+                f"{tuple(value.shape)}")
+
+
+def _opcheck(op, args, kwargs, test_utils: tuple, field: str, kernel: str) -> None:
+    """torch.library.opcheck, its failure saying where to look."""
+    try:
+        torch.library.opcheck(op, args, kwargs, test_utils=test_utils)
+    except Exception as error:
+        raise AssertionError(f"{error}\n(opcheck of {op}: check the CPU kernel {kernel} against the fake function "
+                             f"generated from opgen.yaml {field}.outputs and {field}.schema)") from error
 
 
 {% if cookiecutter._opgen.any_autograd %}
@@ -416,6 +460,15 @@ def _{{ op.stem }}_expect() -> list:
     {{ line }}
 {% endfor %}
 {% endif %}
+{% if op.bounds_lines %}
+
+
+{{ op.def_bounds }}
+    """(min, max) of each `dynamic` size of the spec's shape rules, in order, evaluated on real inputs."""
+{% for line in op.bounds_lines %}
+    {{ line }}
+{% endfor %}
+{% endif %}
 
 
 def test_{{ op.stem }}_is_registered():
@@ -445,6 +498,16 @@ def test_{{ op.stem }}_enters_graph_with_fake_tensors():
 {% if not op.todo_fake %}
     {{ op.lines.metadata }}
     {{ op.lines.fake_device }}
+{% endif %}
+{% endif %}
+{% if not op.todo_fake %}
+
+
+def test_{{ op.stem }}_kernel_follows_the_semantics():
+{% if not op.has_examples %}
+    {{ op.no_example_skip }}
+{% else %}
+    {{ op.lines.follows_semantics }}
 {% endif %}
 {% endif %}
 
