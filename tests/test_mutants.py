@@ -35,6 +35,7 @@ class Mutant:
     old: str
     new: str
     names: tuple[str, ...]  # a caught-by message must contain one of these (spec field or file)
+    style: str | None = None  # only for this style (else the styles alternate)
 
 
 KERNEL = "kernels/"
@@ -109,6 +110,9 @@ MUTANTS = (
     Mutant("view: stacked rows share memory with an input", "stack_scaled", "kernel",
            "return torch.stack(xs) * scale", "return xs[0].expand(len(xs), *xs[0].shape) * scale",
            ("expect.out0",)),
+    # registration: the same tags in both styles (custom_op adds pt2_compliant_tag itself)
+    Mutant("registration without pt2_compliant_tag", "rms_norm", "ops", "tags=(torch.Tag.pt2_compliant_tag,)",
+           "tags=()", ("ops.py",), style="library"),
     # strides: the kernel returns another layout than the fake
     Mutant("wrong strides: transposed output", "bias_act", "kernel", "    return y",
            "    return y.t().contiguous().t() if y.dim() == 2 else y", (KERNEL,)),
@@ -146,7 +150,7 @@ def build(root: Path) -> tuple[dict[str, Path], dict[str, str]]:
                          "--style", style)
             assert done.returncode == 0, done.stderr
     for number, mutant in enumerate(MUTANTS):
-        style = styles[mutant.name] = STYLES[number % 2]
+        style = styles[mutant.name] = mutant.style or STYLES[number % 2]
         text = (REPO / "examples" / f"{mutant.example}.yaml").read_text(encoding="utf-8")
         namespace = namespace_of(text)
         new_namespace = f"m{number:02d}_{namespace}"

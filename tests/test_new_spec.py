@@ -157,7 +157,8 @@ def test_tags_keep_the_aliased_return_and_need_no_semantics():
     assert [o.returns_argument for o in inplace.outputs] == ["x"] and inplace.missing_semantics == []
     assert [o.returns_argument for o in out.outputs] == ["values", "indices"] and out.missing_semantics == []
     ops = project_context(spec)["_opgen"]["ops"]
-    assert ops[0]["define_line"] == 'lib.define("scale_(Tensor(a!) x, float s) -> Tensor(a!)", tags=(torch.Tag.inplace,))'
+    assert ops[0]["define_line"] == ('lib.define("scale_(Tensor(a!) x, float s) -> Tensor(a!)", '
+                                     'tags=(torch.Tag.inplace, torch.Tag.pt2_compliant_tag))')
     assert ops[0]["trivial_fake"] and not ops[0]["todo_fake"] and ops[0]["fake_lines"] == []
     assert ops[0]["expected_lines"] == ["return [(x.shape, x.dtype)]"]
     assert ops[1]["expected_lines"] == ["return [(values.shape, values.dtype), (indices.shape, indices.dtype)]"]

@@ -68,6 +68,9 @@ def project_context(spec: ProjectSpec) -> dict:
             "any_autograd": any(op["autograd"] for op in ops),
             "has_todo_fakes": any(op["todo_fake"] for op in ops),
             "has_side_effects": any(op["side_effect"] for op in ops),
+            # the lowest torch the generated code runs on: torch.Tag.inplace/out came in 2.13;
+            # auto_functionalized_v2 (the tests) in 2.6
+            "torch_floor": "2.13" if any(op["tag"] for op in ops) else "2.6",
             "public_names": sorted(op["function"] for op in ops),
             "init_import": _wrapped_list("from .ops import ", sorted(op["function"] for op in ops), "(", ")"),
             "init_all": _wrapped_list("__all__ = ", [literal(n) for n in sorted(op["function"] for op in ops)],
@@ -280,6 +283,10 @@ def _op_lines(spec: ProjectSpec, op: OpSpec, stem: str, qualname: str, overload:
         "assert_cpu": call_text(has_kernel, [q, '"CPU"'], "    "),
         "assert_meta": call_text(has_kernel, [q, '"Meta"'], "    "),
         "assert_tag": f"assert torch.Tag.{op.tags[0]} in {overload}.tags" if op.tags else "",
+        # the same tags in both styles (custom_op adds pt2_compliant_tag itself, the Library define gives it)
+        "assert_tags": call_text("assert set", [f"{overload}.tags"], "    ", " == {"
+                                 + ", ".join(f"torch.Tag.{t}" for t in (*op.tags, "pt2_compliant_tag"))
+                                 + '}, "the tags of the registration in ops.py"'),
         "assert_side_effect": _side_effect_assert(overload),
         "trace": call_text(f"{'_' if op.missing_semantics else 'dynamo_graph'}, aot_graph = _trace",
                            [overload, "call"], "    "),
@@ -341,12 +348,12 @@ def _register_autograd(spec: ProjectSpec, op: OpSpec, stem: str, qualname_litera
 
 
 def _define_line(signature: str, tag: str) -> str:
-    if not tag:
-        return string_call("lib.define(", signature, ")")
+    """`lib.define(schema, tags=...)`: pt2_compliant_tag always, as custom_op adds it (the same tags in both styles)."""
     text = literal(signature)
     if len(f"    {text},") > LINE_LENGTH:
         text = string_call("(", signature, ")", "    ")
-    return call_text("lib.define", [text, f"tags=(torch.Tag.{tag},)"])
+    tags = ([f"torch.Tag.{tag}"] if tag else []) + ["torch.Tag.pt2_compliant_tag"]
+    return call_text("lib.define", [text, f"tags={tuple_text(tags)}"])
 
 
 def _tag_guard(op: OpSpec, qualname: str, tag: str) -> str:

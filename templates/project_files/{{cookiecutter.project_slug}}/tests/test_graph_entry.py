@@ -405,6 +405,8 @@ def _capture_replay(op, make_call, mutated: tuple, device: str, tolerances: dict
                     call = _put(call, key, buffers[key])
                 else:
                     buffers[key] = _get(call, key)
+                    if device == "cuda":  # as a user must: else Inductor skips CUDA graphs for a mutated input
+                        _map(torch._dynamo.mark_static_address, buffers[key])
             cpu_call = _to(call, "cpu")  # copies
             expected = fn(*cpu_call[0], **cpu_call[1])
             actual = _clone(compiled(*call[0], **call[1]))  # the next replay overwrites graph outputs
@@ -474,6 +476,7 @@ def _{{ op.stem }}_expect() -> list:
 def test_{{ op.stem }}_is_registered():
     assert callable({{ cookiecutter._opgen.package }}.{{ op.function }})
     {{ op.lines.assert_cpu }}
+    {{ op.lines.assert_tags }}
 {% if op.trivial_fake %}
     # torch.Tag.{{ op.tag }}: torch generates the fake (no Meta kernel of ours)
     {{ op.lines.assert_tag }}
