@@ -84,6 +84,8 @@ MUTANTS = (
            ("ops[0].outputs.out0.shape",)),
     Mutant("missing bound: torch._check removed", "nonzero_rows", "ops", "    torch._check(_n0 <= x.shape[0])\n", "",
            ("ops[0].outputs",)),
+    Mutant("fake specialises a size", "bias_act", "ops", "torch.empty(x.shape,", "torch.empty([int(n) for n in x.shape],",
+           ("ops[0].outputs",)),
     # a wrong rule in the spec (fake and tier 1 agree with it; the kernel does not)
     Mutant("spec shape rule wrong", "rms_norm", "spec", '+ [1] * gamma.dim()"', '"', ("ops[0].outputs.rstd.shape",)),
     Mutant("spec dtype rule wrong", "add_rms_norm", "spec", "gamma.dim()\", dtype: float32}",
@@ -104,7 +106,7 @@ MUTANTS = (
     Mutant("aliasing return: the input itself", "bias_act", "kernel", "    return y", "    return x",
            ("expect.out0", KERNEL)),
     Mutant("aliasing return: a view of the input", "todo_semantics", "kernel", "x[index].clone()", "x[:k]",
-           ("expect.out0",)),
+           ("expect.out0", KERNEL)),  # custom_op refuses a returned view of an input: the kernel file is named
     Mutant("view: in-place op returns a view", "scale_inplace", "kernel", "    return x", "    return x.view(x.shape)",
            ("is not argument", KERNEL)),
     Mutant("view: stacked rows share memory with an input", "stack_scaled", "kernel",
@@ -182,6 +184,7 @@ def run_all(projects: dict[str, Path], root: Path) -> dict[str, dict[str, str]]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(p) for p in projects.values())}
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--import-mode=importlib",
                "-c", os.devnull, f"--rootdir={root}", f"--junitxml={junit}",
+               "-k", "not gradcheck and not requires_grad",  # autograd tiers: slow, and no mutant is about them
                *[str(p / "tests") for p in projects.values()]]
     subprocess.run(command, env=env, capture_output=True, text=True, timeout=1200, cwd=root, check=False)
     results: dict[str, dict[str, str]] = {}
@@ -207,12 +210,13 @@ def test_every_planted_bug_fails_a_generated_test_naming_what_to_fix(tmp_path):
         rows.append(f"{mutant.name:<48} {mutant.example:<15} {styles[mutant.name]:<9} {caught}")
         if not named:
             escaped.append(mutant.name)
+    print(f"\nmutation suite: {len(MUTANTS)} mutants, caught by\n" + "\n".join(rows))
     for example in EXAMPLES_USED:
         style = styles[f"control: {example}"]
         tests = results.get(projects[f"control: {example}"].name, {})
         failed = sorted(name for name, text in tests.items() if text)
         allowed = {"todo_semantics": {"test_top_rows_enters_graph_with_fake_tensors", "test_top_rows_opcheck",
-                                      "test_top_rows_compiled_matches_eager"}}.get(example, set())
+                                      "test_top_rows_compiled_matches_eager",
+                                      "test_top_rows_compiles_once_for_two_sizes"}}.get(example, set())
         assert tests and set(failed) == allowed, f"control {example} ({style}): {failed}"
-    print(f"\nmutation suite: {len(MUTANTS)} mutants, caught by\n" + "\n".join(rows))
     assert not escaped, "not caught (or caught without naming the spec field or file):\n" + "\n".join(rows)

@@ -245,3 +245,24 @@ def test_an_argument_named_expect_is_an_argument():
               - {x: {shape: [2]}, expect: 3}
         """)
     assert spec.ops[0].examples[0].values["expect"] == 3 and spec.ops[0].examples[0].expect == ()
+
+
+def test_dynamic_tier_pairs_two_examples_or_doubles_the_last_size():
+    spec = load("""
+        namespace: ns
+        ops:
+          - schema: "f(Tensor(a!) cache, Tensor key, Tensor slots) -> ()"
+            examples:
+              - {cache: {shape: [8, 16]}, key: {shape: [2, 16]}, slots: {values: [1, 5]}}
+          - schema: "g(Tensor x, float s) -> Tensor"
+            examples:
+              - {x: {shape: [4, 8]}, s: 1.0}
+              - {x: {shape: [2, 8], dtype: float16}, s: 1.0}
+              - {x: {shape: [6, 3]}, s: 1.0}
+        """)
+    f, g = project_context(spec)["_opgen"]["ops"]
+    assert f["two_sizes_derived"] and "last size 16 doubled" in f["two_sizes_doc"]
+    derived = "\n".join(f["two_sizes_lines"])
+    assert "_random((8, 32), torch.float32, g)," in derived and "_random((2, 32), torch.float32, g)," in derived
+    assert "torch.tensor([1, 5], dtype=torch.int64)," in derived  # its last size (2) is not 16: kept
+    assert not g["two_sizes_derived"] and g["two_sizes_lines"] == ["_g_calls()[0],", "_g_calls()[2],"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import textwrap
+from dataclasses import replace
 
 from .. import __version__
 from ..contract import custom_op_explicit_schema_reasons, mutates_args
@@ -191,6 +192,10 @@ def op_context(spec: ProjectSpec, op: OpSpec) -> dict:
         # tests
         "example_lines": examples,
         "expect_lines": _expect_lines(op),
+        **_two_sizes(op),
+        "no_two_sizes_skip": string_call("pytest.skip(", f"no two calls of {qualname} that differ only in sizes, and "
+                                         f"opgen cannot derive one: add examples of two sizes to ops[{op.index}].examples",
+                                         ")", "    "),
         "no_expect_skip": string_call("pytest.skip(", f"no expected values for {qualname}: add `expect:` to an "
                                       f"example in ops[{op.index}].examples (see docs/spec.md)", ")", "    "),
         "has_examples": bool(op.examples),
@@ -311,6 +316,8 @@ def _op_lines(spec: ProjectSpec, op: OpSpec, stem: str, qualname: str, overload:
                                                tuple_text([literal(a.name) for a in op.schema.positional]),
                                                _mutated_keys(op), literal(f"ops[{op.index}]"),
                                                literal(f"{spec.package}/kernels/{stem}_cpu.py")], "    "),
+        "compiles_once": call_text("_compiles_once", [overload, f"_{stem}_two_sizes()", literal(f"ops[{op.index}]"),
+                                                      f"derived={_two_sizes(op)['two_sizes_derived']}"], "    "),
         "compiled": call_text("_compiled_matches_eager", [overload, f"_{stem}_calls()"]
                               + ([f"returned={_returned_keys(op)}"] if op.tags else []), "    "),
     }
@@ -547,6 +554,84 @@ def _bounds_lines(op: OpSpec) -> list[str]:
     return ["return [" + ", ".join(items) + "]"]
 
 
+def _two_sizes(op: OpSpec) -> dict:
+    """Two calls for the dynamic-shape tier: two examples that differ only in tensor sizes, else example 0
+    and a copy with its last size D doubled in every tensor whose last size is D (exact values repeated)."""
+    structure = [_structure(example.values) for example in op.examples]
+    for a in range(len(op.examples)):
+        for b in range(a + 1, len(op.examples)):
+            if structure[a] == structure[b] and op.examples[a].values != op.examples[b].values:
+                return {"two_sizes_lines": [f"_{_stem(op)}_calls()[{a}],", f"_{_stem(op)}_calls()[{b}],"],
+                        "two_sizes_doc": f"ops[{op.index}].examples[{a}] and [{b}]", "two_sizes_derived": False,
+                        "two_sizes_uses_generator": False}
+    none = {"two_sizes_lines": [], "two_sizes_doc": "", "two_sizes_derived": False, "two_sizes_uses_generator": False}
+    if not op.examples:
+        return none
+    values = op.examples[0].values
+    tensors = [t for value in values.values() for t in _tensor_values(value)]
+    random = [t for t in tensors if t.shape]
+    first = max(random, key=lambda t: len(t.shape)) if random else next((t for t in tensors if _last(t)), None)
+    last = _last(first) if first is not None else None
+    if not last or last < 2:
+        return none
+    doubled = {name: _doubled(value, last) for name, value in values.items()}
+    lines = [line for example in (op.examples[0], Example(doubled)) for line in _example_lines(op, example)]
+    return {"two_sizes_lines": lines, "two_sizes_doc": f"ops[{op.index}].examples[0], and it with last size "
+            f"{last} doubled (by opgen)", "two_sizes_derived": True,
+            "two_sizes_uses_generator": any(t.shape is not None for t in tensors)}
+
+
+def _stem(op: OpSpec) -> str:
+    return op.schema.name + (f"_{op.schema.overload}" if op.schema.overload else "")
+
+
+def _structure(values: dict) -> tuple:
+    """What must be equal for two calls to share one dynamic graph: everything but tensor sizes."""
+    def key(value):
+        if isinstance(value, TensorValue):
+            return ("tensor", value.dtype, len(value.shape) if value.shape is not None else _rank(value.values))
+        if isinstance(value, tuple):
+            return tuple(key(v) for v in value)
+        return value
+    return tuple(sorted((name, repr(key(value))) for name, value in values.items()))
+
+
+def _tensor_values(value) -> list:
+    if isinstance(value, TensorValue):
+        return [value]
+    if isinstance(value, tuple):
+        return [t for v in value for t in _tensor_values(v)]
+    return []
+
+
+def _rank(values) -> int:
+    return 1 + _rank(values[0]) if isinstance(values, tuple) and values else int(isinstance(values, tuple))
+
+
+def _last(tensor: TensorValue) -> int | None:
+    if tensor.shape is not None:
+        return tensor.shape[-1] if tensor.shape else None
+    values = tensor.values
+    if not isinstance(values, tuple):
+        return None
+    while values and isinstance(values[0], tuple):
+        values = values[0]
+    return len(values)
+
+
+def _doubled(value, last: int):
+    if isinstance(value, tuple):
+        return tuple(_doubled(v, last) for v in value)
+    if not isinstance(value, TensorValue) or _last(value) != last:
+        return value
+    if value.shape is not None:
+        return replace(value, shape=(*value.shape[:-1], 2 * last))
+
+    def repeat(values):
+        return values + values if not values or not isinstance(values[0], tuple) else tuple(repeat(v) for v in values)
+    return replace(value, values=repeat(value.values))
+
+
 def _output_fields(op: OpSpec) -> str:
     """The spec field describing each output, for the generated tests' messages."""
     fields = [f"ops[{op.index}].outputs.{out.name}" if out.returns_argument is None
@@ -661,6 +746,11 @@ def _fit(line: str, indent: int) -> list[str]:
     if stripped.startswith("[") and stripped.endswith("],"):
         items = _split_top_level(stripped[1:-2])
         return [f"{lead}["] + [f"{lead}    {item}," for item in items] + [f"{lead}],"]
+    if stripped.startswith("torch.tensor([") and stripped.endswith("),"):  # exact values: one row per line
+        values, *rest = _split_top_level(stripped[len("torch.tensor("):-2])
+        return ([f"{lead}torch.tensor(", f"{lead}    ["] + [f"{lead}        {item}," for item in
+                                                            _split_top_level(values[1:-1])]
+                + [f"{lead}    ],"] + [f"{lead}    {item}," for item in rest] + [f"{lead}),"])
     return [line]
 
 

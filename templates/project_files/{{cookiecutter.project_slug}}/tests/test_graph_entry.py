@@ -370,6 +370,42 @@ def _compiled_matches_eager(op, calls, returned: tuple = ()) -> None:
             torch.testing.assert_close(output, _get((args, kwargs), key))
 
 
+def _compiles_once(op, calls, field: str, derived: bool) -> None:
+    """torch.compile(dynamic=True) makes ONE graph for calls of two sizes (the fake specialises on no size),
+    and each compiled result (mutated inputs included) equals eager. `derived`: opgen made the second call.
+    (The backend may be called more than once for the first call: Dynamo can restart its analysis.)"""
+    if derived:
+        args, kwargs = _clone(calls[1])
+        try:
+            op(*args, **kwargs)
+        except (RuntimeError, IndexError, ValueError, TypeError) as error:  # torch's errors on mismatched sizes
+            pytest.skip(f"opgen doubled the last size of {field}.examples[0], but the CPU kernel refuses that call "
+                        f"({type(error).__name__}): add an example of another size to {field}.examples")
+    torch._dynamo.reset()
+    graphs = []
+    aot_eager = torch._dynamo.lookup_backend("aot_eager")
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return aot_eager(gm, example_inputs)
+
+    def fn(*args, **kwargs):
+        return op(*args, **kwargs)
+
+    compiled = torch.compile(fn, backend=backend, fullgraph=True, dynamic=True)
+    compiled_first = None
+    for args, kwargs in calls:
+        eager_args, eager_kwargs = _clone((args, kwargs))
+        torch.testing.assert_close(compiled(*args, **kwargs), fn(*eager_args, **eager_kwargs))
+        torch.testing.assert_close(_tensors((args, kwargs)), _tensors((eager_args, eager_kwargs)))
+        compiled_first = len(graphs) if compiled_first is None else compiled_first
+    sizes = [[tuple(t.shape) for t in _tensors(call)] for call in calls]
+    assert len(graphs) == compiled_first, (
+        f"torch.compile(dynamic=True) compiled again for the second of the sizes {sizes}: the fake function "
+        f"specialises on a size (int(size), a Python comparison of sizes, ...); it is generated from {field}.outputs "
+        "in opgen.yaml")
+
+
 def _captured(group: str, prefix: str) -> int:
     return sum(count for key, count in torch._dynamo.utils.counters[group].items() if key.startswith(prefix))
 
@@ -438,6 +474,20 @@ def _{{ op.stem }}_calls(seed: int = 0) -> list:
 {% endif %}
     return [
 {% for line in op.example_lines %}
+        {{ line }}
+{% endfor %}
+    ]
+{% endif %}
+{% if op.two_sizes_lines %}
+
+
+def _{{ op.stem }}_two_sizes() -> list:
+    """Two calls that differ only in sizes: {{ op.two_sizes_doc }}."""
+{% if op.two_sizes_uses_generator %}
+    g = torch.Generator().manual_seed(0)
+{% endif %}
+    return [
+{% for line in op.two_sizes_lines %}
         {{ line }}
 {% endfor %}
     ]
@@ -575,6 +625,14 @@ def test_{{ op.stem }}_compiled_matches_eager():
     {{ op.no_example_skip }}
 {% else %}
     {{ op.lines.compiled }}
+{% endif %}
+
+
+def test_{{ op.stem }}_compiles_once_for_two_sizes():
+{% if op.two_sizes_lines %}
+    {{ op.lines.compiles_once }}
+{% else %}
+    {{ op.no_two_sizes_skip }}
 {% endif %}
 
 
