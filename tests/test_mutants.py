@@ -115,6 +115,8 @@ MUTANTS = (
     # registration: the same tags in both styles (custom_op adds pt2_compliant_tag itself)
     Mutant("registration without pt2_compliant_tag", "rms_norm", "ops", "tags=(torch.Tag.pt2_compliant_tag,)",
            "tags=()", ("ops.py",), style="library"),
+    Mutant("no NPU kernel registered", "bias_act", "ops", 'npu_lib.impl("bias_act", bias_act_npu, "PrivateUse1")\n',
+           "", ("ops.py registers no NPU kernel",), style="custom_op"),
     # strides: the kernel returns another layout than the fake
     Mutant("wrong strides: transposed output", "bias_act", "kernel", "    return y",
            "    return y.t().contiguous().t() if y.dim() == 2 else y", (KERNEL,)),

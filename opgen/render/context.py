@@ -281,7 +281,7 @@ def _op_lines(spec: ProjectSpec, op: OpSpec, stem: str, qualname: str, overload:
         "has_side_effect": call_text("torch.fx.node.has_side_effect", [overload]),
         "return_overload": call_text(f"return {overload}", args, "    "),
         "return_cpu_kernel": call_text(f"return {stem}_cpu", args, "    "),
-        "register_npu_kernel": call_text(f"{stem}.register_kernel", ['"npu"', f"{stem}_npu"], "    "),
+        "register_npu_kernel": call_text("npu_lib.impl", [name, f"{stem}_npu", '"PrivateUse1"']),
         "register_device_kernel": call_text(f"{stem}.register_kernel", [literal(spec.device),
                                                                           f"{stem}_{spec.device}"]),
         "custom_op_register_fake": call_text(f"{stem}.register_fake", [f"{stem}_fake"]),
@@ -392,14 +392,9 @@ def _side_effect_assert(overload: str) -> str:
 
 
 def _device_registered_assert(spec: ProjectSpec, qualname: str) -> str:
-    if spec.device == "npu" and spec.style == "custom_op":
-        has = call_text("has_device_kernel = torch._C._dispatch_has_kernel_for_dispatch_key",
-                        [literal(qualname), literal(DEVICES[spec.device])], "    ")
-        return (f"{has}\n"
-                f"    # custom_op registers the NPU kernel only where torch_npu names the \"npu\" device type\n"
-                f"    assert has_device_kernel == {spec.package}.ops.NPU_BACKEND")
     return call_text("assert torch._C._dispatch_has_kernel_for_dispatch_key",
-                     [literal(qualname), literal(DEVICES[spec.device])], "    ")
+                     [literal(qualname), literal(DEVICES[spec.device])], "    ",
+                     f", {literal(f'ops.py registers no {DEVICE_NAMES[spec.device]} kernel')}")
 
 
 def _schema_tail(schema) -> str:
