@@ -236,6 +236,36 @@ def test_expect_errors_name_the_file_line_and_column(entries, message):
     assert message in caught.value.render()
 
 
+def test_like_gives_shape_dtype_and_layout_of_an_argument():
+    spec = load("""
+        namespace: ns
+        ops:
+          - schema: "f(Tensor x, Tensor y) -> (Tensor a, Tensor b)"
+            outputs:
+              a: {like: y}
+              b: {shape: "x.shape", dtype: "x.dtype"}
+        """)
+    op = project_context(spec)["_opgen"]["ops"][0]
+    assert op["fake_lines"][0] == "a = torch.empty_like(y)"
+    assert op["fake_lines"][1] == "b = torch.empty(x.shape, dtype=x.dtype, device=x.device)"
+    assert "a = torch.empty(y.shape, dtype=y.dtype, device=\"meta\")" in "\n".join(op["expected_lines"])
+
+
+@pytest.mark.parametrize("entry, message", [
+    ("{like: z}", "spec.yaml:4:25: ops[0].outputs.a.like must name a Tensor argument"),
+    ("{like: x, dtype: float32}", "spec.yaml:4:25: ops[0].outputs.a: `like` gives the shape and dtype already"),
+])
+def test_like_errors_are_located(entry, message):
+    with pytest.raises(OpgenError) as caught:
+        load(f"""
+            namespace: ns
+            ops:
+              - schema: "f(Tensor x, int n) -> Tensor a"
+                outputs: {{a: {entry}}}
+            """)
+    assert message in caught.value.render()
+
+
 def test_an_argument_named_expect_is_an_argument():
     spec = load("""
         namespace: ns

@@ -318,6 +318,12 @@ def _op_lines(spec: ProjectSpec, op: OpSpec, stem: str, qualname: str, overload:
                                                literal(f"{spec.package}/kernels/{stem}_cpu.py")], "    "),
         "compiles_once": call_text("_compiles_once", [overload, f"_{stem}_two_sizes()", literal(f"ops[{op.index}]"),
                                                       f"derived={_two_sizes(op)['two_sizes_derived']}"], "    "),
+        "non_contiguous_call": call_text("_non_contiguous", [f"_{stem}_calls()[0]"]
+                                         + ([f"keep={_returned_keys(op)}"] if op.tags == ("out",) else []), "    "),
+        "opcheck_variant": call_text("_opcheck", [overload, "args", "kwargs", utils, literal(f"ops[{op.index}]"),
+                                                  literal(f"{spec.package}/kernels/{stem}_cpu.py")], "    "),
+        "compiled_variant": call_text("_compiled_matches_eager", [overload, "[(args, kwargs)]"]
+                                      + ([f"returned={_returned_keys(op)}"] if op.tags else []), "    "),
         "compiled": call_text("_compiled_matches_eager", [overload, f"_{stem}_calls()"]
                               + ([f"returned={_returned_keys(op)}"] if op.tags else []), "    "),
     }
@@ -469,7 +475,10 @@ def _fake_and_expected(op: OpSpec) -> tuple[list[str], list[str]]:
         statements, shape = out.shape_rule.python(ctx)
         dtype = out.dtype_rule.python(ctx)
         body.extend(statements)
-        body.append(call_text(f"{var} = torch.empty", [shape, f"dtype={dtype}", f"device={device}"], "    "))
+        if out.like:  # the input's layout (strides) too, as a kernel computing elementwise from it keeps it
+            body.append(f"{var} = torch.empty_like({out.like})")
+        else:
+            body.append(call_text(f"{var} = torch.empty", [shape, f"dtype={dtype}", f"device={device}"], "    "))
         shape_unknown = out.shape_rule.is_dynamic or bool(out.shape_rule.uses_outputs & unknown)
         dtype_unknown = bool(out.dtype_rule.uses_outputs & unknown)
         if shape_unknown:

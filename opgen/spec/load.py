@@ -69,7 +69,7 @@ from .model import (
 SPEC_KEYS = ("namespace", "style", "device", "package", "ops")
 OP_KEYS = ("schema", "doc", "tags", "outputs", "reference", "autograd", "examples", "tolerances")
 AUTOGRAD_KEYS = ("setup_context", "backward")
-OUTPUT_KEYS = ("shape", "dtype")
+OUTPUT_KEYS = ("shape", "dtype", "like")
 TENSOR_KEYS = ("shape", "dtype", "values")
 EXPECT_KEYS = ("values", "rows", "rtol", "atol")
 TOLERANCE_KEYS = ("rtol", "atol")
@@ -535,7 +535,7 @@ def _outputs(source: _Source, node: Node | None, schema: Schema, where: str) -> 
     outputs = []
     for index, (name, ret) in enumerate(zip(names, schema.returns)):
         supported = strip_alias(ret.type) == BaseType("Tensor")
-        shape_rule = dtype_rule = None
+        shape_rule = dtype_rule = like = None
         if name in given:
             key_node, value_node = given[name]
             field = f"{where}.outputs.{name}"
@@ -543,13 +543,25 @@ def _outputs(source: _Source, node: Node | None, schema: Schema, where: str) -> 
                 raise source.error(key_node, f"{field}: semantics can only describe plain Tensor returns, not "
                                    f"'{ret.type}'", "remove this entry; opgen writes a TODO fake for the op")
             entry = _mapping(source, value_node, field, OUTPUT_KEYS)
+            if "like" in entry:
+                like_node = entry["like"][1]
+                like = _scalar(like_node) if isinstance(like_node, ScalarNode) else None
+                tensors = [a.name for a in schema.arguments if strip_alias(a.type) == BaseType("Tensor")]
+                if like not in tensors:
+                    raise source.error(like_node, f"{field}.like must name a Tensor argument",
+                                       f"one of: {', '.join(tensors) or '(none)'}")
+                if "shape" in entry or "dtype" in entry:
+                    raise source.error(like_node, f"{field}: `like` gives the shape and dtype already",
+                                       "remove `shape`/`dtype`, or `like`")
+                shape_rule = parse_shape(f"{like}.shape", schema, names[:index])
+                dtype_rule = parse_dtype(f"{like}.dtype", schema, names[:index])
             if "shape" in entry:
                 shape_rule = _rule(source, entry["shape"][1], f"{field}.shape", schema, parse_shape, SemanticsError,
                                    names[:index])
             if "dtype" in entry:
                 dtype_rule = _rule(source, entry["dtype"][1], f"{field}.dtype", schema, parse_dtype, SemanticsError,
                                    names[:index])
-        outputs.append(OutputSpec(name, index, shape_rule, dtype_rule, supported))
+        outputs.append(OutputSpec(name, index, shape_rule, dtype_rule, supported, like=like))
     return tuple(outputs)
 
 

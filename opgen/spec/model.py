@@ -69,6 +69,7 @@ class OutputSpec:
     dtype_rule: object | None = None
     supported: bool = True  # False for returns the semantics language cannot describe (Tensor[], int, ...)
     returns_argument: str | None = None  # a tagged op returns this mutated argument itself: nothing to describe
+    like: str | None = None  # `like: x`: x's shape, dtype and layout (the fake is torch.empty_like(x))
 
     @property
     def complete(self) -> bool:

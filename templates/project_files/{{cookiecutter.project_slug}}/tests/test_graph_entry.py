@@ -370,6 +370,23 @@ def _compiled_matches_eager(op, calls, returned: tuple = ()) -> None:
             torch.testing.assert_close(output, _get((args, kwargs), key))
 
 
+def _non_contiguous(call, keep: tuple = ()):
+    """The same values in non-contiguous tensors: rank >= 2 transposed in memory, rank 1 every other element.
+    `keep`: arguments left as they are (out= tensors: Dynamo refuses non-contiguous ones)."""
+    def variant(t: torch.Tensor) -> torch.Tensor:
+        if t.dim() >= 2:
+            return t.transpose(-1, -2).contiguous().transpose(-1, -2)
+        if t.dim() == 1 and t.numel() > 1:
+            wide = t.new_zeros(2 * t.numel())
+            wide[::2] = t
+            return wide[::2]
+        return t
+    changed = _map(variant, call)
+    for key in keep:
+        changed = _put(changed, key, _get(call, key))
+    return changed
+
+
 def _compiles_once(op, calls, field: str, derived: bool) -> None:
     """torch.compile(dynamic=True) makes ONE graph for calls of two sizes (the fake specialises on no size),
     and each compiled result (mutated inputs included) equals eager. `derived`: opgen made the second call.
@@ -625,6 +642,18 @@ def test_{{ op.stem }}_compiled_matches_eager():
     {{ op.no_example_skip }}
 {% else %}
     {{ op.lines.compiled }}
+{% endif %}
+
+
+def test_{{ op.stem }}_non_contiguous_inputs():
+    """opcheck and compiled == eager on ops[{{ op.index }}].examples[0] with non-contiguous tensors (same values):
+    the fake's strides must be the kernel's (`like:` in opgen.yaml keeps the input's layout)."""
+{% if not op.has_examples %}
+    {{ op.no_example_skip }}
+{% else %}
+    args, kwargs = {{ op.lines.non_contiguous_call }}
+    {{ op.lines.opcheck_variant }}
+    {{ op.lines.compiled_variant }}
 {% endif %}
 
 
