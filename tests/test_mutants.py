@@ -74,8 +74,8 @@ MUTANTS = (
     Mutant("missing write: in-place op returns a new tensor", "scale_inplace", "kernel", "x.mul_(s)\n    return x",
            "return x * s", ("'x' (schema argument 0)",)),
     # wrong device / shape / dtype / bounds in the fake (a hand edit of the generated ops.py)
-    Mutant("fake on the wrong device", "rms_norm", "ops", "dtype=x.dtype, device=x.device)", "dtype=x.dtype)",
-           ("ops[0].outputs.y",)),
+    Mutant("fake on the wrong device", "rms_norm", "ops", "dtype=torch.float32, device=x.device)",
+           "dtype=torch.float32)", ("ops[0].outputs.rstd",)),
     Mutant("fake on the wrong device (2nd output)", "kv_cache_update", "ops", "device=key_cache.device", "device='cpu'",
            ("ops[0].outputs.key_amax",)),
     Mutant("fake dtype wrong", "rms_norm", "ops", "dtype=torch.float32, device=x.device",
@@ -84,8 +84,8 @@ MUTANTS = (
            ("ops[0].outputs.out0.shape",)),
     Mutant("missing bound: torch._check removed", "nonzero_rows", "ops", "    torch._check(_n0 <= x.shape[0])\n", "",
            ("ops[0].outputs",)),
-    Mutant("fake specialises a size", "bias_act", "ops", "torch.empty(x.shape,", "torch.empty([int(n) for n in x.shape],",
-           ("ops[0].outputs",)),
+    Mutant("fake specialises a size", "stack_scaled", "ops", "[len(xs), *xs[0].shape]",
+           "[len(xs), *[int(n) for n in xs[0].shape]]", ("ops[0].outputs",)),
     Mutant("fake drops the input's layout (like: x)", "rms_norm", "ops", "y = torch.empty_like(x)",
            "y = torch.empty(x.shape, dtype=x.dtype, device=x.device)", ("ops[0].outputs",)),
     # a wrong rule in the spec (fake and tier 1 agree with it; the kernel does not)
@@ -98,7 +98,7 @@ MUTANTS = (
     # undeclared / over-declared mutation
     Mutant("undeclared mutation of x", "bias_act", "kernel", "y = alpha * x", "y = x.mul_(alpha).clone()",
            ("does not mark it written: declare it `Tensor(a!) x`",)),
-    Mutant("undeclared mutation of x1", "add_rms_norm", "kernel", "x = x1 + x2", "x = x1.add_(x2).clone()",
+    Mutant("undeclared mutation of x1", "add_rms_norm", "kernel", "x = (x1 + x2)", "x = (x1.add_(x2))",
            ("does not mark it written: declare it `Tensor(a!) x1`",)),
     Mutant("over-declared mutation", "kv_cache_update", "spec", "Tensor key,", "Tensor(c!) key,",
            ("'key' (schema argument 2)",)),
