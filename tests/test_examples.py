@@ -134,7 +134,8 @@ def test_tagged_examples_keep_the_aliased_return_and_emit_no_fake(generated):
         ops = next(project.glob("*/ops.py")).read_text(encoding="utf-8")
         assert schema in ops
         assert f"if not hasattr(torch.Tag, \"{tag}\"):" in ops and "(ops[0].tags in opgen.yaml)" in ops
-        assert (f"tags=(torch.Tag.{tag},)" if style == "library" else f"tags=torch.Tag.{tag},") in ops
+        assert (f"tags=(torch.Tag.{tag}, torch.Tag.pt2_compliant_tag)" if style == "library"
+                else f"tags=torch.Tag.{tag},") in ops
         assert "register_fake" not in ops and '"Meta"' not in ops
         assert ops.index("hasattr(torch.Tag") < ops.index(f"torch.Tag.{tag},")
 
