@@ -158,6 +158,10 @@ def run_new(spec_path: str | None, out_dir: str | None, schema_text: str | None,
             click.echo(f"warning: {name}: ops[{op.index}]: {note}", err=True)
     for note in spec.notes:
         click.echo(f"warning: {name}: {note}", err=True)
+    from .drift import drift_warnings
+
+    for warning in drift_warnings(out_dir, spec, name):
+        click.echo(f"warning: {warning}", err=True)
     plan = plan_changes(out_dir, render_files(spec), force=force)
     if dry_run:
         click.echo(plan.render())

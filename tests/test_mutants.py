@@ -119,6 +119,9 @@ MUTANTS = (
            "tags=()", ("ops.py",), style="library"),
     Mutant("no NPU kernel registered", "bias_act", "ops", 'npu_lib.impl("bias_act", bias_act_npu, "PrivateUse1")\n',
            "", ("ops.py registers no NPU kernel",), style="custom_op"),
+    # drift: your kernel no longer takes the schema's arguments
+    Mutant("kernel signature drifted", "scatter_update", "kernel", "indices: torch.Tensor", "index: torch.Tensor",
+           ("scatter_update__cpu.py: def scatter_update__cpu(cache, index, updates) no longer matches ops[0].schema",)),
     # strides: the kernel returns another layout than the fake
     Mutant("wrong strides: transposed output", "bias_act", "kernel", "    return y",
            "    return y.t().contiguous().t() if y.dim() == 2 else y", (KERNEL,)),

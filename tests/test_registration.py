@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from new_helpers import REPO, opgen
+from new_helpers import REPO, opgen, run_generated_tests
 
 CHECK = """
 import sys, torch
@@ -44,3 +44,26 @@ def test_custom_op_npu_kernel_is_registered_in_either_import_order(project, firs
     done = subprocess.run([sys.executable, "-c", CHECK.format(first=first, second=second)], cwd=project,
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_drift_between_the_spec_and_your_kernels_warns_and_fails_the_generated_test(tmp_path):
+    """An argument added to the schema after the kernels were created: `opgen new` keeps them, warns with
+    both signatures, and the generated test fails with the same message until the kernel is updated."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text('namespace: drift_ops\ndevice: cpu\nops:\n  - schema: "f(Tensor x) -> Tensor"\n'
+                    '    outputs: {out0: {like: x}}\n    reference: "return x * 2"\n', encoding="utf-8")
+    project = tmp_path / "p"
+    done = opgen("new", str(spec), "-o", str(project))
+    assert done.returncode == 0 and "warning" not in done.stderr, done.stderr
+    spec.write_text(spec.read_text(encoding="utf-8").replace("f(Tensor x)", "f(Tensor x, float s)"), encoding="utf-8")
+    done = opgen("new", str(spec), "-o", str(project))
+    message = ("drift_ops/kernels/f_cpu.py: def f_cpu(x) no longer matches ops[0].schema in {}, which takes (x, s): "
+               "kept yours; update its signature")
+    assert done.returncode == 0 and message.format(spec) in done.stderr, done.stderr
+    results = run_generated_tests([project], tmp_path / "junit.xml")
+    assert results["test_f_is_registered"]["outcome"] == "failed"
+    assert message.format("opgen.yaml") in results["test_f_is_registered"]["message"]
+    (project / "drift_ops" / "kernels" / "f_cpu.py").write_text(
+        "import torch\n\n\ndef f_cpu(x: torch.Tensor, s: float) -> torch.Tensor:\n    return x * s\n", encoding="utf-8")
+    done = opgen("new", str(spec), "-o", str(project))  # the correct look-alike: no warning
+    assert done.returncode == 0 and "no longer matches" not in done.stderr, done.stderr

@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from .. import __version__
 from ..contract import custom_op_explicit_schema_reasons, mutates_args
+from ..drift import owned_functions, schema_parameters
 from ..schema.model import BaseType, EnumWord, ListType, OptionalType, format_default, strip_alias
 from ..schema.types import python_annotation
 from ..spec.autograd import backward_header, function_source, setup_context_header
@@ -192,6 +193,10 @@ def op_context(spec: ProjectSpec, op: OpSpec) -> dict:
         # tests
         "example_lines": examples,
         "expect_lines": _expect_lines(op),
+        "signature_asserts": [call_text("_assert_signature", [f"{spec.package}.{path[len(spec.package) + 1:-3].replace('/', '.')}.{name}",
+                                                             literal(path), literal(f"ops[{op.index}].schema"),
+                                                             literal(schema_parameters(op))], "    ")
+                              for path, name in owned_functions(spec, op)],
         **_two_sizes(op),
         "no_two_sizes_skip": string_call("pytest.skip(", f"no two calls of {qualname} that differ only in sizes, and "
                                          f"opgen cannot derive one: add examples of two sizes to ops[{op.index}].examples",

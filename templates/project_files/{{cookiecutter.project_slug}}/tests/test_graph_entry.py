@@ -23,6 +23,8 @@ Tiers that cannot run on this machine are skipped with the reason.
 {% endif %}
 """
 
+import inspect
+
 import pytest
 import torch
 from torch._dynamo.backends.common import aot_autograd
@@ -44,6 +46,16 @@ TOLERANCES = {torch.float16: (1e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5), torch
 DEVICE_TOLERANCES = {torch.float16: (1e-2, 1e-3), torch.bfloat16: (5e-2, 1e-2), torch.float32: (1e-4, 1e-5),
                      torch.float64: (1e-7, 1e-7)}
 SENTINEL = -77  # what written buffers are filled with before the call, so that any write shows
+
+
+def _assert_signature(function, path: str, field: str, want: str) -> None:
+    """A kernel or fake of yours still takes the schema's arguments (opgen never rewrites your files)."""
+    parameters = list(inspect.signature(function).parameters.values())
+    positional = [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    keyword = [p.name for p in parameters if p.kind == p.KEYWORD_ONLY]
+    have = "(" + ", ".join(positional + (["*"] + keyword if keyword else [])) + ")"
+    assert have == want, (f"{path}: def {function.__name__}{have} no longer matches {field} in opgen.yaml, "
+                          f"which takes {want}: kept yours; update its signature")
 
 
 def _npu_unavailable() -> str | None:
@@ -544,6 +556,9 @@ def test_{{ op.stem }}_is_registered():
     assert callable({{ cookiecutter._opgen.package }}.{{ op.function }})
     {{ op.lines.assert_cpu }}
     {{ op.lines.assert_tags }}
+{% for line in op.signature_asserts %}
+    {{ line }}
+{% endfor %}
 {% if op.trivial_fake %}
     # torch.Tag.{{ op.tag }}: torch generates the fake (no Meta kernel of ours)
     {{ op.lines.assert_tag }}
