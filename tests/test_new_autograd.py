@@ -237,7 +237,7 @@ device: cpu
 ops:
   - schema: "scale(Tensor x, *, float alpha=2.0) -> Tensor"
     outputs:
-      out0: {shape: "x.shape", dtype: "x.dtype"}
+      out0: {like: x}
     reference: |
       return (x * alpha).to(x.dtype)
     autograd:
@@ -260,7 +260,7 @@ ops:
       - {x: {values: [1, 2], dtype: int64}}
   - schema: "plain(Tensor x) -> Tensor"
     outputs:
-      out0: {shape: "x.shape", dtype: "x.dtype"}
+      out0: {like: x}  # x + 1 keeps x's layout (the generated non-contiguous tier checks it)
     reference: |
       return x + 1
 """

@@ -23,8 +23,6 @@ Tiers that cannot run on this machine are skipped with the reason.
 {% endif %}
 """
 
-import inspect
-
 import pytest
 import torch
 from torch._dynamo.backends.common import aot_autograd
@@ -50,9 +48,9 @@ SENTINEL = -77  # what written buffers are filled with before the call, so that 
 
 def _assert_signature(function, path: str, field: str, want: str) -> None:
     """A kernel or fake of yours still takes the schema's arguments (opgen never rewrites your files)."""
-    parameters = list(inspect.signature(function).parameters.values())
-    positional = [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    keyword = [p.name for p in parameters if p.kind == p.KEYWORD_ONLY]
+    code = function.__code__
+    positional = list(code.co_varnames[:code.co_argcount])
+    keyword = list(code.co_varnames[code.co_argcount:code.co_argcount + code.co_kwonlyargcount])
     have = "(" + ", ".join(positional + (["*"] + keyword if keyword else [])) + ")"
     assert have == want, (f"{path}: def {function.__name__}{have} no longer matches {field} in opgen.yaml, "
                           f"which takes {want}: kept yours; update its signature")
