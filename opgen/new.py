@@ -142,6 +142,10 @@ def run_new(spec_path: str | None, out_dir: str | None, schema_text: str | None,
             click.echo(f"{warning}: {where}: {note}", err=True)
     for note in spec.notes:
         click.echo(f"{warning}: {label}: {note}", err=True)
+    from .drift import drift_warnings
+
+    for note in drift_warnings(out_dir, spec, name):
+        click.echo(f"{warning}: {note}", err=True)
     if spec.target == "op_plugin":
         from .op_plugin.render import render_files as render_op_plugin
 

@@ -170,7 +170,8 @@ def test_tags_keep_the_aliased_return_and_need_no_semantics():
     assert [o.returns_argument for o in inplace.outputs] == ["x"] and inplace.missing_semantics == []
     assert [o.returns_argument for o in out.outputs] == ["values", "indices"] and out.missing_semantics == []
     ops = project_context(spec)["_opgen"]["ops"]
-    assert ops[0]["define_line"] == 'lib.define("scale_(Tensor(a!) x, float s) -> Tensor(a!)", tags=(torch.Tag.inplace,))'
+    assert ops[0]["define_line"] == ('lib.define("scale_(Tensor(a!) x, float s) -> Tensor(a!)", '
+                                     'tags=(torch.Tag.inplace, torch.Tag.pt2_compliant_tag))')
     assert ops[0]["trivial_fake"] and not ops[0]["todo_fake"] and ops[0]["fake_lines"] == []
     assert ops[0]["expected_lines"] == ["return [(x.shape, x.dtype)]"]
     assert ops[1]["expected_lines"] == ["return [(values.shape, values.dtype), (indices.shape, indices.dtype)]"]
@@ -185,3 +186,126 @@ def test_without_tags_the_rewrite_note_names_the_tags_key():
           - schema: "scale_(Tensor(a!) x, float s) -> Tensor(a!)"
         """)
     assert "add `tags: [inplace]` or `tags: [out]`" in spec.ops[0].notes[0]
+
+
+EXPECT_SPEC = """
+    namespace: ns
+    ops:
+      - schema: "f(Tensor(a!) cache, Tensor x, *, Tensor(b!) out) -> (Tensor y, Tensor n)"
+        examples:
+          - cache: {shape: [4, 2]}
+            x: {values: [1.0, 2.0]}
+            out: {shape: [2]}
+            expect:
+    """
+
+
+def test_expect_reads_whole_tensors_rows_and_tolerances():
+    spec = load(EXPECT_SPEC + """
+              y: [[1.0, .nan]]
+              n: {values: 3, rtol: 0.5, atol: 1e-3}
+              cache: {rows: {-1: [1, 2], 0: [0, 0]}}
+              out: [2.0, 4.0]
+        tolerances: {half: {rtol: 1.0e-2, atol: 1.0e-3}}
+    """)
+    op = spec.ops[0]
+    y, n, cache, out = op.examples[0].expect
+    assert (y.name, y.output, y.argument, y.values[0][0]) == ("y", 0, None, 1.0) and y.values[0][1] != y.values[0][1]
+    assert (n.output, n.values, n.rtol, n.atol) == (1, 3, 0.5, 1e-3)
+    assert (cache.output, cache.argument, cache.rows) == (None, 0, ((-1, (1, 2)), (0, (0, 0))))
+    assert (out.argument, out.values) == ("out", (2.0, 4.0))
+    assert op.tolerances == (("float16", 0.01, 0.001),)
+    lines = project_context(spec)["_opgen"]["ops"][0]["expect_lines"]
+    assert lines[0] == '(0, "y", 0, None, [[1.0, float("nan")]], None, None, None),'
+    assert lines[2] == '(0, "cache", None, 0, None, {-1: [1, 2], 0: [0, 0]}, None, None),'
+    assert lines[3] == '(0, "out", None, "out", [2.0, 4.0], None, None, None),'
+
+
+def test_long_expected_values_are_wrapped_and_stay_python():
+    row = "[" + ", ".join(["1.25"] * 40) + "]"
+    spec = load(EXPECT_SPEC + f"""
+              y: [{row}, {row}]
+              cache: {{rows: {{3: {row}}}}}
+    """)
+    lines = project_context(spec)["_opgen"]["ops"][0]["expect_lines"]
+    assert all(len(line) + 8 <= 120 for line in lines)
+    value = ast.literal_eval("[" + "\n".join(lines) + "]")
+    assert value[0][4] == [[1.25] * 40] * 2 and value[1][5] == {3: [1.25] * 40}
+
+
+@pytest.mark.parametrize("entries, message", [
+    ("z: [1.0]", "spec.yaml:9:11: ops[0].examples[0].expect: 'z' is neither a return nor a mutated argument"),
+    ("x: [1.0]", "spec.yaml:9:11: ops[0].examples[0].expect: 'x' is neither a return nor a mutated argument"),
+    ("y: [[1.0], [2.0, 3.0]]", "spec.yaml:9:14: ops[0].examples[0].expect.y must be a number or a rectangular"),
+    ("y: [a]", "spec.yaml:9:14: ops[0].examples[0].expect.y must be a number"),
+    ("y: {values: [1], rows: {0: 1}}", "spec.yaml:9:14: ops[0].examples[0].expect.y needs exactly one of"),
+    ("y: {rows: {a: 1}}", "spec.yaml:9:22: ops[0].examples[0].expect.y.rows: 'a' is not a row index"),
+    ("y: {values: [1], rtol: -1}", "spec.yaml:9:34: ops[0].examples[0].expect.y.rtol must be a number >= 0"),
+    ("y: {value: [1]}", "spec.yaml:9:15: unknown key 'value' in ops[0].examples[0].expect.y"),
+])
+def test_expect_errors_name_the_file_line_and_column(entries, message):
+    with pytest.raises(OpgenError) as caught:
+        load(EXPECT_SPEC + "          " + entries + "\n")
+    assert message in caught.value.render()
+
+
+def test_like_gives_shape_dtype_and_layout_of_an_argument():
+    spec = load("""
+        namespace: ns
+        ops:
+          - schema: "f(Tensor x, Tensor y) -> (Tensor a, Tensor b)"
+            outputs:
+              a: {like: y}
+              b: {shape: "x.shape", dtype: "x.dtype"}
+        """)
+    op = project_context(spec)["_opgen"]["ops"][0]
+    assert op["fake_lines"][0] == "a = torch.empty_like(y)"
+    assert op["fake_lines"][1] == "b = torch.empty(x.shape, dtype=x.dtype, device=x.device)"
+    assert "a = torch.empty(y.shape, dtype=y.dtype, device=\"meta\")" in "\n".join(op["expected_lines"])
+
+
+@pytest.mark.parametrize("entry, message", [
+    ("{like: z}", "spec.yaml:4:25: ops[0].outputs.a.like must name a Tensor argument"),
+    ("{like: x, dtype: float32}", "spec.yaml:4:25: ops[0].outputs.a: `like` gives the shape and dtype already"),
+])
+def test_like_errors_are_located(entry, message):
+    with pytest.raises(OpgenError) as caught:
+        load(f"""
+            namespace: ns
+            ops:
+              - schema: "f(Tensor x, int n) -> Tensor a"
+                outputs: {{a: {entry}}}
+            """)
+    assert message in caught.value.render()
+
+
+def test_an_argument_named_expect_is_an_argument():
+    spec = load("""
+        namespace: ns
+        ops:
+          - schema: "f(Tensor x, int expect) -> Tensor"
+            examples:
+              - {x: {shape: [2]}, expect: 3}
+        """)
+    assert spec.ops[0].examples[0].values["expect"] == 3 and spec.ops[0].examples[0].expect == ()
+
+
+def test_dynamic_tier_pairs_two_examples_or_doubles_the_last_size():
+    spec = load("""
+        namespace: ns
+        ops:
+          - schema: "f(Tensor(a!) cache, Tensor key, Tensor slots) -> ()"
+            examples:
+              - {cache: {shape: [8, 16]}, key: {shape: [2, 16]}, slots: {values: [1, 5]}}
+          - schema: "g(Tensor x, float s) -> Tensor"
+            examples:
+              - {x: {shape: [4, 8]}, s: 1.0}
+              - {x: {shape: [2, 8], dtype: float16}, s: 1.0}
+              - {x: {shape: [6, 3]}, s: 1.0}
+        """)
+    f, g = project_context(spec)["_opgen"]["ops"]
+    assert f["two_sizes_derived"] and "last size 16 doubled" in f["two_sizes_doc"]
+    derived = "\n".join(f["two_sizes_lines"])
+    assert "_random((8, 32), torch.float32, g)," in derived and "_random((2, 32), torch.float32, g)," in derived
+    assert "torch.tensor([1, 5], dtype=torch.int64)," in derived  # its last size (2) is not 16: kept
+    assert not g["two_sizes_derived"] and g["two_sizes_lines"] == ["_g_calls()[0],", "_g_calls()[2],"]

@@ -66,10 +66,10 @@ def test_plain_cookiecutter_renders_the_demo_like_opgen_and_its_tests_pass(tmp_p
     assert snapshot(project) == expected
     results = run_generated_tests([project], tmp_path / "junit.xml")
     outcomes = sorted(r["outcome"] for r in results.values())
-    # 4 tiers + opcheck with requires_grad + gradcheck (the demo's `autograd:`); NPU and CUDA skip here;
+    # the tiers + opcheck with requires_grad + gradcheck (the demo's `autograd:`); NPU and CUDA skip here;
     # npugraph_ex on CPU passes where `opgen npugraph-ex fetch` filled the cache, else skips
     on_cpu = loader().unavailable() is None
-    assert outcomes == ["passed"] * (6 + on_cpu) + ["skipped"] * (3 - on_cpu), results
+    assert outcomes == ["passed"] * (11 + on_cpu) + ["skipped"] * (3 - on_cpu), results
 
 
 def test_both_demos_render_side_by_side_and_plain_opgen_new_adopts_them(tmp_path):

@@ -9,10 +9,13 @@ pasted raw into code, a comment or a template.
 from __future__ import annotations
 
 import json
+import math
 import textwrap
+from dataclasses import replace
 
 from .. import __version__
 from ..contract import custom_op_explicit_schema_reasons, mutates_args
+from ..drift import owned_functions, schema_parameters
 from ..schema.model import BaseType, EnumWord, ListType, OptionalType, format_default, strip_alias
 from ..schema.types import python_annotation
 from ..spec.autograd import backward_header, function_source, setup_context_header
@@ -67,6 +70,9 @@ def project_context(spec: ProjectSpec) -> dict:
             "any_autograd": any(op["autograd"] for op in ops),
             "has_todo_fakes": any(op["todo_fake"] for op in ops),
             "has_side_effects": any(op["side_effect"] for op in ops),
+            # the lowest torch the generated code runs on: torch.Tag.inplace/out came in 2.13;
+            # auto_functionalized_v2 (the tests) in 2.6
+            "torch_floor": "2.13" if any(op["tag"] for op in ops) else "2.6",
             "public_names": sorted(op["function"] for op in ops),
             "init_import": _wrapped_list("from .ops import ", sorted(op["function"] for op in ops), "(", ")"),
             "init_all": _wrapped_list("__all__ = ", [literal(n) for n in sorted(op["function"] for op in ops)],
@@ -126,6 +132,8 @@ def op_context(spec: ProjectSpec, op: OpSpec) -> dict:
         "def_public": define(stem, param_list, returns),
         "def_fake": define(f"_{stem}_fake", param_list, returns),
         "def_expected": define(f"_{stem}_expected", param_list, "list"),
+        "def_bounds": define(f"_{stem}_bounds", param_list, "list"),
+        "bounds_lines": _bounds_lines(op),
         "def_cpu_kernel": define(f"{stem}_cpu", param_list, returns),
         "def_device_kernel": define(f"{stem}_{spec.device}", param_list, returns),
         "def_todo_fake": define(f"{stem}_fake", param_list, returns),
@@ -137,9 +145,9 @@ def op_context(spec: ProjectSpec, op: OpSpec) -> dict:
         "custom_op_schema_line": string_call("schema=", _schema_tail(schema), ",", "    ") if explicit else "",
         "trace_targets": "_, aot_graph" if missing else "dynamo_graph, aot_graph",
         "capture_npu": call_text("_capture_replay", [overload, f"lambda seed: _{stem}_calls(seed)[0]", _mutated_keys(op),
-                                                '"npu"', 'backend="npugraph_ex"'], "    "),
+                                                '"npu"', *_tolerances(op), 'backend="npugraph_ex"'], "    "),
         "capture_cuda": call_text("_capture_replay", [overload, f"lambda seed: _{stem}_calls(seed)[0]", _mutated_keys(op),
-                                                 '"cuda"', 'mode="reduce-overhead"'], "    "),
+                                                 '"cuda"', *_tolerances(op), 'mode="reduce-overhead"'], "    "),
         "doc": docstring(op.doc or f"The {qualname} operator.", "    "),
         "params": params,
         "returns": returns,
@@ -184,6 +192,17 @@ def op_context(spec: ProjectSpec, op: OpSpec) -> dict:
         "expected_lines": expected_lines,
         # tests
         "example_lines": examples,
+        "expect_lines": _expect_lines(op),
+        "signature_asserts": [call_text("_assert_signature", [f"{spec.package}.{path[len(spec.package) + 1:-3].replace('/', '.')}.{name}",
+                                                             literal(path), literal(f"ops[{op.index}].schema"),
+                                                             literal(schema_parameters(op))], "    ")
+                              for path, name in owned_functions(spec, op)],
+        **_two_sizes(op),
+        "no_two_sizes_skip": string_call("pytest.skip(", f"no two calls of {qualname} that differ only in sizes, and "
+                                         f"opgen cannot derive one: add examples of two sizes to ops[{op.index}].examples",
+                                         ")", "    "),
+        "no_expect_skip": string_call("pytest.skip(", f"no expected values for {qualname}: add `expect:` to an "
+                                      f"example in ops[{op.index}].examples (see docs/spec.md)", ")", "    "),
         "has_examples": bool(op.examples),
         "uses_generator": any(_random_tensors(value) for example in op.examples for value in example.values.values()),
         "derived_example": bool(op.examples) and op.examples[0].derived,
@@ -267,23 +286,49 @@ def _op_lines(spec: ProjectSpec, op: OpSpec, stem: str, qualname: str, overload:
         "has_side_effect": call_text("torch.fx.node.has_side_effect", [overload]),
         "return_overload": call_text(f"return {overload}", args, "    "),
         "return_cpu_kernel": call_text(f"return {stem}_cpu", args, "    "),
-        "register_npu_kernel": call_text(f"{stem}.register_kernel", ['"npu"', f"{stem}_npu"], "    "),
+        "register_npu_kernel": call_text("npu_lib.impl", [name, f"{stem}_npu", '"PrivateUse1"']),
         "register_device_kernel": call_text(f"{stem}.register_kernel", [literal(spec.device),
                                                                           f"{stem}_{spec.device}"]),
         "custom_op_register_fake": call_text(f"{stem}.register_fake", [f"{stem}_fake"]),
         "assert_cpu": call_text(has_kernel, [q, '"CPU"'], "    "),
         "assert_meta": call_text(has_kernel, [q, '"Meta"'], "    "),
         "assert_tag": f"assert torch.Tag.{op.tags[0]} in {overload}.tags" if op.tags else "",
+        # the same tags in both styles (custom_op adds pt2_compliant_tag itself, the Library define gives it)
+        "assert_tags": call_text("assert set", [f"{overload}.tags"], "    ", " == {"
+                                 + ", ".join(f"torch.Tag.{t}" for t in (*op.tags, "pt2_compliant_tag"))
+                                 + '}, "the tags of the registration in ops.py"'),
         "assert_side_effect": _side_effect_assert(overload),
         "trace": call_text(f"{'_' if op.missing_semantics else 'dynamo_graph'}, aot_graph = _trace",
                            [overload, "call"], "    "),
         "calls_op": call_text("_assert_calls_op", ["aot_graph", overload, f"mutable={bool(mutated)}"], "    "),
         "metadata": call_text("_assert_metadata", ["_graph_outputs(dynamo_graph)",
-                                                   f"_{stem}_expected(*call[0], **call[1])"], "    "),
-        "opcheck": call_text("torch.library.opcheck", [overload, "args", "kwargs", f"test_utils={utils}"],
-                             "        "),
+                                                   f"_{stem}_expected(*call[0], **call[1])", _output_fields(op)],
+                              "    "),
+        "opcheck": call_text("_opcheck", [overload, "args", "kwargs", utils, literal(f"ops[{op.index}]"),
+                                          literal(f"{spec.package}/kernels/{stem}_cpu.py")], "        "),
         "register_autograd": _register_autograd(spec, op, stem, q),
         "gradcheck": call_text("_gradcheck", [overload, "call"], "        "),
+        "fake_device": call_text("_assert_fake_device", [overload, "call", _output_fields(op)]
+                                 + ([f"_{stem}_bounds(*call[0], **call[1])"] if _bounds_lines(op) else []), "    "),
+        "follows_semantics": call_text("_assert_follows_semantics", [overload, f"_{stem}_calls()", f"_{stem}_expected",
+                                                                     _output_fields(op), literal(f"ops[{op.index}]"),
+                                                                     literal(f"{spec.package}/kernels/{stem}_cpu.py")],
+                                       "    "),
+        "expected": call_text("_assert_expected", [overload, f"_{stem}_calls()", f"_{stem}_expect()",
+                                                   literal(f"ops[{op.index}]"),
+                                                   literal(f"{spec.package}/kernels/{stem}_cpu.py")], "    "),
+        "writes": call_text("_assert_writes", [overload, f"_{stem}_calls()",
+                                               tuple_text([literal(a.name) for a in op.schema.positional]),
+                                               _mutated_keys(op), literal(f"ops[{op.index}]"),
+                                               literal(f"{spec.package}/kernels/{stem}_cpu.py")], "    "),
+        "compiles_once": call_text("_compiles_once", [overload, f"_{stem}_two_sizes()", literal(f"ops[{op.index}]"),
+                                                      f"derived={_two_sizes(op)['two_sizes_derived']}"], "    "),
+        "non_contiguous_call": call_text("_non_contiguous", [f"_{stem}_calls()[0]"]
+                                         + ([f"keep={_returned_keys(op)}"] if op.tags == ("out",) else []), "    "),
+        "opcheck_variant": call_text("_opcheck", [overload, "args", "kwargs", utils, literal(f"ops[{op.index}]"),
+                                                  literal(f"{spec.package}/kernels/{stem}_cpu.py")], "    "),
+        "compiled_variant": call_text("_compiled_matches_eager", [overload, "[(args, kwargs)]"]
+                                      + ([f"returned={_returned_keys(op)}"] if op.tags else []), "    "),
         "compiled": call_text("_compiled_matches_eager", [overload, f"_{stem}_calls()"]
                               + ([f"returned={_returned_keys(op)}"] if op.tags else []), "    "),
     }
@@ -321,12 +366,12 @@ def _register_autograd(spec: ProjectSpec, op: OpSpec, stem: str, qualname_litera
 
 
 def _define_line(signature: str, tag: str) -> str:
-    if not tag:
-        return string_call("lib.define(", signature, ")")
+    """`lib.define(schema, tags=...)`: pt2_compliant_tag always, as custom_op adds it (the same tags in both styles)."""
     text = literal(signature)
     if len(f"    {text},") > LINE_LENGTH:
         text = string_call("(", signature, ")", "    ")
-    return call_text("lib.define", [text, f"tags=(torch.Tag.{tag},)"])
+    tags = ([f"torch.Tag.{tag}"] if tag else []) + ["torch.Tag.pt2_compliant_tag"]
+    return call_text("lib.define", [text, f"tags={tuple_text(tags)}"])
 
 
 def _tag_guard(op: OpSpec, qualname: str, tag: str) -> str:
@@ -358,14 +403,9 @@ def _side_effect_assert(overload: str) -> str:
 
 
 def _device_registered_assert(spec: ProjectSpec, qualname: str) -> str:
-    if spec.device == "npu" and spec.style == "custom_op":
-        has = call_text("has_device_kernel = torch._C._dispatch_has_kernel_for_dispatch_key",
-                        [literal(qualname), literal(DEVICES[spec.device])], "    ")
-        return (f"{has}\n"
-                f"    # custom_op registers the NPU kernel only where torch_npu names the \"npu\" device type\n"
-                f"    assert has_device_kernel == {spec.package}.ops.NPU_BACKEND")
     return call_text("assert torch._C._dispatch_has_kernel_for_dispatch_key",
-                     [literal(qualname), literal(DEVICES[spec.device])], "    ")
+                     [literal(qualname), literal(DEVICES[spec.device])], "    ",
+                     f", {literal(f'ops.py registers no {DEVICE_NAMES[spec.device]} kernel')}")
 
 
 def _schema_tail(schema) -> str:
@@ -440,7 +480,10 @@ def _fake_and_expected(op: OpSpec) -> tuple[list[str], list[str]]:
         statements, shape = out.shape_rule.python(ctx)
         dtype = out.dtype_rule.python(ctx)
         body.extend(statements)
-        body.append(call_text(f"{var} = torch.empty", [shape, f"dtype={dtype}", f"device={device}"], "    "))
+        if out.like:  # the input's layout (strides) too, as a kernel computing elementwise from it keeps it
+            body.append(f"{var} = torch.empty_like({out.like})")
+        else:
+            body.append(call_text(f"{var} = torch.empty", [shape, f"dtype={dtype}", f"device={device}"], "    "))
         shape_unknown = out.shape_rule.is_dynamic or bool(out.shape_rule.uses_outputs & unknown)
         dtype_unknown = bool(out.dtype_rule.uses_outputs & unknown)
         if shape_unknown:
@@ -492,6 +535,170 @@ def _imports(body: str, signature: str) -> list[str]:
     if "Number" in signature:
         imports.append("from torch.types import Number")
     return imports
+
+
+def _bounds_lines(op: OpSpec) -> list[str]:
+    """`return [(min, max), ...]` of every `dynamic` size in the op's shape rules (in the order the fake
+    function creates them), None where the spec gives no bound or the bound reads another output."""
+    from ..spec.semantics_ir import Dynamic, PyContext, _Py
+
+    if op.missing_semantics or op.tags:
+        return []
+    items = []
+    printer = _Py(PyContext(reserved={a.name for a in op.schema.arguments}))
+    for out in op.outputs:
+        pending = [out.shape_rule.node]
+        while pending:
+            node = pending.pop(0)
+            if node is None:
+                continue
+            if isinstance(node, Dynamic):
+                bounds = [None if bound is None or out.shape_rule.uses_outputs else printer.at(bound, 0)
+                          for bound in (node.lower, node.upper)]
+                items.append(f"({bounds[0]}, {bounds[1]})")
+            elif hasattr(node, "children"):
+                pending[:0] = [child for child in node.children() if child is not None]
+    if not items or printer.statements:
+        return []
+    return ["return [" + ", ".join(items) + "]"]
+
+
+def _two_sizes(op: OpSpec) -> dict:
+    """Two calls for the dynamic-shape tier: two examples that differ only in tensor sizes, else example 0
+    and a copy with its last size D doubled in every tensor whose last size is D (exact values repeated)."""
+    structure = [_structure(example.values) for example in op.examples]
+    for a in range(len(op.examples)):
+        for b in range(a + 1, len(op.examples)):
+            if structure[a] == structure[b] and op.examples[a].values != op.examples[b].values:
+                return {"two_sizes_lines": [f"_{_stem(op)}_calls()[{a}],", f"_{_stem(op)}_calls()[{b}],"],
+                        "two_sizes_doc": f"ops[{op.index}].examples[{a}] and [{b}]", "two_sizes_derived": False,
+                        "two_sizes_uses_generator": False}
+    none = {"two_sizes_lines": [], "two_sizes_doc": "", "two_sizes_derived": False, "two_sizes_uses_generator": False}
+    if not op.examples:
+        return none
+    values = op.examples[0].values
+    tensors = [t for value in values.values() for t in _tensor_values(value)]
+    random = [t for t in tensors if t.shape]
+    first = max(random, key=lambda t: len(t.shape)) if random else next((t for t in tensors if _last(t)), None)
+    last = _last(first) if first is not None else None
+    if not last or last < 2:
+        return none
+    doubled = {name: _doubled(value, last) for name, value in values.items()}
+    lines = [line for example in (op.examples[0], Example(doubled)) for line in _example_lines(op, example)]
+    return {"two_sizes_lines": lines, "two_sizes_doc": f"ops[{op.index}].examples[0], and it with last size "
+            f"{last} doubled (by opgen)", "two_sizes_derived": True,
+            "two_sizes_uses_generator": any(t.shape is not None for t in tensors)}
+
+
+def _stem(op: OpSpec) -> str:
+    return op.schema.name + (f"_{op.schema.overload}" if op.schema.overload else "")
+
+
+def _structure(values: dict) -> tuple:
+    """What must be equal for two calls to share one dynamic graph: everything but tensor sizes."""
+    def key(value):
+        if isinstance(value, TensorValue):
+            return ("tensor", value.dtype, len(value.shape) if value.shape is not None else _rank(value.values))
+        if isinstance(value, tuple):
+            return tuple(key(v) for v in value)
+        return value
+    return tuple(sorted((name, repr(key(value))) for name, value in values.items()))
+
+
+def _tensor_values(value) -> list:
+    if isinstance(value, TensorValue):
+        return [value]
+    if isinstance(value, tuple):
+        return [t for v in value for t in _tensor_values(v)]
+    return []
+
+
+def _rank(values) -> int:
+    return 1 + _rank(values[0]) if isinstance(values, tuple) and values else int(isinstance(values, tuple))
+
+
+def _last(tensor: TensorValue) -> int | None:
+    if tensor.shape is not None:
+        return tensor.shape[-1] if tensor.shape else None
+    values = tensor.values
+    if not isinstance(values, tuple):
+        return None
+    while values and isinstance(values[0], tuple):
+        values = values[0]
+    return len(values)
+
+
+def _doubled(value, last: int):
+    if isinstance(value, tuple):
+        return tuple(_doubled(v, last) for v in value)
+    if not isinstance(value, TensorValue) or _last(value) != last:
+        return value
+    if value.shape is not None:
+        return replace(value, shape=(*value.shape[:-1], 2 * last))
+
+    def repeat(values):
+        return values + values if not values or not isinstance(values[0], tuple) else tuple(repeat(v) for v in values)
+    return replace(value, values=repeat(value.values))
+
+
+def _output_fields(op: OpSpec) -> str:
+    """The spec field describing each output, for the generated tests' messages."""
+    fields = [f"ops[{op.index}].outputs.{out.name}" if out.returns_argument is None
+              else f"ops[{op.index}].schema (returns {out.returns_argument})" for out in op.outputs]
+    return tuple_text([literal(field) for field in fields])
+
+
+def _tolerances(op: OpSpec) -> list[str]:
+    """`tolerances={torch.float16: (rtol, atol)}` from `ops[i].tolerances`, or nothing."""
+    if not op.tolerances:
+        return []
+    return ["tolerances={" + ", ".join(f"torch.{dtype}: ({rtol!r}, {atol!r})" for dtype, rtol, atol in op.tolerances)
+            + "}"]
+
+
+def _expect_lines(op: OpSpec) -> list[str]:
+    """One tuple per `expect:` entry (see `_assert_expected` in the test template), wrapped to the line length."""
+    lines = []
+    for number, example in enumerate(op.examples):
+        for item in example.expect:
+            argument = None if item.argument is None else (
+                literal(item.argument) if isinstance(item.argument, str) else str(item.argument))
+            rows = None if item.rows is None else "{" + ", ".join(f"{row}: {_numbers(values)}"
+                                                                  for row, values in item.rows) + "}"
+            parts = [str(number), literal(item.name), repr(item.output), str(argument),
+                     _numbers(item.values) if item.rows is None else "None", str(rows), repr(item.rtol), repr(item.atol)]
+            line = "(" + ", ".join(parts) + "),"
+            if len(line) + 8 <= LINE_LENGTH:
+                lines.append(line)
+            else:
+                lines += ["("] + [f"    {part}" for piece in parts for part in _wrap_value(piece + ",", 12)] + ["),"]
+    return lines
+
+
+def _numbers(values) -> str:
+    """Expected numbers as Python source (nan and inf spelled as float(...))."""
+    if isinstance(values, tuple):
+        return "[" + ", ".join(_numbers(v) for v in values) + "]"
+    if isinstance(values, float) and not math.isfinite(values):
+        return f'float("{values}")'
+    return repr(values)
+
+
+def _wrap_value(text: str, indent: int) -> list[str]:
+    """`text` (a value ending in ","), its top-level list or dict broken one item per line, recursively."""
+    if len(text) + indent <= LINE_LENGTH or text[0] not in "[{":
+        return [text]
+    closing = text[-2]
+    items = _split_top_level(text[1:-2])
+    out = [text[0]]
+    for item in items:
+        if text[0] == "{" and ": " in item and len(item) + indent + 5 > LINE_LENGTH:
+            key, value = item.split(": ", 1)
+            inner = _wrap_value(value + ",", indent + 4)
+            out += [f"    {key}: {inner[0]}"] + [f"    {line}" for line in inner[1:]]
+        else:
+            out += [f"    {line}" for line in _wrap_value(item + ",", indent + 4)]
+    return out + [closing + ","]
 
 
 def _mutated_keys(op: OpSpec) -> str:
@@ -548,6 +755,11 @@ def _fit(line: str, indent: int) -> list[str]:
     if stripped.startswith("[") and stripped.endswith("],"):
         items = _split_top_level(stripped[1:-2])
         return [f"{lead}["] + [f"{lead}    {item}," for item in items] + [f"{lead}],"]
+    if stripped.startswith("torch.tensor([") and stripped.endswith("),"):  # exact values: one row per line
+        values, *rest = _split_top_level(stripped[len("torch.tensor("):-2])
+        return ([f"{lead}torch.tensor(", f"{lead}    ["] + [f"{lead}        {item}," for item in
+                                                            _split_top_level(values[1:-1])]
+                + [f"{lead}    ],"] + [f"{lead}    {item}," for item in rest] + [f"{lead}),"])
     return [line]
 
 

@@ -61,6 +61,7 @@ from .model import (
     TARGETS,
     AutogradSpec,
     Example,
+    Expected,
     OpSpec,
     OutputSpec,
     ProjectSpec,
@@ -78,10 +79,12 @@ from .nodes import (
 )
 
 SPEC_KEYS = ("namespace", "style", "device", "package", "target", "ops")
-OP_KEYS = ("schema", "doc", "tags", "outputs", "reference", "autograd", "examples", "op_plugin")
+OP_KEYS = ("schema", "doc", "tags", "outputs", "reference", "autograd", "examples", "tolerances", "op_plugin")
 AUTOGRAD_KEYS = ("setup_context", "backward")
-OUTPUT_KEYS = ("shape", "dtype")
+OUTPUT_KEYS = ("shape", "dtype", "like")
 TENSOR_KEYS = ("shape", "dtype", "values")
+EXPECT_KEYS = ("values", "rows", "rtol", "atol")
+TOLERANCE_KEYS = ("rtol", "atol")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # Names the generated modules use themselves; an argument with one of them would shadow it.
 _TAKEN_NAMES = frozenset({"torch", "lib", "pytest", "math"})
@@ -246,7 +249,9 @@ def _op(source: _Source, node: Node, index: int, namespace: str, style: str) -> 
         from .op_plugin import parse_op_plugin
 
         op_plugin = parse_op_plugin(source, fields["op_plugin"][1], schema, where)
-    return OpSpec(index, schema, doc, outputs, reference, examples, tuple(notes), tags, autograd, op_plugin)
+    tolerances = _tolerances(source, fields["tolerances"][1], f"{where}.tolerances") if "tolerances" in fields else ()
+    return OpSpec(index, schema, doc, outputs, reference, examples, tuple(notes), tags, autograd, tolerances,
+                  op_plugin)
 
 
 def _tags(source: _Source, node: Node, where: str) -> tuple[str, ...]:
@@ -431,7 +436,7 @@ def _outputs(source: _Source, node: Node | None, schema: Schema, where: str) -> 
     outputs = []
     for index, (name, ret) in enumerate(zip(names, schema.returns)):
         supported = strip_alias(ret.type) == BaseType("Tensor")
-        shape_rule = dtype_rule = None
+        shape_rule = dtype_rule = like = None
         if name in given:
             key_node, value_node = given[name]
             field = f"{where}.outputs.{name}"
@@ -439,13 +444,25 @@ def _outputs(source: _Source, node: Node | None, schema: Schema, where: str) -> 
                 raise source.error(key_node, f"{field}: semantics can only describe plain Tensor returns, not "
                                    f"'{ret.type}'", "remove this entry; opgen writes a TODO fake for the op")
             entry = _mapping(source, value_node, field, OUTPUT_KEYS)
+            if "like" in entry:
+                like_node = entry["like"][1]
+                like = _scalar(like_node) if isinstance(like_node, ScalarNode) else None
+                tensors = [a.name for a in schema.arguments if strip_alias(a.type) == BaseType("Tensor")]
+                if like not in tensors:
+                    raise source.error(like_node, f"{field}.like must name a Tensor argument",
+                                       f"one of: {', '.join(tensors) or '(none)'}")
+                if "shape" in entry or "dtype" in entry:
+                    raise source.error(like_node, f"{field}: `like` gives the shape and dtype already",
+                                       "remove `shape`/`dtype`, or `like`")
+                shape_rule = parse_shape(f"{like}.shape", schema, names[:index])
+                dtype_rule = parse_dtype(f"{like}.dtype", schema, names[:index])
             if "shape" in entry:
                 shape_rule = _rule(source, entry["shape"][1], f"{field}.shape", schema, parse_shape, SemanticsError,
                                    names[:index])
             if "dtype" in entry:
                 dtype_rule = _rule(source, entry["dtype"][1], f"{field}.dtype", schema, parse_dtype, SemanticsError,
                                    names[:index])
-        outputs.append(OutputSpec(name, index, shape_rule, dtype_rule, supported))
+        outputs.append(OutputSpec(name, index, shape_rule, dtype_rule, supported, like=like))
     return tuple(outputs)
 
 
@@ -473,10 +490,13 @@ def _examples(source: _Source, node: Node | None, schema: Schema, where: str) ->
         raise source.error(node, f"{where}.examples must be a list of {{argument: value}} mappings",
                            "write `examples:` then `- {x: {shape: [4, 8], dtype: float32}}`")
     names = [a.name for a in schema.arguments]
+    # `expect` is the key of the expected values, unless it is an argument's name (then it is that argument)
+    expect_key = "expect" if "expect" not in names else None
+    allowed = tuple(names) + ((expect_key,) if expect_key else ())
     examples = []
     for number, item in enumerate(node.value):
         field = f"{where}.examples[{number}]"
-        entries = _mapping(source, item, field, tuple(names)) if names or isinstance(item, MappingNode) else {}
+        entries = _mapping(source, item, field, allowed) if names or isinstance(item, MappingNode) else {}
         values: dict = {}
         for arg in schema.arguments:
             if arg.name in entries:
@@ -484,8 +504,110 @@ def _examples(source: _Source, node: Node | None, schema: Schema, where: str) ->
             elif not arg.has_default:
                 raise source.error(item, f"{field} gives no value for {arg.name!r}, which has no default",
                                    f"add `{arg.name}: ...` ({_value_hint(arg.type)})")
-        examples.append(Example(values))
+        expect = _expect(source, entries[expect_key][1], schema, f"{field}.expect") if expect_key in entries else ()
+        examples.append(Example(values, expect=expect))
     return tuple(examples)
+
+
+def _expect(source: _Source, node: Node, schema: Schema, field: str) -> tuple[Expected, ...]:
+    """`expect: {<return or mutated argument>: VALUES | {values: VALUES, rtol:, atol:} | {rows: {i: VALUES}}}`."""
+    returns = [ret.name or f"out{i}" for i, ret in enumerate(schema.returns)]
+    untupled = len(schema.returns) == 1 and not schema.returns_tuple
+    written = {a.name: (i if not a.kwarg_only else a.name) for i, a in enumerate(schema.arguments) if a.is_write}
+    targets = returns + [name for name in written if name not in returns]
+    if not isinstance(node, MappingNode) or not node.value:
+        raise source.error(node, f"{field} must map outputs or mutated arguments to their expected values",
+                           f"e.g. `expect: {{{(targets or ['out0'])[0]}: [[1.0, 2.0]]}}`; "
+                           f"can be checked: {', '.join(targets) or 'nothing (the op returns and mutates nothing)'}")
+    found = []
+    for key_node, value_node in node.value:
+        key = _scalar(key_node)
+        if key not in targets:
+            close = difflib.get_close_matches(str(key), targets, n=1, cutoff=0.5)
+            raise source.error(key_node, f"{field}: {key!r} is neither a return nor a mutated argument of "
+                               f"{schema.qualified_name}", (f"did you mean {close[0]!r}? " if close else "")
+                               + f"can be checked: {', '.join(targets) or 'nothing'} (unnamed returns are out0, out1, ...)")
+        if any(e.name == key for e in found):
+            raise source.error(key_node, f"{field}: {key!r} is given twice", "keep one")
+        where = f"{field}.{key}"
+        if key in returns:
+            index = returns.index(key)
+            if strip_alias(schema.returns[index].type) != BaseType("Tensor"):
+                raise source.error(key_node, f"{where}: only plain Tensor returns can be checked, not "
+                                   f"'{schema.returns[index].type}'", "remove this entry")
+            output, argument = (None if untupled else index), None
+        else:
+            output, argument = None, written[key]
+        if isinstance(value_node, MappingNode):
+            entries = _mapping(source, value_node, where, EXPECT_KEYS)
+            if ("values" in entries) == ("rows" in entries):
+                raise source.error(value_node, f"{where} needs exactly one of `values` (the whole tensor) or `rows` "
+                                   "(some rows along dim 0)", "e.g. {rows: {7: [1.0, 2.0]}, atol: 1.0e-3}")
+            rtol = _tolerance(source, entries["rtol"][1], f"{where}.rtol") if "rtol" in entries else None
+            atol = _tolerance(source, entries["atol"][1], f"{where}.atol") if "atol" in entries else None
+            if "values" in entries:
+                found.append(Expected(key, output, argument, values=_numbers(source, entries["values"][1],
+                                                                             f"{where}.values"), rtol=rtol, atol=atol))
+                continue
+            rows_node = entries["rows"][1]
+            if not isinstance(rows_node, MappingNode) or not rows_node.value:
+                raise source.error(rows_node, f"{where}.rows must map row indices to values", "e.g. {7: [1.0, 2.0]}")
+            rows = []
+            for row_key, row_value in rows_node.value:
+                row = _scalar(row_key)
+                if not isinstance(row, int) or isinstance(row, bool):
+                    raise source.error(row_key, f"{where}.rows: {row!r} is not a row index (an integer)")
+                if any(r == row for r, _ in rows):
+                    raise source.error(row_key, f"{where}.rows: row {row} is given twice", "keep one")
+                rows.append((row, _numbers(source, row_value, f"{where}.rows.{row}")))
+            found.append(Expected(key, output, argument, rows=tuple(rows), rtol=rtol, atol=atol))
+        else:
+            found.append(Expected(key, output, argument, values=_numbers(source, value_node, where)))
+    return tuple(found)
+
+
+def _numbers(source: _Source, node: Node, field: str):
+    """A number or a (nested, rectangular) list of numbers, as nested tuples."""
+    values = yaml.safe_load(yaml.serialize(node)) if not isinstance(node, ScalarNode) else _scalar(node)
+    if isinstance(values, str):
+        number = _number(values)
+        values = values if number is None else number
+
+    def check(value) -> tuple | None:  # the shape of `value`, or None when it is not rectangular numbers
+        if isinstance(value, list):
+            shapes = {check(item) for item in value}
+            if not value:
+                return (0,)
+            return None if len(shapes) != 1 or None in shapes else (len(value), *shapes.pop())
+        return () if isinstance(value, (int, float)) else None
+
+    if check(values) is None:
+        raise source.error(node, f"{field} must be a number or a rectangular (nested) list of numbers",
+                           "e.g. [[1.0, 2.0], [3.0, 4.0]]; .nan and .inf are numbers too")
+    return _freeze(values)
+
+
+def _tolerance(source: _Source, node: Node, field: str) -> float:
+    value = _number(_scalar(node)) if isinstance(node, ScalarNode) else None
+    if value is None or value < 0:
+        raise source.error(node, f"{field} must be a number >= 0", "e.g. 1.0e-3")
+    return value
+
+
+def _tolerances(source: _Source, node: Node, field: str) -> tuple[tuple[str, float, float], ...]:
+    """`tolerances: {float16: {rtol: 1e-2, atol: 1e-3}}`: the device kernel against the CPU reference."""
+    if not isinstance(node, MappingNode):
+        raise source.error(node, f"{field} must map dtype names to {{rtol, atol}}",
+                           "e.g. {float16: {rtol: 1.0e-2, atol: 1.0e-3}}")
+    found = []
+    for key_node, value_node in node.value:
+        word = _scalar(key_node)
+        if not isinstance(word, str) or word not in DTYPES:
+            raise source.error(key_node, f"{field}: unknown dtype {word!r}", f"one of: {', '.join(DTYPES)}")
+        entries = _mapping(source, value_node, f"{field}.{word}", TOLERANCE_KEYS, required=TOLERANCE_KEYS)
+        found.append((DTYPES[word], _tolerance(source, entries["rtol"][1], f"{field}.{word}.rtol"),
+                      _tolerance(source, entries["atol"][1], f"{field}.{word}.atol")))
+    return tuple(sorted(found))
 
 
 def _value_hint(t) -> str:

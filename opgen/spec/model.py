@@ -38,11 +38,28 @@ ExampleValue = None | bool | int | float | str | TensorValue | tuple
 
 
 @dataclass(frozen=True)
+class Expected:
+    """`examples[j].expect.<name>`: values an output (or a mutated argument, after the call) must have.
+
+    Either the full tensor (`values`) or some of its rows along dim 0 (`rows`: index -> values); numbers
+    are nested tuples. `rtol`/`atol` None: torch.testing.assert_close's defaults for the tensor's dtype."""
+
+    name: str
+    output: int | None  # which return (None: the op's only, untupled return); None for an argument
+    argument: int | str | None  # a mutated argument: its position, or its name when keyword-only
+    values: object = None
+    rows: tuple[tuple[int, object], ...] | None = None
+    rtol: float | None = None
+    atol: float | None = None
+
+
+@dataclass(frozen=True)
 class Example:
     """Inputs for one call, by argument name; arguments left out take their schema default."""
 
     values: dict[str, ExampleValue]
     derived: bool = False  # made up by opgen because the spec gave none
+    expect: tuple[Expected, ...] = ()  # independent expected values (`expect:`), checked against the CPU kernel
 
 
 @dataclass(frozen=True)
@@ -55,6 +72,7 @@ class OutputSpec:
     dtype_rule: object | None = None
     supported: bool = True  # False for returns the semantics language cannot describe (Tensor[], int, ...)
     returns_argument: str | None = None  # a tagged op returns this mutated argument itself: nothing to describe
+    like: str | None = None  # `like: x`: x's shape, dtype and layout (the fake is torch.empty_like(x))
 
     @property
     def complete(self) -> bool:
@@ -81,6 +99,8 @@ class OpSpec:
     notes: tuple[str, ...] = ()  # warnings about rewrites, shown by `opgen new`
     tags: tuple[str, ...] = ()  # torch.Tag names ("inplace" or "out"): the aliased returns are kept
     autograd: AutogradSpec | None = None  # None: no backward (no Autograd-key registration at all)
+    # `ops[i].tolerances`: torch dtype name -> (rtol, atol) of the device kernel against the CPU reference
+    tolerances: tuple[tuple[str, float, float], ...] = ()
     op_plugin: object = None  # `ops[i].op_plugin` (opgen.spec.op_plugin.OpPluginSpec), for --target op_plugin
 
     @property

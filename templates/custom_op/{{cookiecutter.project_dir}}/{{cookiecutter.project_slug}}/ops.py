@@ -19,13 +19,9 @@ from torch.types import Number
 {% endfor %}
 {% if cookiecutter._opgen.npu %}
 
-try:
-    import torch_npu  # noqa: F401  (names the PrivateUse1 device type "npu")
-except ImportError:  # no NPU software on this machine: the ops still import, with their CPU kernels
-    pass
-
-# custom_op only knows device type "npu" once torch_npu has renamed PrivateUse1.
-NPU_BACKEND = torch._C._get_privateuse1_backend_name() == "npu"
+# The NPU kernels go to torch_npu's dispatch key, PrivateUse1, directly: custom_op's register_kernel("npu", ...)
+# would need torch_npu imported first (it names the device type "npu"); the key needs neither, in any import order.
+npu_lib = torch.library.Library({{ cookiecutter._opgen.namespace_literal }}, "IMPL")
 {% endif %}
 {% for op in cookiecutter._opgen.ops %}
 {% if op.tag_guard %}
@@ -52,8 +48,7 @@ NPU_BACKEND = torch._C._get_privateuse1_backend_name() == "npu"
 
 
 {% if cookiecutter._opgen.npu %}
-if NPU_BACKEND:
-    {{ op.lines.register_npu_kernel }}
+{{ op.lines.register_npu_kernel }}
 {% elif op.kernel_device %}
 {{ op.lines.register_device_kernel }}
 {% endif %}

@@ -3,10 +3,16 @@
 Tiers, per op:
   1. fake-tensor tracing: torch.compile(fullgraph=True) through a backend that only inspects the graphs,
      so no kernel runs: the op is in the graph (functionalized when it mutates) with the spec's metadata;
-  2. CPU reference kernel: torch.library.opcheck and compiled (aot_eager) == eager, mutated inputs included;
+     The fake function also runs on fake tensors of another device ("cuda" fakes need no GPU): every output
+     must be on its inputs' device;
+  2. CPU reference kernel: the values of `expect:` in opgen.yaml's examples (independent of the kernel); every
+     argument the schema marks written (`Tensor(a!)`) is changed on some example (its buffer filled with a
+     sentinel first) and no other argument is; torch.library.opcheck and compiled (aot_eager) == eager,
+     mutated inputs included;
      for ops with `autograd:` in opgen.yaml also opcheck with requires_grad=True on the floating-point inputs
      and torch.autograd.gradcheck on float64 copies of the examples (the backward formula vs finite differences);
   3. NPU (torch_npu): npugraph_ex capture, then replay with new values, mutated buffers reused, no recapture;
+     outputs and mutated buffers are compared with the CPU reference kernel on the same inputs;
   4. CUDA: the same under CUDA graphs (mode="reduce-overhead");
   5. npugraph_ex's compiler on CPU: its real FX passes, then the graph it would capture run eagerly.
 Tiers that cannot run on this machine are skipped with the reason.
@@ -22,7 +28,8 @@ import pytest
 import torch
 from torch._dynamo.backends.common import aot_autograd
 from torch._higher_order_ops.auto_functionalize import auto_functionalized, auto_functionalized_v2
-from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import ShapeEnv, free_unbacked_symbols
 
 import {{ cookiecutter._opgen.package }}  # registers the operators
 
@@ -30,6 +37,24 @@ OPCHECK_UTILS = ("test_schema", "test_autograd_registration", "test_faketensor",
                  "test_aot_dispatch_dynamic")
 # Data-dependent output sizes cannot be traced with static shapes.
 OPCHECK_UTILS_DYNAMIC = tuple(name for name in OPCHECK_UTILS if name != "test_aot_dispatch_static")
+# (rtol, atol) per dtype: `expect:` values against the CPU kernel (torch.testing.assert_close's defaults;
+# other dtypes compare exactly), and the device kernel against the CPU reference kernel (`ops[i].tolerances`
+# in opgen.yaml overrides these).
+TOLERANCES = {torch.float16: (1e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5), torch.float32: (1.3e-6, 1e-5),
+              torch.float64: (1e-7, 1e-7)}
+DEVICE_TOLERANCES = {torch.float16: (1e-2, 1e-3), torch.bfloat16: (5e-2, 1e-2), torch.float32: (1e-4, 1e-5),
+                     torch.float64: (1e-7, 1e-7)}
+SENTINEL = -77  # what written buffers are filled with before the call, so that any write shows
+
+
+def _assert_signature(function, path: str, field: str, want: str) -> None:
+    """A kernel or fake of yours still takes the schema's arguments (opgen never rewrites your files)."""
+    code = function.__code__
+    positional = list(code.co_varnames[:code.co_argcount])
+    keyword = list(code.co_varnames[code.co_argcount:code.co_argcount + code.co_kwonlyargcount])
+    have = "(" + ", ".join(positional + (["*"] + keyword if keyword else [])) + ")"
+    assert have == want, (f"{path}: def {function.__name__}{have} no longer matches {field} in opgen.yaml, "
+                          f"which takes {want}: kept yours; update its signature")
 
 
 def _npu_unavailable() -> str | None:
@@ -115,6 +140,136 @@ def _put(call, key, value):
     return args[:key] + (value,) + args[key + 1:], kwargs
 
 
+def _mismatch(actual, expected: torch.Tensor, tolerance: tuple | None = None) -> str | None:
+    """None when `actual` is close to `expected`; else a one-line summary (never a tensor dump)."""
+    if not isinstance(actual, torch.Tensor):
+        return f"got {type(actual).__name__}, expected a tensor"
+    if tuple(actual.shape) != tuple(expected.shape):
+        return f"shape {tuple(actual.shape)}, expected {tuple(expected.shape)}"
+    rtol, atol = tolerance or TOLERANCES.get(actual.dtype, (0.0, 0.0))
+    got, want = actual.detach().cpu().to(torch.float64), expected.detach().cpu().to(torch.float64)
+    bad = ~torch.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
+    if not bad.any():
+        return None
+    first = tuple(int(i) for i in bad.nonzero()[0])
+    worst = float((got - want).abs().nan_to_num(nan=float("inf")).max())
+    return (f"{int(bad.sum())} of {bad.numel()} values differ ({actual.dtype}, rtol={rtol:g}, atol={atol:g}), "
+            f"max abs diff {worst:.6g}, first at index {list(first)}: got {got[first].item():.6g}, "
+            f"expected {want[first].item():.6g}")
+
+
+def _run(op, call, kernel: str, where: str):
+    """`op` on a CPU call: an error (torch's checks of custom_op included) names the kernel and the example."""
+    try:
+        return op(*call[0], **call[1])
+    except Exception as error:
+        raise AssertionError(f"{kernel} on opgen.yaml {where}: {type(error).__name__}: {error}") from error
+
+
+def _assert_expected(op, calls, expected: list, field: str, kernel: str) -> None:
+    """`expect:` of the examples against the CPU kernel. Each entry: (example index, name, output index
+    (None: the only return), argument (position or keyword; None: an output), values, rows, rtol, atol)."""
+    problems, results = [], {}
+    for number, name, output, argument, values, rows, rtol, atol in expected:
+        if number not in results:
+            call = _clone(calls[number])
+            results[number] = (_run(op, call, kernel, f"{field}.examples[{number}]"), call)
+        result, call = results[number]
+        actual = _get(call, argument) if argument is not None else result if output is None else result[output]
+        where = f"opgen.yaml: {field}.examples[{number}].expect.{name}"
+        default = TOLERANCES.get(getattr(actual, "dtype", None), (0.0, 0.0))
+        tolerance = (default[0] if rtol is None else rtol, default[1] if atol is None else atol)
+        for row, want in (rows.items() if rows is not None else [(None, values)]):
+            part = actual
+            if row is not None:
+                if not isinstance(actual, torch.Tensor) or actual.dim() == 0 or not -len(actual) <= row < len(actual):
+                    problems.append(f"{where}.rows.{row}: no such row (shape {tuple(getattr(actual, 'shape', ()))})")
+                    continue
+                part = actual[row]
+            problem = _mismatch(part, torch.tensor(want, dtype=torch.float64), tolerance)
+            if problem:
+                problems.append(where + ("" if row is None else f".rows.{row}") + ": " + problem)
+    assert not problems, f"the CPU kernel ({kernel}) disagrees with expected values:\n" + "\n".join(problems)
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and bool(((a == b) | a.isnan() & b.isnan() if a.is_floating_point() else a == b).all())
+
+
+def _assert_writes(op, calls, names: tuple, written: tuple, field: str, kernel: str) -> None:
+    """Every argument the schema marks written is changed on some example (its buffer filled with SENTINEL
+    first, so that any write shows); no other tensor argument is ever changed."""
+    changed = set()
+    for number, call in enumerate(calls):
+        call = _clone(call)
+        for key in written:
+            _map(lambda t: t.fill_(SENTINEL if t.dtype != torch.bool else True), _get(call, key))
+        before = _clone(call)
+        _run(op, call, kernel, f"{field}.examples[{number}] (written arguments filled with {SENTINEL})")
+        for key in [*range(len(call[0])), *call[1]]:
+            name = names[key] if isinstance(key, int) else key
+            if all(_same(a, b) for a, b in zip(_tensors(_get(call, key)), _tensors(_get(before, key)))):
+                continue
+            assert key in written, (
+                f"{kernel} changed argument {name!r} in {field}.examples[{number}], but {field}.schema in opgen.yaml "
+                f"does not mark it written: declare it `Tensor(a!) {name}`, or make the kernel leave it alone")
+            changed.add(key)
+    never = [f"{names[key] if isinstance(key, int) else key!r} (schema argument "
+             f"{key if isinstance(key, int) else 'keyword ' + repr(key)})" for key in written if key not in changed]
+    assert not never, (
+        f"{field}.schema in opgen.yaml marks {', '.join(never)} written (Tensor(a!)), but {kernel} changed it on "
+        f"no example ({len(calls)} tried, the buffer filled with {SENTINEL} first): the kernel misses the write, "
+        "or the schema over-declares the mutation")
+
+
+def _assert_fake_device(op, call, fields: tuple, bounds: list = ()) -> None:
+    """The fake function on fake "cuda" tensors (no GPU needed) puts every output on its inputs' device;
+    `bounds`: the spec's (min, max) of each data-dependent size, in order: the fake must enforce them."""
+    shape_env = ShapeEnv()
+    with FakeTensorMode(shape_env=shape_env):
+        fake = _map(lambda t: torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="cuda"), call)
+        result = op(*fake[0], **fake[1])
+    for index, value in enumerate(_tensors(result)):
+        field = fields[index] if index < len(fields) else f"output {index}"
+        assert value.device.type == "cuda", (
+            f"opgen.yaml: {field}: the fake function of {op} puts it on {value.device} for inputs on cuda: "
+            "allocate it on the inputs' device (device=x.device)")
+    symbols = sorted({s for t in _tensors(result) for s in free_unbacked_symbols(t.shape)}, key=str)
+    assert len(symbols) >= len(bounds), f"the fake function of {op} has {len(symbols)} data-dependent sizes, " \
+        f"the spec's shape rules {len(bounds)}"
+    for symbol, (lower, upper) in zip(symbols, bounds):
+        allowed = shape_env.var_to_range[symbol]
+        assert (upper is None or allowed.upper <= upper) and (lower is None or allowed.lower >= lower), (
+            f"the fake function of {op} lets the data-dependent size {symbol} range over [{allowed.lower}, "
+            f"{allowed.upper}], the spec's `dynamic` bounds it to [{lower}, {upper}] on example 0: a torch._check of "
+            f"the bound is missing (the fake is generated from {fields[0].split('.outputs')[0]}.outputs in opgen.yaml)")
+
+
+def _assert_follows_semantics(op, calls, expected, fields: tuple, field: str, kernel: str) -> None:
+    """On every example the CPU kernel's outputs have the shapes and dtypes the spec's semantics give."""
+    for number, (args, kwargs) in enumerate(calls):
+        args, kwargs = _clone((args, kwargs))
+        want = expected(*args, **kwargs)
+        got = _tensors(_run(op, (args, kwargs), kernel, f"{field}.examples[{number}]"))
+        assert len(got) == len(want), f"{kernel} returns {len(got)} tensors, the schema {len(want)}"
+        for output, value, (shape, dtype) in zip(fields, got, want):
+            where = f"opgen.yaml: {output}"
+            assert dtype is None or value.dtype == dtype, (
+                f"{where}.dtype gives {dtype} on example {number}, the CPU kernel ({kernel}) returns {value.dtype}")
+            assert shape is None or tuple(value.shape) == tuple(shape), (
+                f"{where}.shape gives {tuple(shape)} on example {number}, the CPU kernel ({kernel}) returns "
+                f"{tuple(value.shape)}")
+
+
+def _opcheck(op, args, kwargs, test_utils: tuple, field: str, kernel: str) -> None:
+    """torch.library.opcheck, its failure saying where to look."""
+    try:
+        torch.library.opcheck(op, args, kwargs, test_utils=test_utils)
+    except Exception as error:
+        raise AssertionError(f"{error}\n(opcheck of {op}: check the CPU kernel {kernel} against the fake function "
+                             f"generated from opgen.yaml {field}.outputs and {field}.schema)") from error
+
+
 {% if cookiecutter._opgen.any_autograd %}
 def _floating(call) -> bool:
     return any(t.is_floating_point() for t in _tensors(call))
@@ -188,16 +343,20 @@ def _graph_outputs(graph: torch.fx.GraphModule) -> list:
             if isinstance(node, torch.fx.Node)]
 
 
-def _assert_metadata(outputs: list, expected: list) -> None:
-    """Fake outputs have the shapes and dtypes the spec's semantics give (None: data-dependent, unknown)."""
+def _assert_metadata(outputs: list, expected: list, fields: tuple = ()) -> None:
+    """Fake outputs have the shapes and dtypes the spec's semantics give (None: data-dependent, unknown).
+    `fields`: the spec field of each output (`ops[0].outputs.y`), for the messages (example 0)."""
     assert len(outputs) == len(expected)
     for index, (value, (shape, dtype)) in enumerate(zip(outputs, expected)):
-        assert dtype is None or value.dtype == dtype, f"output {index}: dtype {value.dtype}, the spec says {dtype}"
+        field = f"opgen.yaml: {fields[index]}" if index < len(fields) else f"output {index}"
+        assert dtype is None or value.dtype == dtype, (
+            f"{field}.dtype: the fake gives {value.dtype} on example 0, the spec says {dtype}")
         if shape is None:
-            assert free_unbacked_symbols(value.shape), f"output {index}: expected a data-dependent size"
+            assert free_unbacked_symbols(value.shape), f"{field}.shape: expected a data-dependent size"
         else:
             actual = tuple(value.shape)
-            assert actual == tuple(shape), f"output {index}: shape {actual}, the spec says {tuple(shape)}"
+            assert actual == tuple(shape), (
+                f"{field}.shape: the fake gives {actual} on example 0, the spec says {tuple(shape)}")
 
 
 def _compiled_matches_eager(op, calls, returned: tuple = ()) -> None:
@@ -222,12 +381,76 @@ def _compiled_matches_eager(op, calls, returned: tuple = ()) -> None:
             torch.testing.assert_close(output, _get((args, kwargs), key))
 
 
+def _non_contiguous(call, keep: tuple = ()):
+    """The same values in non-contiguous tensors: rank >= 2 transposed in memory, rank 1 every other element.
+    `keep`: arguments left as they are (out= tensors: Dynamo refuses non-contiguous ones)."""
+    def variant(t: torch.Tensor) -> torch.Tensor:
+        if t.dim() >= 2:
+            return t.transpose(-1, -2).contiguous().transpose(-1, -2)
+        if t.dim() == 1 and t.numel() > 1:
+            wide = t.new_zeros(2 * t.numel())
+            wide[::2] = t
+            return wide[::2]
+        return t
+    changed = _map(variant, call)
+    for key in keep:
+        changed = _put(changed, key, _get(call, key))
+    return changed
+
+
+def _compiles_once(op, calls, field: str, derived: bool) -> None:
+    """torch.compile(dynamic=True) makes ONE graph for calls of two sizes (the fake specialises on no size),
+    and each compiled result (mutated inputs included) equals eager. `derived`: opgen made the second call.
+    (The backend may be called more than once for the first call: Dynamo can restart its analysis.)"""
+    if derived:
+        args, kwargs = _clone(calls[1])
+        try:
+            op(*args, **kwargs)
+        except (RuntimeError, IndexError, ValueError, TypeError) as error:  # torch's errors on mismatched sizes
+            pytest.skip(f"opgen doubled the last size of {field}.examples[0], but the CPU kernel refuses that call "
+                        f"({type(error).__name__}): add an example of another size to {field}.examples")
+    torch._dynamo.reset()
+    graphs = []
+    aot_eager = torch._dynamo.lookup_backend("aot_eager")
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return aot_eager(gm, example_inputs)
+
+    def fn(*args, **kwargs):
+        return op(*args, **kwargs)
+
+    compiled = torch.compile(fn, backend=backend, fullgraph=True, dynamic=True)
+    compiled_first = None
+    for args, kwargs in calls:
+        eager_args, eager_kwargs = _clone((args, kwargs))
+        torch.testing.assert_close(compiled(*args, **kwargs), fn(*eager_args, **eager_kwargs))
+        torch.testing.assert_close(_tensors((args, kwargs)), _tensors((eager_args, eager_kwargs)))
+        compiled_first = len(graphs) if compiled_first is None else compiled_first
+    sizes = [[tuple(t.shape) for t in _tensors(call)] for call in calls]
+    assert len(graphs) == compiled_first, (
+        f"torch.compile(dynamic=True) compiled again for the second of the sizes {sizes}: the fake function "
+        f"specialises on a size (int(size), a Python comparison of sizes, ...); it is generated from {field}.outputs "
+        "in opgen.yaml")
+
+
 def _captured(group: str, prefix: str) -> int:
     return sum(count for key, count in torch._dynamo.utils.counters[group].items() if key.startswith(prefix))
 
 
-def _capture_replay(op, make_call, mutated: tuple, device: str, **compile_options) -> None:
-    """Call 1 captures (then replays), calls 2 and 3 replay with new values; mutated buffers are reused."""
+def _assert_matches_reference(actual, reference, tolerances: dict, what: str) -> None:
+    """The device kernel's tensors against the CPU reference kernel's, per-dtype tolerances."""
+    for index, (got, want) in enumerate(zip(_tensors(actual), _tensors(reference))):
+        assert got.dtype == want.dtype, (
+            f"{what} {index}: dtype {got.dtype}, the CPU reference kernel gives {want.dtype}")
+        problem = _mismatch(got, want, {**DEVICE_TOLERANCES, **tolerances}.get(got.dtype))
+        assert problem is None, f"{what} {index} differs from the CPU reference kernel's: {problem}"
+
+
+def _capture_replay(op, make_call, mutated: tuple, device: str, tolerances: dict | None = None,
+                    **compile_options) -> None:
+    """Call 1 captures (then replays), calls 2 and 3 replay with new values; mutated buffers are reused.
+    Outputs and mutated buffers are compared with the CPU reference kernel run on the same inputs."""
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
 
@@ -246,13 +469,16 @@ def _capture_replay(op, make_call, mutated: tuple, device: str, **compile_option
                     call = _put(call, key, buffers[key])
                 else:
                     buffers[key] = _get(call, key)
-            eager_call = _clone(call)
-            expected = fn(*eager_call[0], **eager_call[1])
+                    if device == "cuda":  # as a user must: else Inductor skips CUDA graphs for a mutated input
+                        _map(torch._dynamo.mark_static_address, buffers[key])
+            cpu_call = _to(call, "cpu")  # copies
+            expected = fn(*cpu_call[0], **cpu_call[1])
             actual = _clone(compiled(*call[0], **call[1]))  # the next replay overwrites graph outputs
-            torch.testing.assert_close(actual, expected)
+            _assert_matches_reference(actual, expected, tolerances or {}, f"{device} call {seed}: output")
             for key in mutated:
                 assert _get(call, key) is buffers[key]
-                torch.testing.assert_close(buffers[key], _get(eager_call, key))
+                _assert_matches_reference(buffers[key], _get(cpu_call, key), tolerances or {},
+                                          f"{device} call {seed}: mutated argument {key!r}, tensor")
             if device == "npu":
                 captured = _captured("npugraph_ex", "captured_")
                 if captured_first is None:
@@ -407,6 +633,31 @@ def _{{ op.stem }}_calls(seed: int = 0) -> list:
 {% endfor %}
     ]
 {% endif %}
+{% if op.two_sizes_lines %}
+
+
+def _{{ op.stem }}_two_sizes() -> list:
+    """Two calls that differ only in sizes: {{ op.two_sizes_doc }}."""
+{% if op.two_sizes_uses_generator %}
+    g = torch.Generator().manual_seed(0)
+{% endif %}
+    return [
+{% for line in op.two_sizes_lines %}
+        {{ line }}
+{% endfor %}
+    ]
+{% endif %}
+{% if op.expect_lines %}
+
+
+def _{{ op.stem }}_expect() -> list:
+    """`expect:` of ops[{{ op.index }}].examples: (example, name, output, argument, values, rows, rtol, atol)."""
+    return [
+{% for line in op.expect_lines %}
+        {{ line }}
+{% endfor %}
+    ]
+{% endif %}
 {% if not op.todo_fake %}
 
 
@@ -416,11 +667,24 @@ def _{{ op.stem }}_calls(seed: int = 0) -> list:
     {{ line }}
 {% endfor %}
 {% endif %}
+{% if op.bounds_lines %}
+
+
+{{ op.def_bounds }}
+    """(min, max) of each `dynamic` size of the spec's shape rules, in order, evaluated on real inputs."""
+{% for line in op.bounds_lines %}
+    {{ line }}
+{% endfor %}
+{% endif %}
 
 
 def test_{{ op.stem }}_is_registered():
     assert callable({{ cookiecutter._opgen.package }}.{{ op.function }})
     {{ op.lines.assert_cpu }}
+    {{ op.lines.assert_tags }}
+{% for line in op.signature_asserts %}
+    {{ line }}
+{% endfor %}
 {% if op.trivial_fake %}
     # torch.Tag.{{ op.tag }}: torch generates the fake (no Meta kernel of ours)
     {{ op.lines.assert_tag }}
@@ -444,7 +708,36 @@ def test_{{ op.stem }}_enters_graph_with_fake_tensors():
     {{ op.lines.calls_op }}
 {% if not op.todo_fake %}
     {{ op.lines.metadata }}
+    {{ op.lines.fake_device }}
 {% endif %}
+{% endif %}
+{% if not op.todo_fake %}
+
+
+def test_{{ op.stem }}_kernel_follows_the_semantics():
+{% if not op.has_examples %}
+    {{ op.no_example_skip }}
+{% else %}
+    {{ op.lines.follows_semantics }}
+{% endif %}
+{% endif %}
+
+
+def test_{{ op.stem }}_matches_expected_values():
+{% if not op.has_examples %}
+    {{ op.no_example_skip }}
+{% elif op.expect_lines %}
+    {{ op.lines.expected }}
+{% else %}
+    {{ op.no_expect_skip }}
+{% endif %}
+
+
+def test_{{ op.stem }}_writes_what_the_schema_says():
+{% if not op.has_examples %}
+    {{ op.no_example_skip }}
+{% else %}
+    {{ op.lines.writes }}
 {% endif %}
 
 
@@ -490,6 +783,26 @@ def test_{{ op.stem }}_compiled_matches_eager():
     {{ op.no_example_skip }}
 {% else %}
     {{ op.lines.compiled }}
+{% endif %}
+
+
+def test_{{ op.stem }}_non_contiguous_inputs():
+    """opcheck and compiled == eager on ops[{{ op.index }}].examples[0] with non-contiguous tensors (same values):
+    the fake's strides must be the kernel's (`like:` in opgen.yaml keeps the input's layout)."""
+{% if not op.has_examples %}
+    {{ op.no_example_skip }}
+{% else %}
+    args, kwargs = {{ op.lines.non_contiguous_call }}
+    {{ op.lines.opcheck_variant }}
+    {{ op.lines.compiled_variant }}
+{% endif %}
+
+
+def test_{{ op.stem }}_compiles_once_for_two_sizes():
+{% if op.two_sizes_lines %}
+    {{ op.lines.compiles_once }}
+{% else %}
+    {{ op.no_two_sizes_skip }}
 {% endif %}
 
 

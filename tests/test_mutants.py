@@ -1,0 +1,229 @@
+"""Mutation suite: bugs planted in generated projects must each fail at least one generated test, with a
+message that names the spec field or the file to fix.
+
+Every example used is generated once per style with the real CLI; each mutant is a copy under its own
+namespace/package (`m07_attn_ops`), with one edit to a file the user owns (a kernel), to the generated
+ops.py (a hand edit of the fake) or to the spec (then generated from it). Mutants alternate between the
+two styles (consecutive mutants of a kind land in different styles) and one untouched control per example
+must fail nothing but the TODO-fake tests; all projects run in ONE pytest subprocess (about 40 projects:
+the run is dominated by torch.compile in the generated tests). The table mutant -> caught by is printed
+(`pytest -s` shows it).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+from new_helpers import REPO, STYLES, opgen
+
+pytestmark = pytest.mark.slow
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str  # the kind of bug
+    example: str  # examples/<example>.yaml
+    file: str  # "kernel" (kernels/<stem>_cpu.py), "ops" (the generated ops.py) or "spec" (opgen.yaml)
+    old: str
+    new: str
+    names: tuple[str, ...]  # a caught-by message must contain one of these (spec field or file)
+    style: str | None = None  # only for this style (else the styles alternate)
+
+
+KERNEL = "kernels/"
+MUTANTS = (
+    # wrong values (only `expect:` can tell: compiled == eager and opcheck compare the kernel with itself)
+    Mutant("wrong value: y - bias", "bias_act", "kernel", "y = y + bias", "y = y - bias", ("expect.out0",)),
+    Mutant("wrong value: residual ignored", "bias_act", "kernel", "y = y + residual", "y = y", ("expect.out0",)),
+    Mutant("wrong value: mean |x| for mean x^2", "rms_norm", "kernel", "xf.pow(2).mean", "xf.abs().mean",
+           ("expect.y", "expect.rstd")),
+    Mutant("wrong value: returns x1 for x1 + x2", "add_rms_norm", "kernel", "return y, rstd, x", "return y, rstd, x1",
+           ("expect.x", KERNEL)),  # custom_op refuses a returned input: the kernel file is named
+    Mutant("wrong value: scale applied twice", "stack_scaled", "kernel", "* scale", "* scale * scale",
+           ("expect.out0",)),
+    Mutant("wrong value: amax without abs", "kv_cache_update", "kernel", "key.abs().amax", "key.amax",
+           ("expect.key_amax",)),
+    Mutant("wrong value: alpha dropped", "scaled_add_out", "kernel", "alpha=alpha, out=out", "out=out",
+           ("expect.out",)),
+    Mutant("wrong value: smallest rows", "todo_semantics", "kernel", "topk(k)", "topk(k, largest=False)",
+           ("expect.out0",)),
+    Mutant("wrong value: index off by one", "nonzero_rows", "kernel", "keep.nonzero().flatten()",
+           "keep.nonzero().flatten() + 1", ("expect.index",)),
+    Mutant("wrong value: add for multiply", "scale_inplace", "kernel", "x.mul_(s)", "x.add_(s)", ("expect.x",)),
+    Mutant("wrong value: rows swapped", "kv_cache_update", "kernel", "index_copy_(0, slot_mapping, key)",
+           "index_copy_(0, slot_mapping.flip(0), key)", ("expect.key_cache",)),
+    # missing or partial writes
+    Mutant("missing write: value_cache", "kv_cache_update", "kernel",
+           "    value_cache.index_copy_(0, slot_mapping, value)\n", "", ("'value_cache' (schema argument 1)",)),
+    Mutant("partial write: first token only", "kv_cache_update", "kernel", "index_copy_(0, slot_mapping, key)",
+           "index_copy_(0, slot_mapping[:1], key[:1])", ("expect.key_cache.rows",)),
+    Mutant("missing write: writes a copy", "scatter_update", "kernel", "cache.index_copy_(", "cache.clone().index_copy_(",
+           ("'cache' (schema argument 0)",)),
+    Mutant("partial write: one row", "scatter_update", "kernel", "cache.index_copy_(0, indices, updates)",
+           "cache.index_copy_(0, indices[:1], updates[:1])", ("expect.cache.rows",)),
+    Mutant("missing write: out= returned fresh", "scaled_add_out", "kernel", "torch.add(x, y, alpha=alpha, out=out)\n"
+           "    return out", "return torch.add(x, y, alpha=alpha)", ("schema argument keyword 'out'", "expect.out", KERNEL)),
+    Mutant("missing write: in-place op returns a new tensor", "scale_inplace", "kernel", "x.mul_(s)\n    return x",
+           "return x * s", ("'x' (schema argument 0)",)),
+    # wrong device / shape / dtype / bounds in the fake (a hand edit of the generated ops.py)
+    Mutant("fake on the wrong device", "rms_norm", "ops", "dtype=torch.float32, device=x.device)",
+           "dtype=torch.float32)", ("ops[0].outputs.rstd",)),
+    Mutant("fake on the wrong device (2nd output)", "kv_cache_update", "ops", "device=key_cache.device", "device='cpu'",
+           ("ops[0].outputs.key_amax",)),
+    Mutant("fake dtype wrong", "rms_norm", "ops", "dtype=torch.float32, device=x.device",
+           "dtype=x.dtype, device=x.device", ("ops[0].outputs.rstd.dtype",)),
+    Mutant("fake shape wrong", "stack_scaled", "ops", "[len(xs), *xs[0].shape]", "[*xs[0].shape]",
+           ("ops[0].outputs.out0.shape",)),
+    Mutant("missing bound: torch._check removed", "nonzero_rows", "ops", "    torch._check(_n0 <= x.shape[0])\n", "",
+           ("ops[0].outputs",)),
+    Mutant("fake specialises a size", "stack_scaled", "ops", "[len(xs), *xs[0].shape]",
+           "[len(xs), *[int(n) for n in xs[0].shape]]", ("ops[0].outputs",)),
+    Mutant("fake drops the input's layout (like: x)", "rms_norm", "ops", "y = torch.empty_like(x)",
+           "y = torch.empty(x.shape, dtype=x.dtype, device=x.device)", ("ops[0].outputs",)),
+    # a wrong rule in the spec (fake and tier 1 agree with it; the kernel does not)
+    Mutant("spec shape rule wrong", "rms_norm", "spec", '+ [1] * gamma.dim()"', '"', ("ops[0].outputs.rstd.shape",)),
+    Mutant("spec dtype rule wrong", "add_rms_norm", "spec", "gamma.dim()\", dtype: float32}",
+           "gamma.dim()\", dtype: x1.dtype}",
+           ("ops[0].outputs.rstd.dtype",)),
+    Mutant("kernel dtype wrong", "rms_norm", "kernel", "y = (xf * rstd * gamma.to(xf.dtype)).to(x.dtype)",
+           "y = xf * rstd * gamma.to(xf.dtype)", ("ops[0].outputs.y.dtype",)),
+    # undeclared / over-declared mutation
+    Mutant("undeclared mutation of x", "bias_act", "kernel", "y = alpha * x", "y = x.mul_(alpha).clone()",
+           ("does not mark it written: declare it `Tensor(a!) x`",)),
+    Mutant("undeclared mutation of x1", "add_rms_norm", "kernel", "x = (x1 + x2)", "x = (x1.add_(x2))",
+           ("does not mark it written: declare it `Tensor(a!) x1`",)),
+    Mutant("over-declared mutation", "kv_cache_update", "spec", "Tensor key,", "Tensor(c!) key,",
+           ("'key' (schema argument 2)",)),
+    Mutant("over-declared mutation (2)", "bias_act", "spec", "bias_act(Tensor x,", "bias_act(Tensor(a!) x,",
+           ("'x' (schema argument 0)",)),
+    # aliasing returns and views
+    Mutant("aliasing return: the input itself", "bias_act", "kernel", "    return y", "    return x",
+           ("expect.out0", KERNEL)),
+    Mutant("aliasing return: a view of the input", "todo_semantics", "kernel", "x[index].clone()", "x[:k]",
+           ("expect.out0", KERNEL)),  # custom_op refuses a returned view of an input: the kernel file is named
+    Mutant("view: in-place op returns a view", "scale_inplace", "kernel", "    return x", "    return x.view(x.shape)",
+           ("is not argument", KERNEL)),
+    Mutant("view: stacked rows share memory with an input", "stack_scaled", "kernel",
+           "return torch.stack(xs) * scale", "return xs[0].expand(len(xs), *xs[0].shape) * scale",
+           ("expect.out0",)),
+    # registration: the same tags in both styles (custom_op adds pt2_compliant_tag itself)
+    Mutant("registration without pt2_compliant_tag", "rms_norm", "ops", "tags=(torch.Tag.pt2_compliant_tag,)",
+           "tags=()", ("ops.py",), style="library"),
+    Mutant("no NPU kernel registered", "bias_act", "ops", 'npu_lib.impl("bias_act", bias_act_npu, "PrivateUse1")\n',
+           "", ("ops.py registers no NPU kernel",), style="custom_op"),
+    # drift: your kernel no longer takes the schema's arguments
+    Mutant("kernel signature drifted", "scatter_update", "kernel", "indices: torch.Tensor", "index: torch.Tensor",
+           ("scatter_update__cpu.py: def scatter_update__cpu(cache, index, updates) no longer matches ops[0].schema",)),
+    # strides: the kernel returns another layout than the fake
+    Mutant("wrong strides: transposed output", "bias_act", "kernel", "    return y",
+           "    return y.t().contiguous().t() if y.dim() == 2 else y", (KERNEL,)),
+)
+
+EXAMPLES_USED = sorted({m.example for m in MUTANTS})
+
+
+def rename(project: Path, old: str, new: str) -> None:
+    """The project under another namespace/package (namespace == package in the examples)."""
+    for path in sorted(project.rglob("*"), key=lambda p: -len(p.parts)):
+        if path.is_file() and path.suffix in (".py", ".yaml", ".toml", ".md"):
+            path.write_text(re.sub(rf"\b{old}\b", new, path.read_text(encoding="utf-8")), encoding="utf-8")
+        if path.name == old:
+            path.rename(path.with_name(new))
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text(encoding="utf-8")
+    assert text.count(old) == 1, f"mutation does not apply to {path}: {old!r}"
+    path.write_text(text.replace(old, new), encoding="utf-8")
+
+
+def namespace_of(spec_text: str) -> str:
+    return re.search(r"^namespace: (\w+)", spec_text, re.MULTILINE).group(1)
+
+
+def build(root: Path) -> tuple[dict[str, Path], dict[str, str]]:
+    """Every mutant as a project under `root`, and the untouched controls; the style of each."""
+    base, projects, styles = {}, {}, {}
+    for example in EXAMPLES_USED:
+        for style in STYLES:
+            base[example, style] = root / f"control_{style}_{example}"
+            done = opgen("new", str(REPO / "examples" / f"{example}.yaml"), "-o", str(base[example, style]),
+                         "--style", style)
+            assert done.returncode == 0, done.stderr
+    for number, mutant in enumerate(MUTANTS):
+        style = styles[mutant.name] = mutant.style or STYLES[number % 2]
+        text = (REPO / "examples" / f"{mutant.example}.yaml").read_text(encoding="utf-8")
+        namespace = namespace_of(text)
+        new_namespace = f"m{number:02d}_{namespace}"
+        project = root / f"m{number:02d}_{mutant.example}"
+        if mutant.file == "spec":
+            spec = root / f"m{number:02d}.yaml"
+            assert text.count(mutant.old) == 1, f"mutation does not apply to the spec: {mutant.old!r}"
+            spec.write_text(text.replace(mutant.old, mutant.new).replace(f"namespace: {namespace}",
+                                                                         f"namespace: {new_namespace}"),
+                            encoding="utf-8")
+            done = opgen("new", str(spec), "-o", str(project), "--style", style)
+            assert done.returncode == 0, done.stderr
+        else:
+            shutil.copytree(base[mutant.example, style], project)
+            rename(project, namespace, new_namespace)
+            package = project / new_namespace
+            target = package / "ops.py" if mutant.file == "ops" else next((package / "kernels").glob("*_cpu.py"))
+            edit(target, mutant.old, mutant.new)
+        projects[mutant.name] = project
+    for number, example in enumerate(EXAMPLES_USED):  # the controls, unmutated (one style each)
+        style = styles[f"control: {example}"] = STYLES[number % 2]
+        projects[f"control: {example}"] = base[example, style]
+    return projects, styles
+
+
+def run_all(projects: dict[str, Path], root: Path) -> dict[str, dict[str, str]]:
+    """One pytest process over every project: {project directory name: {test name: failure text or ''}}."""
+    junit = root / "junit.xml"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(p) for p in projects.values())}
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--import-mode=importlib",
+               "-c", os.devnull, f"--rootdir={root}", f"--junitxml={junit}",
+               "-k", "not gradcheck and not requires_grad",  # autograd tiers: slow, and no mutant is about them
+               *[str(p / "tests") for p in projects.values()]]
+    subprocess.run(command, env=env, capture_output=True, text=True, timeout=1200, cwd=root, check=False)
+    results: dict[str, dict[str, str]] = {}
+    for case in ElementTree.parse(junit).getroot().iter("testcase"):
+        project = case.get("classname").split(".")[0]
+        text = ""
+        for child in case:
+            if child.tag in ("failure", "error"):
+                text = child.get("message") or "failed"  # the exception's message, not the traceback's source
+        results.setdefault(project, {})[case.get("name")] = text
+    return results
+
+
+def test_every_planted_bug_fails_a_generated_test_naming_what_to_fix(tmp_path):
+    projects, styles = build(tmp_path)
+    results = run_all(projects, tmp_path)
+    rows, escaped = [], []
+    for mutant in MUTANTS:
+        tests = results.get(projects[mutant.name].name, {})
+        failed = {name: text for name, text in tests.items() if text}
+        named = sorted(name for name, text in failed.items() if any(marker in text for marker in mutant.names))
+        caught = ", ".join(named) or "NOT CAUGHT: " + str(sorted(failed))
+        rows.append(f"{mutant.name:<48} {mutant.example:<15} {styles[mutant.name]:<9} {caught}")
+        if not named:
+            escaped.append(mutant.name)
+    print(f"\nmutation suite: {len(MUTANTS)} mutants, caught by\n" + "\n".join(rows))
+    for example in EXAMPLES_USED:
+        style = styles[f"control: {example}"]
+        tests = results.get(projects[f"control: {example}"].name, {})
+        failed = sorted(name for name, text in tests.items() if text)
+        allowed = {"todo_semantics": {"test_top_rows_enters_graph_with_fake_tensors", "test_top_rows_opcheck",
+                                      "test_top_rows_compiled_matches_eager", "test_top_rows_non_contiguous_inputs",
+                                      "test_top_rows_compiles_once_for_two_sizes"}}.get(example, set())
+        assert tests and set(failed) == allowed, f"control {example} ({style}): {failed}"
+    assert not escaped, "not caught (or caught without naming the spec field or file):\n" + "\n".join(rows)
