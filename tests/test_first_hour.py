@@ -44,6 +44,9 @@ EXPECTED = {
     "printf '%s\\n' \"f(Tensor x) -> Tensor\" \"g(Tensor(a!) x) -> Tensor(a!)\" | opgen explain --json -":
         (1, '"code": "OPG102"'),
     "opgen explain --code OPG102": (0, "OPG102 (aliased-return, error)"),
+    "opgen new examples/op_plugin/rms_norm.yaml --target op_plugin -o build/npu_rms_norm":
+        (0, "create     op_plugin/config/op_plugin_functions.yaml"),
+    "python -m pytest build/npu_rms_norm/test -q": (0, " passed"),
     'pip install "torch==2.13.0" -e ".[test]"': (0, ""),
     "opgen check build/rms_norm": (0, "1 of 1 op(s) pass every runnable rung"),
     "PYTHONPATH=tests/fixtures/check opgen check --skip static check_fixtures.broken_custom_op:chk_cop::undeclared":
@@ -59,6 +62,13 @@ EXEMPT = {
     'python -m pytest -q -m "not slow"': "a subset of the whole suite, which CI runs",
     "python -m pytest -q -m first_hour": "this test",
     "python benchmarks/run.py": "minutes of timing; the benchmarks' tool look-up is checked on its own below",
+    "opgen add --op-plugin-root ~/op-plugin examples/op_plugin/rms_norm.yaml --dry-run":
+        "needs an op-plugin checkout; tests/test_op_plugin_add.py runs it on a tree shaped like one",
+    "opgen add --op-plugin-root ~/op-plugin examples/op_plugin/rms_norm.yaml":
+        "needs an op-plugin checkout; tests/test_op_plugin_add.py runs it on a tree shaped like one",
+    "opgen meta-coverage ~/op-plugin --json": "needs an op-plugin checkout; tests/test_op_plugin_coverage.py runs it "
+                                             "on a tree shaped like one",
+    "python test/test_custom_ops/test_npu_rms_norm.py": "runs inside an op-plugin checkout on an NPU machine",
     "opgen npugraph-ex fetch --wheel torch_npu-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl":
         "needs the wheel on disk; tests/test_npugraph_ex.py runs fetch --wheel on wheels it builds",
 }
@@ -166,7 +176,7 @@ def test_lint_skips_the_backups_that_new_force_keeps(tmp_path):
     assert subprocess.run([*run, "new", str(spec), "-o", str(project)], env=env, check=False).returncode == 0
     ops = project / "myops" / "ops.py"
     # a hand edit that lint flags: the fake reads tensor data (OPG302)
-    edited = ops.read_text().replace("    y = torch.empty(x.shape", "    x.sum().item()\n    y = torch.empty(x.shape")
+    edited = ops.read_text().replace("    rstd = torch.empty(", "    x.sum().item()\n    rstd = torch.empty(", 1)
     assert edited != ops.read_text()
     ops.write_text(edited)
     forced = subprocess.run([*run, "new", str(spec), "-o", str(project), "--force"], env=env, capture_output=True,

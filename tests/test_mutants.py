@@ -24,6 +24,8 @@ from xml.etree import ElementTree
 import pytest
 from new_helpers import REPO, STYLES, opgen
 
+from opgen.npugraph_ex import loader
+
 pytestmark = pytest.mark.slow
 
 
@@ -128,6 +130,8 @@ MUTANTS = (
 )
 
 EXAMPLES_USED = sorted({m.example for m in MUTANTS})
+# the TODO fake fails the npugraph_ex-on-CPU tier too, where that tier runs (the cache is fetched)
+NPUGRAPH_EX_TODO = {"test_top_rows_npugraph_ex_compiles_on_cpu"} if loader().unavailable() is None else set()
 
 
 def rename(project: Path, old: str, new: str) -> None:
@@ -224,6 +228,6 @@ def test_every_planted_bug_fails_a_generated_test_naming_what_to_fix(tmp_path):
         failed = sorted(name for name, text in tests.items() if text)
         allowed = {"todo_semantics": {"test_top_rows_enters_graph_with_fake_tensors", "test_top_rows_opcheck",
                                       "test_top_rows_compiled_matches_eager", "test_top_rows_non_contiguous_inputs",
-                                      "test_top_rows_compiles_once_for_two_sizes"}}.get(example, set())
+                                      "test_top_rows_compiles_once_for_two_sizes"} | NPUGRAPH_EX_TODO}.get(example, set())
         assert tests and set(failed) == allowed, f"control {example} ({style}): {failed}"
     assert not escaped, "not caught (or caught without naming the spec field or file):\n" + "\n".join(rows)

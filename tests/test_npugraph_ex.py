@@ -381,7 +381,10 @@ def test_the_tier_fails_broken_ops_saying_why_and_passes_correct_ones(broken_pro
     expected = {
         "sneaky": ("failure", ("input tensor 0 after the compiled call differs from eager (an argument the kernel "
                                "writes but the schema does not mark Tensor(a!)")),
-        "aliasing": ("failure", "output 0 is the memory of input tensor 0: the kernel returns (a view of) an argument"),
+        # the tier's own check, or torch's (which runs first on a pt2_compliant_tag op): both name the aliasing
+        "aliasing": ("failure", ("output 0 is the memory of input tensor 0: the kernel returns (a view of) an argument",
+                                 ("broken_ops::aliasing (with implementation in ???): The output of this custom "
+                                  "operator (1) must not also be an input to this custom operator"))),
         "wrong_fake": ("failure", "output 0: the fake function says (4,) torch.float32, the kernel returned (4, 8)"),
         "upd": ("passed", ""),
         "no_kernel": ("skipped", "broken_ops::no_kernel has no CPU reference kernel yet"),
@@ -390,7 +393,8 @@ def test_the_tier_fails_broken_ops_saying_why_and_passes_correct_ones(broken_pro
     }
     for op, (outcome, text) in expected.items():
         got = results[f"test_{op}_npugraph_ex_compiles_on_cpu"]
-        assert got[0] == outcome and text in got[1], (op, got[0], got[1][-3000:])
+        texts = text if isinstance(text, tuple) else (text,)
+        assert got[0] == outcome and any(t in got[1] for t in texts), (op, got[0], got[1][-3000:])
     for lookalike in ("test_lookalike_correct_copy_is_accepted", "test_lookalike_dynamic_size_really_fails"):
         assert results[lookalike][0] == "passed", results[lookalike][1][-3000:]
     planted = results["test_planted_copy_of_the_mutated_buffer_is_caught"]
