@@ -132,11 +132,14 @@ def check_records(records: list[FileRecord]) -> list[Diagnostic]:
     found.extend(_check_dangling(records, [r for r in dangling if r.namespace not in opaque], ops, by_name))
     found.extend(_check_dispatch_keys(records, replace_literal))
     found.extend(_check_libraries(records))
+    defined_at: dict[str, Where] = {}
+    for op in ops.values():
+        if op.schema is not None:
+            defined_at.setdefault(op.schema.qualified_name, op.definition.where)
     for diagnostic in check_ops(schemas):
-        where = next((op.definition.where for op in ops.values() if op.schema is not None
-                      and f"{op.schema.name!r}" in diagnostic.message), None)
+        where = defined_at.get(diagnostic.op)
         if where is not None:
-            found.append(Diagnostic(diagnostic.code, diagnostic.severity, _with_hint(diagnostic), path=where.path,
+            found.append(Diagnostic(diagnostic.code, diagnostic.severity, diagnostic.text(), path=where.path,
                                     line=where.line, column=where.column))
     return found
 
@@ -155,10 +158,6 @@ def _resolve_import(placeholder: Function, cache: dict) -> Function | None:
             cache[key] = function_in_file(*key)
         function = cache[key]
     return function
-
-
-def _with_hint(diagnostic: Diagnostic) -> str:
-    return f"{diagnostic.message}; {diagnostic.hint}" if diagnostic.hint else diagnostic.message
 
 
 def _schema_of(definition: Definition, replace_literal, remove_namespace) -> tuple[Schema | None, list[Diagnostic]]:
@@ -190,15 +189,12 @@ def _schema_of(definition: Definition, replace_literal, remove_namespace) -> tup
     return schema, problems
 
 
-# Where inside the schema string a contract diagnostic points (the rest point at the op name).
-CONTRACT_SPANS = {"OPG102": "returns", "OPG111": "returns"}
-
-
 def _schema_where(op: _Op, key) -> Where:
+    """Where a schema part (a `span_column` key, None: the op name) is in the code."""
     where = op.definition.where
     if op.definition.schema_column is None or op.schema is None:
         return where
-    column = span_column(op.schema, key)
+    column = span_column(op.schema, key or "name")
     if column is None or column <= op.definition.name_offset:  # that part is not inside the literal
         return where
     literal = op.definition.schema_literal
@@ -277,8 +273,8 @@ def _check_op(op: _Op, side_effect, unresolved_side_effect, unresolved_fakes, ad
                                        autograd=has_formula):
             if definition.style == "custom_op" and diagnostic.code == R.NOT_INFERRABLE.code:
                 continue  # an explicit schema= is exactly what that rule asks for
-            where = _schema_where(op, CONTRACT_SPANS.get(diagnostic.code, "name"))
-            found.append(Diagnostic(diagnostic.code, diagnostic.severity, _with_hint(diagnostic),
+            where = _schema_where(op, diagnostic.part)
+            found.append(Diagnostic(diagnostic.code, diagnostic.severity, diagnostic.text(),
                                     path=where.path, line=where.line, column=where.column))
     elif definition.style == "custom_op" and definition.kernel is not None:
         found.extend(_check_inferred(definition, name, marked, has_formula))

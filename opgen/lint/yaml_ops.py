@@ -10,18 +10,14 @@ from __future__ import annotations
 
 import re
 
-from ..contract import Diagnostic, check_ops, check_schema
+from ..contract import RULES, Diagnostic, check_ops, check_schema
 from ..schema import SchemaError, parse_schema
 from . import rules as R
 from .collect import source_lines
 
 FUNC = re.compile(r"^(?P<lead>\s*(?:-\s+)?func:\s*)(?P<value>\S.*?)\s*(?:#.*)?$")
 YAML_NAME = re.compile(r"(^|/)[^/]*functions[^/]*\.ya?ml$")
-# Contract rules that do not apply to ATen-style YAML: side effects are handled by torch's own
-# lists, keyword-only tensors and schema inference concern Python registration styles only.
-# OPG112: the tag opgen assumes for ATen's `-> Tensor(a!)` convention is a guess, and native ops may
-# break the stricter contract torch checks for custom tagged ops (Tensor[] self, several mutated).
-SKIPPED_IN_YAML = frozenset({R.SIDE_EFFECT_ONLY.code, "OPG106", R.NOT_INFERRABLE.code, "OPG110", "OPG112"})
+# Contract rules marked `aten_yaml=False` are left out (see their definitions for why).
 
 
 def is_op_yaml(path: str, head: bytes) -> bool:
@@ -53,23 +49,22 @@ def lint_yaml(path: str, text: str) -> list[Diagnostic]:
         schemas.append((schema, number, column))
         tags = ("out",) if _aliases_match_written_args(schema) else ()
         for diagnostic in check_schema(schema, tags=tags, style="library", generating=False):
-            if diagnostic.code in SKIPPED_IN_YAML:
-                continue
-            message = f"{diagnostic.message}; {diagnostic.hint}" if diagnostic.hint else diagnostic.message
-            found.append(Diagnostic(diagnostic.code, diagnostic.severity, message, path=path, line=number,
-                                    column=column))
+            if RULES[diagnostic.code].aten_yaml:
+                found.append(Diagnostic(diagnostic.code, diagnostic.severity, diagnostic.text(), path=path,
+                                        line=number, column=column))
         problem = _out_convention(schema)
         if problem:
             found.append(Diagnostic(R.YAML_OUT_CONVENTION.code, R.YAML_OUT_CONVENTION.severity,
                                     f"{schema.op_name}: {problem}", path=path, line=number, column=column))
     # check_ops compares `foo` with `foo_`: their default overloads.
+    positions = {}
+    for schema, number, column in schemas:
+        positions.setdefault(schema.qualified_name, (number, column))
     for diagnostic in check_ops([s for s, _, _ in schemas if not s.overload]):
-        for schema, number, column in schemas:
-            if f"{schema.name!r}" in diagnostic.message:
-                message = f"{diagnostic.message}; {diagnostic.hint}" if diagnostic.hint else diagnostic.message
-                found.append(Diagnostic(diagnostic.code, diagnostic.severity, message, path=path, line=number,
-                                        column=column))
-                break
+        if diagnostic.op in positions:
+            number, column = positions[diagnostic.op]
+            found.append(Diagnostic(diagnostic.code, diagnostic.severity, diagnostic.text(), path=path, line=number,
+                                    column=column))
     return found
 
 
