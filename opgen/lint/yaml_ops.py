@@ -14,9 +14,11 @@ from ..contract import RULES, Diagnostic, check_ops, check_schema
 from ..schema import SchemaError, parse_schema
 from . import rules as R
 from .collect import source_lines
+from .rules.base import LINT_RULES
 
 FUNC = re.compile(r"^(?P<lead>\s*(?:-\s+)?func:\s*)(?P<value>\S.*?)\s*(?:#.*)?$")
 YAML_NAME = re.compile(r"(^|/)[^/]*functions[^/]*\.ya?ml$")
+YAML_RULES = [r for r in LINT_RULES.values() if r.scope == "yaml"]
 # Contract rules marked `aten_yaml=False` are left out (see their definitions for why).
 
 
@@ -52,10 +54,10 @@ def lint_yaml(path: str, text: str) -> list[Diagnostic]:
             if RULES[diagnostic.code].aten_yaml:
                 found.append(Diagnostic(diagnostic.code, diagnostic.severity, diagnostic.text(), path=path,
                                         line=number, column=column))
-        problem = _out_convention(schema)
-        if problem:
-            found.append(Diagnostic(R.YAML_OUT_CONVENTION.code, R.YAML_OUT_CONVENTION.severity,
-                                    f"{schema.op_name}: {problem}", path=path, line=number, column=column))
+        for lint_rule in YAML_RULES:
+            for problem in lint_rule.check(schema):
+                found.append(Diagnostic(lint_rule.rule.code, lint_rule.rule.severity, f"{schema.op_name}: {problem}",
+                                        path=path, line=number, column=column))
     # check_ops compares `foo` with `foo_`: their default overloads.
     positions = {}
     for schema, number, column in schemas:
@@ -81,22 +83,3 @@ def _aliases_match_written_args(schema) -> bool:
             return False
     return True
 
-
-def _out_convention(schema) -> str | None:
-    """torchgen's rule for `.out` overloads: it writes its out tensors and returns all of them (or nothing)."""
-    if schema.overload != "out" and not schema.overload.endswith("_out"):
-        return None
-    written = [a for a in schema.arguments if a.is_write]
-    if not written:
-        named = [a.name for a in schema.kwarg_only if a.is_tensor] or ["out"]
-        return (f"an .out overload writes no argument; annotate the out tensor: 'Tensor(a!) {named[0]}' "
-                "after '*', returned as 'Tensor(a!)'")
-    outs = [a for a in written if a.kwarg_only]
-    if not outs or not schema.returns:
-        return None
-    returned = {letter for r in schema.returns if r.alias for letter in r.alias.before}
-    missing = [a.name for a in outs if not set(a.alias.before) & returned]
-    if missing:
-        return (f"out tensor(s) {', '.join(map(repr, missing))} must also be returned as 'Tensor(x!)' "
-                "(or return nothing: '-> ()')")
-    return None
