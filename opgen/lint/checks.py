@@ -31,7 +31,6 @@ def check_records(records: list[FileRecord]) -> list[Diagnostic]:
     opaque: set = set()
     for record in records:
         opaque |= record.opaque_namespaces
-        found.extend(record.diagnostics)
         side_effect |= record.side_effect_ops
         autograd |= record.autograd_ops
         unresolved_side_effect |= record.unresolved_side_effect

@@ -56,6 +56,15 @@ def remove_namespace(path: str, literal: Literal, namespace: str) -> Edit | None
     return Edit(path, literal.line, start, start + len(prefix), "", f"remove '{prefix}'")
 
 
+def _syntax_error(project: Project):
+    for record in project.records:
+        problem = record.unreadable
+        if problem is not None:
+            message = (f"cannot parse this file: {problem.reason}; fix the syntax error" if problem.parsed
+                       else f"cannot read this file: {problem.reason}")
+            yield diag(SYNTAX_ERROR, message, Where(record.path, problem.line, problem.column))
+
+
 SYNTAX_ERROR = lint_rule(
     "OPG200", "syntax-error", ERROR, "the file does not parse as Python",
     """
@@ -64,6 +73,7 @@ the position the parser gives, and nothing else is checked in it. Fix the syntax
 """,
     valid=[lib_example('lib.define("scale(Tensor x) -> Tensor")\n')],
     invalid=[Invalid(lib_example('lib.define("scale(Tensor x) -> Tensor"\nlib.impl("scale", None, "CPU")\n'), 5)],
+    check=_syntax_error, scope="project",
 )
 
 
