@@ -191,9 +191,11 @@ meets such an op. Drop the underscore or declare the first argument `Tensor(a!)`
 
 def _side_effect_only(schema: Schema, facts: SchemaFacts) -> Iterator[Diagnostic]:
     if not schema.returns and not schema.varret and not schema.is_mutable and not facts.side_effect_marked:
+        hint = ("mark it with torch.fx.node.has_side_effect(op), or list the tensors it writes in mutates_args"
+                if facts.style == "custom_op" and not facts.generating else "mark it with "
+                "torch.fx.node.has_side_effect(op) (opgen new does this), or declare the tensors it writes as Tensor(a!)")
         yield diag(SIDE_EFFECT_ONLY, f"{facts.op}: returns nothing and mutates nothing, so compiled graphs drop it",
-                   hint="mark it with torch.fx.node.has_side_effect(op) (opgen new does this), or declare "
-                   "the tensors it writes as Tensor(a!)", op=facts.op, part="returns")
+                   hint=hint, op=facts.op, part="returns")
 
 
 SIDE_EFFECT_ONLY = rule(

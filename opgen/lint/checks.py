@@ -11,13 +11,14 @@ import os
 import re
 from collections import defaultdict
 
-from ..contract import AUTOGRAD_HINT, AUTOGRAD_NOT_FUNCTIONAL, Diagnostic, check_ops, check_schema
+from ..contract import Diagnostic, check_ops, check_schema
 from ..schema import SchemaError, parse_schema
+from ..schema.infer import infer_schema
 from ..schema.model import Schema
 from ..schema.parser import span_column
 from . import rules as R
 from .records import Definition, FileRecord, Function, Registration, Where
-from .rules.base import LINT_RULES, LintOp, Project, diag
+from .rules.base import LINT_RULES, LintOp, Project
 
 CLASS_TYPE = re.compile(r"\b[A-Za-z_]\w*\.[A-Za-z_]\w*\.[A-Za-z_][\w.]*")
 
@@ -95,20 +96,29 @@ def _contract(op: LintOp) -> list[Diagnostic]:
     """The contract rules on the op's schema, placed where the part they point at is in the code."""
     definition = op.definition
     schema = op.schema
+    if schema is None and definition.style == "custom_op" and definition.kernel is not None:
+        name = f"{definition.namespace}::{definition.name}" if definition.namespace else definition.name
+        schema = infer_schema(name, definition.kernel.params, definition.kernel.returns_annotation,
+                              definition.mutates_args)
     if schema is None:
-        if definition.style == "custom_op" and definition.kernel is not None:
-            return _check_inferred(op)
         return []
     found = []
     for diagnostic in check_schema(schema, tags=definition.tags, side_effect_marked=op.side_effect_marked,
-                                   style=definition.style if definition.style == "library" else None,
-                                   generating=False, autograd=op.autograd):
+                                   style=_contract_style(definition), generating=False, autograd=op.autograd):
         if definition.style == "custom_op" and diagnostic.code == R.NOT_INFERRABLE.code:
             continue  # an explicit schema= is exactly what that rule asks for
         where = _schema_where(op, diagnostic.part)
         found.append(Diagnostic(diagnostic.code, diagnostic.severity, diagnostic.text(), path=where.path,
                                 line=where.line, column=where.column))
     return found
+
+
+def _contract_style(definition: Definition) -> str | None:
+    """The registration style the contract judges: vLLM's direct_register_custom_op infers the schema as
+    custom_op does but defines it through a Library (so keyword-only tensors are fine)."""
+    if definition.api == "direct_register_custom_op":
+        return "library"
+    return definition.style if definition.style in ("library", "custom_op") else None
 
 
 def _check_namespace_ops(project: Project) -> list[Diagnostic]:
@@ -220,18 +230,3 @@ def _find(ops, by_name, registration: Registration) -> LintOp | None:
         return group[0] if len(group) == 1 else None
     return op
 
-
-def _check_inferred(op: LintOp) -> list[Diagnostic]:
-    """custom_op without schema=: the side-effect rule from the annotations (None return, nothing mutated),
-    and no autograd formula for an op that mutates (OPG113)."""
-    definition = op.definition
-    returns_nothing = definition.kernel.returns_annotation in ("None",)
-    mutates = definition.mutates_args
-    if op.autograd and isinstance(mutates, (tuple, list)) and mutates:
-        return [diag(AUTOGRAD_NOT_FUNCTIONAL, f"{op.name}: a mutable op cannot have an autograd formula: it writes "
-                     f"{', '.join(map(repr, mutates))}; {AUTOGRAD_HINT}", definition.where)]
-    if returns_nothing and (mutates == () or mutates == []) and not op.side_effect_marked:
-        return [diag(R.SIDE_EFFECT_ONLY, f"{op.name}: returns nothing and mutates nothing, so compiled graphs drop "
-                     "it; mark it with torch.fx.node.has_side_effect(op), or list the tensors it writes in "
-                     "mutates_args", definition.where)]
-    return []
