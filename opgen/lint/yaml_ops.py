@@ -71,7 +71,7 @@ def lint_yaml(path: str, text: str) -> list[Diagnostic]:
 
 
 def _aliases_match_written_args(schema) -> bool:
-    written = {letter for a in schema.arguments if a.is_write for letter in a.alias.before}
+    written = {letter for a in schema.mutated_args for letter in a.alias.before}
     viewed = {letter for a in schema.arguments if a.alias for letter in a.alias.before}
     for ret in schema.returns:
         alias = ret.alias
