@@ -47,7 +47,8 @@ class Rule:
     """One rule: its code, documentation and examples (`opgen explain --code`), and for the rules that a
     schema alone decides, `check(schema, facts)` yielding its diagnostics. `generated_only`: applies to
     code opgen generates, not to hand-written code under lint; `fatal_styles`: generation refuses an op
-    in these registration styles even when the severity is below error."""
+    in these registration styles even when the severity is below error; `aten_yaml`: False for the rules
+that concern Python registration styles only, which lint leaves out for op_plugin / native YAML."""
 
     code: str
     name: str
@@ -60,6 +61,7 @@ class Rule:
     check: Callable[[Schema, SchemaFacts], Iterator[Diagnostic]] | None = field(default=None, compare=False)
     generated_only: bool = False
     fatal_styles: frozenset[str] = frozenset()
+    aten_yaml: bool = True  # applies to ATen-convention YAML (op_plugin / native_functions `func:` entries)
 
 
 @dataclass(frozen=True)
@@ -88,8 +90,8 @@ class Diagnostic:
         return data
 
     def text(self) -> str:
-        """The message and its hint on one line (for warnings printed by `opgen new`)."""
-        return f"{self.message} ({self.hint})" if self.hint else self.message
+        """The message and its hint on one line (lint findings, warnings printed by `opgen new`)."""
+        return f"{self.message}; {self.hint}" if self.hint else self.message
 
 
 RULES: dict[str, Rule] = {}
@@ -97,11 +99,11 @@ RULES: dict[str, Rule] = {}
 
 def rule(code: str, name: str, severity: str, summary: str, explanation: str, bad: str = "", good: str = "",
          fixable: bool = False, *, check=None, generated_only: bool = False,
-         fatal_styles: frozenset[str] = frozenset()) -> Rule:
+         fatal_styles: frozenset[str] = frozenset(), aten_yaml: bool = True) -> Rule:
     if code in RULES:
         raise ValueError(f"duplicate rule code {code}")
     RULES[code] = Rule(code, name, severity, summary, explanation.strip(), bad, good, fixable, check, generated_only,
-                       fatal_styles)
+                       fatal_styles, aten_yaml)
     return RULES[code]
 
 
@@ -189,9 +191,11 @@ meets such an op. Drop the underscore or declare the first argument `Tensor(a!)`
 
 def _side_effect_only(schema: Schema, facts: SchemaFacts) -> Iterator[Diagnostic]:
     if not schema.returns and not schema.varret and not schema.is_mutable and not facts.side_effect_marked:
+        hint = ("mark it with torch.fx.node.has_side_effect(op), or list the tensors it writes in mutates_args"
+                if facts.style == "custom_op" and not facts.generating else "mark it with "
+                "torch.fx.node.has_side_effect(op) (opgen new does this), or declare the tensors it writes as Tensor(a!)")
         yield diag(SIDE_EFFECT_ONLY, f"{facts.op}: returns nothing and mutates nothing, so compiled graphs drop it",
-                   hint="mark it with torch.fx.node.has_side_effect(op) (opgen new does this), or declare "
-                   "the tensors it writes as Tensor(a!)", op=facts.op, part="returns")
+                   hint=hint, op=facts.op, part="returns")
 
 
 SIDE_EFFECT_ONLY = rule(
@@ -200,7 +204,7 @@ SIDE_EFFECT_ONLY = rule(
 An op that returns nothing and mutates no argument only acts outside the graph (a prefetch, a
 collective, a log). Unless it is marked with `torch.fx.node.has_side_effect(op)`, dead-code
 elimination drops it from every compiled graph. `opgen new` emits that call for such ops.
-""", bad="prefetch(Tensor x) -> ()", good="prefetch(Tensor x) -> ()  +  has_side_effect(torch.ops.ns.prefetch.default)", check=_side_effect_only)
+""", bad="prefetch(Tensor x) -> ()", good="prefetch(Tensor x) -> ()  +  has_side_effect(torch.ops.ns.prefetch.default)", check=_side_effect_only, aten_yaml=False)
 
 INPLACE_TWIN = rule(
     "OPG105", "inplace-twin", WARNING, "`foo_` is not a true in-place form of `foo`, but the compiler may swap them",
@@ -229,7 +233,7 @@ KWARG_ONLY_TENSOR = rule(
 `torch.library.custom_op` refuses keyword-only Tensor arguments ("custom_op with kwarg-only Tensor
 args") unless the op is tagged `torch.Tag.out`, and `register_autograd` refuses them too. Generate
 with `style: library`, or make the tensor positional.
-""", bad="f(Tensor x, *, Tensor bias) -> Tensor", good="f(Tensor x, Tensor? bias=None) -> Tensor", check=_kwarg_only_tensor, fatal_styles=frozenset({"custom_op"}))
+""", bad="f(Tensor x, *, Tensor bias) -> Tensor", good="f(Tensor x, Tensor? bias=None) -> Tensor", check=_kwarg_only_tensor, fatal_styles=frozenset({"custom_op"}), aten_yaml=False)
 
 def _not_inferrable(schema: Schema, facts: SchemaFacts) -> Iterator[Diagnostic]:
     if facts.style != "library":
@@ -246,7 +250,7 @@ NOT_INFERRABLE = rule(
 annotation that infers back to them (`int` becomes `SymInt`, `int[2]` loses its size, `Layout`,
 `MemoryFormat`, `Generator`, `str[]` are refused, list defaults are refused). opgen then passes the
 schema explicitly with `schema=`; nothing to do unless you write the registration by hand.
-""", bad="f(Tensor x, int[2] k=[1, 1]) -> Tensor", good="f(Tensor x, SymInt[] k) -> Tensor", check=_not_inferrable)
+""", bad="f(Tensor x, int[2] k=[1, 1]) -> Tensor", good="f(Tensor x, SymInt[] k) -> Tensor", check=_not_inferrable, aten_yaml=False)
 
 def _reserved_namespace(schema: Schema, facts: SchemaFacts) -> Iterator[Diagnostic]:
     if schema.namespace:
@@ -294,7 +298,7 @@ ALIAS_WITHOUT_WRITE = rule(
 `Tensor(a)` on an input only means something when a return shares the set (a view op), and custom
 view ops cannot be functionalized by torch.compile. For a custom op, drop the annotation and return
 a fresh tensor, or mark the input `(a!)` if the op writes it.
-""", bad="f(Tensor(a) x) -> Tensor", good="f(Tensor x) -> Tensor", check=_alias_without_write)
+""", bad="f(Tensor(a) x) -> Tensor", good="f(Tensor x) -> Tensor", check=_alias_without_write, aten_yaml=False)
 
 def _return_name_clash(schema: Schema, facts: SchemaFacts) -> Iterator[Diagnostic]:
     for ret in schema.returns:
@@ -331,7 +335,7 @@ mutated argument is a keyword-only `Tensor(a!)` (after the `*`), and the op retu
 in order, each with its argument's alias set. With the tag, torch.compile functionalizes the
 aliased return and torch generates the fake itself; the tags exist only in torch >= 2.13.
 """, bad="scale_(Tensor(a!) x, Tensor(b!) y) -> Tensor(a!)  +  tags=(torch.Tag.inplace,)",
-    good="scale_(Tensor(a!) x, float s) -> Tensor(a!)  +  tags=(torch.Tag.inplace,)", check=_tag_contract)
+    good="scale_(Tensor(a!) x, float s) -> Tensor(a!)  +  tags=(torch.Tag.inplace,)", check=_tag_contract, aten_yaml=False)
 
 def _autograd_not_functional(schema: Schema, facts: SchemaFacts) -> Iterator[Diagnostic]:
     problems = autograd_problems(schema, facts.known_tags) if facts.autograd else []
@@ -484,7 +488,7 @@ def check_ops(schemas: list[Schema]) -> list[Diagnostic]:
         if problem:
             found.append(diag(INPLACE_TWIN, f"{op_name!r} and {twin.name!r}: {problem}",
                               hint=f"make {twin.name!r} take the same arguments as {op_name!r} with only the first "
-                              "mutated, or rename one of them"))
+                              "mutated, or rename one of them", op=schema.qualified_name))
     return found
 
 

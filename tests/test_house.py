@@ -4,6 +4,7 @@ read (cyclomatic complexity above 25, measured by ruff's mccabe check, C901)."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -97,3 +98,26 @@ def test_opgen_its_tests_and_benchmarks_pass_ruff():
     done = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "opgen", "tests", "benchmarks"],
                           cwd=REPO, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+RULE_CODE = re.compile(r"OPG\d{3}")
+RULE_DEFINERS = {"rule", "lint_rule"}  # the calls that define a rule: its code is their first argument
+
+
+def stray_rule_codes(tree: ast.AST) -> list[int]:
+    """Lines of string literals that are a rule code, outside the first argument of a rule definition."""
+    defining = {id(node.args[0]) for node in ast.walk(tree) if isinstance(node, ast.Call) and node.args
+                and getattr(node.func, "id", getattr(node.func, "attr", None)) in RULE_DEFINERS}
+    return [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and RULE_CODE.fullmatch(node.value) and id(node) not in defining]
+
+
+def test_the_rule_code_finder_sees_a_planted_literal():
+    assert stray_rule_codes(ast.parse('X = rule("OPG101", "name")\nSKIP = {"OPG106"}\n')) == [2]
+    assert stray_rule_codes(ast.parse('Y = lint_rule("OPG201", "n")\nZ = Y.code\n')) == []
+
+
+def test_rule_codes_are_written_only_where_the_rule_is_defined():
+    stray = {str(path.relative_to(REPO)): lines for path in sorted(PACKAGE.rglob("*.py"))
+             if (lines := stray_rule_codes(ast.parse(path.read_text(encoding="utf-8"))))}
+    assert not stray, f"rule codes as literals outside their rule's definition (use the Rule's .code): {stray}"

@@ -96,3 +96,14 @@ def test_an_opt_in_rule_needs_its_own_code(tmp_path):
     assert "OPG207" in {d.code for d in lint_paths([str(path)], config, select=("OPG207",)).diagnostics}
     assert "OPG207" not in {d.code for d in lint_paths([str(path)], config, select=("OPG207",),
                                                        ignore=("OPG2",)).diagnostics}
+
+
+FAMILIES = {"OPG2": "opgen.lint.rules.registration", "OPG3": "opgen.lint.rules.bodies",
+            "OPG4": "opgen.lint.rules.yaml"}
+
+
+def test_each_rule_is_decided_in_the_module_that_documents_it():
+    # one place per rule: the check (and the fix it attaches) sits in the module of the rule's family
+    for code, lint_rule in LINT_RULES.items():
+        assert lint_rule.check is not None, f"{code} has no check"
+        assert lint_rule.check.__module__ == FAMILIES[code[:4]], (code, lint_rule.check.__module__)

@@ -13,6 +13,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..contract import ALIASED_RETURN, SIDE_EFFECT_ONLY, TAG_CONTRACT
+from ..lint.rules import (
+    CAPTURE_UNSAFE,
+    DISPATCH_KEY_SPELLING,
+    DUPLICATE_DEF,
+    FAKE_ALLOC_NO_DEVICE,
+    FAKE_READS_DATA,
+    FAKE_RETURNS_INPUT,
+    NO_FAKE,
+    UNDECLARED_MUTATION,
+)
+
 LAYERS = ("static", "eager", "dynamo-fx", "npugraph_ex", "ge-cann", "precision", "performance", "unclassified")
 # Where a failure no row knows is shown, by rung.
 RUNG_LAYERS = {"import": "eager", "static": "static", "eager": "eager", "opcheck": "dynamo-fx",
@@ -46,7 +58,7 @@ TABLE: tuple[Signature, ...] = (
     S("op-defined-twice", "eager", "the op is defined twice",
       (("two `define`/`custom_op` calls for the same name (a module imported twice under two names, or "
        "copy-pasted registration)"), "a generated and a hand-written registration of the same op both imported"),
-      "keep one definition per op; guard re-imports, or use a distinct overload name", "OPG205",
+      "keep one definition per op; guard re-imports, or use a distinct overload name", DUPLICATE_DEF.code,
       ("import",), (), r"same name and overload name multiple times|already (has|have) a (kernel|definition)"),
     S("registration-failed", "eager", "importing the registering module raised",
       ("a bad schema string or dispatch key in `define`/`impl`", "an import the module needs is missing"),
@@ -58,13 +70,13 @@ TABLE: tuple[Signature, ...] = (
        "instead of 'CPU', 'PrivateUse1' for NPU)"), ("the dispatch key is misspelled or registered for a backend "
        "this build lacks"), "the module registering the kernel was not imported"),
       "register the kernel with lib.impl(name, fn, 'CPU') (and 'PrivateUse1' for NPU); `opgen lint` checks key "
-      "spellings", "OPG204", ("eager", "opcheck", "aot_eager", "npugraph_ex"), ("NotImplementedError",),
+      "spellings", DISPATCH_KEY_SPELLING.code, ("eager", "opcheck", "aot_eager", "npugraph_ex"), ("NotImplementedError",),
       r"Could not run '.*' with arguments from the '\w+' backend"),
     S("custom-op-returns-input", "eager", "a custom_op returns (a view of) one of its inputs",
       ("the kernel returns a mutated input (`x.add_(1); return x`)", ("the kernel returns a view (`x.view(...)`, "
        "`x[0]`) of an input")),
       "return a clone (`return x.clone()`), or return nothing (`-> None`) and declare the mutation in mutates_args",
-      "OPG102", ("eager", "opcheck", "aot_eager"), (),
+      ALIASED_RETURN.code, ("eager", "opcheck", "aot_eager"), (),
       r"must not also be an input to this custom operator|may not alias any inputs"),
     S("missing-autograd", "eager", "no autograd formula, and inputs require grad (training)",
       ("the op is used in training but only has an inference kernel", ("register_autograd was called on another "
@@ -76,7 +88,7 @@ TABLE: tuple[Signature, ...] = (
     S("missing-fake", "dynamo-fx", "no fake (Meta) kernel: Dynamo cannot trace the op (graph break)",
       ("register_fake / a Meta impl was never written", ("the fake is registered in a module that was not imported "
        "before torch.compile"), "the fake is registered for another overload or namespace"),
-      "add @torch.library.register_fake('ns::op') returning empty tensors of the output shape", "OPG208", (),
+      "add @torch.library.register_fake('ns::op') returning empty tensors of the output shape", NO_FAKE.code, (),
       ("UnsupportedOperatorException", "Unsupported", "OpCheckError", "RuntimeError"),
       r"UnsupportedOperatorException|does not support running with fake tensors|no fake impl|There was no fake impl registered|"
       r"unsupported operator: "),
@@ -88,30 +100,30 @@ TABLE: tuple[Signature, ...] = (
       ("the fake computes an output size from tensor values (`x.sum().item()`, `int(n)`, `nonzero`)",
        "a data-dependent output size without torch.library.get_ctx().new_dynamic_size()"),
       "compute sizes from shapes only; for a data-dependent size use ctx = torch.library.get_ctx(); "
-      "n = ctx.new_dynamic_size() (opgen semantics: `dynamic`)", "OPG302", (), (),
+      "n = ctx.new_dynamic_size() (opgen semantics: `dynamic`)", FAKE_READS_DATA.code, (), (),
       r"data-dependent|DataDependentOutput|Cannot access data pointer|GuardOnDataDependentSymNode|"
       r"unbacked|_local_scalar_dense"),
     S("fake-wrong-device", "dynamo-fx", "the fake/Meta kernel allocates on a real device",
       ("the Meta kernel builds its result with torch.empty(shape) / torch.zeros(shape) without device=",
        "the fake returns a tensor on a fixed device instead of the inputs' device"),
-      "allocate from an input: torch.empty_like(x), x.new_empty(shape), or device=x.device", "OPG304", (), (),
+      "allocate from an input: torch.empty_like(x), x.new_empty(shape), or device=x.device", FAKE_ALLOC_NO_DEVICE.code, (), (),
       r"device must be `meta`|Unhandled FakeTensor Device Propagation|found two different devices|"
       r"Expected all tensors to be on the same device"),
     S("undeclared-mutation", "dynamo-fx", "the kernel writes an argument the schema does not mark Tensor(a!)",
       ("an in-place call (`x.add_`, `x.copy_`, `out[...] = `) on an argument declared read-only",
        "mutates_args= misses the argument (custom_op)"),
       "declare it: `Tensor(a!) x` (Library) or mutates_args=['x'] (custom_op), and return nothing for it",
-      "OPG301", (), (), r"is not defined as mutable but was mutated"),
+      UNDECLARED_MUTATION.code, (), (), r"is not defined as mutable but was mutated"),
     S("view-return", "dynamo-fx", "the kernel returns a view of an input the schema does not declare",
       ("the kernel returns `x.view(...)`, `x.reshape(...)` or `x[...]` of an argument", ("the kernel returns the "
        "argument itself")),
-      "return a fresh tensor (`.clone()`); opgen never declares aliased returns", "OPG303", (), (),
+      "return a fresh tensor (`.clone()`); opgen never declares aliased returns", FAKE_RETURNS_INPUT.code, (), (),
       r"is not defined to alias output but was aliasing|outputs_alias_inputs|aliases? (an )?input"),
     S("aliased-return-annotation", "dynamo-fx", "the schema returns an alias (`-> Tensor(a!)`), which AOTAutograd "
       "cannot functionalize",
       ("an in-place op declared `-> Tensor(a!)` to return its mutated input", "a view op declared `-> Tensor(a)`"),
       "return nothing: `(Tensor(a!) x) -> ()` (opgen's default), or tag the op torch.Tag.inplace / torch.Tag.out",
-      "OPG102", (), (), r"output has alias annotations"),
+      ALIASED_RETURN.code, (), (), r"output has alias annotations"),
     S("mutable-not-functionalizable", "dynamo-fx", "AOTAutograd cannot functionalize the mutable op",
       ("a mutable custom op on a torch older than 2.6 (no auto_functionalized)", ("a mutated argument that is "
        "not a plain Tensor (a list, an optional)")),
@@ -154,24 +166,24 @@ TABLE: tuple[Signature, ...] = (
     # --- named by the worker (no exception) ---
     S("random-op", "npugraph_ex", "the kernel draws random numbers: not reproducible, and not capturable",
       ("torch.rand*/bernoulli/dropout inside the kernel", "a random seed or offset drawn on the host per call"),
-      "pass random values in as a tensor argument (generated outside the graph)", "OPG307"),
+      "pass random values in as a tensor argument (generated outside the graph)", CAPTURE_UNSAFE.code),
     S("cpu-sync-in-kernel", "ge-cann", "the kernel syncs with the host (.item(), .cpu(), ...): fails under capture",
       (("a `.item()`/`.tolist()`/`.cpu()`/`bool(tensor)` in the kernel (on NPU: 'Not allow to synchronize "
        "captured-stream', error 107027)"), "a Python branch on a tensor value"),
       "keep scalars on the device (pass them as tensors, use torch.where); size-dependent work belongs in the "
-      "schema", "OPG307"),
+      "schema", CAPTURE_UNSAFE.code),
     S("npugraph_ex-leftover-copy", "npugraph_ex", "npugraph_ex leaves a copy of a mutated buffer in the graph",
       ("the op returns its mutated input (Tag.inplace / Tag.out): npugraph_ex 2.13.0 does not re-inplace it",
        "the mutated argument is not the one the schema marks (a!)", "a view of a mutated input is returned"),
       "declare `Tensor(a!) x` and return nothing (`-> ()`); results are correct but every replay pays a copy",
-      "OPG112"),
+      TAG_CONTRACT.code),
     S("npugraph_ex-private-input-copy", "npugraph_ex", "a write to an undeclared argument lands in npugraph_ex's "
       "private input copy",
       ("the kernel mutates an argument not marked Tensor(a!) (clone_input=True hands it a copy)",),
-      "declare the mutation: `Tensor(a!) x` / mutates_args", "OPG301"),
+      "declare the mutation: `Tensor(a!) x` / mutates_args", UNDECLARED_MUTATION.code),
     S("npugraph_ex-op-eliminated", "npugraph_ex", "the op is not in the graph npugraph_ex captures",
       ("the op returns nothing and mutates nothing, so dead-code elimination drops it", "its output is unused"),
-      "mark it with torch.fx.node.has_side_effect(op), or declare the tensors it writes Tensor(a!)", "OPG104"),
+      "mark it with torch.fx.node.has_side_effect(op), or declare the tensors it writes Tensor(a!)", SIDE_EFFECT_ONLY.code),
     S("npugraph_ex-no-graph", "npugraph_ex", "npugraph_ex produced no graph to capture",
       ("the whole call was optimised away", "npugraph_ex fell back to eager"),
       "rerun with TORCH_COMPILE_DEBUG=1 and read npugraph_ex's output_code.py", None),

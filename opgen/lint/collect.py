@@ -14,7 +14,6 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from ..contract import Diagnostic
 from .records import (
     UNKNOWN,
     Definition,
@@ -26,9 +25,9 @@ from .records import (
     Literal,
     Param,
     Registration,
+    Unreadable,
     Where,
 )
-from .rules import SYNTAX_ERROR
 
 # Files that contain none of these cannot hold a registration (checked on bytes, before decoding;
 # `in` on bytes is several times faster than one regex alternation).
@@ -105,9 +104,7 @@ def collect_source(path: str, text: str) -> FileRecord:
         line = getattr(error, "lineno", None) or 1
         column = getattr(error, "offset", None) or 1
         message = getattr(error, "msg", None) or str(error)
-        record.diagnostics.append(Diagnostic(SYNTAX_ERROR.code, SYNTAX_ERROR.severity,
-                                             f"cannot parse this file: {message}; fix the syntax error",
-                                             path=path, line=line, column=max(column, 1)))
+        record.unreadable = Unreadable(message, line, max(column, 1))
         return record
     _Collector(record, text, tree).run()
     return record

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from ..contract import RULES, Diagnostic
 from ..errors import OpgenError
 from .config import LintConfig
-from .records import FileRecord, package_root
+from .records import FileRecord, Unreadable, package_root
 
 PARALLEL_THRESHOLD = 256  # below this many files, starting worker processes costs more than it saves
 
@@ -138,12 +138,8 @@ def _read_chunk(paths: list[str]) -> list[FileRecord]:
 
 
 def _unreadable(path: str, error: OSError) -> FileRecord:
-    from .rules import SYNTAX_ERROR
-
     record = FileRecord(path)
-    record.diagnostics.append(Diagnostic(SYNTAX_ERROR.code, SYNTAX_ERROR.severity,
-                                         f"cannot read this file: {error.strerror or error}", path=path, line=1,
-                                         column=1))
+    record.unreadable = Unreadable(str(error.strerror or error), parsed=False)
     return record
 
 

@@ -146,6 +146,16 @@ class KeyLiteral:
 
 
 @dataclass(slots=True)
+class Unreadable:
+    """The file could not be read (`parsed` False: an OSError) or parsed (`parsed` True: a SyntaxError)."""
+
+    reason: str
+    line: int = 1
+    column: int = 1
+    parsed: bool = True
+
+
+@dataclass(slots=True)
 class FileRecord:
     path: str
     libraries: list[LibraryDecl] = field(default_factory=list)
@@ -157,7 +167,7 @@ class FileRecord:
     unresolved_side_effect: bool = False
     unresolved_fake_namespaces: set = field(default_factory=set)  # namespaces (or None) with dynamic fakes
     opaque_namespaces: set = field(default_factory=set)  # namespaces with definitions we could not read
-    diagnostics: list = field(default_factory=list)  # file-local Diagnostics (syntax errors, ...)
+    unreadable: Unreadable | None = None  # why the file could not be read or parsed (then nothing else is known)
     noqa: dict = field(default_factory=dict)  # line -> frozenset of codes (empty: all)
     file_noqa: frozenset | None = None  # None: none; empty: whole file
     internal_error: str | None = None  # opgen could not read this file (a bug, or a pathological file)

@@ -10,18 +10,16 @@ from __future__ import annotations
 
 import re
 
-from ..contract import Diagnostic, check_ops, check_schema
+from ..contract import RULES, Diagnostic, check_ops, check_schema
 from ..schema import SchemaError, parse_schema
 from . import rules as R
 from .collect import source_lines
+from .rules.base import LINT_RULES
 
 FUNC = re.compile(r"^(?P<lead>\s*(?:-\s+)?func:\s*)(?P<value>\S.*?)\s*(?:#.*)?$")
 YAML_NAME = re.compile(r"(^|/)[^/]*functions[^/]*\.ya?ml$")
-# Contract rules that do not apply to ATen-style YAML: side effects are handled by torch's own
-# lists, keyword-only tensors and schema inference concern Python registration styles only.
-# OPG112: the tag opgen assumes for ATen's `-> Tensor(a!)` convention is a guess, and native ops may
-# break the stricter contract torch checks for custom tagged ops (Tensor[] self, several mutated).
-SKIPPED_IN_YAML = frozenset({R.SIDE_EFFECT_ONLY.code, "OPG106", R.NOT_INFERRABLE.code, "OPG110", "OPG112"})
+YAML_RULES = [r for r in LINT_RULES.values() if r.scope == "yaml"]
+# Contract rules marked `aten_yaml=False` are left out (see their definitions for why).
 
 
 def is_op_yaml(path: str, head: bytes) -> bool:
@@ -53,28 +51,27 @@ def lint_yaml(path: str, text: str) -> list[Diagnostic]:
         schemas.append((schema, number, column))
         tags = ("out",) if _aliases_match_written_args(schema) else ()
         for diagnostic in check_schema(schema, tags=tags, style="library", generating=False):
-            if diagnostic.code in SKIPPED_IN_YAML:
-                continue
-            message = f"{diagnostic.message}; {diagnostic.hint}" if diagnostic.hint else diagnostic.message
-            found.append(Diagnostic(diagnostic.code, diagnostic.severity, message, path=path, line=number,
-                                    column=column))
-        problem = _out_convention(schema)
-        if problem:
-            found.append(Diagnostic(R.YAML_OUT_CONVENTION.code, R.YAML_OUT_CONVENTION.severity,
-                                    f"{schema.op_name}: {problem}", path=path, line=number, column=column))
+            if RULES[diagnostic.code].aten_yaml:
+                found.append(Diagnostic(diagnostic.code, diagnostic.severity, diagnostic.text(), path=path,
+                                        line=number, column=column))
+        for lint_rule in YAML_RULES:
+            for problem in lint_rule.check(schema):
+                found.append(Diagnostic(lint_rule.rule.code, lint_rule.rule.severity, f"{schema.op_name}: {problem}",
+                                        path=path, line=number, column=column))
     # check_ops compares `foo` with `foo_`: their default overloads.
+    positions = {}
+    for schema, number, column in schemas:
+        positions.setdefault(schema.qualified_name, (number, column))
     for diagnostic in check_ops([s for s, _, _ in schemas if not s.overload]):
-        for schema, number, column in schemas:
-            if f"{schema.name!r}" in diagnostic.message:
-                message = f"{diagnostic.message}; {diagnostic.hint}" if diagnostic.hint else diagnostic.message
-                found.append(Diagnostic(diagnostic.code, diagnostic.severity, message, path=path, line=number,
-                                        column=column))
-                break
+        if diagnostic.op in positions:
+            number, column = positions[diagnostic.op]
+            found.append(Diagnostic(diagnostic.code, diagnostic.severity, diagnostic.text(), path=path, line=number,
+                                    column=column))
     return found
 
 
 def _aliases_match_written_args(schema) -> bool:
-    written = {letter for a in schema.arguments if a.is_write for letter in a.alias.before}
+    written = {letter for a in schema.mutated_args for letter in a.alias.before}
     viewed = {letter for a in schema.arguments if a.alias for letter in a.alias.before}
     for ret in schema.returns:
         alias = ret.alias
@@ -86,22 +83,3 @@ def _aliases_match_written_args(schema) -> bool:
             return False
     return True
 
-
-def _out_convention(schema) -> str | None:
-    """torchgen's rule for `.out` overloads: it writes its out tensors and returns all of them (or nothing)."""
-    if schema.overload != "out" and not schema.overload.endswith("_out"):
-        return None
-    written = [a for a in schema.arguments if a.is_write]
-    if not written:
-        named = [a.name for a in schema.kwarg_only if a.is_tensor] or ["out"]
-        return (f"an .out overload writes no argument; annotate the out tensor: 'Tensor(a!) {named[0]}' "
-                "after '*', returned as 'Tensor(a!)'")
-    outs = [a for a in written if a.kwarg_only]
-    if not outs or not schema.returns:
-        return None
-    returned = {letter for r in schema.returns if r.alias for letter in r.alias.before}
-    missing = [a.name for a in outs if not set(a.alias.before) & returned]
-    if missing:
-        return (f"out tensor(s) {', '.join(map(repr, missing))} must also be returned as 'Tensor(x!)' "
-                "(or return nothing: '-> ()')")
-    return None

@@ -144,7 +144,7 @@ def load_spec_text(text: str, path: str = "<spec>", *, style: str | None = None,
     for diagnostic in check_ops([op.schema for op in ops]):
         if diagnostic.severity == ERROR:
             raise source.error(ops_node, diagnostic.message, diagnostic.hint)
-        notes.append(f"{diagnostic.code}: {diagnostic.message} ({diagnostic.hint})")
+        notes.append(f"{diagnostic.code}: {diagnostic.text()}")
     target_value = target or (_choice(source, top["target"][1], "target", TARGETS) if "target" in top
                               else DEFAULT_TARGET)
     text_out = _with_overrides(source, top, {"style": style, "device": device, "target": target})

@@ -1,0 +1,125 @@
+"""What every lint rule module shares: the rule record (doc, examples, check), and the facts a check reads.
+
+A lint rule is registered with `lint_rule(...)` in the module of its family (registration.py: OPG2xx,
+bodies.py: OPG3xx, yaml.py: OPG4xx); its check function stands right above it. `opgen.lint.checks`
+gathers the facts (`Project`, `LintOp`) and runs every rule's check over them.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from ...contract import Diagnostic, Rule, rule
+from ...schema.model import Schema
+from ..records import Definition, FileRecord, Registration, Where
+
+
+@dataclass(frozen=True)
+class Invalid:
+    source: str
+    line: int
+    fixed: str | None = None  # what `--fix` must turn `source` into, when the rule is fixable
+
+
+# When a check runs: once per op ("op": check(op, project)), once per project ("project": check(project)),
+# once per `func:` schema of an op YAML file ("yaml": check(schema)), or never (the finding comes from the
+# collector, as syntax errors do).
+SCOPES = ("op", "project", "yaml", None)
+
+
+@dataclass(frozen=True)
+class LintRule:
+    rule: Rule
+    valid: tuple[str, ...] = ()
+    invalid: tuple[Invalid, ...] = ()
+    extra: dict = field(default_factory=dict)
+    opt_in: bool = False  # reported only when selected by its own code (`--select OPG207`), not by a prefix
+    check: Callable[..., Iterable[Diagnostic]] | None = None
+    scope: str | None = None
+
+
+LINT_RULES: dict[str, LintRule] = {}
+
+
+def code_example(text: str) -> str:
+    return textwrap.dedent(text).lstrip("\n")
+
+
+_LIB = code_example("""
+    import torch
+    from torch.library import Library
+
+    lib = Library("myops", "FRAGMENT")
+""")
+
+
+def lib_example(body: str) -> str:
+    """An example that starts with the Library boilerplate above (4 lines); `body` starts on line 5."""
+    return _LIB + code_example(body)
+
+
+def lint_rule(code, name, severity, summary, explanation, *, valid=(), invalid=(), fixable=False,
+              opt_in=False, check=None, scope=None) -> Rule:
+    assert scope in SCOPES and (check is None) == (scope is None), (code, scope)
+    invalid = tuple(invalid)
+    valid = tuple(valid)
+    registered = rule(code, name, severity, summary, explanation,
+                      bad=invalid[0].source.strip() if invalid else "", good=valid[0].strip() if valid else "",
+                      fixable=fixable)
+    LINT_RULES[code] = LintRule(registered, valid, invalid, opt_in=opt_in, check=check, scope=scope)
+    return registered
+
+
+# --- the facts the checks read ------------------------------------------------------------------------
+
+
+class LintOp:
+    """What is known about one op across files: its definition, parsed schema, kernels and fakes; `name`
+    as messages show it; `side_effect_marked`, `autograd`: marked has_side_effect / given a formula."""
+
+    __slots__ = ("autograd", "definition", "fakes", "kernels", "key", "name", "schema", "side_effect_marked")
+
+    def __init__(self, definition: Definition, schema: Schema | None, key: tuple) -> None:
+        self.definition = definition
+        self.schema = schema
+        self.key = key
+        self.kernels: list[Registration] = []
+        self.fakes: list[Registration] = []
+        name = f"{definition.namespace}::{definition.name}" if definition.namespace else definition.name
+        self.name = name + ("." + definition.overload if definition.overload else "")
+        self.side_effect_marked = False
+        self.autograd = False
+
+
+@dataclass
+class Project:
+    """Every linted file's records, matched: `definitions` in order (a redefinition too), `ops` the first
+    definition of each op by key, `by_name` (namespace, name) -> its overloads, `dangling` the registrations
+    no op matched, `unresolved_fakes` namespaces with a fake registered under a name we could not read."""
+
+    records: list[FileRecord]
+    definitions: list[LintOp] = field(default_factory=list)
+    ops: dict[tuple, LintOp] = field(default_factory=dict)
+    by_name: dict[tuple, list[LintOp]] = field(default_factory=dict)
+    dangling: list[Registration] = field(default_factory=list)
+    unresolved_fakes: set = field(default_factory=set)
+
+
+def diag(rule_: Rule, message: str, where: Where, *, fix=None, severity: str | None = None) -> Diagnostic:
+    return Diagnostic(rule_.code, severity or rule_.severity, message, path=where.path, line=where.line,
+                      column=where.column, fix=fix)
+
+
+def loc(where: Where) -> str:
+    return f"{where.path}:{where.line}"
+
+
+def unique(findings):
+    """Findings with one per (line, what)."""
+    seen = set()
+    for finding in findings:
+        if (finding.line, finding.what) not in seen:
+            seen.add((finding.line, finding.what))
+            yield finding

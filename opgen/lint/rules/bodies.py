@@ -1,0 +1,488 @@
+"""Kernel and fake body rules (OPG3xx): what the registered functions do, read from their code. Each
+rule's check stands right above it."""
+
+from __future__ import annotations
+
+import textwrap
+
+from ...contract import ERROR, WARNING
+from ...schema.model import Schema, is_tensor_like
+from ..fix import Edit
+from ..records import Function, Registration, Where
+from .base import Invalid, LintOp, Project, code_example, diag, lib_example, lint_rule, unique
+
+CAPTURE_KEYS = frozenset({"PrivateUse1", "CUDA"})
+DEVICE_OF_KEY = {"CPU": "cpu", "CUDA": "cuda", "PrivateUse1": "npu", "XPU": "xpu", "MPS": "mps", "HIP": "cuda"}
+
+
+def _kernel_functions(op: LintOp) -> list[Function]:
+    """The functions that compute the op for real (not its fakes or Meta kernels)."""
+    found = [r.function for r in op.kernels if r.function is not None and r.key not in ("Meta", "fake")]
+    if op.definition.kernel is not None:
+        found.append(op.definition.kernel)
+    return found
+
+
+def _op_devices(op: LintOp) -> set[str]:
+    """Device types the op has kernels for ('cpu', 'cuda', 'npu', ...), as far as the linted files show."""
+    devices = {DEVICE_OF_KEY[r.key] for r in op.kernels if r.key in DEVICE_OF_KEY}
+    for key in op.definition.device_types or ():  # custom_op device_types, as dispatch keys
+        if key in DEVICE_OF_KEY:
+            devices.add(DEVICE_OF_KEY[key])
+    return devices
+
+
+def _fakes(op: LintOp):
+    """(registration, function, kind) of each fake / Meta kernel whose code we read and that is written (a
+    TODO skeleton is OPG306's finding alone)."""
+    for registration in op.fakes:
+        function = registration.function
+        if function is not None and function.todo is None:
+            yield registration, function, "Meta kernel" if registration.key == "Meta" else "fake"
+
+
+def _argument_for(schema: Schema, function: Function, param_name: str):
+    """The schema argument a kernel parameter binds to (by position, keyword-only by name)."""
+    positional = [p for p in function.params if p.kind == "positional"]
+    names = [p.name for p in positional]
+    if param_name in names:
+        index = names.index(param_name)
+        if index < len(schema.positional):
+            return schema.positional[index]
+        return None
+    return schema.argument(param_name)
+
+
+def add_mutation_annotation(path: str, definition, schema, argument) -> Edit | None:
+    """`Tensor x` -> `Tensor(b!) x` inside the define() literal, with a letter no other argument uses."""
+    from ...schema.parser import span_column
+
+    literal = definition.schema_literal
+    if literal is None or definition.style != "library":
+        return None
+    column = span_column(schema, ("arg", argument.name))
+    if column is None:
+        return None
+    index = column - 1 - definition.name_offset
+    if index < 0 or not literal.value.startswith("Tensor", index):
+        return None
+    after = index + len("Tensor")
+    if after < len(literal.value) and literal.value[after] == "(":
+        return None
+    used = {letter for a in schema.arguments if a.alias for letter in (*a.alias.before, *a.alias.after)}
+    used |= {letter for r in schema.returns if r.alias for letter in (*r.alias.before, *r.alias.after)}
+    letter = next(c for c in "abcdefghijklmnopqrstuvwxyz" if c not in used)
+    at = literal.offset + after
+    return Edit(path, literal.line, at, at, f"({letter}!)", f"declare {argument.name!r} as written: "
+                f"'Tensor({letter}!) {argument.name}'")
+
+
+def _undeclared_mutation(op: LintOp, project: Project):
+    for registration in op.kernels:
+        if registration.function is not None:
+            yield from _kernel_mutation(op, registration, registration.function)
+
+
+def _kernel_mutation(op: LintOp, registration: Registration, function: Function):
+    if registration.key in ("Meta", "fake") or not function.mutations:
+        return
+    definition = op.definition
+    reported = set()
+    for finding in function.mutations:
+        if finding.param in reported:
+            continue
+        where = Where(function.where.path, finding.line, finding.column)
+        if op.schema is not None:
+            argument = _argument_for(op.schema, function, finding.param)
+            if argument is None or not is_tensor_like(argument.type) or argument.is_write:
+                continue
+            if argument.alias is not None:
+                continue
+            fix = None
+            if definition.schema_literal is not None:
+                fix = add_mutation_annotation(definition.where.path, definition, op.schema, argument)
+            yield diag(UNDECLARED_MUTATION, f"kernel {function.name}() {finding.what} {finding.param!r}, but the "
+                       f"schema of {op.name} does not mark it written; declare 'Tensor(a!) {argument.name}'", where,
+                       fix=fix)
+        elif isinstance(definition.mutates_args, tuple):
+            param = function.param(finding.param)
+            if param is None or finding.param in definition.mutates_args:
+                continue
+            if param.annotation and "Tensor" not in param.annotation:
+                continue
+            yield diag(UNDECLARED_MUTATION, f"kernel {function.name}() {finding.what} {finding.param!r}, but "
+                       f"mutates_args of {op.name} does not list it; add {finding.param!r} to mutates_args", where)
+        else:
+            continue
+        reported.add(finding.param)
+
+
+UNDECLARED_MUTATION = lint_rule(
+    "OPG301", "undeclared-mutation", ERROR, "the kernel writes a tensor argument the schema does not mark `(a!)`",
+    """
+A kernel that writes an argument (`x.add_()`, `x.copy_()`, `x[...] = v`, `x += v`, `out=x`) while the
+schema says it does not is silently wrong under torch.compile: the "functional" op is dead-code
+eliminated, or its write lands in a copy (npugraph_ex clones inputs). Declare it: `Tensor(a!) x` in
+the schema, or add the name to `mutates_args`. Only certain writes are reported (to the parameter
+itself, a slice, a view or `.data` of it, and not after the parameter is re-bound). `--fix` adds the
+annotation to a literal `define()` schema.
+""",
+    valid=[lib_example("""
+        lib.define("fill(Tensor(a!) x, float v) -> ()")
+
+
+        def fill(x, v):
+            x.fill_(v)
+
+
+        lib.impl("fill", fill, "CPU")
+    """)],
+    invalid=[Invalid(lib_example("""
+        lib.define("fill(Tensor x, float v) -> ()")
+
+
+        def fill(x, v):
+            x.fill_(v)
+
+
+        lib.impl("fill", fill, "CPU")
+    """), 9, fixed=lib_example("""
+        lib.define("fill(Tensor(a!) x, float v) -> ()")
+
+
+        def fill(x, v):
+            x.fill_(v)
+
+
+        lib.impl("fill", fill, "CPU")
+    """))],
+    fixable=True,
+    check=_undeclared_mutation, scope="op",
+)
+
+
+def _fake(body: str) -> str:
+    """A Library op `rows(Tensor x) -> Tensor` and its fake; `body` is the fake's body, from line 10."""
+    return lib_example("""
+        lib.define("rows(Tensor x) -> Tensor")
+
+
+        @torch.library.register_fake("myops::rows")
+        def _(x):
+    """) + textwrap.indent(code_example(body), "    ")
+
+
+def _fake_reads_data(op: LintOp, project: Project):
+    for _registration, function, kind in _fakes(op):
+        reads = [f for f in function.data_reads if not (function.uses_get_ctx and f.what.strip(".()") in
+                                                          ("nonzero", "torch.nonzero"))]
+        for finding in unique(reads):
+            yield diag(FAKE_READS_DATA, f"the {kind} of {op.name} reads tensor data with {finding.what}; compute "
+                       "sizes from .shape, or use torch.library.get_ctx().new_dynamic_size()",
+                       Where(function.where.path, finding.line, finding.column))
+
+
+FAKE_READS_DATA = lint_rule(
+    "OPG302", "fake-reads-data", ERROR, "a fake/Meta kernel reads tensor data (`.item()`, `.tolist()`, `.cpu()`, ...)",
+    """
+Fake tensors have no data: `.item()`, `.tolist()`, `.numpy()` raise or force a graph break, `.cpu()`
+moves the fake to the wrong device, and `nonzero()` has a data-dependent size. Compute sizes from
+`x.shape`; for a data-dependent size use `torch.library.get_ctx().new_dynamic_size()` (a fake that
+calls `get_ctx()` may use nonzero-like ops).
+""",
+    valid=[_fake("""
+        n = torch.library.get_ctx().new_dynamic_size()
+        return x.new_empty(n, x.shape[1])
+    """)],
+    invalid=[Invalid(_fake("""
+        n = int(x.sum().item())
+        return x.new_empty(n)
+    """), 10)],
+    check=_fake_reads_data, scope="op",
+)
+
+
+def _fake_returns_input(op: LintOp, project: Project):
+    aliased = op.schema is not None and any(r.alias for r in op.schema.returns)
+    tagged = op.definition.tags is None or bool(set(op.definition.tags) & {"inplace", "out"})
+    if aliased or tagged:
+        return
+    kernel_too = any(k.returned_params for k in _kernel_functions(op))
+    for _registration, function, kind in _fakes(op):
+        for finding in unique(function.returned_params):
+            if kernel_too:  # the op's contract is broken, not only the fake
+                message = (f"the {kind} of {op.name} returns its input {finding.param!r}, and so does its kernel, "
+                           "but the schema declares no alias: compiled graphs and opcheck assume a new tensor; return "
+                           "a new tensor from both, or declare the alias in the schema (`Tensor(a) x -> Tensor(a)`)")
+            else:
+                message = (f"the {kind} of {op.name} returns its input {finding.param!r} while the kernel returns a "
+                           f"new tensor; return a new tensor such as torch.empty_like({finding.param})")
+            yield diag(FAKE_RETURNS_INPUT, message, Where(function.where.path, finding.line, finding.column))
+
+
+FAKE_RETURNS_INPUT = lint_rule(
+    "OPG303", "fake-returns-input", ERROR, "a fake/Meta kernel returns an input: return a new tensor",
+    """
+The op's outputs must not alias its inputs (the schema has no alias annotation); a fake that returns
+its argument tells the compiler they do, and opcheck fails "outputs_alias_inputs". Return
+`torch.empty_like(x)` (or `x.new_empty(...)`). Not reported for ops tagged inplace/out or whose
+schema returns an alias.
+""",
+    valid=[_fake("return torch.empty_like(x)\n")],
+    invalid=[Invalid(_fake("return x\n"), 10)],
+    check=_fake_returns_input, scope="op",
+)
+
+
+def _fake_alloc_without_device(op: LintOp, project: Project):
+    kernels = _kernel_functions(op)
+    devices = _op_devices(op)
+    kernel_fixed = {f.what for k in kernels for f in k.fixed_device_allocs}
+    for registration, function, kind in _fakes(op):
+        path = function.where.path
+        if function not in kernels and not any(k.device_less_allocs for k in kernels):
+            # a kernel that allocates on the default device itself makes an op whose outputs live there
+            for finding in unique(function.device_less_allocs):
+                yield diag(FAKE_ALLOC_NO_DEVICE, f"the {kind} of {op.name} calls {finding.what}() without device=; "
+                           "pass device=<input>.device (or use new_empty/empty_like)",
+                           Where(path, finding.line, finding.column))
+        if not devices or function in kernels:
+            continue
+        for finding in unique(function.fixed_device_allocs):
+            fixed = finding.param
+            if finding.what in kernel_fixed or devices <= {fixed} or fixed == "meta" and registration.key == "Meta":
+                continue  # a Meta kernel computes on meta tensors: device="meta" is its device
+            yield diag(FAKE_ALLOC_NO_DEVICE, f"the {kind} of {op.name} allocates with {finding.what} although the "
+                       f"op has {'/'.join(sorted(devices))} kernels: the fake output is on the wrong device; pass "
+                       "device=<input>.device", Where(path, finding.line, finding.column))
+
+
+FAKE_ALLOC_NO_DEVICE = lint_rule(
+    "OPG304", "fake-alloc-without-device", ERROR,
+    "a fake/Meta kernel allocates without `device=`: pass the input's device",
+    """
+`torch.empty(shape)` in a fake creates a CPU tensor; the traced graph then has the wrong device
+("tensor's device must be `meta`") and capture fails. Use `x.new_empty(shape)`,
+`torch.empty_like(x)`, or `torch.empty(shape, device=x.device, dtype=x.dtype)`.
+""",
+    valid=[_fake("return torch.empty(x.shape[0], device=x.device, dtype=x.dtype)\n")],
+    invalid=[Invalid(_fake("return torch.empty(x.shape[0], dtype=x.dtype)\n"), 10)],
+    check=_fake_alloc_without_device, scope="op",
+)
+
+
+def _fake_signature_mismatch(op: LintOp, project: Project):
+    for _registration, function, kind in _fakes(op):
+        yield from _fake_signature(op, function, kind)
+
+
+def _fake_signature(op: LintOp, function: Function, kind: str):
+    if any(p.kind in ("varargs", "varkw") for p in function.params):
+        return
+    expected = _expected_params(op)
+    if expected is None:
+        return
+    positional = [p for p in function.params if p.kind == "positional"]
+    kwonly = {p.name: p for p in function.params if p.kind == "kwonly"}
+    exp_positional = [e for e in expected if not e[2]]
+    exp_kwonly = {e[0]: e for e in expected if e[2]}
+    # torch calls the fake with the positional arguments by position (a rename breaks nothing) and
+    # drops trailing arguments equal to their schema default; keyword-only ones come by name.
+    problems = []
+    for index, (exp_name, exp_default, _kw) in enumerate(exp_positional):
+        if index >= len(positional):
+            problems.append(f"is missing parameter {exp_name!r} (torch passes it by position)")
+            break
+        param = positional[index]
+        if exp_default[0] and not param.has_default:
+            problems.append(f"gives {param.name!r} no default, the schema {exp_default[1]!r} (torch omits an argument "
+                            "equal to its default: TypeError)")
+            break
+    for extra in positional[len(exp_positional):]:
+        if extra.name not in exp_kwonly and not extra.has_default:
+            problems.append(f"has parameter {extra.name!r} the schema does not have")
+            break
+    for exp_name, exp_default, _kw in exp_kwonly.values():
+        param = kwonly.get(exp_name) or next((p for p in positional if p.name == exp_name), None)
+        if param is None:
+            problems.append(f"is missing keyword-only parameter {exp_name!r} (torch passes it by name)")
+        elif exp_default[0] and not param.has_default:
+            problems.append(f"gives {param.name!r} no default, the schema {exp_default[1]!r} (torch omits an argument "
+                            "equal to its default: TypeError)")
+    for extra, param in kwonly.items():
+        if extra not in exp_kwonly and not param.has_default:
+            problems.append(f"has keyword-only parameter {extra!r} the schema does not have")
+    if problems:
+        signature = ", ".join(_render_expected(expected))
+        yield diag(FAKE_SIGNATURE, f"the {kind} {function.name}() of {op.name} {problems[0]}; use ({signature})",
+                   function.where)
+
+
+def _render_expected(expected) -> list[str]:
+    out = []
+    star = False
+    for exp_name, default, kwonly in expected:
+        if kwonly and not star:
+            out.append("*")
+            star = True
+        out.append(exp_name + (f"={default[1]!r}" if default[0] else ""))
+    return out
+
+
+def _expected_params(op: LintOp):
+    """[(name, (has_default, default), kwonly)] the fake should take, or None when unknown."""
+    if op.schema is not None:
+        if op.schema.varargs:
+            return None
+        result = []
+        for argument in op.schema.arguments:
+            default = argument.default if argument.has_default else None
+            result.append((argument.name, (argument.has_default, default), argument.kwarg_only))
+        return result
+    kernel = op.definition.kernel
+    if kernel is None or any(p.kind in ("varargs", "varkw") for p in kernel.params):
+        return None
+    return [(p.name, (p.has_default, p.default), p.kind == "kwonly")
+            for p in kernel.params]
+
+
+FAKE_SIGNATURE = lint_rule(
+    "OPG305", "fake-signature-mismatch", ERROR,
+    "the fake/Meta kernel cannot take the op's arguments (TypeError when torch calls it)",
+    """
+torch calls a fake or Meta kernel with the op's positional arguments by position, its keyword-only
+arguments by name, and leaves out trailing arguments equal to their schema default. So a fake breaks
+with a TypeError when it has fewer positional parameters than the schema, lacks a default the schema
+has, lacks a keyword-only parameter, or requires one the schema does not have. Renamed positional
+parameters and differing default values are not reported (torch never passes those by name).
+Copy the schema's parameter list (for custom_op, the kernel's).
+""",
+    valid=[lib_example("""
+        lib.define("scale(Tensor x, float s=2.0) -> Tensor")
+
+
+        @torch.library.register_fake("myops::scale")
+        def _(input, factor=2.0):
+            return torch.empty_like(input)
+    """)],
+    invalid=[Invalid(lib_example("""
+        lib.define("scale(Tensor x, float s=2.0) -> Tensor")
+
+
+        @torch.library.register_fake("myops::scale")
+        def _(x):
+            return torch.empty_like(x)
+    """), 9)],
+    check=_fake_signature_mismatch, scope="op",
+)
+
+
+def _todo_fake(op: LintOp, project: Project):
+    for registration in op.fakes:
+        function = registration.function
+        if function is None or function.todo is None:
+            continue
+        kind = "Meta kernel" if registration.key == "Meta" else "fake"
+        todo = function.todo
+        yield diag(TODO_FAKE, f"the {kind} {function.name}() of {op.name} is a TODO skeleton ({todo.what}); write "
+                   "its shape/dtype rule", Where(function.where.path, todo.line, todo.column))
+
+
+TODO_FAKE = lint_rule(
+    "OPG306", "todo-fake", ERROR, "a TODO fake skeleton is still registered: write the shape rule",
+    """
+`opgen new` writes a fake skeleton that raises when the spec has no shape semantics, so graph-entry
+tests fail loudly. Detected: a fake/Meta kernel whose body raises `NotImplementedError` at its top
+level, raises an error whose message contains "TODO", or carries the marker comment
+`# opgen: TODO-fake`. A `NotImplementedError` for one unsupported case (inside an `if`) is fine.
+Replace the body with the shape/dtype rule.
+""",
+    valid=[_fake("return torch.empty_like(x)\n")],
+    invalid=[Invalid(_fake('raise NotImplementedError("fake for myops::rows: write the shape rule")\n'), 10)],
+    check=_todo_fake, scope="op",
+)
+
+
+def _capture_unsafe(op: LintOp, project: Project):
+    for registration in op.kernels:
+        function = registration.function
+        if function is None or registration.key not in CAPTURE_KEYS:
+            continue
+        for finding in unique(function.capture_unsafe):
+            yield diag(CAPTURE_UNSAFE, f"{registration.key} kernel of {op.name} uses {finding.what}, which fails "
+                       "under graph capture; keep random state and scalars on the device",
+                       Where(function.where.path, finding.line, finding.column))
+
+
+CAPTURE_UNSAFE = lint_rule(
+    "OPG307", "capture-unsafe-kernel", WARNING, "a device kernel uses random ops or host syncs: not capture-safe",
+    """
+Kernels registered for PrivateUse1 (NPU) or CUDA run under graph capture (npugraph_ex, CUDA graphs):
+random-number ops are not supported there, and host syncs (`.item()`, `.cpu()`, `.tolist()`,
+`synchronize()`, `nonzero()`) fail ("Not allow to synchronize captured-stream"). Pass random values in
+as tensors and keep scalars on the device.
+""",
+    valid=[lib_example("""
+        lib.define("noise(Tensor x, Tensor r) -> Tensor")
+
+
+        def noise(x, r):
+            return x + r
+
+
+        lib.impl("noise", noise, "PrivateUse1")
+        lib.impl("noise", lambda x, r: torch.empty_like(x), "Meta")
+    """)],
+    invalid=[Invalid(lib_example("""
+        lib.define("noise(Tensor x) -> Tensor")
+
+
+        def noise(x):
+            return x + torch.randn_like(x)
+
+
+        lib.impl("noise", noise, "PrivateUse1")
+    """), 9)],
+    check=_capture_unsafe, scope="op",
+)
+
+
+def _custom_op_returns_input(op: LintOp, project: Project):
+    definition = op.definition
+    if definition.style != "custom_op" or definition.kernel is None or definition.fake_from_kernel \
+            or definition.api == "direct_register_custom_op":  # that helper skips custom_op's aliasing check
+        return
+    for finding in unique(definition.kernel.returned_params):
+        yield diag(KERNEL_RETURNS_INPUT, f"the kernel {definition.kernel.name}() of custom_op {op.name} returns its "
+                   f"input {finding.param!r}; torch raises when the op is called (outputs must not alias inputs): "
+                   "return nothing from an in-place op, or a new tensor",
+                   Where(definition.kernel.where.path, finding.line, finding.column))
+
+
+KERNEL_RETURNS_INPUT = lint_rule(
+    "OPG308", "custom-op-returns-input", ERROR, "a custom_op kernel returns one of its inputs: return a new tensor",
+    """
+torch.library.custom_op refuses outputs that alias inputs: calling the op raises "The output of this
+custom operator (1) must not also be an input to this custom operator", also for an in-place op
+that returns the tensor it mutated (`mutates_args=("x",)` and `return x`). Return nothing from an
+in-place op (`-> None`), or return a new tensor (`x.clone()`).
+""",
+    valid=[code_example("""
+        import torch
+
+
+        @torch.library.custom_op("myops::add_one_", mutates_args=("x",))
+        def add_one_(x: torch.Tensor) -> None:
+            x.add_(1)
+    """)],
+    invalid=[Invalid(code_example("""
+        import torch
+
+
+        @torch.library.custom_op("myops::add_one_", mutates_args=("x",))
+        def add_one_(x: torch.Tensor) -> torch.Tensor:
+            x.add_(1)
+            return x
+    """), 7)],
+    check=_custom_op_returns_input, scope="op",
+)

@@ -1,0 +1,128 @@
+"""The schema `torch.library.custom_op` infers from a function's type hints (torch/_library/infer_schema.py),
+worked out from the annotations' source text, so an op registered without `schema=` is checked by the same
+contract as any other op. The type table is `opgen.schema.types.TYPES` (its `python` -> `inferred` columns).
+"""
+
+from __future__ import annotations
+
+import re
+
+from .errors import SchemaError
+from .model import Schema
+from .types import TYPES
+
+# annotation text -> schema type, as infer_schema reads it (`int` is SymInt, `Number` is Scalar, ...)
+_SCALARS = {row.python: row.inferred for row in reversed(TYPES.values()) if row.python and row.inferred}
+_SCALARS.update({"Tensor": "Tensor", "torch.types.Number": "Scalar", "numbers.Number": "Scalar",
+                 "torch.SymInt": "SymInt", "torch.SymFloat": "float", "torch.SymBool": "bool", "Any": None})
+_LIST_ELEMENTS = {"Tensor", "Tensor?", "SymInt", "float", "bool"}
+_RETURNS = {"Tensor", "Tensor[]", "SymInt", "float", "bool", "Scalar"}
+_OPTIONAL = re.compile(r"^(?:typing\.)?Optional\[(.*)\]$")
+_UNION_NONE = re.compile(r"^(.*?)\s*\|\s*None$|^None\s*\|\s*(.*)$")
+_LIST = re.compile(r"^(?:typing\.|collections\.abc\.)?(?:list|List|Sequence)\[(.*)\]$")
+_TUPLE = re.compile(r"^(?:typing\.)?(?:tuple|Tuple)\[(.*)\]$")
+
+
+def annotation_type(text: str) -> str | None:
+    """The schema type infer_schema makes of an annotation's source text; None when it refuses it (or we
+    cannot read it)."""
+    text = text.strip().strip("'\"").strip()
+    optional = _OPTIONAL.match(text) or _UNION_NONE.match(text)
+    if optional:
+        inner = annotation_type(next(g for g in optional.groups() if g))
+        return inner + "?" if inner and not inner.endswith("?") else None
+    listed = _LIST.match(text)
+    if listed:
+        inner = annotation_type(listed.group(1))
+        return inner + "[]" if inner in _LIST_ELEMENTS else None
+    return _SCALARS.get(text)
+
+
+def _return_types(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    text = text.strip().strip("'\"").strip()
+    if text == "None":
+        return []
+    tupled = _TUPLE.match(text)
+    parts = [p for p in _split(tupled.group(1))] if tupled else [text]
+    types = [annotation_type(p) for p in parts]
+    return types if all(t in _RETURNS for t in types) else None
+
+
+def _split(text: str) -> list[str]:
+    """Top-level comma-separated parts of a subscript."""
+    parts, depth, start = [], 0, 0
+    for index, char in enumerate(text):
+        depth += char == "["
+        depth -= char == "]"
+        if char == "," and depth == 0:
+            parts.append(text[start:index])
+            start = index + 1
+    parts.append(text[start:])
+    return [p.strip() for p in parts if p.strip()]
+
+
+def _default(value, schema_type: str) -> str | None:
+    """The schema text of a Python default ("": left out, a value we cannot read or render, such as a dtype);
+    None when infer_schema refuses it (a tuple or list default, a default of the wrong type)."""
+    base = schema_type.rstrip("?")
+    if value is None:
+        return "None" if schema_type.endswith("?") else None
+    if isinstance(value, (tuple, list, dict, set)):
+        return None
+    if isinstance(value, bool):
+        return str(value) if base in ("bool", "Scalar") else None
+    if isinstance(value, int):
+        return str(value) if base in ("SymInt", "float", "Scalar") else None
+    if isinstance(value, float):
+        return repr(value) if base in ("float", "Scalar") else None
+    if isinstance(value, str) and base == "str":
+        return '"' + value + '"' if '"' not in value and "\\" not in value else ""
+    return ""
+
+
+def infer_schema(name: str, params, returns: str | None, mutates_args) -> Schema | None:
+    """The schema `custom_op(name, mutates_args=...)` infers for a function with `params` (objects with
+    `name`, `kind` ("positional", "kwonly", "varargs", "varkw"), `annotation` (source text), `has_default`,
+    `default`) and return annotation `returns`; None when torch would refuse it or the hints are unreadable.
+    `mutates_args`: the names it writes, or "unknown" (every tensor argument is written)."""
+    if not (mutates_args == "unknown" or isinstance(mutates_args, (tuple, list))):
+        return None
+    if mutates_args != "unknown" and not set(mutates_args) <= {p.name for p in params}:
+        return None  # torch refuses a name that is not a parameter
+    returned = _return_types(returns)
+    if returned is None:
+        return None
+    letters = iter("abcdefghijklmnopqrstuvwxyz")
+    parts, star = [], False
+    for param in params:
+        if param.kind not in ("positional", "kwonly") or not param.annotation:
+            return None
+        schema_type = annotation_type(param.annotation)
+        if schema_type is None:
+            return None
+        written = mutates_args == "unknown" or param.name in mutates_args
+        if written and schema_type.startswith("Tensor"):
+            letter = next(letters, None)
+            if letter is None:
+                return None
+            schema_type = f"Tensor({letter}!)" + schema_type[len("Tensor"):]
+        if param.kind == "kwonly" and not star:
+            parts.append("*")
+            star = True
+        text = f"{schema_type} {param.name}"
+        if param.has_default:
+            default = _default(param.default, schema_type)
+            if default is None:
+                return None
+            if default:
+                text += f"={default}"
+        parts.append(text)
+    returns_text = returned[0] if len(returned) == 1 else f"({', '.join(returned)})"
+    from .parser import parse_schema
+
+    try:
+        return parse_schema(f"{name}({', '.join(parts)}) -> {returns_text}")
+    except SchemaError:
+        return None
