@@ -1,14 +1,8 @@
-"""The README's Quickstart stays true: CI runs its test command, and its main job works as written."""
+"""The README's Quickstart stays true: two commands that install first, and CI runs its test command.
+tests/test_first_hour.py runs the main job (and every other README command) as written, in a fresh venv."""
 
 import re
-import shlex
-import subprocess
-import sys
 from pathlib import Path
-
-import pytest
-
-from opgen.npugraph_ex import loader
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,21 +25,3 @@ def test_ci_runs_exactly_the_readme_test_command():
     test_command = quickstart_commands()[1].split(" && ", 1)[1]
     ci_lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
     assert ci_lines[-1] == test_command
-
-
-@pytest.mark.slow
-def test_quickstart_main_job_generates_and_passes(tmp_path):
-    main_job = quickstart_commands()[0].split(" && ", 1)[1]
-    steps = [shlex.split(step) for step in main_job.split(" && ")]
-    assert [step[0] for step in steps] == ["opgen", "python"]
-    out = tmp_path / "rms_norm"
-    for step in steps:
-        step = [str(out) if part == "build/rms_norm" else part for part in step]
-        if step[0] == "opgen":
-            step = [sys.executable, "-m", "opgen", *step[1:]]
-        else:
-            step = [sys.executable, *step[1:]]
-        result = subprocess.run(step, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
-        assert result.returncode == 0, result.stdout + result.stderr
-    skipped = 2 + (loader().unavailable() is not None)  # npugraph_ex on CPU skips until `opgen npugraph-ex fetch`
-    assert re.search(rf"\b\d+ passed, {skipped} skipped\b", result.stdout), result.stdout

@@ -725,7 +725,7 @@ def _cpp_module_source(schema, rules, kind):
     return "\n".join(lines), names
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # one compile per worker, kept while other modules' tests run in between
 def compiled_rules(tmp_path_factory):
     import shutil
 

@@ -1,5 +1,5 @@
 """The cookiecutter templates on their own: plain `cookiecutter templates/<style> --no-input` renders
-the demo op (RMS norm) exactly as `opgen new` does, and the rendered project's tests pass."""
+the demo op (RMS norm) exactly as `opgen new` does (whose tests tests/test_examples.py runs)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 from demo_contexts import demo_contexts, render_json
-from new_helpers import REPO, opgen, run_generated_tests, snapshot
+from new_helpers import REPO, opgen, snapshot
 
-from opgen.npugraph_ex import loader
 from opgen.render.context import project_context
 from opgen.render.templates import OP_TEMPLATE, PROJECT_TEMPLATE, STYLE_TEMPLATES
 from opgen.spec.load import load_spec
@@ -50,7 +49,7 @@ def test_style_templates_hold_only_the_registration_module():
 
 @pytest.mark.parametrize("style", ["custom_op", "library"])
 @pytest.mark.slow
-def test_plain_cookiecutter_renders_the_demo_like_opgen_and_its_tests_pass(tmp_path, style):
+def test_plain_cookiecutter_renders_the_demo_like_opgen(tmp_path, style):
     config = tmp_path / "config.yaml"
     config.write_text(f"replay_dir: {tmp_path / 'replay'}\ncookiecutters_dir: {tmp_path / 'cc'}\n")
     out = tmp_path / "out"
@@ -63,13 +62,8 @@ def test_plain_cookiecutter_renders_the_demo_like_opgen_and_its_tests_pass(tmp_p
     assert opgen("new", "examples/rms_norm.yaml", "-o", str(reference), "--style", style,
                  cwd=REPO).returncode == 0
     expected = {k: v for k, v in snapshot(reference).items() if not k.startswith(".opgen/")}
+    # byte for byte what opgen writes, whose tests tests/test_examples.py runs in both styles
     assert snapshot(project) == expected
-    results = run_generated_tests([project], tmp_path / "junit.xml")
-    outcomes = sorted(r["outcome"] for r in results.values())
-    # the tiers + opcheck with requires_grad + gradcheck (the demo's `autograd:`); NPU and CUDA skip here;
-    # npugraph_ex on CPU passes where `opgen npugraph-ex fetch` filled the cache, else skips
-    on_cpu = loader().unavailable() is None
-    assert outcomes == ["passed"] * (11 + on_cpu) + ["skipped"] * (3 - on_cpu), results
 
 
 def test_both_demos_render_side_by_side_and_plain_opgen_new_adopts_them(tmp_path):
