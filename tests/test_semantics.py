@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import os
 import re
 import string
 
@@ -737,7 +738,11 @@ def compiled_rules(tmp_path_factory):
     dtype_rules = [parse_dtype(text, DTYPE_SCHEMA) for text, _, _ in DTYPE_CASES]
     shape_source, shape_names = _cpp_module_source(SHAPE_SCHEMA, shape_rules, "shape")
     dtype_source, dtype_names = _cpp_module_source(DTYPE_SCHEMA, dtype_rules, "dtype")
-    build = tmp_path_factory.mktemp("cpp_rules")
+    # one build directory for every xdist worker: torch's build lock makes the others wait for the first
+    # compile and load its result instead of compiling again
+    build = tmp_path_factory.getbasetemp().parent / "cpp_rules" if os.environ.get("PYTEST_XDIST_WORKER") \
+        else tmp_path_factory.mktemp("cpp_rules")
+    build.mkdir(exist_ok=True)
     module = load_inline(
         name="opgen_semantics_rules", cpp_sources=[shape_source + "\n" + dtype_source],
         functions=shape_names + dtype_names, build_directory=str(build), extra_cflags=["-O0", "-Werror=return-type"],
