@@ -32,16 +32,17 @@ import zipfile
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from tools import BENCH_CACHE, cached_wheel, torch_npu_wheel
+
 ROOT = Path(__file__).resolve().parents[1]
 VERDICTS = Path(os.environ.get("OPGEN_BENCH_VERDICTS", ROOT / "benchmarks" / "lint_verdicts.yaml"))
-CACHE = Path(os.environ.get("OPGEN_BENCH_CACHE", Path.home() / ".cache" / "opgen-bench"))
-TORCH_NPU_WHEEL = Path("/work/cache/torch_npu-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl")
+CACHE = BENCH_CACHE
 
 # (name, pip requirement or None). Chosen for custom-op registration code that downloads fast
 # (vllm 0.33.0 is 336 MB and vllm-ascend ships only an sdist that needs a build: left out).
 PACKAGES = (
     ("torch", None),  # the installed torch 2.13.0
-    ("torch_npu", None),  # the wheel at TORCH_NPU_WHEEL
+    ("torch_npu", None),  # $OPGEN_TORCH_NPU_WHEEL, else torch-npu 2.13.0 downloaded once
     ("sglang", "sglang==0.5.23"),
     ("torchao", "torchao==0.18.0"),
     ("xformers", "xformers==0.0.35"),
@@ -91,26 +92,11 @@ def tree_of(name: str, requirement: str | None, offline: bool) -> Path:
     if tree.is_dir():
         return tree
     if name == "torch_npu":
-        if not TORCH_NPU_WHEEL.is_file():
-            raise Offline(f"{TORCH_NPU_WHEEL} is missing")
-        archive = TORCH_NPU_WHEEL
+        archive, reason = torch_npu_wheel(offline=offline)
     else:
-        wheels = CACHE / "wheels"
-        wheels.mkdir(parents=True, exist_ok=True)
-        stem = requirement.split("==")[0].replace("-", "_").lower()
-        version = requirement.split("==")[1]
-        found = [p for p in wheels.iterdir() if p.name.lower().replace("-", "_").startswith(f"{stem}_{version}")]
-        if not found:
-            if offline:
-                raise Offline(f"{requirement} is not in {wheels} and --offline was given")
-            done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "--timeout", "30",
-                                   "--retries", "1", requirement, "-d", str(wheels)],
-                                  capture_output=True, text=True, check=False, timeout=600)
-            found = [p for p in wheels.iterdir()
-                     if p.name.lower().replace("-", "_").startswith(f"{stem}_{version}")]
-            if done.returncode != 0 or not found:
-                raise Offline(f"pip download {requirement} failed: {done.stderr.strip()[-300:]}")
-        archive = found[0]
+        archive, reason = cached_wheel(requirement, offline=offline)
+    if archive is None:
+        raise Offline(reason)
     tree.parent.mkdir(parents=True, exist_ok=True)
     _extract(archive, tree)
     return tree

@@ -21,20 +21,36 @@ def skipped(what: str, reason: str) -> None:
     print(f"{what}: skipped ({reason})")
 
 
-def torch_npu_wheel(version: str = "2.13.0") -> tuple[Path | None, str]:
-    """The torch-npu wheel a benchmark reads: $OPGEN_TORCH_NPU_WHEEL, else one pip downloads (once) into
-    ~/.cache/opgen-bench/wheels. (None, the reason) when neither works (offline, say)."""
+BENCH_CACHE = Path(os.environ.get("OPGEN_BENCH_CACHE") or Path.home() / ".cache" / "opgen-bench")
+
+
+def cached_wheel(requirement: str, *, offline: bool = False) -> tuple[Path | None, str]:
+    """`NAME==VERSION`'s wheel (or sdist) in BENCH_CACHE/wheels, downloaded once with pip; (None, the
+    reason) when it is not there and cannot be had (offline, no network, no such version)."""
+    import subprocess
+
+    wheels = BENCH_CACHE / "wheels"
+    wheels.mkdir(parents=True, exist_ok=True)
+    name, version = requirement.split("==")
+    prefix = f"{name.replace('-', '_').lower()}_{version}"
+
+    def found() -> list[Path]:
+        return sorted(p for p in wheels.iterdir() if p.name.lower().replace("-", "_").startswith(prefix))
+
+    if not found():
+        if offline:
+            return None, f"{requirement} is not in {wheels} and --offline was given"
+        done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "--timeout", "30",
+                               "--retries", "1", requirement, "-d", str(wheels)],
+                              capture_output=True, text=True, check=False, timeout=600)
+        if done.returncode != 0 or not found():
+            return None, f"pip download {requirement} failed: {(done.stderr or done.stdout).strip()[-300:]}"
+    return found()[0], ""
+
+
+def torch_npu_wheel(version: str = "2.13.0", *, offline: bool = False) -> tuple[Path | None, str]:
+    """The torch-npu wheel a benchmark reads: $OPGEN_TORCH_NPU_WHEEL, else `cached_wheel`."""
     given = os.environ.get("OPGEN_TORCH_NPU_WHEEL")
     if given:
         return (Path(given), "") if Path(given).is_file() else (None, f"OPGEN_TORCH_NPU_WHEEL={given} is no file")
-    cache = Path.home() / ".cache" / "opgen-bench" / "wheels"
-    found = sorted(cache.glob(f"torch_npu-{version}-*.whl"))
-    if not found:
-        import subprocess
-
-        done = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-                               f"torch-npu=={version}", "-d", str(cache)], capture_output=True, text=True, check=False)
-        found = sorted(cache.glob(f"torch_npu-{version}-*.whl"))
-        if not found:
-            return None, f"pip could not download torch-npu {version}: {(done.stderr or done.stdout).strip()[-200:]}"
-    return found[0], ""
+    return cached_wheel(f"torch-npu=={version}", offline=offline)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 from dataclasses import dataclass, field
 
@@ -107,14 +108,31 @@ def _relative(path: str, config: LintConfig) -> str:
 
 
 def _matches(path: str, pattern: str, config: LintConfig) -> bool:
-    relative = _relative(path, config)
+    return _matches_relative(path, _relative(path, config), pattern)
+
+
+def _matches_relative(path: str, relative: str, pattern: str) -> bool:
     pattern = pattern.rstrip("/")
     return (fnmatch.fnmatch(relative, pattern) or fnmatch.fnmatch(os.path.basename(path), pattern)
             or fnmatch.fnmatch(relative, pattern + "/*") or relative.startswith(pattern + "/"))
 
 
 def _excluded(path: str, config: LintConfig) -> bool:
-    return any(_matches(path, pattern, config) for pattern in config.exclude)
+    """Whether a pattern of `config.exclude` matches `path`. Plain names (`.git`, `build`: most of the
+    defaults) are a set lookup on the file or directory name; only the others pay for the glob match
+    against the path relative to the config's root."""
+    names, globs = _split_patterns(config.exclude)
+    if os.path.basename(path) in names:
+        return True
+    relative = _relative(path, config)
+    return any(relative == name or relative.startswith(name + "/") for name in names) or any(
+        _matches_relative(path, relative, pattern) for pattern in globs)
+
+
+@functools.lru_cache(maxsize=16)
+def _split_patterns(patterns: tuple[str, ...]) -> tuple[frozenset[str], tuple[str, ...]]:
+    plain = frozenset(p.rstrip("/") for p in patterns if not any(c in p.rstrip("/") for c in "*?[/"))
+    return plain, tuple(p for p in patterns if p.rstrip("/") not in plain)
 
 
 def _read_chunk(paths: list[str]) -> list[FileRecord]:
