@@ -1,5 +1,6 @@
-"""The demo contexts in the templates' cookiecutter.json files: each template renders a demo op with plain
-`cookiecutter templates/<name> --no-input`, exactly as opgen would render it.
+"""The templates' cookiecutter.json files. A user-facing template (a style, op_plugin) holds a demo context,
+so that plain `cookiecutter templates/<name> --no-input` renders a demo op exactly as opgen would render
+it; the parts that opgen (or a style template's hook) renders with a full context hold only its keys.
 
     python tests/demo_contexts.py     # rewrite them after a change to a template context
 
@@ -33,9 +34,9 @@ def demo_contexts(repo: Path = REPO) -> dict[str, dict]:
         context = project_context(load_spec_text(text, PACKAGE_DEMO, style=style))
         # the outer directory of a plain `cookiecutter` run, one per style, so both demos fit side by side
         contexts[directory] = {**context, "project_dir": f"{context['project_slug']}_{style}", "_jinja2_env_vars": JINJA}
-        if style == "library":
-            contexts[PROJECT_TEMPLATE] = {**context, "_jinja2_env_vars": JINJA}
-            contexts[OP_TEMPLATE] = {**context, "_op": context["_opgen"]["ops"][0], "_jinja2_env_vars": JINJA}
+    # cookiecutter merges extra_context into these dicts: empty ones leave nothing of a demo to leak through
+    contexts[PROJECT_TEMPLATE] = {"project_slug": "", "_opgen": {}, "_jinja2_env_vars": JINJA}
+    contexts[OP_TEMPLATE] = {"project_slug": "", "_opgen": {}, "_op": {}, "_jinja2_env_vars": JINJA}
     text = (repo / OP_PLUGIN_DEMO).read_text(encoding="utf-8")
     context = op_plugin.project_context(load_spec_text(text, OP_PLUGIN_DEMO))
     contexts[op_plugin.PROJECT_TEMPLATE] = {**context, "_jinja2_env_vars": JINJA}

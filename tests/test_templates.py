@@ -27,24 +27,30 @@ def test_demo_contexts_are_in_sync_with_the_context_code():
 
 
 def test_every_context_has_exactly_the_demo_keys():
-    """cookiecutter merges extra_context INTO the demo dict: a key only the demo has would leak through."""
-    demo = json.loads((TEMPLATES / OP_TEMPLATE / "cookiecutter.json").read_text())
-    for spec in sorted((REPO / "examples").glob("*.yaml")):
-        context = project_context(load_spec(str(spec)))
-        assert set(context["_opgen"]) == set(demo["_opgen"]), spec
-        for op in context["_opgen"]["ops"]:
-            assert set(op) == set(demo["_op"]), spec
-
-
-def test_style_templates_hold_only_the_registration_module():
-    """Everything the styles share lives once, in project_files; the hooks are the same script."""
-    hooks = set()
+    """cookiecutter merges extra_context INTO the demo dict: a key only the demo has would leak through. The
+    parts that only opgen and the hook render hold empty dicts, so nothing of a demo can leak from them."""
     for directory in STYLE_TEMPLATES.values():
-        files = sorted(k for k in snapshot(TEMPLATES / directory))
-        assert files == ["cookiecutter.json", "hooks/post_gen_project.py",
-                         "{{cookiecutter.project_dir}}/{{cookiecutter.project_slug}}/ops.py"], directory
-        hooks.add((TEMPLATES / directory / "hooks" / "post_gen_project.py").read_text())
-    assert len(hooks) == 1
+        demo = json.loads((TEMPLATES / directory / "cookiecutter.json").read_text())
+        for spec in sorted((REPO / "examples").glob("*.yaml")):
+            context = project_context(load_spec(str(spec)))
+            assert set(context["_opgen"]) == set(demo["_opgen"]), spec
+            for op in context["_opgen"]["ops"]:
+                assert set(op) == set(demo["_opgen"]["ops"][0]), spec
+    for part in (PROJECT_TEMPLATE, OP_TEMPLATE):
+        context = json.loads((TEMPLATES / part / "cookiecutter.json").read_text())
+        assert {key: value for key, value in context.items() if isinstance(value, dict) and value} == {
+            "_jinja2_env_vars": {"lstrip_blocks": True, "trim_blocks": True}}, part
+
+
+def test_style_templates_hold_only_a_demo_context():
+    """One registration module (branching on the style) and one hook, in project_files: a style template is
+    its demo context plus links to them."""
+    for directory in STYLE_TEMPLATES.values():
+        template = TEMPLATES / directory
+        assert sorted(p.name for p in template.iterdir()) == ["cookiecutter.json", "hooks",
+                                                               "{{cookiecutter.project_dir}}"], directory
+        assert os.readlink(template / "hooks") == f"../{PROJECT_TEMPLATE}/hooks"
+        assert os.readlink(template / "{{cookiecutter.project_dir}}") == f"../{PROJECT_TEMPLATE}/{{{{cookiecutter.project_slug}}}}"
 
 
 @pytest.mark.parametrize("style", ["custom_op", "library"])

@@ -121,23 +121,19 @@ def op_context(spec: ProjectSpec, op: OpSpec) -> dict:
         "qualname_literal": literal(qualname),
         "op_name_literal": literal(schema.op_name),
         "overload": overload,
-        "define_line": _define_line(schema.signature(with_namespace=False), tag),
+        "signature_literal": _signature_literal(schema.signature(with_namespace=False)),
         # tags (`ops[i].tags`): the aliased return is kept and torch generates the (trivial) fake
         "tag": tag,
         "tag_guard": _tag_guard(op, qualname, tag) if tag else "",
-        "custom_op_tags_line": f"tags=torch.Tag.{tag}," if tag else "",
         "trivial_fake": bool(tag),
         "tag_fake_note": {"inplace": "it returns its first argument", "out": "it returns its out= arguments",
                           "": ""}[tag],
-        "def_public": define(stem, param_list, returns),
-        "def_fake": define(f"_{stem}_fake", param_list, returns),
         "def_expected": define(f"_{stem}_expected", param_list, "list"),
         "def_bounds": define(f"_{stem}_bounds", param_list, "list"),
         "bounds_lines": _bounds_lines(op),
         "def_cpu_kernel": define(f"{stem}_cpu", param_list, returns),
         "def_device_kernel": define(f"{stem}_{spec.device}", param_list, returns),
         "def_todo_fake": define(f"{stem}_fake", param_list, returns),
-        "def_custom_op": define(stem, param_list, returns),
         "opcheck_utils": "OPCHECK_UTILS_DYNAMIC" if op.is_dynamic else "OPCHECK_UTILS",
         # lines naming the op, wrapped so that long op names keep them under the line length
         "lines": _op_lines(spec, op, stem, qualname, overload, call, mutated),
@@ -150,6 +146,8 @@ def op_context(spec: ProjectSpec, op: OpSpec) -> dict:
                                                  '"cuda"', *_tolerances(op), 'mode="reduce-overhead"'], "    "),
         "doc": docstring(op.doc or f"The {qualname} operator.", "    "),
         "params": params,
+        "parameters": param_list,
+        "call_args": [part for part in call.split(", ") if part],
         "returns": returns,
         "call": call,
         "mutates_args": tuple_text([literal(n) for n in mutated]),
@@ -174,6 +172,7 @@ def op_context(spec: ProjectSpec, op: OpSpec) -> dict:
         "has_reference": reference is not None,
         # backward formula (`ops[i].autograd`): generated functions, user code validated at load time
         "autograd": op.autograd is not None,
+        "has_setup_context": op.autograd is not None and op.autograd.setup_context is not None,
         "autograd_code": _autograd_code(op, stem),
         "autograd_uses_math": op.autograd is not None and "math." in (op.autograd.backward
                                                                       + (op.autograd.setup_context or "")),
@@ -279,17 +278,6 @@ def _op_lines(spec: ProjectSpec, op: OpSpec, stem: str, qualname: str, overload:
     utils = "OPCHECK_UTILS_DYNAMIC" if op.is_dynamic else "OPCHECK_UTILS"
     has_kernel = "assert torch._C._dispatch_has_kernel_for_dispatch_key"
     return {
-        "impl_cpu": call_text("lib.impl", [name, f"{stem}_cpu", '"CPU"']),
-        "impl_device": call_text("lib.impl", [name, f"{stem}_{spec.device}", literal(DEVICES[spec.device])]),
-        "register_todo_fake": call_text("torch.library.register_fake", [q, f"{stem}_fake", "lib=lib"]),
-        "register_fake_decorator": "@" + call_text("torch.library.register_fake", [q, "lib=lib"]),
-        "has_side_effect": call_text("torch.fx.node.has_side_effect", [overload]),
-        "return_overload": call_text(f"return {overload}", args, "    "),
-        "return_cpu_kernel": call_text(f"return {stem}_cpu", args, "    "),
-        "register_npu_kernel": call_text("npu_lib.impl", [name, f"{stem}_npu", '"PrivateUse1"']),
-        "register_device_kernel": call_text(f"{stem}.register_kernel", [literal(spec.device),
-                                                                          f"{stem}_{spec.device}"]),
-        "custom_op_register_fake": call_text(f"{stem}.register_fake", [f"{stem}_fake"]),
         "assert_cpu": call_text(has_kernel, [q, '"CPU"'], "    "),
         "assert_meta": call_text(has_kernel, [q, '"Meta"'], "    "),
         "assert_tag": f"assert torch.Tag.{op.tags[0]} in {overload}.tags" if op.tags else "",
@@ -306,7 +294,6 @@ def _op_lines(spec: ProjectSpec, op: OpSpec, stem: str, qualname: str, overload:
                               "    "),
         "opcheck": call_text("_opcheck", [overload, "args", "kwargs", utils, literal(f"ops[{op.index}]"),
                                           literal(f"{spec.package}/kernels/{stem}_cpu.py")], "        "),
-        "register_autograd": _register_autograd(spec, op, stem, q),
         "gradcheck": call_text("_gradcheck", [overload, "call"], "        "),
         "fake_device": call_text("_assert_fake_device", [overload, "call", _output_fields(op)]
                                  + ([f"_{stem}_bounds(*call[0], **call[1])"] if _bounds_lines(op) else []), "    "),
@@ -356,22 +343,10 @@ def _autograd_code(op: OpSpec, stem: str) -> str:
     return "\n\n\n".join(functions)
 
 
-def _register_autograd(spec: ProjectSpec, op: OpSpec, stem: str, qualname_literal: str) -> str:
-    if op.autograd is None:
-        return ""
-    setup = [f"setup_context=_{stem}_setup_context"] if op.autograd.setup_context is not None else []
-    if spec.style == "custom_op":
-        return call_text(f"{stem}.register_autograd", [f"_{stem}_backward", *setup])
-    return call_text("torch.library.register_autograd", [qualname_literal, f"_{stem}_backward", *setup, "lib=lib"])
-
-
-def _define_line(signature: str, tag: str) -> str:
-    """`lib.define(schema, tags=...)`: pt2_compliant_tag always, as custom_op adds it (the same tags in both styles)."""
+def _signature_literal(signature: str) -> str:
+    """The schema as the string literal of `lib.define(...)`, split over lines when too long."""
     text = literal(signature)
-    if len(f"    {text},") > LINE_LENGTH:
-        text = string_call("(", signature, ")", "    ")
-    tags = ([f"torch.Tag.{tag}"] if tag else []) + ["torch.Tag.pt2_compliant_tag"]
-    return call_text("lib.define", [text, f"tags={tuple_text(tags)}"])
+    return text if len(f"    {text},") <= LINE_LENGTH else string_call("(", signature, ")", "    ")
 
 
 def _tag_guard(op: OpSpec, qualname: str, tag: str) -> str:

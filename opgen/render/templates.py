@@ -9,11 +9,13 @@ from pathlib import Path
 
 from ..errors import OpgenError
 
-STYLE_TEMPLATES = {"custom_op": "custom_op", "library": "library_op"}
-# A package: the registration module differs by style; every other project file comes from
-# PROJECT_TEMPLATE, and the files that exist once per op (owned by the user) from OP_TEMPLATE.
+# A package: every project file comes from PROJECT_TEMPLATE (the registration module branches on the style),
+# and the files that exist once per op (owned by the user) from OP_TEMPLATE.
 PROJECT_TEMPLATE = "project_files"
 OP_TEMPLATE = "op_files"
+# Plain-cookiecutter entry points, one demo per style: their project directory and hook are links into
+# PROJECT_TEMPLATE, so each holds nothing but its demo context.
+STYLE_TEMPLATES = {"custom_op": "custom_op", "library": "library_op"}
 
 
 def templates_dir() -> Path:
@@ -57,11 +59,11 @@ def render_templates(jobs: list[tuple[str, dict, str]], templates: Path | None =
 
 
 def render_package(spec, templates: Path | None = None) -> list:
-    """Every file of the custom-op package for `spec` (registration module of its style, project files,
-    and per op the user's kernels and TODO fakes)."""
+    """Every file of the custom-op package for `spec` (project files, registration module included, and per
+    op the user's kernels and TODO fakes)."""
     from .context import project_context
 
     context = project_context(spec)
-    jobs = [(STYLE_TEMPLATES[spec.style], context, "generated"), (PROJECT_TEMPLATE, context, "generated")]
+    jobs = [(PROJECT_TEMPLATE, context, "generated")]
     jobs += [(OP_TEMPLATE, {**context, "_op": op}, "user") for op in context["_opgen"]["ops"]]
     return render_templates(jobs, templates)

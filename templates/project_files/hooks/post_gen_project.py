@@ -1,9 +1,9 @@
-"""Render the rest of the project for a plain `cookiecutter` run.
+"""Render the files that exist once per op (kernels, TODO fakes) for a plain `cookiecutter` run.
 
-This template holds only the registration module of its style. The files every style shares come
-from the sibling template `project_files`, and the files that exist once per op (kernels, TODO
-fakes) from `op_files`, rendered once per op into this project. (`opgen new` does the same itself
-and does not run this hook.)
+The style templates (`custom_op`, `library_op`) hold only a demo context: their project directory and
+this hook are links into `project_files`. cookiecutter renders one file per template file, so the
+per-op files come from the sibling template `op_files`, rendered here once per op into the new project.
+(`opgen new` renders the same templates itself and does not run this hook.)
 """
 
 import json
@@ -18,7 +18,7 @@ CONTEXT = json.loads({{ cookiecutter | tojson | tojson }})
 
 
 def templates_dir() -> str:
-    """The directory holding this template and `op_files`. cookiecutter may pass a relative template
+    """The directory holding the style templates and `op_files`. cookiecutter may pass a relative template
     path and runs hooks inside the new project, so a relative path is resolved against the directory
     cookiecutter was started from."""
     starts = [""] if os.path.isabs(REPO_DIR) else [os.environ.get("PWD", ""), f"/proc/{os.getppid()}/cwd"]
@@ -34,15 +34,16 @@ def main() -> None:
     extra = {"project_slug": CONTEXT["project_slug"], "_opgen": CONTEXT["_opgen"]}
     with tempfile.TemporaryDirectory() as tmp:
         config = {"replay_dir": os.path.join(tmp, "replay"), "cookiecutters_dir": os.path.join(tmp, "cc")}
-        parts = [("project_files", extra)] + [("op_files", {**extra, "_op": op}) for op in CONTEXT["_opgen"]["ops"]]
-        for index, (template, context) in enumerate(parts):
-            rendered = cookiecutter(os.path.join(templates_dir(), template), no_input=True, extra_context=context,
-                                    output_dir=os.path.join(tmp, str(index)), default_config=config)
+        for index, op in enumerate(CONTEXT["_opgen"]["ops"]):
+            rendered = cookiecutter(os.path.join(templates_dir(), "op_files"), no_input=True,
+                                    extra_context={**extra, "_op": op}, output_dir=os.path.join(tmp, str(index)),
+                                    default_config=config)
             copy_files(rendered, project)
+    remove_empty_directories(project)
 
 
 def copy_files(rendered: str, project: str) -> None:
-    """The files of a rendered part, into the project (a file name that renders empty leaves no file, and
+    """The files of one op, into the project (a file name that renders empty leaves no file, and
     its directory is not created either: the project is exactly what `opgen new` writes)."""
     for directory, _, files in os.walk(rendered):
         for name in files:
@@ -50,6 +51,14 @@ def copy_files(rendered: str, project: str) -> None:
             target = os.path.join(project, os.path.relpath(source, rendered))
             os.makedirs(os.path.dirname(target), exist_ok=True)
             shutil.copy2(source, target)
+
+
+def remove_empty_directories(project: str) -> None:
+    """A file name that renders empty (`fakes/__init__.py` without TODO fakes) leaves its directory behind
+    in the fresh project; opgen writes no such directory."""
+    for directory, _, _ in sorted(os.walk(project), reverse=True):
+        if directory != project and not os.listdir(directory):
+            os.rmdir(directory)
 
 
 if __name__ == "__main__":
