@@ -14,6 +14,7 @@ from new_helpers import STYLES, opgen, run_generated_tests
 from opgen.errors import OpgenError
 from opgen.npugraph_ex import loader
 from opgen.render.context import project_context
+from opgen.render.templates import render_package
 from opgen.spec.load import load_spec_text
 
 
@@ -212,10 +213,11 @@ def test_generated_functions_are_the_validated_bodies_and_nothing_else():
     # only what the body reads is bound (no unused names in generated code)
     assert ast.unparse(setup.body[0]) == "_, s = inputs"
     assert len(setup.body) == 3 and "def not_at_module_level(): pass" in ast.literal_eval(setup.body[2].value)
-    assert op["lines"]["register_autograd"] == ('torch.library.register_autograd("a::f", _f_backward, '
-                                                "setup_context=_f_setup_context, lib=lib)")
-    custom = project_context(load_spec_text(spec.text, "spec.yaml", style="custom_op"))["_opgen"]["ops"][0]
-    assert custom["lines"]["register_autograd"] == "f.register_autograd(_f_backward, setup_context=_f_setup_context)"
+    library = {f.path: f.content for f in render_package(spec)}["a/ops.py"]
+    assert ('torch.library.register_autograd("a::f", _f_backward, setup_context=_f_setup_context, lib=lib)\n'
+            in library)
+    custom = {f.path: f.content for f in render_package(load_spec_text(spec.text, "spec.yaml", style="custom_op"))}
+    assert "f.register_autograd(_f_backward, setup_context=_f_setup_context)\n" in custom["a/ops.py"]
 
 
 def test_ops_without_autograd_get_no_autograd_registration():
@@ -226,7 +228,7 @@ def test_ops_without_autograd_get_no_autograd_registration():
         """)
     context = project_context(spec)["_opgen"]
     assert not context["ops"][0]["autograd"] and context["ops"][0]["autograd_code"] == ""
-    assert context["ops"][0]["lines"]["register_autograd"] == ""
+    assert "register_autograd" not in {f.path: f.content for f in render_package(spec)}["a/ops.py"]
     assert "requires_grad is not exercised for a::f" in " ".join(context["no_autograd_note"])
 
 

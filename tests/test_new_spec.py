@@ -9,6 +9,7 @@ import pytest
 
 from opgen.errors import OpgenError
 from opgen.render.context import docstring, literal, project_context, string_call
+from opgen.render.templates import render_package
 from opgen.spec.load import load_spec_text
 from opgen.spec.model import TensorValue
 
@@ -170,13 +171,18 @@ def test_tags_keep_the_aliased_return_and_need_no_semantics():
     assert [o.returns_argument for o in inplace.outputs] == ["x"] and inplace.missing_semantics == []
     assert [o.returns_argument for o in out.outputs] == ["values", "indices"] and out.missing_semantics == []
     ops = project_context(spec)["_opgen"]["ops"]
-    assert ops[0]["define_line"] == ('lib.define("scale_(Tensor(a!) x, float s) -> Tensor(a!)", '
-                                     'tags=(torch.Tag.inplace, torch.Tag.pt2_compliant_tag))')
+    files = {f.path: f.content for f in render_package(spec)}
+    registration, tests = files["ns/ops.py"], files["tests/test_graph_entry.py"]
+    assert ('lib.define("scale_(Tensor(a!) x, float s) -> Tensor(a!)", '
+            'tags=(torch.Tag.inplace, torch.Tag.pt2_compliant_tag))\n') in registration
     assert ops[0]["trivial_fake"] and not ops[0]["todo_fake"] and ops[0]["fake_lines"] == []
     assert ops[0]["expected_lines"] == ["return [(x.shape, x.dtype)]"]
     assert ops[1]["expected_lines"] == ["return [(values.shape, values.dtype), (indices.shape, indices.dtype)]"]
-    assert ops[1]["lines"]["compiled"].endswith('returned=("values", "indices"))')
-    assert ast.parse(ops[1]["define_line"])  # wrapped over lines, still one call
+    assert '_compiled_matches_eager(torch.ops.ns.topk.values, _topk_values_calls(), returned=("values", "indices"))' in tests
+    # the long schema is wrapped over lines: still one define call
+    defines = [node for node in ast.walk(ast.parse(registration)) if isinstance(node, ast.Call)
+               and ast.unparse(node.func) == "lib.define"]
+    assert [ast.literal_eval(call.args[0]) for call in defines][1].startswith("topk.values(Tensor x, int k, *, ")
 
 
 def test_without_tags_the_rewrite_note_names_the_tags_key():

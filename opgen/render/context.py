@@ -128,22 +128,10 @@ def op_context(spec: ProjectSpec, op: OpSpec) -> dict:
         "trivial_fake": bool(tag),
         "tag_fake_note": {"inplace": "it returns its first argument", "out": "it returns its out= arguments",
                           "": ""}[tag],
-        "def_expected": define(f"_{stem}_expected", param_list, "list"),
-        "def_bounds": define(f"_{stem}_bounds", param_list, "list"),
         "bounds_lines": _bounds_lines(op),
-        "def_cpu_kernel": define(f"{stem}_cpu", param_list, returns),
-        "def_device_kernel": define(f"{stem}_{spec.device}", param_list, returns),
-        "def_todo_fake": define(f"{stem}_fake", param_list, returns),
         "opcheck_utils": "OPCHECK_UTILS_DYNAMIC" if op.is_dynamic else "OPCHECK_UTILS",
         # lines naming the op, wrapped so that long op names keep them under the line length
-        "lines": _op_lines(spec, op, stem, qualname, overload, call, mutated),
-        "device_registered_assert": _device_registered_assert(spec, qualname),
         "custom_op_schema_line": string_call("schema=", _schema_tail(schema), ",", "    ") if explicit else "",
-        "trace_targets": "_, aot_graph" if missing else "dynamo_graph, aot_graph",
-        "capture_npu": call_text("_capture_replay", [overload, f"lambda seed: _{stem}_calls(seed)[0]", _mutated_keys(op),
-                                                '"npu"', *_tolerances(op), 'backend="npugraph_ex"'], "    "),
-        "capture_cuda": call_text("_capture_replay", [overload, f"lambda seed: _{stem}_calls(seed)[0]", _mutated_keys(op),
-                                                 '"cuda"', *_tolerances(op), 'mode="reduce-overhead"'], "    "),
         "doc": docstring(op.doc or f"The {qualname} operator.", "    "),
         "params": params,
         "parameters": param_list,
@@ -208,6 +196,15 @@ def op_context(spec: ProjectSpec, op: OpSpec) -> dict:
         "no_example_skip": string_call("pytest.skip(", f"no example inputs for {qualname}: add ops[{op.index}].examples "
                                        "to opgen.yaml", ")", "    "),
         "mutated_keys": _mutated_keys(op),
+        # the arguments of the test helpers' calls (formatted by the templates' python.j2 macros)
+        "spec_field_literal": literal(f"ops[{op.index}]"),
+        "cpu_kernel_path_literal": literal(cpu_kernel_path),
+        "output_fields": _output_fields(op),
+        "positional_names": tuple_text([literal(a.name) for a in schema.positional]),
+        "returned_keys": _returned_keys(op) if tag else "",
+        "tolerances": _tolerances(op),
+        "tag_names": [f"torch.Tag.{t}" for t in (*op.tags, "pt2_compliant_tag")],
+        "no_device_kernel_message": literal(f"ops.py registers no {DEVICE_NAMES[spec.device]} kernel"),
         "dynamic_skip": string_call("@pytest.mark.skip(reason=", f"{qualname} has a data-dependent output size "
                                     "(`dynamic`); a captured graph cannot return a size known only at run time", ")"),
     }
@@ -271,56 +268,6 @@ def tuple_text(items: list[str]) -> str:
     return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
 
 
-def _op_lines(spec: ProjectSpec, op: OpSpec, stem: str, qualname: str, overload: str, call: str,
-              mutated: list[str]) -> dict[str, str]:
-    q, name = literal(qualname), literal(op.schema.op_name)
-    args = [part for part in call.split(", ") if part]
-    utils = "OPCHECK_UTILS_DYNAMIC" if op.is_dynamic else "OPCHECK_UTILS"
-    has_kernel = "assert torch._C._dispatch_has_kernel_for_dispatch_key"
-    return {
-        "assert_cpu": call_text(has_kernel, [q, '"CPU"'], "    "),
-        "assert_meta": call_text(has_kernel, [q, '"Meta"'], "    "),
-        "assert_tag": f"assert torch.Tag.{op.tags[0]} in {overload}.tags" if op.tags else "",
-        # the same tags in both styles (custom_op adds pt2_compliant_tag itself, the Library define gives it)
-        "assert_tags": call_text("assert set", [f"{overload}.tags"], "    ", " == {"
-                                 + ", ".join(f"torch.Tag.{t}" for t in (*op.tags, "pt2_compliant_tag"))
-                                 + '}, "the tags of the registration in ops.py"'),
-        "assert_side_effect": _side_effect_assert(overload),
-        "trace": call_text(f"{'_' if op.missing_semantics else 'dynamo_graph'}, aot_graph = _trace",
-                           [overload, "call"], "    "),
-        "calls_op": call_text("_assert_calls_op", ["aot_graph", overload, f"mutable={bool(mutated)}"], "    "),
-        "metadata": call_text("_assert_metadata", ["_graph_outputs(dynamo_graph)",
-                                                   f"_{stem}_expected(*call[0], **call[1])", _output_fields(op)],
-                              "    "),
-        "opcheck": call_text("_opcheck", [overload, "args", "kwargs", utils, literal(f"ops[{op.index}]"),
-                                          literal(f"{spec.package}/kernels/{stem}_cpu.py")], "        "),
-        "gradcheck": call_text("_gradcheck", [overload, "call"], "        "),
-        "fake_device": call_text("_assert_fake_device", [overload, "call", _output_fields(op)]
-                                 + ([f"_{stem}_bounds(*call[0], **call[1])"] if _bounds_lines(op) else []), "    "),
-        "follows_semantics": call_text("_assert_follows_semantics", [overload, f"_{stem}_calls()", f"_{stem}_expected",
-                                                                     _output_fields(op), literal(f"ops[{op.index}]"),
-                                                                     literal(f"{spec.package}/kernels/{stem}_cpu.py")],
-                                       "    "),
-        "expected": call_text("_assert_expected", [overload, f"_{stem}_calls()", f"_{stem}_expect()",
-                                                   literal(f"ops[{op.index}]"),
-                                                   literal(f"{spec.package}/kernels/{stem}_cpu.py")], "    "),
-        "writes": call_text("_assert_writes", [overload, f"_{stem}_calls()",
-                                               tuple_text([literal(a.name) for a in op.schema.positional]),
-                                               _mutated_keys(op), literal(f"ops[{op.index}]"),
-                                               literal(f"{spec.package}/kernels/{stem}_cpu.py")], "    "),
-        "compiles_once": call_text("_compiles_once", [overload, f"_{stem}_two_sizes()", literal(f"ops[{op.index}]"),
-                                                      f"derived={_two_sizes(op)['two_sizes_derived']}"], "    "),
-        "non_contiguous_call": call_text("_non_contiguous", [f"_{stem}_calls()[0]"]
-                                         + ([f"keep={_returned_keys(op)}"] if op.tags == ("out",) else []), "    "),
-        "opcheck_variant": call_text("_opcheck", [overload, "args", "kwargs", utils, literal(f"ops[{op.index}]"),
-                                                  literal(f"{spec.package}/kernels/{stem}_cpu.py")], "    "),
-        "compiled_variant": call_text("_compiled_matches_eager", [overload, "[(args, kwargs)]"]
-                                      + ([f"returned={_returned_keys(op)}"] if op.tags else []), "    "),
-        "compiled": call_text("_compiled_matches_eager", [overload, f"_{stem}_calls()"]
-                              + ([f"returned={_returned_keys(op)}"] if op.tags else []), "    "),
-    }
-
-
 def _no_autograd_note(qualnames: list[str]) -> list[str]:
     """Lines of the test file's tier list saying why requires_grad is not exercised for these ops."""
     if not qualnames:
@@ -368,19 +315,6 @@ def _returned_keys(op: OpSpec) -> str:
 def _expected_returned(op: OpSpec) -> str:
     items = [f"({out.returns_argument}.shape, {out.returns_argument}.dtype)" for out in op.outputs]
     return "return [" + ", ".join(items) + "]"
-
-
-def _side_effect_assert(overload: str) -> str:
-    line = f"assert {overload} in torch.fx.node._side_effectful_functions"
-    if len(line) + 4 <= LINE_LENGTH:
-        return line
-    return f"assert (\n        {overload}\n        in torch.fx.node._side_effectful_functions\n    )"
-
-
-def _device_registered_assert(spec: ProjectSpec, qualname: str) -> str:
-    return call_text("assert torch._C._dispatch_has_kernel_for_dispatch_key",
-                     [literal(qualname), literal(DEVICES[spec.device])], "    ",
-                     f", {literal(f'ops.py registers no {DEVICE_NAMES[spec.device]} kernel')}")
 
 
 def _schema_tail(schema) -> str:

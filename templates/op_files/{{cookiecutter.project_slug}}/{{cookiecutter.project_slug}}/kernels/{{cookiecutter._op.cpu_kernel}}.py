@@ -1,3 +1,4 @@
+{% import "python.j2" as py %}
 """CPU reference kernel of {{ cookiecutter._op.qualname }}.
 
 This file is yours: opgen created it once and never overwrites it. {{ cookiecutter._opgen.package }}/ops.py registers it for
@@ -11,7 +12,7 @@ the CPU dispatch key; the graph-entry tests compare compiled and eager calls wit
 {% endif %}
 
 
-{{ cookiecutter._op.def_cpu_kernel }}
+{{ py.define(cookiecutter._op.cpu_kernel, cookiecutter._op.parameters, cookiecutter._op.returns) }}
 {% if cookiecutter._op.has_reference %}
 {% for line in cookiecutter._op.cpu_kernel_body %}
 {% if line %}
