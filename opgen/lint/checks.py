@@ -47,14 +47,19 @@ def check_records(records: list[FileRecord]) -> list[Diagnostic]:
         per_op = _contract(op)
         for lint_rule in op_rules:
             per_op.extend(lint_rule.check(op, project))
-        if any(d.code == R.UNDECLARED_MUTATION.code for d in per_op):  # it writes: "mutates nothing" is wrong
-            per_op = [d for d in per_op if d.code != R.SIDE_EFFECT_ONLY.code]
-        found.extend(per_op)
+        found.extend(_without_superseded(per_op))
     for lint_rule in LINT_RULES.values():
         if lint_rule.scope == "project":
             found.extend(lint_rule.check(project))
     found.extend(_check_namespace_ops(project))
     return found
+
+
+def _without_superseded(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+    """The findings of one op, less those whose premise a reported rule contradicts (`LintRule.supersedes`)."""
+    reported = {d.code for d in diagnostics}
+    superseded = {rule.code for code in reported if code in LINT_RULES for rule in LINT_RULES[code].supersedes}
+    return [d for d in diagnostics if d.code not in superseded]
 
 
 def _gather_ops(project: Project, opaque: set) -> list[Diagnostic]:

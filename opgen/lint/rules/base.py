@@ -38,6 +38,7 @@ class LintRule:
     opt_in: bool = False  # reported only when selected by its own code (`--select OPG207`), not by a prefix
     check: Callable[..., Iterable[Diagnostic]] | None = None
     scope: str | None = None
+    supersedes: tuple[Rule, ...] = ()  # rules not reported for an op this one reports (their premise is wrong)
 
 
 LINT_RULES: dict[str, LintRule] = {}
@@ -61,14 +62,15 @@ def lib_example(body: str) -> str:
 
 
 def lint_rule(code, name, severity, summary, explanation, *, valid=(), invalid=(), fixable=False,
-              opt_in=False, check=None, scope=None) -> Rule:
+              opt_in=False, check=None, scope=None, supersedes=()) -> Rule:
     assert scope in SCOPES and (check is None) == (scope is None), (code, scope)
     invalid = tuple(invalid)
     valid = tuple(valid)
     registered = rule(code, name, severity, summary, explanation,
                       bad=invalid[0].source.strip() if invalid else "", good=valid[0].strip() if valid else "",
                       fixable=fixable)
-    LINT_RULES[code] = LintRule(registered, valid, invalid, opt_in=opt_in, check=check, scope=scope)
+    LINT_RULES[code] = LintRule(registered, valid, invalid, opt_in=opt_in, check=check, scope=scope,
+                                supersedes=tuple(supersedes))
     return registered
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import textwrap
 
-from ...contract import ERROR, WARNING
+from ...contract import ERROR, SIDE_EFFECT_ONLY, WARNING
 from ...schema.model import Schema, is_tensor_like
 from ..fix import Edit
 from ..records import Function, Registration, Where
@@ -125,7 +125,8 @@ schema says it does not is silently wrong under torch.compile: the "functional" 
 eliminated, or its write lands in a copy (npugraph_ex clones inputs). Declare it: `Tensor(a!) x` in
 the schema, or add the name to `mutates_args`. Only certain writes are reported (to the parameter
 itself, a slice, a view or `.data` of it, and not after the parameter is re-bound). `--fix` adds the
-annotation to a literal `define()` schema.
+annotation to a literal `define()` schema. An op this rule reports gets no OPG104 ("mutates nothing"):
+it writes.
 """,
     valid=[lib_example("""
         lib.define("fill(Tensor(a!) x, float v) -> ()")
@@ -157,7 +158,7 @@ annotation to a literal `define()` schema.
         lib.impl("fill", fill, "CPU")
     """))],
     fixable=True,
-    check=_undeclared_mutation, scope="op",
+    check=_undeclared_mutation, scope="op", supersedes=(SIDE_EFFECT_ONLY,),
 )
 
 
