@@ -109,6 +109,7 @@ def test_every_broken_op_is_classified_and_every_twin_passes(cache_env):
     assert good.returncode == 0, good.stdout
 
 
+@pytest.mark.slow
 def test_deeper_rungs_and_keep_going(cache_env):
     """Past opcheck (skipped), the same bugs show where the ladder goes on: the undeclared write lands in
     npugraph_ex's private input copy; the missing fake is a graph break of aot_eager; --keep-going runs
@@ -129,6 +130,7 @@ def test_deeper_rungs_and_keep_going(cache_env):
     assert statuses["aot_eager"] == "fail" and statuses["npugraph_ex"] == "fail"
 
 
+@pytest.mark.slow
 def test_train_finds_a_missing_backward_and_passes_its_twin(cache_env):
     done = check("--json", "--train", "--skip", "npugraph_ex", "check_fixtures.train", env=cache_env)
     found = reports(done)
@@ -153,6 +155,7 @@ def test_static_rung_catches_what_lint_and_the_contract_see():
                for report in found.values() for r in report["rungs"][2:])
 
 
+@pytest.mark.slow
 def test_text_report_has_the_four_parts_and_rung_times():
     done = check("check_fixtures.broken_library:chk_lib::wrong_shape", "--skip", "npugraph_ex")
     assert done.returncode == 1
@@ -165,6 +168,7 @@ def test_text_report_has_the_four_parts_and_rung_times():
                for line in out.splitlines())
 
 
+@pytest.mark.slow
 def test_a_crash_and_a_hang_are_diagnoses_and_the_next_op_still_runs():
     fast = [arg for rung in ("opcheck", "aot_eager", "npugraph_ex") for arg in ("--skip", rung)]
     done = check("--json", "--timeout", "8", *fast, "check_fixtures.crash")
@@ -177,6 +181,7 @@ def test_a_crash_and_a_hang_are_diagnoses_and_the_next_op_still_runs():
     assert hang["verdict"]["signature"] == "worker-timeout" and hang["verdict"]["layer"] == "eager"
 
 
+@pytest.mark.slow
 def test_inputs_file_and_derivation(tmp_path):
     module = tmp_path / "needs_inputs.py"
     module.write_text(
@@ -243,6 +248,7 @@ def test_versions():
     assert found["torch"].startswith("2.")
 
 
+@pytest.mark.slow
 def test_a_generated_project_is_a_target_and_npugraph_ex_skips_naming_fetch(tmp_path):
     project = tmp_path / "rms"
     assert opgen("new", str(REPO / "examples" / "rms_norm.yaml"), "-o", str(project)).returncode == 0

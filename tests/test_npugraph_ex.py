@@ -175,6 +175,7 @@ def test_a_missing_cache_names_the_fetch_command(tmp_path, monkeypatch):
         loader().Session().__enter__()
 
 
+@pytest.mark.slow
 @needs_npugraph_ex
 def test_the_loader_leaves_the_process_as_it_found_it():
     """Enter and leave twice in a fresh process: modules, sys.path, torch.npu, torch's collective remaps and
@@ -208,6 +209,7 @@ def test_the_loader_leaves_the_process_as_it_found_it():
     assert done.stdout == "ok\n" and "Exception ignored" not in done.stderr, done.stderr
 
 
+@pytest.mark.slow
 @needs_npugraph_ex
 def test_the_stand_in_is_minimal():
     """Each name of the torch_npu stand-in is needed: without it, compiling with npugraph_ex fails."""

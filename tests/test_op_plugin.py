@@ -90,6 +90,7 @@ def test_generated_python_is_ruff_clean_and_parses_and_yaml_loads(generated):
         assert done.returncode == 0, done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_generated_tests_run_meta_checks_on_cpu_and_skip_the_npu_class(generated):
     for name, root in generated.items():
         done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "test"],
@@ -99,6 +100,7 @@ def test_generated_tests_run_meta_checks_on_cpu_and_skip_the_npu_class(generated
         assert "no NPU: torch_npu not importable" in done.stdout, done.stdout[-2000:]
 
 
+@pytest.mark.slow
 def test_generated_meta_test_catches_a_planted_wrong_shape(generated, tmp_path):
     root = generate(REPO / "examples/op_plugin/rms_norm.yaml", tmp_path / "planted")
     meta = root / "op_plugin/python/meta/_meta_registrations.py"
@@ -313,6 +315,7 @@ def test_refuses_trailing_underscore_op_that_is_not_in_place(tmp_path):
     assert "npu_scale_(Tensor(a!) self, ...) -> Tensor(a!)" in error and "drop the trailing '_'" in error
 
 
+@pytest.mark.slow
 def test_in_place_op_gets_its_functional_twin(tmp_path):
     spec = tmp_path / "spec.yaml"
     spec.write_text(spec_text(("npu_scale_(Tensor(a!) self, float s) -> Tensor(a!)", {}),

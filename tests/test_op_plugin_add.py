@@ -34,6 +34,7 @@ def only_added(before: str, after: str) -> list[str]:
     return [line for tag, _, _, j1, j2 in ops if tag == "insert" for line in after.splitlines()[j1:j2]]
 
 
+@pytest.mark.slow
 def test_adds_three_examples_with_only_added_lines_and_twice_changes_nothing(root):
     before = snapshot(root)
     for spec in EXAMPLES:
@@ -73,6 +74,7 @@ def test_adds_three_examples_with_only_added_lines_and_twice_changes_nothing(roo
     assert snapshot(root) == after
 
 
+@pytest.mark.slow
 def test_added_meta_tests_run_on_cpu_inside_the_tree(root):
     for spec in EXAMPLES:
         assert add(root, str(spec)).returncode == 0

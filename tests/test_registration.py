@@ -46,6 +46,7 @@ def test_custom_op_npu_kernel_is_registered_in_either_import_order(project, firs
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
 
 
+@pytest.mark.slow
 def test_drift_between_the_spec_and_your_kernels_warns_and_fails_the_generated_test(tmp_path):
     """An argument added to the schema after the kernels were created: `opgen new` keeps them, warns with
     both signatures, and the generated test fails with the same message until the kernel is updated."""
