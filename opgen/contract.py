@@ -129,27 +129,41 @@ torch either refuses the string or, worse, accepts it and reads something else (
 `int y=1.5` is kept as a float). The message gives the column and what was expected.
 """, bad="f(Tensor x, int y=1.5) -> Tensor", good="f(Tensor x, int y=1) -> Tensor")
 
-def _shared_alias_set(schema: Schema, facts: SchemaFacts) -> Iterator[Diagnostic]:
+def shared_alias_sets(schema: Schema) -> dict[str, list[str]]:
+    """The alias sets that more than one mutated argument is written in: letter -> argument names."""
     letters: dict[str, list[str]] = defaultdict(list)
     for arg in schema.mutated_args:
         for letter in arg.alias.before:
             if letter != "*":
                 letters[letter].append(arg.name)
-    for letter, names in letters.items():
-        if len(names) > 1:
-            fresh = _fresh_letters(schema, len(names) - 1)
-            yield diag(SHARED_ALIAS_SET, f"{facts.op}: arguments {', '.join(map(repr, names))} share alias set "
-                       f"'{letter}'", hint="give each mutated tensor its own letter, e.g. "
-                       + ", ".join(f"Tensor({c}!) {n}" for c, n in zip([letter, *fresh], names)),
-                       op=facts.op, part=("arg", names[1]))
+    return {letter: names for letter, names in letters.items() if len(names) > 1}
+
+
+def _shared_alias_set(schema: Schema, facts: SchemaFacts) -> Iterator[Diagnostic]:
+    for letter, names in shared_alias_sets(schema).items():
+        fresh = _fresh_letters(schema, len(names) - 1)
+        yield diag(SHARED_ALIAS_SET, f"{facts.op}: arguments {', '.join(map(repr, names))} share alias set "
+                   f"'{letter}': they may be the same storage (torch accepts this)", hint="if they never alias, "
+                   "the usual spelling gives each its own letter, e.g. "
+                   + ", ".join(f"Tensor({c}!) {n}" for c, n in zip([letter, *fresh], names)),
+                   op=facts.op, part=("arg", names[1]))
 
 
 SHARED_ALIAS_SET = rule(
-    "OPG101", "shared-alias-set", ERROR, "two mutated arguments share one alias set",
+    "OPG101", "shared-alias-set", INFO, "two mutated arguments share one alias set (allowed: they may alias)",
     """
-Every mutated tensor needs its own alias set: `Tensor(a!) x, Tensor(b!) y`. Sharing a letter tells
-the compiler the two may be the same storage, which breaks functionalization's bookkeeping.
-""", bad="f(Tensor(a!) x, Tensor(a!) y) -> ()", good="f(Tensor(a!) x, Tensor(b!) y) -> ()", check=_shared_alias_set)
+`Tensor(a!) x, Tensor(a!) y` declares that the two written tensors may be the same storage. torch
+2.13 accepts it in both registration styles (`Library.define`, `custom_op(..., schema=...)`) and at
+every stage: the eager call, every `torch.library.opcheck` test, and `torch.compile(fullgraph=True)`
+(aot_eager and inductor) give the eager result, even for the same tensor passed twice or overlapping
+views; torch's own `symm_mem::all_to_all_vdev` is written this way. torch only warns (opcheck's
+test_schema): "alias::a appears twice in same argument list which will make aliasing checks more
+conservative". Nothing breaks, so this is a note, not a finding: `opgen lint` does not report it and
+`opgen new` generates the op as written. One letter per tensor (`Tensor(a!) x, Tensor(b!) y`) is the
+usual spelling and the only one `custom_op` infers from type hints, so opgen passes a shared set to
+`custom_op` explicitly (`schema=`).
+""", bad="f(Tensor(a!) x, Tensor(a!) y) -> ()", good="f(Tensor(a!) x, Tensor(b!) y) -> ()", check=_shared_alias_set,
+    generated_only=True)
 
 def _aliased_return(schema: Schema, facts: SchemaFacts) -> Iterator[Diagnostic]:
     if facts.possible_tags:
@@ -269,16 +283,21 @@ registrations. Use your project's name as the namespace.
 def _mutated_non_tensor(schema: Schema, facts: SchemaFacts) -> Iterator[Diagnostic]:
     for arg in schema.mutated_args:
         if not is_tensor_like(arg.type):
-            yield diag(MUTATED_NON_TENSOR, f"{facts.op}: argument {arg.name!r} of type '{arg.type}' is marked "
-                       "as written, but only tensors can be mutated", hint=f"remove the annotation on {arg.name!r}",
-                       op=facts.op, part=("arg", arg.name))
+            yield diag(MUTATED_NON_TENSOR, f"{facts.op}: argument {arg.name!r} of type '{strip_alias(arg.type)}' is "
+                       "marked as written, but only tensors can be (torch.compile of a caller fails)",
+                       hint=f"remove the annotation '{arg.alias}' on {arg.name!r}", op=facts.op, part=("arg", arg.name))
 
 
 MUTATED_NON_TENSOR = rule(
-    "OPG109", "mutated-non-tensor", ERROR, "a non-Tensor argument is marked as written (`(a!)`)",
+    "OPG109", "mutated-non-tensor", ERROR, "a non-Tensor argument is marked as written (`int(a!)`): torch.compile fails",
     """
-Only tensors (and lists or optionals of tensors) can be mutated; `custom_op` refuses
-"only Tensors or collections of Tensors can be mutated". Remove the annotation.
+Only tensors (and lists or optionals of tensors) can be mutated. torch 2.13's `Library.define` and
+`custom_op(..., schema=...)` accept `int(a!) n`, and the eager call and opcheck's test_schema,
+test_faketensor and test_autograd_registration pass; but `torch.compile` of any caller, and opcheck's
+test_aot_dispatch_static / test_aot_dispatch_dynamic, fail with "Found a custom (non-ATen) operator
+whose output has alias annotations". `custom_op` without `schema=` refuses it when the op is defined:
+"only Tensors or collections of Tensors can be mutated". Remove the annotation (a Python number cannot
+be written in place anyway).
 """, bad="f(Tensor x, int(a!) n) -> ()", good="f(Tensor(a!) x, int n) -> ()", check=_mutated_non_tensor)
 
 def _alias_without_write(schema: Schema, facts: SchemaFacts) -> Iterator[Diagnostic]:
@@ -523,7 +542,8 @@ def _fresh_letters(schema: Schema, count: int) -> list[str]:
 
 def custom_op_explicit_schema_reasons(schema: Schema) -> list[str]:
     """Why `custom_op` would infer a different schema from type hints (empty: it infers this one)."""
-    reasons = []
+    reasons = [f"alias set '{letter}' shared by {', '.join(map(repr, names))}"
+               for letter, names in shared_alias_sets(schema).items()]
     for arg in schema.arguments:
         if not custom_op_can_infer(arg.type):
             reasons.append(f"'{arg.type} {arg.name}'")

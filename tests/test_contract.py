@@ -14,6 +14,7 @@ from opgen.contract import (
     check_ops,
     check_schema,
     custom_op_explicit_schema_reasons,
+    fatal_for_generation,
     has_errors,
     mutates_args,
 )
@@ -74,7 +75,9 @@ def diag_codes(text: str, **kwargs) -> list[str]:
     ("f(Tensor x) -> Tensor", {}, []),
     ("f_(Tensor(a!) x) -> ()", {}, []),
     ("f(Tensor(a!) x, Tensor(b!) y) -> ()", {}, []),
-    ("f(Tensor(a!)[] xs, Tensor(a!) y) -> ()", {}, ["OPG101"]),
+    ("f(Tensor(a!)[] xs, Tensor(a!) y) -> ()", {}, ["OPG101", "OPG107"]),
+    ("f(Tensor(a!)[] xs, Tensor(a!) y) -> ()", {"style": "library"}, ["OPG101"]),
+    ("f(Tensor(a!)[] xs, Tensor(a!) y) -> ()", {"style": "library", "generating": False}, []),
     ("f(Tensor(a!) x) -> Tensor(a!)", {"tags": ("inplace",)}, []),
     ("f.out(Tensor x, *, Tensor(a!) out) -> Tensor(a!)", {"tags": ("out",), "style": "library"}, []),
     ("f.out(Tensor x, *, Tensor(a!) out) -> Tensor(a!)", {}, ["OPG102", "OPG106"]),
@@ -110,8 +113,8 @@ def test_targeted_cases(text, kwargs, expected):
 
 
 def test_severities_and_messages_locate_the_op():
-    diags = check_schema(parse_schema("ns::f.ov(Tensor(a!) x, Tensor(a!) y) -> Tensor(a!)"))
-    assert [d.code for d in diags] == ["OPG101", "OPG102"]
+    diags = check_schema(parse_schema("ns::f.ov(Tensor(a!) x, Tensor(a!) y) -> Tensor(a!)"), style="library")
+    assert [(d.code, d.severity) for d in diags] == [("OPG101", "info"), ("OPG102", "error")]
     assert all(d.message.startswith("ns::f.ov: ") for d in diags)
     assert "Tensor(a!) x, Tensor(b!) y" in diags[0].hint
     assert has_errors(diags)
@@ -190,13 +193,133 @@ def test_torch_premise_of_OPG108_prim_is_reserved():
     assert "OPG108" in codes_for("prim::f(Tensor x) -> Tensor")
 
 
-def test_torch_premise_of_OPG109_only_tensors_can_be_mutated():
+def test_torch_premise_of_OPG109_custom_op_inference_refuses_a_mutated_non_tensor():
     def f(x: torch.Tensor, n: int) -> None:
         return None
 
-    with pytest.raises(ValueError, match="only Tensors"):
+    with pytest.raises(ValueError, match="only Tensors or collections of Tensors can be mutated"):
         torch.library.custom_op("opgen_contract::mut_int", f, mutates_args=("n",))
     assert "OPG109" in codes_for("mut_int(Tensor x, int(a!) n) -> ()")
+
+
+# What torch does with a schema that Library.define accepts, stage by stage, in each registration style that can
+# write it ("custom_op": with an explicit schema=). opgen's verdict follows: an error only where torch breaks.
+OPCHECK_UTILS = ("test_schema", "test_autograd_registration", "test_faketensor", "test_aot_dispatch_static",
+                 "test_aot_dispatch_dynamic")
+
+
+def _register(lib, style: str, name: str, schema: str, kernel, fake):
+    """Define `name` + `schema` with a kernel and a fake in `style`; returns the OpOverload."""
+    if style == "library":
+        lib.define(name + schema)
+        lib.impl(name, kernel, "CompositeExplicitAutograd")
+        torch.library.register_fake(f"opgen_contract::{name}", fake, lib=lib)
+        return getattr(torch.ops.opgen_contract, name).default
+    written = tuple(mutates_args(parse_schema(name + schema)))
+    custom = torch.library.custom_op(f"opgen_contract::{name}", kernel, mutates_args=written, schema=schema)
+    custom.register_fake(fake)  # custom_op overwrites an op of the same name: a rerun needs no cleanup
+    return custom._opoverload
+
+
+def _stages(op, make_args, caller) -> dict[str, str]:
+    """Each stage's outcome, "ok" or torch's message: the eager call, each opcheck test, and
+    torch.compile(fullgraph=True, backend="aot_eager") of `caller` compared with eager."""
+    import torch._dynamo
+
+    found = {}
+    try:
+        op(*make_args())
+        found["eager"] = "ok"
+    except Exception as error:  # noqa: BLE001  (the outcome is the finding)
+        found["eager"] = str(error)
+    for util in OPCHECK_UTILS:
+        result = torch.library.opcheck(op, make_args(), test_utils=(util,), raise_exception=False)[util]
+        found[util] = "ok" if result == "SUCCESS" else str(result)
+    torch._dynamo.reset()
+    try:
+        compiled = torch.compile(caller, backend="aot_eager", fullgraph=True)(*make_args())
+        eager = caller(*make_args())
+        found["compile"] = "ok" if all(torch.equal(a, b) for a, b in zip(compiled, eager)) else f"{compiled} != {eager}"
+    except Exception as error:  # noqa: BLE001
+        found["compile"] = str(error)
+    return found
+
+
+@pytest.mark.parametrize("style", ["library", "custom_op"])
+@pytest.mark.parametrize("schema", ["(Tensor(a!) x, Tensor(a!) y) -> ()", "(Tensor(a!) x, Tensor(b!) y) -> ()"])
+def test_torch_premise_of_OPG101_a_shared_alias_set_works_at_every_stage(style, schema):
+    """`Tensor(a!) x, Tensor(a!) y` (OPG101) behaves as its one-letter-each look-alike everywhere, even when both
+    arguments are one tensor or overlapping views: opgen notes it (info), never refuses or lints it."""
+    def kernel(x, y):
+        x.add_(1)
+        y.mul_(2)
+
+    name = "shared" if "(a!) y" in schema else "distinct"
+    with torch.library._scoped_library("opgen_contract", "FRAGMENT") as lib:
+        op = _register(lib, style, f"{name}_{style}", schema, kernel, lambda x, y: None)
+
+        def caller(x, y):
+            a, b, v, w = x.clone(), y.clone(), x * 3, x * 5
+            op(a, b)
+            op(v[:2], v[1:])  # overlapping views
+            op(w, w)  # one tensor, twice
+            return a, b, v, w
+
+        outcome = _stages(op, lambda: (torch.ones(3), torch.ones(3)), caller)
+    assert outcome == dict.fromkeys(["eager", *OPCHECK_UTILS, "compile"], "ok")
+    diagnostics = check_schema(parse_schema("f" + schema), style=style)
+    assert [(d.code, d.severity) for d in diagnostics if d.code == "OPG101"] == (
+        [("OPG101", "info")] if name == "shared" else [])
+    assert not any(fatal_for_generation(d, style) for d in diagnostics)
+    assert "OPG101" not in {d.code for d in check_schema(parse_schema("f" + schema), style=style, generating=False)}
+
+
+def test_torch_premise_of_OPG101_custom_op_infers_one_alias_set_per_mutated_tensor():
+    """So a shared set needs an explicit schema= (OPG107's reasons, which `opgen new` follows)."""
+    def bump(x: torch.Tensor, y: torch.Tensor) -> None:
+        return None
+
+    inferred = parse_schema("f" + torch.library.infer_schema(bump, mutates_args=("x", "y")))
+    assert [a.alias.before for a in inferred.arguments] in ([("a0",), ("a1",)], [("a",), ("b",)])
+    assert custom_op_explicit_schema_reasons(parse_schema("f(Tensor(a!) x, Tensor(a!) y) -> ()")) == [
+        "alias set 'a' shared by 'x', 'y'"]
+    assert custom_op_explicit_schema_reasons(parse_schema("f(Tensor(a!) x, Tensor(b!) y) -> ()")) == []
+
+
+ALIAS_ANNOTATIONS = "Found a custom (non-ATen) operator whose output has alias annotations"
+
+
+@pytest.mark.parametrize("style", ["library", "custom_op"])
+@pytest.mark.parametrize(("schema", "broken"), [
+    ("(Tensor(a!) x, int(b!) n) -> ()", True),
+    ("(Tensor x, Scalar(a!) n) -> ()", True),
+    ("(Tensor(a!) x, int n) -> ()", False),  # the correct look-alike
+])
+def test_torch_premise_of_OPG109_define_accepts_a_mutated_non_tensor_but_compile_fails(style, schema, broken):
+    """Library.define and custom_op(schema=) accept `int(a!)`; the eager call and opcheck's schema, fake and autograd
+    tests pass, but torch.compile and opcheck's aot_dispatch tests fail: OPG109 is an error exactly then."""
+    writes_x = "Tensor(a!) x" in schema
+
+    def kernel(x, n):
+        if writes_x:
+            x.add_(n)
+
+    name = f"nt{len(schema)}_{style}"
+    with torch.library._scoped_library("opgen_contract", "FRAGMENT") as lib:
+        op = _register(lib, style, name, schema, kernel, lambda x, n: None)
+
+        def caller(x, n):
+            a = x.clone()
+            op(a, n)
+            return (a + 1,)
+
+        outcome = _stages(op, lambda: (torch.ones(3), 2), caller)
+    failing = {"test_aot_dispatch_static", "test_aot_dispatch_dynamic", "compile"} if broken else set()
+    assert {stage for stage, result in outcome.items() if result != "ok"} == failing, outcome
+    assert all(ALIAS_ANNOTATIONS in outcome[stage] for stage in failing), outcome
+    diagnostics = [d for d in check_schema(parse_schema("f" + schema), style=style) if d.code == "OPG109"]
+    assert [d.severity for d in diagnostics] == (["error"] if broken else [])
+    assert all("torch.compile of a caller fails" in d.message for d in diagnostics)
 
 
 # Schemas torch.library.register_autograd refuses, with the words of torch's message (torch/library.py).

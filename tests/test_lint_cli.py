@@ -361,3 +361,30 @@ def test_tag_contract_is_checked_with_the_rule_opgen_new_uses(tmp_path):
     found = [(line, code) for _, line, _, code in findings(result.stdout) if code == "OPG112"]
     assert found == [(4, "OPG112"), (7, "OPG112")], result.stdout
     assert "not also 'y'" in result.stdout and "keyword-only (after the *), not 'out'" in result.stdout
+
+
+def test_schemas_torch_accepts_pass_and_a_mutated_non_tensor_is_caught(tmp_path):
+    """A shared alias set (OPG101, torch accepts it at every stage) is not reported in either style; `int(b!)`
+    (OPG109, torch.compile fails) is, in the same file next to its correct look-alike."""
+    (tmp_path / "lib_style.py").write_text(
+        "import torch\n\n"
+        "lib = torch.library.Library(\"lc\", \"FRAGMENT\")\n"
+        "lib.define(\"shared(Tensor(a!) x, Tensor(a!) y) -> ()\")\n"
+        "lib.define(\"count(Tensor(a!) x, int(b!) n) -> ()\")\n"
+        "lib.define(\"count_ok(Tensor(a!) x, int n) -> ()\")\n"
+        "for name in (\"shared\", \"count\", \"count_ok\"):\n"
+        "    lib.impl(name, lambda *args: None, \"CompositeExplicitAutograd\")\n"
+        "    torch.library.register_fake(f\"lc::{name}\", lambda *args: None, lib=lib)\n", encoding="utf-8")
+    (tmp_path / "co_style.py").write_text(
+        "import torch\n\n\n"
+        "@torch.library.custom_op(\"lc::co_shared\", mutates_args=(\"x\", \"y\"),\n"
+        "                         schema=\"(Tensor(a!) x, Tensor(a!) y) -> ()\")\n"
+        "def co_shared(x: torch.Tensor, y: torch.Tensor) -> None:\n"
+        "    x.add_(1)\n"
+        "    y.mul_(2)\n\n\n"
+        "@co_shared.register_fake\n"
+        "def _(x, y):\n"
+        "    return None\n", encoding="utf-8")
+    result = run_lint("lib_style.py", "co_style.py", cwd=tmp_path)
+    assert findings(result.stdout) == [("lib_style.py", 5, 33, "OPG109")], result.stdout
+    assert "only tensors can be (torch.compile of a caller fails)" in result.stdout

@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from new_helpers import REPO, opgen, snapshot
+from new_helpers import REPO, opgen, run_generated_tests, snapshot
 
 RMS_NORM = REPO / "examples" / "rms_norm.yaml"
 
@@ -403,8 +403,8 @@ def test_long_names_stay_within_the_line_length(tmp_path):
 @pytest.mark.parametrize(("schema", "fragments"), [
     ("aten::foo(Tensor x) -> Tensor", ["error: column 1: --schema: namespace 'aten' is reserved by PyTorch",
                                        "  | aten::foo(Tensor x) -> Tensor\n  | ^\n"]),
-    ("myops::foo(Tensor(a!) x, Tensor(a!) y) -> ()", ["--schema [OPG101]: myops::foo: arguments 'x', 'y' share",
-                                                      "  | myops::foo(Tensor(a!) x, Tensor(a!) y) -> ()\n"]),
+    ("myops::foo(Tensor(a!) x, int(b!) n) -> ()", ["error: column 26: --schema [OPG109]: myops::foo: argument 'n'",
+                                                   "  | myops::foo(Tensor(a!) x, int(b!) n) -> ()\n  |                          ^\n"]),
     ("  myops::foo(Tensor lib) -> Tensor", ["error: column 14: --schema: argument name 'lib' cannot be used",
                                             "  |   myops::foo(Tensor lib) -> Tensor\n  |              ^\n"]),
 ])
@@ -413,6 +413,41 @@ def test_schema_errors_point_into_the_schema_typed(tmp_path, schema, fragments):
     assert_refused(done, *fragments)
     assert "<--schema>" not in done.stderr and "opgen.yaml" not in done.stderr
     assert not (tmp_path / "p").exists()
+
+
+@pytest.mark.slow
+def test_a_shared_alias_set_is_generated_as_written_and_its_tests_pass(tmp_path):
+    """torch accepts `Tensor(a!) x, Tensor(a!) y` at every stage (OPG101, tests/test_contract.py), so opgen generates
+    it in both styles, keeping the schema (custom_op gets it as schema=: its inference gives each tensor a letter)."""
+    projects = []
+    for style in ("library", "custom_op"):
+        spec = write(tmp_path / f"{style}.yaml", f"""
+            namespace: shared_{style}
+            ops:
+              - schema: "bump_both(Tensor(a!) x, Tensor(a!) y, float s) -> ()"
+                reference: |
+                  x.add_(s)
+                  y.mul_(s)
+                examples:
+                  - {{x: {{shape: [4, 8]}}, y: {{shape: [4, 8]}}, s: 2.0}}
+                  - x: {{values: [[1.0, 2.0], [0.0, -1.0]]}}
+                    y: {{values: [[3.0, 4.0], [0.5, 1.0]]}}
+                    s: 2.0
+                    expect: {{x: [[3.0, 4.0], [2.0, 1.0]], y: [[6.0, 8.0], [1.0, 2.0]]}}
+            """)
+        project = tmp_path / style
+        done = opgen("new", str(spec), "-o", str(project), "--style", style)
+        assert done.returncode == 0, done.stderr
+        assert "OPG101" not in done.stderr  # a note (info), not a warning
+        ops = (project / f"shared_{style}" / "ops.py").read_text(encoding="utf-8")
+        assert "(Tensor(a!) x, Tensor(a!) y, float s) -> ()" in ops
+        projects.append(project)
+    results = run_generated_tests(projects, tmp_path / "junit.xml")
+    outcomes = {name: r["outcome"] for name, r in results.items() if "capture_replay" not in name}
+    assert {"test_bump_both_opcheck", "test_bump_both_compiles_once_for_two_sizes",
+            "test_bump_both_matches_expected_values"} <= set(outcomes), sorted(outcomes)
+    assert set(outcomes.values()) <= {"passed", "skipped"} and "passed" in outcomes.values(), results
+    assert all(outcomes[name] == "passed" for name in outcomes if "npugraph_ex" not in name), outcomes
 
 
 def test_schema_warnings_name_the_option_and_a_made_up_example_points_at_examples(tmp_path):

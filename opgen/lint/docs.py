@@ -16,7 +16,8 @@ from ..rules import all_rules
 from .rules import LINT_RULES, NOT_INFERRABLE
 
 BEGIN, END = "<!-- rules:begin -->", "<!-- rules:end -->"
-NOT_LINTED = frozenset({NOT_INFERRABLE.code})  # a generation hint: lint never reports it
+# A generation hint, and the rules that only constrain generated code: lint never reports them.
+NOT_LINTED = frozenset({NOT_INFERRABLE.code} | {code for code, rule in all_rules().items() if rule.generated_only})
 
 
 def rule_table(*, lint_only: bool) -> str:
