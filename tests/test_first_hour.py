@@ -104,9 +104,13 @@ def fresh(tmp_path_factory) -> dict:
     if listed.returncode != 0:
         pytest.fail(f"cannot list the repository's files with git: {listed.stderr.decode()}")
     for name in filter(None, listed.stdout.decode().split("\0")):
-        if (REPO / name).is_file():
-            (checkout / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, checkout / name)
+        source, target = REPO / name, checkout / name
+        if source.is_symlink():  # a clone has the link itself (the style templates link into project_files)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.symlink_to(os.readlink(source))
+        elif source.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     bin_dir = venv / ("Scripts" if os.name == "nt" else "bin")
