@@ -10,6 +10,7 @@ skip, unless OPGEN_REQUIRE_NPUGRAPH_EX is set, as in CI, where its absence fails
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -43,12 +44,13 @@ def test_npugraph_ex_is_fetched_where_required():
 
 
 def make_wheel(directory: Path, version: str = "9.9.9", *, package: bool = True, metadata_version: str | None = None,
-               extra: dict | None = None) -> Path:
+               extra: dict | None = None, tag: str = "cp311-cp311-manylinux_2_28_x86_64") -> Path:
     """A small torch-npu-shaped wheel: dist-info METADATA, npugraph_ex/__init__.py and one other module."""
-    wheel = directory / f"torch_npu-{version}-cp311-cp311-manylinux_2_28_x86_64.whl"
+    wheel = directory / f"torch_npu-{version}-{tag}.whl"
     with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as archive:
         archive.writestr(f"torch_npu-{version}.dist-info/METADATA",
                          f"Metadata-Version: 2.1\nName: torch_npu\nVersion: {metadata_version or version}\n\n")
+        archive.writestr(f"torch_npu-{version}.dist-info/WHEEL", f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: {tag}\n")
         archive.writestr("torch_npu/__init__.py", "raise ImportError('never imported')\n")
         if package:
             archive.writestr("torch_npu/dynamo/npugraph_ex/__init__.py", "MARK = 'npugraph_ex " + "x" * 400 + "'\n")
@@ -58,8 +60,11 @@ def make_wheel(directory: Path, version: str = "9.9.9", *, package: bool = True,
     return wheel
 
 
-def run_cli(*args: str, cache: Path) -> subprocess.CompletedProcess:
+def run_cli(*args: str, cache: Path, index: Path | None = None) -> subprocess.CompletedProcess:
+    """`opgen npugraph-ex ...`; with `index`, pip sees only the wheels in that directory (no network)."""
     env = {**os.environ, "OPGEN_CACHE_DIR": str(cache)}
+    if index is not None:
+        env.update(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(index))
     env.pop("OPGEN_DEBUG", None)
     return subprocess.run([sys.executable, "-m", "opgen", "npugraph-ex", *args], capture_output=True, text=True,
                           env=env, cwd=REPO, timeout=300, check=False)
@@ -82,7 +87,7 @@ def test_fetch_from_a_wheel_extracts_only_npugraph_ex_and_records_it(tmp_path):
     assert record["wheel"] == wheel.name and record["torch_npu_version"] == "9.9.9"
     assert record["sha256"] == hashlib.sha256(wheel.read_bytes()).hexdigest()
     assert record["torch_version"] == loader().torch_release()
-    assert "warning: torch-npu 9.9.9 was built for torch 9.9.9" in done.stderr  # not the installed torch
+    assert f"warning: torch-npu 9.9.9 is not built for the installed torch {loader().torch_release()}" in done.stderr
 
     found = run_cli("path", "--torch-npu-version", "9.9.9", cache=cache)
     assert found.returncode == 0 and found.stdout.strip() == str(target)
@@ -138,6 +143,117 @@ def test_fetch_of_a_version_the_index_lacks_says_so(tmp_path):
     assert done.returncode == 2, done.stderr
     assert "torch-npu 0.0.1" in done.stderr and "--wheel PATH" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "cache" / "npugraph_ex" / "0.0.1").exists()
+
+
+def index_of(directory: Path, *versions: str) -> Path:
+    """A pip find-links directory of small torch-npu wheels (pure-Python tag, so pip takes them anywhere)."""
+    directory.mkdir()
+    for version in versions:
+        make_wheel(directory, version, tag="py3-none-any")
+    return directory
+
+
+# torch-npu publishes post releases for a torch release (all requiring torch==X.Y.Z, uploaded after X.Y.Z):
+# 2.10.0, 2.10.0.post2 ... .post7; for 2.1.0 and 2.3.1 only post releases. Distractors: a pre-release of a
+# later post, a four-part release, the next patch release.
+DISTRACTORS = ("7.7.7.post11rc1", "7.7.7.1", "7.7.8")
+
+
+@pytest.mark.parametrize(("published", "asked", "fetched"), [
+    (("7.7.7.post2", "7.7.7.post10"), "7.7.7", "7.7.7.post10"),  # only post releases: the newest
+    (("7.7.7", "7.7.7.post2", "7.7.7.post10"), "7.7.7", "7.7.7.post10"),  # a post release is newer than X.Y.Z
+    (("7.7.7",), "7.7.7", "7.7.7"),
+    (("7.7.7", "7.7.7.post2", "7.7.7.post10"), "7.7.7.post2", "7.7.7.post2"),  # asked exactly
+], ids=["only-post", "plain-and-post", "only-plain", "exact-post"])
+def test_fetch_takes_the_newest_release_for_torch_x_y_z(tmp_path, published, asked, fetched):
+    cache = tmp_path / "cache"
+    index = index_of(tmp_path / "index", *published, *DISTRACTORS)
+    done = run_cli("fetch", "--torch-npu-version", asked, cache=cache, index=index)
+    assert done.returncode == 0, done.stderr
+    target = cache / "npugraph_ex" / fetched
+    assert done.stdout.strip() == str(target) and sorted(p.name for p in target.parent.iterdir()) == [fetched]
+    assert json.loads((target / "opgen-fetch.json").read_text())["torch_npu_version"] == fetched
+    found = run_cli("path", "--torch-npu-version", asked, cache=cache)
+    assert found.returncode == 0 and found.stdout.strip() == str(target), found.stderr
+
+
+def test_fetch_for_the_installed_torch_finds_its_post_release_and_the_tests_use_it(tmp_path, monkeypatch):
+    """The default version is the installed torch's X.Y.Z; only X.Y.Z.post3 published: fetched, no warning,
+    and found where the generated tests and `opgen check` look (the loader's find()/unavailable())."""
+    release = loader().torch_release()
+    cache = tmp_path / "cache"
+    index = index_of(tmp_path / "index", f"{release}.post1", f"{release}.post3")
+    done = run_cli("fetch", cache=cache, index=index)
+    assert done.returncode == 0 and "warning" not in done.stderr, done.stderr
+    target = cache / "npugraph_ex" / f"{release}.post3"
+    assert done.stdout.strip() == str(target)
+    assert run_cli("path", cache=cache).stdout.strip() == str(target)
+    monkeypatch.setenv("OPGEN_CACHE_DIR", str(cache))
+    assert loader().find() == target and loader().unavailable() is None
+
+
+def test_the_cache_lookup_prefers_the_newest_complete_post_release(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPGEN_CACHE_DIR", str(tmp_path))
+    root = tmp_path / "npugraph_ex"
+    for name in ("5.5.5", "5.5.5.post2", "5.5.5.post10", "5.5.5.post11", "5.5.5.post12rc1", "5.5.5rc1", "5.5.50",
+                 "5.5.5.1", ".5.5.5.post13-staging", "5.5.6.post1"):
+        (root / name / "npugraph_ex").mkdir(parents=True)
+        (root / name / "npugraph_ex" / "__init__.py").write_text("")
+        if name != "5.5.5.post11":  # incomplete: no record, as if fetched by hand
+            (root / name / "opgen-fetch.json").write_text("{}")
+    assert loader().find("5.5.5") == root / "5.5.5.post10"  # post10 > post2 (numbers, not strings)
+    assert loader().find("5.5.5.post2") == root / "5.5.5.post2"  # an exact version names itself alone
+    assert loader().find("5.5.5rc1") == root / "5.5.5rc1"
+    assert loader().find("5.5.4") is None
+    for name in ("5.5.5.post10", "5.5.5.post2"):
+        (root / name / "opgen-fetch.json").unlink()
+    assert loader().find("5.5.5") == root / "5.5.5"  # the plain release when no complete post release is there
+
+
+def test_fetch_of_a_torch_release_with_no_wheel_in_the_index_names_both_forms(tmp_path):
+    index = index_of(tmp_path / "index", *DISTRACTORS)
+    done = run_cli("fetch", "--torch-npu-version", "7.7.7", cache=tmp_path / "cache", index=index)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith("error: no torch-npu 7.7.7 (or 7.7.7.postN) wheel for this Python and platform")
+    assert "torch-npu X.Y.Z and X.Y.Z.postN match torch X.Y.Z" in done.stderr
+    assert not (tmp_path / "cache").exists()
+
+
+def test_fetch_without_torch_and_without_a_version_says_what_to_give(tmp_path):
+    """A venv with everything this Python has except the torch distribution: torch is really not installed."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    site_packages = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                        capture_output=True, text=True, check=True).stdout.strip())
+    torch = importlib.metadata.distribution("torch")
+    torch_names = {Path(file).parts[0] for file in torch.files}
+    system = Path(torch.locate_file(""))
+    for entry in system.iterdir():
+        if entry.name not in torch_names and not (site_packages / entry.name).exists():
+            (site_packages / entry.name).symlink_to(entry)
+    env = {**os.environ, "OPGEN_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("PYTHONPATH", None)
+    code = ("import importlib.metadata as m, importlib.util as u, click; "
+            "print(u.find_spec('torch'), [d for d in m.distributions() if d.name == 'torch'])")
+    probe = subprocess.run([python, "-c", code], capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert probe.stdout == "None []\n", probe.stdout + probe.stderr  # no torch module, no torch metadata
+
+    def opgen_in_venv(*args):
+        return subprocess.run([python, "-m", "opgen", "npugraph-ex", *args], capture_output=True, text=True,
+                              env=env, cwd=REPO, timeout=120, check=False)
+
+    done = opgen_in_venv("fetch")
+    assert done.returncode == 2 and done.stdout == "", done.stdout + done.stderr
+    assert done.stderr.startswith("error: torch is not installed, so the matching torch-npu version is unknown")
+    assert "hint: install torch, or give --torch-npu-version X.Y.Z (or --wheel PATH)" in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "cache").exists()
+    path = opgen_in_venv("path")
+    assert path.returncode == 1 and "npugraph_ex is not fetched (torch is not installed)" in path.stderr, path.stderr
+    # the look-alike: the same venv with a version given fetches (from a wheel on disk)
+    done = opgen_in_venv("fetch", "--wheel", str(make_wheel(tmp_path)))
+    assert done.returncode == 0 and "warning" not in done.stderr, done.stderr
+    assert done.stdout.strip() == str(tmp_path / "cache" / "npugraph_ex" / "9.9.9")
 
 
 def test_the_commands_need_no_torch(tmp_path):

@@ -14,7 +14,8 @@ def npugraph_ex() -> None:
 
 @npugraph_ex.command("fetch")
 @click.option("--torch-npu-version", "version", metavar="X.Y.Z",
-              help="torch-npu version to fetch (default: the installed torch's X.Y.Z).")
+              help="torch-npu version to fetch; X.Y.Z takes the newest of X.Y.Z and X.Y.Z.postN "
+              "(default: the installed torch's X.Y.Z).")
 @click.option("--wheel", type=click.Path(dir_okay=False), metavar="PATH",
               help="Use this torch_npu-*.whl instead of downloading (works offline).")
 def fetch(version: str | None, wheel: str | None) -> None:
@@ -36,7 +37,8 @@ def _fetch(version: str | None, wheel: str | None) -> None:
 
 @npugraph_ex.command("path")
 @click.option("--torch-npu-version", "version", metavar="X.Y.Z",
-              help="torch-npu version (default: the installed torch's X.Y.Z).")
+              help="torch-npu version; X.Y.Z finds the newest fetched of X.Y.Z and X.Y.Z.postN "
+              "(default: the installed torch's X.Y.Z).")
 def path(version: str | None) -> None:
     """Print the directory holding the fetched npugraph_ex (exit 1 when it has not been fetched)."""
     from . import loader
@@ -45,7 +47,7 @@ def path(version: str | None) -> None:
     version = version or lib.torch_release()
     found = lib.find(version) if version else None
     if found is None:
-        where = f" (looked in {lib.install_dir(version)})" if version else " (torch is not installed)"
+        where = f" (looked in {lib.looked_in(version)})" if version else " (torch is not installed)"
         click.echo(f"npugraph_ex is not fetched{where}\n  = hint: {lib.FETCH_HINT}", err=True)
         sys.exit(1)
     click.echo(str(found))

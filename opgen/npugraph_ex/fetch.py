@@ -4,6 +4,10 @@ torch-npu itself is never installed (without Ascend's CANN it breaks `import tor
 downloaded with pip (`pip download --no-deps`, the machine's configured index) or taken from disk,
 verified, and only `torch_npu/dynamo/npugraph_ex/` is extracted, atomically, to
 `<cache>/npugraph_ex/<torch-npu version>/npugraph_ex/` next to a JSON record of the wheel.
+
+A torch release X.Y.Z asks for the newest torch-npu built for it: X.Y.Z or a post release X.Y.Z.postN
+(torch-npu publishes e.g. 2.10.0 then 2.10.0.post2 ... .post7, all requiring torch==2.10.0, and for
+2.1.0 and 2.3.1 only post releases); any other version (X.Y.Z.postN, X.Y.Zrc1) asks for itself.
 """
 
 from __future__ import annotations
@@ -34,10 +38,21 @@ def default_version(lib) -> str:
     return version
 
 
+def requirement(version: str) -> str:
+    """pip's requirement for `version`: X.Y.Z or X.Y.Z.postN (pip takes the newest; pre-releases it skips)."""
+    if loader().RELEASE.fullmatch(version):
+        return f"torch-npu>={version},<{version}.1"
+    return f"torch-npu=={version}"
+
+
+def described(version: str) -> str:
+    return f"{version} (or {version}.postN)" if loader().RELEASE.fullmatch(version) else version
+
+
 def download(version: str, directory: str) -> Path:
-    """`pip download torch-npu==version` (the wheel only) into `directory`."""
+    """`pip download` of the torch-npu wheel `requirement(version)` names (the wheel only) into `directory`."""
     command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-               "--disable-pip-version-check", "--quiet", f"torch-npu=={version}", "-d", directory]
+               "--disable-pip-version-check", "--quiet", requirement(version), "-d", directory]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=1800, check=False)
     except (OSError, subprocess.TimeoutExpired) as error:
@@ -47,9 +62,9 @@ def download(version: str, directory: str) -> Path:
         output = (done.stderr or done.stdout).strip()
         tail = output.splitlines()[-1] if output else f"exit code {done.returncode}"
         if "No matching distribution" in output or "Could not find a version" in output:
-            raise OpgenError(f"no torch-npu {version} wheel for this Python and platform ({tail})",
-                             hint="torch-npu X.Y.Z matches torch X.Y.Z; give another --torch-npu-version, "
-                             "or a wheel with --wheel PATH") from None
+            raise OpgenError(f"no torch-npu {described(version)} wheel for this Python and platform ({tail})",
+                             hint="torch-npu X.Y.Z and X.Y.Z.postN match torch X.Y.Z; give another "
+                             "--torch-npu-version, or a wheel with --wheel PATH") from None
         raise OpgenError(f"downloading torch-npu {version} with pip failed:\n{tail}",
                          hint="check pip's index and network, or pass a wheel on disk with --wheel PATH") from None
     wheels = sorted(Path(directory).glob("torch_npu-*.whl"))
@@ -64,8 +79,8 @@ def verify(wheel: Path, version: str | None) -> tuple[str, list[zipfile.ZipInfo]
     if match is None:
         raise OpgenError(f"{wheel} is not a torch-npu wheel (expected torch_npu-<version>-....whl)")
     wheel_version = match.group("version")
-    if version is not None and wheel_version != version:
-        raise OpgenError(f"{wheel.name} is torch-npu {wheel_version}, not {version}",
+    if version is not None and loader().post_release(wheel_version, version) is None:
+        raise OpgenError(f"{wheel.name} is torch-npu {wheel_version}, not {described(version)}",
                          hint=f"pass the torch_npu-{version}-... wheel, or --torch-npu-version {wheel_version}")
     try:
         with zipfile.ZipFile(wheel) as archive:
@@ -141,12 +156,12 @@ def fetch(version: str | None, wheel: str | None) -> tuple[Path, str]:
     version = version or default_version(lib)
     with tempfile.TemporaryDirectory(prefix="opgen-torch-npu-") as directory:
         path = download(version, directory)
-        _, members = verify(path, version)
-        return install(path, version, members, torch_version), _mismatch(version, torch_version)
+        wheel_version, members = verify(path, version)
+        return install(path, wheel_version, members, torch_version), _mismatch(wheel_version, torch_version)
 
 
 def _mismatch(version: str, torch_version: str | None) -> str:
-    if torch_version is None or torch_version == version:
+    if torch_version is None or loader().post_release(version, torch_version) is not None:
         return ""
-    return (f"warning: torch-npu {version} was built for torch {version}, but torch {torch_version} is installed: "
-            f"the generated tests look for npugraph_ex {torch_version} and will skip")
+    return (f"warning: torch-npu {version} is not built for the installed torch {torch_version}: the generated "
+            f"tests look for npugraph_ex {described(torch_version)} and will skip")

@@ -3,8 +3,9 @@
 npugraph_ex, the torch.compile backend of torch_npu, is plain Python in the torch-npu wheel
 (`torch_npu/dynamo/npugraph_ex/`); `opgen npugraph-ex fetch` extracts that directory, and only it, into
 `<cache>/npugraph_ex/<torch-npu version>/npugraph_ex/` (`<cache>`: $OPGEN_CACHE_DIR, else
-$XDG_CACHE_HOME/opgen, else ~/.cache/opgen). Installing torch-npu itself without Ascend's CANN breaks
-`import torch`, so this module never does.
+$XDG_CACHE_HOME/opgen, else ~/.cache/opgen). torch X.Y.Z pairs with torch-npu X.Y.Z and its post releases
+X.Y.Z.postN (each wheel requires torch==X.Y.Z); the newest of them fetched is used. Installing torch-npu
+itself without Ascend's CANN breaks `import torch`, so this module never does.
 
 `Session` (a context manager) makes npugraph_ex usable for the duration of a `with` block:
 - With the real torch_npu and an NPU, npugraph_ex is torch_npu's own.
@@ -49,6 +50,7 @@ from typing import ClassVar
 FETCH_HINT = "run 'opgen npugraph-ex fetch'"
 PACKAGE = "npugraph_ex"
 RECORD = "opgen-fetch.json"
+RELEASE = re.compile(r"\d+\.\d+\.\d+")  # torch's X.Y.Z
 _MISSING = object()
 
 
@@ -66,7 +68,7 @@ def torch_release() -> str | None:
         version = importlib.metadata.version("torch")
     except importlib.metadata.PackageNotFoundError:
         return None
-    match = re.match(r"\d+\.\d+\.\d+", version)
+    match = RELEASE.match(version)
     return match.group(0) if match else version
 
 
@@ -75,13 +77,40 @@ def install_dir(version: str) -> Path:
     return cache_root() / PACKAGE / version
 
 
+def post_release(torch_npu_version: str, release: str) -> int | None:
+    """N when torch-npu `torch_npu_version` is `release`.postN, -1 when it is `release` itself, else None.
+
+    A torch release X.Y.Z pairs with torch-npu X.Y.Z and X.Y.Z.postN, the later builds for it (their
+    wheels require torch==X.Y.Z too); any other `release` (X.Y.Z.postN, X.Y.Zrc1) names itself alone.
+    """
+    if torch_npu_version == release:
+        return -1
+    if RELEASE.fullmatch(release) is None:
+        return None
+    match = re.fullmatch(re.escape(release) + r"\.post(\d+)", torch_npu_version)
+    return int(match.group(1)) if match else None
+
+
+def looked_in(version: str) -> str:
+    """Where `find(version)` looks, for messages."""
+    posts = f" and {version}.postN beside it" if RELEASE.fullmatch(version) else ""
+    return f"{install_dir(version)}{posts}"
+
+
 def find(version: str | None = None) -> Path | None:
-    """The fetched npugraph_ex for torch-npu `version` (default: the installed torch's X.Y.Z), or None."""
+    """The fetched npugraph_ex for torch-npu `version` (default: the installed torch's X.Y.Z), or None.
+
+    For a torch release X.Y.Z the newest of the fetched torch-npu X.Y.Z and X.Y.Z.postN wins."""
     version = version or torch_release()
     if version is None:
         return None
-    directory = install_dir(version)
-    return directory if (directory / PACKAGE / "__init__.py").is_file() and (directory / RECORD).is_file() else None
+    root = cache_root() / PACKAGE
+    candidates = [(post, path) for path in (root.iterdir() if root.is_dir() else ())
+                  if (post := post_release(path.name, version)) is not None]
+    for _, directory in sorted(candidates, reverse=True):
+        if (directory / PACKAGE / "__init__.py").is_file() and (directory / RECORD).is_file():
+            return directory
+    return None
 
 
 def _real_torch_npu() -> bool:
@@ -103,7 +132,7 @@ def unavailable() -> str | None:
     if torch_release() is None:
         return "torch is not installed"
     if find() is None:
-        return f"npugraph_ex not found: {FETCH_HINT} (looked in {install_dir(torch_release())})"
+        return f"npugraph_ex not found: {FETCH_HINT} (looked in {looked_in(torch_release())})"
     return None
 
 
