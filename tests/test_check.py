@@ -57,10 +57,11 @@ BROKEN = {
     "chk_lib::strided": ("dynamo-fx", "fake-wrong-metadata", None),
     "chk_lib::any_negative": ("dynamo-fx", "graph-break", None),
     "chk_lib::compiling_branch": ("precision", "compiled-differs", None),
+    "chk_lib::float_sync": ("ge-cann", "cpu-sync-in-kernel", "OPG307"),
 }
 # a module that fails to import -> the op of good_library.py that is its correct twin
 MODULE_TWINS = {"check_fixtures.bad_schema": "bad_schema"}
-NEEDS_NPUGRAPH_EX = {"chk_lib::host_sync", "chk_lib::scale_", "chk_lib::side_effect", "chk_lib::positive"}
+NEEDS_NPUGRAPH_EX = {"chk_lib::host_sync", "chk_lib::float_sync", "chk_lib::scale_", "chk_lib::side_effect", "chk_lib::positive"}
 BROKEN_MODULES = ("check_fixtures.broken_library", "check_fixtures.broken_custom_op", "check_fixtures.broken_vllm",
                   "check_fixtures.defined_twice", "check_fixtures.bad_schema")
 GOOD_MODULES = ("check_fixtures.good_library", "check_fixtures.good_custom_op", "check_fixtures.good_vllm")
