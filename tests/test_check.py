@@ -9,14 +9,18 @@ that rung catches are left out (with OPGEN_REQUIRE_NPUGRAPH_EX set, as in CI, th
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from conftest import run_opgen_command
 from new_helpers import REPO, opgen
 
+from opgen.check.signatures import BY_ID, classify
 from opgen.npugraph_ex import loader
 
 FIXTURES = Path(__file__).parent / "fixtures" / "check"
@@ -49,10 +53,17 @@ BROKEN = {
     "chk_lib::weird": ("unclassified", None, None),
     "chk_lib::positive": ("npugraph_ex", "npugraph_ex-dynamic-output", None),
     "check_fixtures.defined_twice": ("eager", "op-defined-twice", "OPG205"),
+    "check_fixtures.bad_schema": ("eager", "registration-failed", None),
+    "chk_lib::strided": ("dynamo-fx", "fake-wrong-metadata", None),
+    "chk_lib::any_negative": ("dynamo-fx", "graph-break", None),
+    "chk_lib::compiling_branch": ("precision", "compiled-differs", None),
+    "chk_lib::float_sync": ("ge-cann", "cpu-sync-in-kernel", "OPG307"),
 }
-NEEDS_NPUGRAPH_EX = {"chk_lib::host_sync", "chk_lib::scale_", "chk_lib::side_effect", "chk_lib::positive"}
+# a module that fails to import -> the op of good_library.py that is its correct twin
+MODULE_TWINS = {"check_fixtures.bad_schema": "bad_schema"}
+NEEDS_NPUGRAPH_EX = {"chk_lib::host_sync", "chk_lib::float_sync", "chk_lib::scale_", "chk_lib::side_effect", "chk_lib::positive"}
 BROKEN_MODULES = ("check_fixtures.broken_library", "check_fixtures.broken_custom_op", "check_fixtures.broken_vllm",
-                  "check_fixtures.defined_twice")
+                  "check_fixtures.defined_twice", "check_fixtures.bad_schema")
 GOOD_MODULES = ("check_fixtures.good_library", "check_fixtures.good_custom_op", "check_fixtures.good_vllm")
 
 
@@ -97,7 +108,8 @@ def test_every_broken_op_is_classified_and_every_twin_passes(cache_env):
         assert [r["name"] for r in found[op]["rungs"]] == RUNG_NAMES
     good = check("--json", *GOOD_MODULES, env=cache_env)
     twins = reports(good)
-    assert {op.split("::")[-1] for op in twins} == {op.split("::")[-1] for op in BROKEN if "::" in op}
+    assert {op.split("::")[-1] for op in twins} == ({op.split("::")[-1] for op in BROKEN if "::" in op}
+                                                     | set(MODULE_TWINS.values()))
     for op, report in twins.items():
         assert report["verdict"] is None, (op, report["verdict"])
         statuses = {r["name"]: r["status"] for r in report["rungs"]}
@@ -259,3 +271,78 @@ def test_a_generated_project_is_a_target_and_npugraph_ex_skips_naming_fetch(tmp_
     rungs = {r["name"]: r for r in report["rungs"]}
     assert rungs["npugraph_ex"]["status"] == "skip"
     assert "run 'opgen npugraph-ex fetch'" in rungs["npugraph_ex"]["reason"]
+
+
+# --- every row of the failure table is proven ------------------------------------------------------------
+
+# Rows a device or a torch other than this machine's raises: proven on the message as recorded, with its source
+RECORDED = json.loads((FIXTURES / "recorded_errors.json").read_text(encoding="utf-8"))
+# Rows proven by a test other than the BROKEN sweep -> that test (its source names the row)
+PROVEN_ELSEWHERE = {
+    "npugraph_ex-private-input-copy": "test_deeper_rungs_and_keep_going",
+    "missing-autograd": "test_train_finds_a_missing_backward_and_passes_its_twin",
+    "worker-crash": "test_a_crash_and_a_hang_are_diagnoses_and_the_next_op_still_runs",
+    "worker-timeout": "test_a_crash_and_a_hang_are_diagnoses_and_the_next_op_still_runs",
+    "backend-compile-failed": "test_backend_compile_failed_is_proven_on_torchs_own_exception",
+}
+# Rows without any proof, and why none can be had here. Keep this empty where possible.
+UNPROVEN = {
+    "npugraph_ex-no-graph": "named by the worker when npugraph_ex compiles no graph; the rung always calls the op, "
+                            "so Dynamo always hands npugraph_ex a graph (even an empty one: a decomposed or "
+                            "eliminated op is npugraph_ex-op-eliminated), and the stand-in never falls back",
+}
+
+
+def test_every_table_row_has_a_planted_op_or_a_recorded_message():
+    """A row added to opgen/check/signatures.py without a planted op (BROKEN, or a test named in
+    PROVEN_ELSEWHERE) or a recorded message (fixtures/check/recorded_errors.json) fails here."""
+    from opgen.check.signatures import TABLE
+
+    ids = {row.id for row in TABLE}
+    planted = {signature for _layer, signature, _rule in BROKEN.values() if signature}
+    recorded = {case["signature"] for case in RECORDED}
+    for signature, test_name in PROVEN_ELSEWHERE.items():
+        assert f'"{signature}"' in inspect.getsource(globals()[test_name]), (signature, test_name)
+    proven = planted | recorded | set(PROVEN_ELSEWHERE)
+    assert proven | set(UNPROVEN) <= ids, "proof for a row the table no longer has"
+    assert not proven & set(UNPROVEN), "a proven row is still listed as unproven"
+    assert ids - proven - set(UNPROVEN) == set(), "rows with neither a planted op nor a recorded message"
+
+
+@pytest.mark.parametrize("case", RECORDED, ids=[case["signature"] for case in RECORDED])
+def test_recorded_messages_match_their_row_and_look_alikes_do_not(case):
+    """Proven only on recorded text (the fixture says why and where it was recorded): the message as torch or
+    torch_npu/CANN print it is classified to its row, and a look-alike message to another row (or none)."""
+    assert case["source"] and case["why_recorded"]
+    row = classify(case["rung"], {"type": case["type"], "message": case["message"]})
+    assert row is not None and row.id == case["signature"], row
+    alike = case["look_alike"]
+    assert alike["source"]
+    alike_error = {"type": alike["type"], "message": alike["message"]}
+    assert not BY_ID[case["signature"]].matches(case["rung"], alike_error)
+    other = classify(case["rung"], alike_error)
+    assert (other.id if other else None) == alike["expected"]
+
+
+@pytest.mark.slow
+def test_backend_compile_failed_is_proven_on_torchs_own_exception():
+    """No planted op reaches "backend-compile-failed": the opcheck rung runs AOTAutograd first (and reports the
+    exception inside), and Dynamo's own fake run catches what is left. The row is proven on the exception
+    torch.compile raises when its backend fails, as the worker records it; its look-alikes are the same
+    complaint raised by the op itself, and the same exception at a rung where no backend runs."""
+    script = (
+        "import json, torch\n"
+        "from opgen.check.worker import _error_info\n"
+        "def failing(gm, example_inputs):\n"
+        "    raise RuntimeError('the backend complains')\n"
+        "try:\n"
+        "    torch.compile(lambda x: x + 1, backend=failing, fullgraph=True)(torch.ones(2))\n"
+        "except Exception as error:\n"
+        "    print(json.dumps(_error_info(error)))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=300,
+                          check=False)
+    error = json.loads(done.stdout)
+    assert error["type"] == "torch._dynamo.exc.BackendCompilerFailed", error
+    assert classify("aot_eager", error).id == "backend-compile-failed"
+    assert classify("aot_eager", {"type": "RuntimeError", "message": "the backend complains"}) is None
+    assert classify("eager", error) is None

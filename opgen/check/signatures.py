@@ -159,7 +159,9 @@ TABLE: tuple[Signature, ...] = (
       ("BackendCompilerFailed",), r"."),
     S("compiled-differs", "precision", "compiled output differs from eager",
       (("the kernel depends on global state (torch.is_grad_enabled(), counters, caches) that differs at compile "
-       "time"), "the kernel reads memory it does not own (uninitialised output)", ("tolerance: a low-precision "
+       "time"), ("a CompositeImplicitAutograd kernel is traced into the graph: a branch on "
+       "torch.compiler.is_compiling() or other trace-time state is baked in"),
+       "the kernel reads memory it does not own (uninitialised output)", ("tolerance: a low-precision "
        "dtype accumulates differently")),
       "compare eager and compiled on one small input; make the kernel a pure function of its arguments", None,
       ("aot_eager", "npugraph_ex", "capture"), ("AssertionError",), r"differs from eager|not close|not equal"),

@@ -377,8 +377,8 @@ def rung_eager(op: Op) -> str:
             torch.testing.assert_close(first, second, equal_nan=True)
         except AssertionError:
             op.eager_notes["nondeterministic"] = True
-        op.eager_notes["syncs"] = sorted({label for label in probe.seen if label.startswith("Tensor.")
-                                             and not label.endswith("_()")})
+        sync_labels = {f"Tensor.{name}()" for name in _SYNC_METHODS}  # not "ends with _()": __float__() does
+        op.eager_notes["syncs"] = sorted({label for label in probe.seen if label in sync_labels})
         op.eager_notes["random"] = sorted({label for label in probe.seen if label not in op.eager_notes["syncs"]})
     note = f"{len(op.calls)} example(s) ran on CPU"
     if op.eager_notes.get("nondeterministic"):
