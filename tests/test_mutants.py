@@ -121,6 +121,11 @@ MUTANTS = (
            "tags=()", ("ops.py",), style="library"),
     Mutant("no NPU kernel registered", "bias_act", "ops", 'npu_lib.impl("bias_act", bias_act_npu, "PrivateUse1")\n',
            "", ("ops.py registers no NPU kernel",), style="custom_op"),
+    # the registered schema is not the spec's (only the schema tier sees these: every call still works)
+    Mutant("schema=: custom_op infers SymInt for int", "todo_semantics", "ops",
+           '    schema="(Tensor x, int k) -> Tensor",\n', "", ("ops[0].schema in opgen.yaml",), style="custom_op"),
+    Mutant("schema: a default added by hand", "scale_inplace", "ops", '"scale_(Tensor(a!) x, float s) -> Tensor(a!)"',
+           '"scale_(Tensor(a!) x, float s=1.0) -> Tensor(a!)"', ("ops[0].schema in opgen.yaml",), style="library"),
     # drift: your kernel no longer takes the schema's arguments
     Mutant("kernel signature drifted", "scatter_update", "kernel", "indices: torch.Tensor", "index: torch.Tensor",
            ("scatter_update__cpu.py: def scatter_update__cpu(cache, index, updates) no longer matches ops[0].schema",)),

@@ -122,6 +122,9 @@ def op_context(spec: ProjectSpec, op: OpSpec) -> dict:
         "op_name_literal": literal(schema.op_name),
         "overload": overload,
         "signature_literal": _signature_literal(schema.signature(with_namespace=False)),
+        # (an argument of a call in a test function: 8 columns in when the call is wrapped)
+        "schema_literal": _signature_literal(f"{namespace}::{schema.signature(with_namespace=False)}", " " * 8),
+        "schema_field_literal": literal(f"ops[{op.index}].schema"),
         # tags (`ops[i].tags`): the aliased return is kept and torch generates the (trivial) fake
         "tag": tag,
         "tag_guard": _tag_guard(op, qualname, tag) if tag else "",
@@ -290,10 +293,10 @@ def _autograd_code(op: OpSpec, stem: str) -> str:
     return "\n\n\n".join(functions)
 
 
-def _signature_literal(signature: str) -> str:
-    """The schema as the string literal of `lib.define(...)`, split over lines when too long."""
+def _signature_literal(signature: str, indent: str = "    ") -> str:
+    """A schema as a string literal argument on a line of its own at `indent`, split over lines when too long."""
     text = literal(signature)
-    return text if len(f"    {text},") <= LINE_LENGTH else string_call("(", signature, ")", "    ")
+    return text if len(f"{indent}{text},") <= LINE_LENGTH else string_call("(", signature, ")", indent)
 
 
 def _tag_guard(op: OpSpec, qualname: str, tag: str) -> str:

@@ -25,6 +25,8 @@ Tiers that cannot run on this machine are skipped with the reason.
 {% endif %}
 """
 
+import re
+
 import pytest
 import torch
 from torch._dynamo.backends.common import aot_autograd
@@ -56,6 +58,20 @@ def _assert_signature(function, path: str, field: str, want: str) -> None:
     have = "(" + ", ".join(positional + (["*"] + keyword if keyword else [])) + ")"
     assert have == want, (f"{path}: def {function.__name__}{have} no longer matches {field} in opgen.yaml, "
                           f"which takes {want}: kept yours; update its signature")
+
+
+def _assert_schema(overload, want: str, field: str) -> None:
+    """torch registered the schema of the spec (alias-set letters aside: custom_op infers a0, a1, ...)."""
+    have = overload._schema
+    assert _alias_sets_renamed(str(have)) == _alias_sets_renamed(str(torch._C.parse_schema(want))), (
+        f"torch registered {have}, but {field} in opgen.yaml is {want}: ops.py was edited by hand or generated "
+        "wrong; regenerate it with `opgen new`")
+
+
+def _alias_sets_renamed(schema: str) -> str:
+    """The schema text with its alias sets named by order of appearance."""
+    names: dict[str, str] = {}
+    return re.sub(r"\((\w+)(!?)\)", lambda m: f"({names.setdefault(m.group(1), f's{len(names)}')}{m.group(2)})", schema)
 
 
 def _npu_unavailable() -> str | None:
@@ -683,6 +699,7 @@ def test_{{ op.stem }}_is_registered():
     assert callable({{ cookiecutter._opgen.package }}.{{ op.function }})
     {{ py.call("assert torch._C._dispatch_has_kernel_for_dispatch_key", [op.qualname_literal, '"CPU"'], "    ") }}
     {{ py.call("assert set", [op.overload ~ ".tags"], "    ", " == {" ~ op.tag_names | join(", ") ~ '}, "the tags of the registration in ops.py"') }}
+    {{ py.call("_assert_schema", [op.overload, op.schema_literal, op.schema_field_literal], "    ") }}
 {% for line in op.signature_asserts %}
     {{ line }}
 {% endfor %}
