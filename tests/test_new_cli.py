@@ -90,6 +90,27 @@ def test_user_kernels_survive_regeneration_and_new_ops_get_new_files(tmp_path):
     assert "keep" in done.stdout or "myops/kernels/rms_norm_npu.py" not in done.stdout
 
 
+def test_a_changed_reference_is_said_once_and_the_kernel_kept(tmp_path):
+    """`reference:` seeds the CPU kernel once; changed later, the kernel stays the user's and the run that
+    sees the change says so (the look-alike: the next run, and a change elsewhere, say nothing of it)."""
+    target = tmp_path / "p"
+    assert opgen("new", str(RMS_NORM), "-o", str(target)).returncode == 0
+    kernel = target / "myops" / "kernels" / "rms_norm_cpu.py"
+    before = kernel.read_bytes()
+    spec = write(tmp_path / "changed.yaml", RMS_NORM.read_text().replace("return y, rstd.float()",
+                                                                         "return y.clone(), rstd.float()"))
+    done = opgen("new", str(spec), "-o", str(target))
+    assert done.returncode == 0, done.stderr
+    assert kernel.read_bytes() == before
+    assert ("keep       myops/kernels/rms_norm_cpu.py  (yours, kept; the spec now gives this file other code "
+            "(a changed reference or schema): move it away and re-run to get that)") in done.stdout
+    again = opgen("new", str(write(tmp_path / "doc.yaml", spec.read_text().replace("RMS normalisation over",
+                                                                                   "RMS norm over"))),
+                  "-o", str(target))
+    assert again.returncode == 0 and "rms_norm_cpu.py" not in again.stdout, again.stdout
+    assert "update     myops/ops.py" in again.stdout
+
+
 def test_an_edited_generated_file_is_not_overwritten_without_force(tmp_path):
     target = tmp_path / "p"
     assert opgen("new", str(RMS_NORM), "-o", str(target)).returncode == 0

@@ -197,6 +197,29 @@ def test_user_files_are_never_overwritten_even_with_force(tmp_path):
     assert manifest(tmp_path)["files"]["pkg/kernel.py"]["sha256"] == KERNEL.sha256
 
 
+def test_a_user_file_whose_spec_code_changed_is_kept_and_said_once(tmp_path):
+    """The spec now gives a user file other code (a new `reference:`): kept, edited or not, and the plan says
+    so on the run that sees the change, not on every run after it."""
+    reasons = {}
+    for touched in (False, True):
+        root = tmp_path / str(touched)
+        generate(root, PROJECT)
+        if touched:
+            (root / "pkg/kernel.py").write_text("def kernel(x):\n    return x * 2\n")
+        before = (root / "pkg/kernel.py").read_bytes()
+        new_reference = edited(KERNEL, "def kernel(x):\n    return x + 1\n")
+        plan = generate(root, [OPS, FAKE, new_reference, SCRIPT])
+        action = next(a for a in plan.actions if a.path == "pkg/kernel.py")
+        assert action.kind == "keep" and (root / "pkg/kernel.py").read_bytes() == before
+        reasons[touched] = action.reason
+        assert "kernel.py  (yours, kept; the spec now gives this file other code" in plan.render(include_unchanged=False)
+        again = plan_changes(root, [OPS, FAKE, new_reference, SCRIPT])
+        assert not again.changed and "kernel.py" not in again.render(include_unchanged=False)
+        # the look-alike: the same spec code as last time says nothing
+        assert next(a for a in again.actions if a.path == "pkg/kernel.py").reason == write._YOURS
+    assert reasons[False] == reasons[True]
+
+
 def test_deleted_files_are_recreated(tmp_path):
     generate(tmp_path, PROJECT)
     (tmp_path / "pkg/_ops.py").unlink()

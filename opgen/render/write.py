@@ -33,6 +33,8 @@ KINDS = ("create", "update", "overwrite", "remove", "unchanged", "keep", "orphan
 WRITING_KINDS = frozenset({"create", "update", "overwrite", "remove"})
 _RESERVED = PurePosixPath(MANIFEST).parts[0]
 _YOURS = "yours; never overwritten"
+_SPEC_CHANGED = ("yours, kept; the spec now gives this file other code (a changed reference or schema): "
+                 "move it away and re-run to get that")
 _WINDOWS_DEVICES = frozenset({"CON", "PRN", "AUX", "NUL", *(f"COM{n}" for n in range(1, 10)),
                               *(f"LPT{n}" for n in range(1, 10))})
 
@@ -297,8 +299,15 @@ def _decide(planned: PlannedFile, current: bytes | None, old: dict | None, force
                            expected_sha256=current_sha), entry, None)
         # what opgen wrote there, if anything: a file it finds already there is the user's, even if identical
         entry["sha256"] = None if old is None else old.get("sha256")
+        # what the spec gives the file now, when that is not what opgen wrote: a later change (a new
+        # `reference:`, schema) is said once
+        if planned.sha256 != entry["sha256"]:
+            entry["planned_sha256"] = planned.sha256
+        last_planned = None if old is None else old.get("planned_sha256", old.get("sha256"))
         if old_owner == "generated":
             reason = "now yours" if untouched else "now yours; your edits kept"
+        elif last_planned not in (None, planned.sha256):
+            reason = _SPEC_CHANGED
         else:
             reason = _YOURS
         return Action(planned.path, "keep", reason, planned), entry, None
@@ -496,7 +505,7 @@ def _load_manifest(root: Path, force: bool) -> tuple[str | None, dict[str, dict]
 
 def _valid_entry(entry: object) -> bool:
     return (isinstance(entry, dict) and entry.get("owner") in OWNERS
-            and (entry.get("sha256") is None or isinstance(entry.get("sha256"), str))
+            and all(entry.get(key) is None or isinstance(entry.get(key), str) for key in ("sha256", "planned_sha256"))
             and isinstance(entry.get("executable", False), bool))
 
 
