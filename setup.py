@@ -23,7 +23,8 @@ class BuildPyWithTemplates(build_py):
         target = Path(self.build_lib) / "opgen" / "_templates"
         if target.exists():
             shutil.rmtree(target)
-        shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".ruff_cache",
+                                                                      ".pytest_cache", ".mypy_cache", ".hypothesis"))
 
 
 setup(cmdclass={"build_py": BuildPyWithTemplates})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -106,3 +107,19 @@ def test_templates_dir_is_found():
     from opgen.render.templates import templates_dir
 
     assert Path(templates_dir()).resolve() == TEMPLATES.resolve()
+
+
+def test_tool_caches_left_inside_a_template_are_no_template(tmp_path):
+    """ruff or pytest run on a template file in a checkout leave a cache beside it (binary files): rendering
+    ignores it, as the wheel build leaves it out."""
+    from opgen.render.templates import render_package
+
+    templates = tmp_path / "templates"
+    shutil.copytree(TEMPLATES, templates, symlinks=True)
+    spec = load_spec(str(REPO / "examples" / "rms_norm.yaml"))
+    clean = [(f.path, f.content) for f in render_package(spec, templates)]
+    for name in (".ruff_cache", ".pytest_cache", "__pycache__"):
+        cache = templates / PROJECT_TEMPLATE / "{{cookiecutter.project_slug}}" / "tests" / name / "0.1"
+        cache.mkdir(parents=True)
+        (cache / "12345").write_bytes(b"\x80\x81\xff binary")
+    assert [(f.path, f.content) for f in render_package(spec, templates)] == clean

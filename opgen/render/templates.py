@@ -13,6 +13,9 @@ from ..errors import OpgenError
 # and the files that exist once per op (owned by the user) from OP_TEMPLATE.
 PROJECT_TEMPLATE = "project_files"
 OP_TEMPLATE = "op_files"
+# Directories tools leave inside templates (pip byte-compiles installed templates; ruff or pytest run on a
+# template in a checkout): never part of a template.
+TOOL_DIRS = frozenset({"__pycache__", ".ruff_cache", ".pytest_cache", ".mypy_cache", ".hypothesis"})
 # Plain-cookiecutter entry points, one demo per style: their project directory and hook are links into
 # PROJECT_TEMPLATE, so each holds nothing but its demo context.
 STYLE_TEMPLATES = {"custom_op": "custom_op", "library": "library_op"}
@@ -45,8 +48,7 @@ def render_templates(jobs: list[tuple[str, dict, str]], templates: Path | None =
                                          output_dir=os.path.join(tmp, f"out{number}"), default_config=config,
                                          accept_hooks=False))
             for path in sorted(rendered.rglob("*")):
-                # pip byte-compiles the installed templates' .py files; their __pycache__ is no template
-                if not path.is_file() or "__pycache__" in path.parts:
+                if not path.is_file() or TOOL_DIRS.intersection(path.parts):
                     continue
                 text = path.read_text(encoding="utf-8")
                 if skip_blank and not text.strip():
