@@ -58,10 +58,17 @@ BROKEN = {
     "chk_lib::any_negative": ("dynamo-fx", "graph-break", None),
     "chk_lib::compiling_branch": ("precision", "compiled-differs", None),
     "chk_lib::float_sync": ("ge-cann", "cpu-sync-in-kernel", "OPG307"),
+    "chk_lib::todo_fake": ("dynamo-fx", "fake-not-implemented", "OPG306"),
+    "chk_lib::fake_args": ("dynamo-fx", "fake-signature-mismatch", "OPG305"),
+    "chk_lib::fake_raises": ("dynamo-fx", "fake-raised", None),
+    "chk_lib::plain_only": ("dynamo-fx", "fake-raised", None),
+    "chk_lib::composite": ("npugraph_ex", "npugraph_ex-op-decomposed", None),
+    "chk_vllm::gelu_tanh": ("npugraph_ex", "npugraph_ex-op-decomposed", None),
 }
 # a module that fails to import -> the op of good_library.py that is its correct twin
 MODULE_TWINS = {"check_fixtures.bad_schema": "bad_schema"}
-NEEDS_NPUGRAPH_EX = {"chk_lib::host_sync", "chk_lib::float_sync", "chk_lib::scale_", "chk_lib::side_effect", "chk_lib::positive"}
+NEEDS_NPUGRAPH_EX = {"chk_lib::host_sync", "chk_lib::float_sync", "chk_lib::scale_", "chk_lib::side_effect", "chk_lib::positive",
+                     "chk_lib::composite", "chk_vllm::gelu_tanh"}
 BROKEN_MODULES = ("check_fixtures.broken_library", "check_fixtures.broken_custom_op", "check_fixtures.broken_vllm",
                   "check_fixtures.defined_twice", "check_fixtures.bad_schema")
 GOOD_MODULES = ("check_fixtures.good_library", "check_fixtures.good_custom_op", "check_fixtures.good_vllm")
@@ -140,6 +147,24 @@ def test_deeper_rungs_and_keep_going(cache_env):
     assert "unsupported operator: chk_lib.no_fake.default" in no_fake["verdict"]["evidence"]
     statuses = {r["name"]: r["status"] for r in no_fake["rungs"]}
     assert statuses["aot_eager"] == "fail" and statuses["npugraph_ex"] == "fail"
+
+
+@pytest.mark.slow
+def test_a_raising_fake_is_the_same_row_at_opcheck_and_under_dynamo():
+    """opcheck's test_faketensor hands on the fake's own exception; past it (skipped), Dynamo's fake run wraps
+    the same exception ("Dynamo failed to run FX node with fake tensors: ... got E(...)") in Unsupported or
+    TorchRuntimeError, and each must still reach its fake row, not graph-break or unclassified."""
+    ops = {"chk_lib::todo_fake": "fake-not-implemented", "chk_lib::fake_args": "fake-signature-mismatch",
+           "chk_lib::fake_raises": "fake-raised"}
+    done = check("--json", "--skip", "static", "--skip", "opcheck", "--skip", "npugraph_ex",
+                 *[f"check_fixtures.broken_library:{op}" for op in ops])
+    found = reports(done)
+    assert done.returncode == 1
+    for op, signature in ops.items():
+        verdict = found[op]["verdict"]
+        assert verdict["signature"] == signature and verdict["layer"] == "dynamo-fx", (op, verdict)
+        assert {r["name"]: r["status"] for r in found[op]["rungs"]}["aot_eager"] == "fail"
+        assert "when making fake tensor call" in verdict["evidence"] or "with fake tensors" in verdict["evidence"]
 
 
 @pytest.mark.slow
@@ -284,6 +309,7 @@ PROVEN_ELSEWHERE = {
     "worker-crash": "test_a_crash_and_a_hang_are_diagnoses_and_the_next_op_still_runs",
     "worker-timeout": "test_a_crash_and_a_hang_are_diagnoses_and_the_next_op_still_runs",
     "backend-compile-failed": "test_backend_compile_failed_is_proven_on_torchs_own_exception",
+    "npugraph_ex-compile-failed": "test_backend_compile_failed_is_proven_on_torchs_own_exception",
 }
 # Rows without any proof, and why none can be had here. Keep this empty where possible.
 UNPROVEN = {
@@ -329,7 +355,10 @@ def test_backend_compile_failed_is_proven_on_torchs_own_exception():
     """No planted op reaches "backend-compile-failed": the opcheck rung runs AOTAutograd first (and reports the
     exception inside), and Dynamo's own fake run catches what is left. The row is proven on the exception
     torch.compile raises when its backend fails, as the worker records it; its look-alikes are the same
-    complaint raised by the op itself, and the same exception at a rung where no backend runs."""
+    complaint raised by the op itself, and the same exception at a rung where no backend runs. At the
+    npugraph_ex rung the same exception is npugraph_ex's backend failing: "npugraph_ex-compile-failed"
+    (layer npugraph_ex), unless it is the data-dependent size npugraph_ex-dynamic-output knows (chk_lib::positive
+    raises that one for real)."""
     script = (
         "import json, torch\n"
         "from opgen.check.worker import _error_info\n"
@@ -346,3 +375,8 @@ def test_backend_compile_failed_is_proven_on_torchs_own_exception():
     assert classify("aot_eager", error).id == "backend-compile-failed"
     assert classify("aot_eager", {"type": "RuntimeError", "message": "the backend complains"}) is None
     assert classify("eager", error) is None
+    assert classify("npugraph_ex", error).id == "npugraph_ex-compile-failed"
+    assert BY_ID["npugraph_ex-compile-failed"].layer == "npugraph_ex"
+    dynamic = {**error, "message": error["message"].replace(
+        "the backend complains", "'>=' not supported between instances of 'ValuePack' and 'int'")}
+    assert classify("npugraph_ex", dynamic).id == "npugraph_ex-dynamic-output"

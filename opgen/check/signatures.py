@@ -21,7 +21,9 @@ from ..lint.rules import (
     FAKE_ALLOC_NO_DEVICE,
     FAKE_READS_DATA,
     FAKE_RETURNS_INPUT,
+    FAKE_SIGNATURE,
     NO_FAKE,
+    TODO_FAKE,
     UNDECLARED_MUTATION,
 )
 
@@ -143,6 +145,28 @@ TABLE: tuple[Signature, ...] = (
       ("the fake returns a non-contiguous or differently strided tensor", "the kernel returns a view"),
       "allocate the fake output with the layout the kernel returns (torch.empty(shape) is contiguous)", None,
       (), (), r"mismatched tensor metadata"),
+    # The fake raised (opcheck's test_faketensor hands on the fake's own exception; Dynamo wraps it as "Dynamo
+    # failed to run FX node with fake tensors: ... got E(...)"). After the rows above, which know particular
+    # fake failures by their message, and before graph-break, which would take Dynamo's Unsupported wrappers.
+    S("fake-not-implemented", "dynamo-fx", "the fake raises NotImplementedError (a TODO skeleton)",
+      ("the fake is still the skeleton `opgen new` writes when the spec has no shape semantics",
+       "the fake raises NotImplementedError for a case it does not cover, and the inputs hit it"),
+      "write the fake's shape/dtype rule (return torch.empty_like(x) / x.new_empty(shape)); `opgen lint` "
+      "finds TODO fakes", TODO_FAKE.code, (), (),
+      r"^test_faketensor\nNotImplementedError\n|with fake tensors: .*: got NotImplementedError\("),
+    S("fake-signature-mismatch", "dynamo-fx", "the fake cannot take the op's arguments (TypeError calling it)",
+      ("the fake's parameters differ from the schema's (one missing, a default missing, a keyword-only one)",
+       "the fake raises a TypeError itself"),
+      "give the fake the schema's parameter list (for custom_op, the kernel's)", FAKE_SIGNATURE.code, (), (),
+      r"TypeError when making fake tensor call|^test_faketensor\nTypeError\n.*argument"),
+    S("fake-raised", "dynamo-fx", "the op raised when run with fake tensors (its fake, or a kernel traced on "
+      "fake tensors)",
+      ("the fake rejects these inputs (a shape or dtype check the kernel does not make, an assertion, a bug)",
+       ("a CompositeImplicitAutograd kernel is traced with fake tensors and does what only real tensors allow "
+        "(a type check, numpy, another library)")),
+      "call the fake on the example's shapes (torch.library.opcheck(op, args)) and fix the exception in the "
+      "evidence; a kernel that needs real tensors belongs at CPU/PrivateUse1 with a register_fake", None, (), (),
+      r"Dynamo failed to run FX node with fake tensors|when making fake tensor call|^test_faketensor\n"),
     S("compiled-differs-opcheck", "precision", "outputs differ between eager and AOTAutograd tracing",
       ("the kernel depends on global state (grad mode, a counter, a cached tensor)", "the kernel is random",
        "the kernel mutates an input without declaring it"),
@@ -157,6 +181,13 @@ TABLE: tuple[Signature, ...] = (
       ("the exception inside the backend (see the evidence)",), "fix the error the backend reports; rerun with "
       "TORCH_LOGS=aot_graphs to see the graph it compiled", None, ("aot_eager", "opcheck"),
       ("BackendCompilerFailed",), r"."),
+    S("npugraph_ex-compile-failed", "npugraph_ex", "npugraph_ex's backend raised while compiling the graph",
+      (("one of npugraph_ex's passes (decompositions, re-inplacing, the graph converter) cannot handle a node "
+        "of the graph aot_eager compiled"), ("an argument or return kind npugraph_ex does not support (a list of "
+       "mutated tensors, a non-tensor output)"), "the fetched npugraph_ex does not match this torch"),
+      "read the exception inside BackendCompilerFailed (the evidence); aot_eager passed, so the difference is "
+      "npugraph_ex's: rerun with TORCH_COMPILE_DEBUG=1, and check `opgen check --versions`", None,
+      ("npugraph_ex",), ("BackendCompilerFailed",), r"."),
     S("compiled-differs", "precision", "compiled output differs from eager",
       (("the kernel depends on global state (torch.is_grad_enabled(), counters, caches) that differs at compile "
        "time"), ("a CompositeImplicitAutograd kernel is traced into the graph: a branch on "
@@ -186,6 +217,12 @@ TABLE: tuple[Signature, ...] = (
     S("npugraph_ex-op-eliminated", "npugraph_ex", "the op is not in the graph npugraph_ex captures",
       ("the op returns nothing and mutates nothing, so dead-code elimination drops it", "its output is unused"),
       "mark it with torch.fx.node.has_side_effect(op), or declare the tensors it writes Tensor(a!)", SIDE_EFFECT_ONLY.code),
+    S("npugraph_ex-op-decomposed", "npugraph_ex", "the op is decomposed before npugraph_ex sees it",
+      (("its kernel is registered at CompositeImplicitAutograd (Library.impl, or vLLM's direct_register_custom_op "
+        "with dispatch_key='CompositeImplicitAutograd'), so tracing inlines it into aten ops"),
+       "an NPU kernel of the op is never called in the captured graph: the aten ops run instead"),
+      "register the kernel at 'CPU' (and 'PrivateUse1' for NPU) with a register_fake, instead of "
+      "CompositeImplicitAutograd: the op then stays one node in the graph"),
     S("npugraph_ex-no-graph", "npugraph_ex", "npugraph_ex produced no graph to capture",
       ("the whole call was optimised away", "npugraph_ex fell back to eager"),
       "rerun with TORCH_COMPILE_DEBUG=1 and read npugraph_ex's output_code.py", None),

@@ -493,6 +493,12 @@ def rung_npugraph_ex(op: Op) -> str:
         raise RungFailed("npugraph_ex-no-graph", "npugraph_ex handed no graph to capture")
     graph = graphs[-1]
     if op.overload not in [n.target for n in graph.graph.nodes]:
+        decomposed = _decomposition(op)
+        if decomposed is not None:
+            raise RungFailed("npugraph_ex-op-decomposed", f"{op.name} is decomposed into aten ops before "
+                             "npugraph_ex sees it (its CompositeImplicitAutograd kernel is inlined)",
+                             f"{op.name} traced alone (make_fx):\n{decomposed}\nthe graph npugraph_ex captures:\n"
+                             f"{graph.code.strip()}")
         raise RungFailed("npugraph_ex-op-eliminated", f"{op.name} is not in the graph npugraph_ex captures",
                          graph.code.strip())
     leftovers = _leftover_copies(graph, op.overload, mutated)
@@ -508,6 +514,25 @@ def rung_npugraph_ex(op: Op) -> str:
         raise RungFailed("random-op", f"the kernel draws random numbers ({', '.join(op.eager_notes['random'])}), "
                          "which npugraph_ex cannot capture", "observed while the kernel ran eagerly on CPU")
     return f"{len(graph.graph.nodes)} graph nodes after npugraph_ex's passes, mutated buffers written in place"
+
+
+def _decomposition(op: Op) -> str | None:
+    """The op traced alone to aten ops (make_fx, no dead-code elimination) when it is not in that trace:
+    tracing inlined its CompositeImplicitAutograd kernel. None when the op is traced as itself."""
+    import torch
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    call = calls(op)[0]
+    names = [name for name, value in call.items() if isinstance(value, torch.Tensor)]
+
+    def alone(*tensors):
+        return op.overload(**{**call, **dict(zip(names, tensors))})
+
+    with torch.no_grad():
+        traced = make_fx(alone)(*[call[name] for name in names])
+    if op.overload in [n.target for n in traced.graph.nodes]:
+        return None
+    return traced.code.strip()
 
 
 def _leftover_copies(graph, overload, mutated: list[str]) -> list:
