@@ -452,6 +452,15 @@ def _compare(op: Op, actual, expected, call, eager_call, where: str) -> None:
         raise
 
 
+def _refill(buffer, value) -> None:
+    """Copy `value` into `buffer`: a tensor, or a list of them (`Tensor(a!)[]`, `Tensor(a!)?` entries may be None)."""
+    if isinstance(buffer, (list, tuple)):
+        for item, new in zip(buffer, value):
+            _refill(item, new)
+    elif buffer is not None:
+        buffer.copy_(value)
+
+
 def rung_npugraph_ex(op: Op) -> str:
     import torch
 
@@ -474,7 +483,7 @@ def rung_npugraph_ex(op: Op) -> str:
             for index, call in enumerate(calls(op, seed)):
                 for name in mutated:  # a mutated buffer is the same tensor at every replay, refilled
                     if (index, name) in buffers:
-                        buffers[index, name].copy_(call[name])
+                        _refill(buffers[index, name], call[name])
                         call[name] = buffers[index, name]
                     else:
                         buffers[index, name] = call[name]
