@@ -408,6 +408,12 @@ ops:
     reference: |
       return x.flatten().nonzero().flatten()
     examples: [{x: {values: [0.0, 1.0, 0.0, 2.0], dtype: float32}}]
+  - schema: "fill_all(Tensor(a!)[] xs, float v) -> ()"
+    doc: "Correct, mutating a list of tensors: each one must be written in place."
+    reference: |
+      for x in xs:
+          x.fill_(v)
+    examples: [{xs: [{shape: [2, 3], dtype: float32}, {shape: [4], dtype: float32}], v: 1.5}]
 """
 
 # Appended to the generated test file: the tier's own helper on functions around the correct op.
@@ -455,6 +461,12 @@ def _mutate_a_copy(gm, example_inputs=None, config=None):
 def test_planted_copy_of_the_mutated_buffer_is_caught(npugraph_ex_cpu):
     _npugraph_ex_compiles_on_cpu(npugraph_ex_cpu, torch.ops.broken_ops.upd.default, _upd_buffer_call, (0,),
                                  options={"post_grad_custom_post_pass": _mutate_a_copy})
+
+
+def test_planted_copy_of_a_mutated_list_element_is_caught(npugraph_ex_cpu):
+    _npugraph_ex_compiles_on_cpu(npugraph_ex_cpu, torch.ops.broken_ops.fill_all.default,
+                                 lambda seed: _fill_all_calls(seed)[0], (0,),
+                                 options={"post_grad_custom_post_pass": _mutate_a_copy})
 '''
 
 
@@ -491,10 +503,10 @@ def broken_project(tmp_path_factory) -> Path:
 @needs_npugraph_ex
 def test_the_tier_fails_broken_ops_saying_why_and_passes_correct_ones(broken_project, tmp_path):
     results = run_tier(broken_project, tmp_path / "junit.xml")
-    ops = ("sneaky", "aliasing", "wrong_fake", "upd", "no_kernel", "nonzero")
+    ops = ("sneaky", "aliasing", "wrong_fake", "upd", "no_kernel", "nonzero", "fill_all")
     tiers = [f"test_{op}_npugraph_ex_compiles_on_cpu" for op in ops]
     extra = ["test_lookalike_correct_copy_is_accepted", "test_planted_copy_of_the_mutated_buffer_is_caught",
-             "test_lookalike_dynamic_size_really_fails"]
+             "test_lookalike_dynamic_size_really_fails", "test_planted_copy_of_a_mutated_list_element_is_caught"]
     assert sorted(results) == sorted(tiers + extra)
     expected = {
         "sneaky": ("failure", ("input tensor 0 after the compiled call differs from eager (an argument the kernel "
@@ -505,6 +517,7 @@ def test_the_tier_fails_broken_ops_saying_why_and_passes_correct_ones(broken_pro
                                   "operator (1) must not also be an input to this custom operator"))),
         "wrong_fake": ("failure", "output 0: the fake function says (4,) torch.float32, the kernel returned (4, 8)"),
         "upd": ("passed", ""),
+        "fill_all": ("passed", ""),  # each tensor of a Tensor(a!)[] written in place
         "no_kernel": ("skipped", "broken_ops::no_kernel has no CPU reference kernel yet"),
         "nonzero": ("skipped", ("broken_ops::nonzero has a data-dependent output size (`dynamic`): npugraph_ex's "
                                 "graph converter does not compile its size check")),
@@ -519,12 +532,14 @@ def test_the_tier_fails_broken_ops_saying_why_and_passes_correct_ones(broken_pro
     assert planted[0] == "failure" and "npugraph_ex left copies of buffers the op mutates" in planted[1], planted[1]
     assert "%clone_default : " in planted[1], planted[1]
     assert "target=torch.ops.aten.copy_.default](args = (%arg0_1, %clone_default)" in planted[1], planted[1]
+    planted = results["test_planted_copy_of_a_mutated_list_element_is_caught"]
+    assert planted[0] == "failure" and "npugraph_ex left copies of buffers the op mutates" in planted[1], planted[1]
 
 
 @pytest.mark.slow  # generates a project and runs its tests
 def test_without_the_cache_the_tier_skips_with_the_fetch_command(broken_project, tmp_path):
     results = run_tier(broken_project, tmp_path / "junit.xml", env={"OPGEN_CACHE_DIR": str(tmp_path / "empty")})
-    assert len(results) == 9
+    assert len(results) == 11
     for name, (outcome, text) in results.items():
         if name == "test_nonzero_npugraph_ex_compiles_on_cpu":
             assert outcome == "skipped" and "data-dependent output size" in text

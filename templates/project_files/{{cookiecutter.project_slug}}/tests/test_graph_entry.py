@@ -555,11 +555,20 @@ def _leftover_copies(graph: torch.fx.GraphModule, op, mutated: tuple) -> list:
     inputs = {n for n in graph.graph.nodes if n.op == "placeholder"}
     written = {n.args[0] for n in nodes if n.target is torch.ops.aten.copy_.default and n.args[0] in inputs}
     for node in (n for n in nodes if n.target is op):
-        written |= {a for a in (node.kwargs.get(k) if isinstance(k, str) else node.args[k] for k in mutated)
-                    if a in inputs}
+        written |= {a for a in _op_arguments(node, mutated) if a in inputs}
     copies = (torch.ops.aten.copy_.default, torch.ops.aten.copy.default, torch.ops.aten.clone.default)
     return [n for n in nodes if n.target in (auto_functionalized, auto_functionalized_v2)
             or (n.target in copies and any(a in written for a in n.all_input_nodes))]
+
+
+def _op_arguments(node: torch.fx.Node, keys: tuple) -> list:
+    """The graph nodes an op call passes for `keys` (positions or keyword names); a list argument
+    (`Tensor(a!)[]`) gives each of its tensors."""
+    found = []
+    for key in keys:
+        arg = node.kwargs.get(key) if isinstance(key, str) else node.args[key]
+        found += [a for a in (arg if isinstance(arg, (list, tuple)) else [arg]) if isinstance(a, torch.fx.Node)]
+    return found
 
 
 def _assert_outputs_are_what_the_graph_says(graph: torch.fx.GraphModule, outputs, call, tag: str) -> None:
@@ -630,8 +639,8 @@ def _npugraph_ex_compiles_on_cpu(loader, op, make_call, mutated: tuple, tag: str
     if direct:
         for node in (n for n in graph.graph.nodes if n.target is op):
             for key in mutated:
-                arg = node.kwargs.get(key) if isinstance(key, str) else node.args[key]
-                assert arg.op == "placeholder", f"{op} mutates {arg}, not the caller's argument {key!r}:\n{graph.code}"
+                for arg in _op_arguments(node, (key,)):
+                    assert arg.op == "placeholder", f"{op} mutates {arg}, not the caller's argument {key!r}:\n{graph.code}"
 {% for op in cookiecutter._opgen.ops %}
 
 
