@@ -101,13 +101,14 @@ def test_fetch_from_a_wheel_extracts_only_npugraph_ex_and_records_it(tmp_path):
 @pytest.mark.parametrize("case", ["version", "metadata", "no package", "not a zip", "unsafe", "missing"])
 def test_fetch_refuses_a_bad_wheel_with_a_clear_error(tmp_path, case):
     cache = tmp_path / "cache"
-    args = ()
+    args, expected_hint = (), ""
     if case == "version":
         wheel, args, expected = make_wheel(tmp_path), ("--torch-npu-version", "1.2.3"), "is torch-npu 9.9.9, not 1.2.3"
     elif case == "metadata":
         wheel, expected = make_wheel(tmp_path, metadata_version="9.9.8"), "METADATA does not say Version: 9.9.9"
     elif case == "no package":
         wheel, expected = make_wheel(tmp_path, package=False), "has no torch_npu/dynamo/npugraph_ex/ package"
+        expected_hint = "npugraph_ex ships in torch-npu 2.9.0.post2 and later"  # measured: 2.9.0 lacks it
     elif case == "not a zip":
         wheel = tmp_path / "torch_npu-9.9.9-cp311-cp311-manylinux_2_28_x86_64.whl"
         wheel.write_bytes(b"not a zip at all")
@@ -120,6 +121,7 @@ def test_fetch_refuses_a_bad_wheel_with_a_clear_error(tmp_path, case):
     done = run_cli("fetch", "--wheel", str(wheel), *args, cache=cache)
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("error: ") and expected in done.stderr and "Traceback" not in done.stderr
+    assert expected_hint in done.stderr
     assert not (cache / "npugraph_ex" / "9.9.9").exists()
 
 

@@ -97,7 +97,8 @@ def verify(wheel: Path, version: str | None) -> tuple[str, list[zipfile.ZipInfo]
     members = [m for m in members if m.filename.startswith(PREFIX) and not m.is_dir()]
     if not any(m.filename == PREFIX + "__init__.py" for m in members):
         raise OpgenError(f"{wheel.name} has no {PREFIX} package",
-                         hint="npugraph_ex ships in torch-npu 2.x wheels; pick a version that has it")
+                         hint="npugraph_ex ships in torch-npu 2.9.0.post2 and later (not in 2.9.0 or older); "
+                              "pick a version that has it")
     for member in members:
         parts = member.filename[len(PREFIX):].split("/")
         if member.filename.startswith("/") or ".." in parts or "\\" in member.filename:
