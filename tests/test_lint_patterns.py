@@ -810,3 +810,45 @@ def test_return_of_a_parameter_before_it_is_re_bound_returns_the_input(tmp_path)
     assert lint(tmp_path, {"ops.py": template.format(n=3, body=looped)}) == []
     run_module(tmp_path, "ops.py")
     torch.ops.t12_early3.gather(torch.ones(2), True)
+
+
+def test_fake_without_a_trailing_argument_the_kernel_refuses(tmp_path):
+    """vllm-ascend's rotary embedding (rewritten minimally): the fake lacks the trailing `offsets=None`,
+    and the kernel raises NotImplementedError when offsets is given. torch leaves a None offsets out,
+    so every call that works reaches the fake without it: not reported. The same fake for a kernel
+    that accepts offsets breaks the compiled call that passes them (TypeError): reported."""
+    template = """
+        import torch
+        from torch.library import Library
+
+        lib = Library("t12_refuse{n}", "FRAGMENT")
+        lib.define("rope(Tensor q, int dim, Tensor? offsets=None) -> Tensor")
+
+
+        def rope(q, dim, offsets=None):
+            {guard}
+            return q * 2
+
+
+        lib.impl("rope", rope, "CPU")
+
+
+        @torch.library.register_fake("t12_refuse{n}::rope")
+        def rope_fake(q, dim):
+            return torch.empty_like(q)
+    """
+    refusing = 'if offsets is not None:\n                raise NotImplementedError("offsets")'
+    assert lint(tmp_path, {"ops.py": template.format(n=1, guard=refusing)}) == []
+    run_module(tmp_path, "ops.py")
+    with FakeTensorMode():
+        torch.ops.t12_refuse1.rope(torch.ones(2), 1)
+    with pytest.raises(NotImplementedError):
+        torch.ops.t12_refuse1.rope(torch.ones(2), 1, torch.zeros(2))  # the call the fake never sees
+
+    accepting = "if offsets is not None:\n                q = q + offsets"
+    found = lint(tmp_path, {"ops.py": template.format(n=2, guard=accepting)})
+    assert codes(found) == [("ops.py", 18, "OPG305")] and "missing parameter 'offsets'" in found[0][3]
+    run_module(tmp_path, "ops.py")
+    torch.ops.t12_refuse2.rope(torch.ones(2), 1, torch.zeros(2))  # eager: fine
+    with FakeTensorMode(), pytest.raises(TypeError):
+        torch.ops.t12_refuse2.rope(torch.ones(2), 1, torch.zeros(2))  # the fake cannot take offsets

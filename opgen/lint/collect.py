@@ -825,6 +825,8 @@ class _FunctionReader:
         live = names - self.rebound.keys()
         if lambda_:  # a lambda returns its body
             self._returned(node.body, function, live)
+        else:
+            function.refuses = tuple(_refused(node.body, names))
         for sub in ast.walk(node):
             kind = type(sub)
             if kind is ast.Call:
@@ -1107,6 +1109,17 @@ def function_in_file(path: str, name: str) -> Function | None:
     if not definition:
         return collector._imported_function(name)
     return collector._function_node(definition[-1])
+
+
+def _refused(body: list[ast.stmt], names: set[str]):
+    """The parameters a top-level `if p is not None: raise ...` refuses (`offsets` not supported)."""
+    for statement in body:
+        test = statement.test if isinstance(statement, ast.If) else None
+        if isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id in names \
+                and len(test.ops) == 1 and isinstance(test.ops[0], ast.IsNot) \
+                and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None \
+                and isinstance(statement.body[0], ast.Raise):
+            yield test.left.id
 
 
 def _is_param_chain(node: ast.AST, live: set[str]) -> bool:
