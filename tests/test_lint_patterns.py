@@ -649,3 +649,206 @@ def test_registration_applied_by_a_call_to_an_imported_function(tmp_path):
         sys.path.remove(str(tmp_path))
     with pytest.raises(Exception, match="alias"):  # torch: the Meta kernel's output aliases its input
         torch.library.opcheck(torch.ops.t11_applied.wait.default, (torch.ones(2),))
+
+
+# -- lambdas as kernels and fakes (lint read only `def`s) ----------------------------------------------
+
+LAMBDAS = """
+    import torch
+    from torch.library import Library
+
+    lib = Library("t12_lam{n}", "FRAGMENT")
+    lib.define("bump(Tensor x) -> Tensor")
+    lib.impl("bump", lambda x: {kernel}, "CPU")
+    torch.library.register_fake("t12_lam{n}::bump")(lambda x: {fake})
+    lib.define("scale(Tensor x, float s=2.0) -> Tensor")
+    lib.impl("scale", lambda x, s=2.0: x * s, "CPU")
+    torch.library.register_fake("t12_lam{n}::scale", lambda {params}: torch.empty_like({first}))
+"""
+PLANTED_LAMBDAS = {"kernel": "x.add_(1).clone()", "fake": "x", "params": "x, s", "first": "x"}
+
+
+def test_lambda_kernels_and_fakes_are_read_like_defs(tmp_path):
+    """A lambda's body is its return value: OPG301 reads the writes in it, OPG303 what it returns, OPG305
+    its parameters (torch binds them as it binds a def's)."""
+    good = LAMBDAS.format(n=2, kernel="x.add(1)", fake="torch.empty_like(x)", params="inp, factor=5.0",
+                          first="inp")
+    assert lint(tmp_path, {"ops.py": good}) == []
+    run_module(tmp_path, "ops.py")
+    torch.library.opcheck(torch.ops.t12_lam2.bump.default, (torch.ones(2),))
+    torch.library.opcheck(torch.ops.t12_lam2.scale.default, (torch.ones(2),))
+
+    bad = lint(tmp_path, {"ops.py": LAMBDAS.format(n=1, **PLANTED_LAMBDAS)})
+    assert codes(bad) == [("ops.py", 6, "OPG301"), ("ops.py", 7, "OPG303"), ("ops.py", 10, "OPG305")]
+    assert "kernel <lambda>() calls .add_() on 'x'" in bad[0][3]
+    assert "gives 's' no default" in bad[2][3]
+    run_module(tmp_path, "ops.py")
+    with pytest.raises(Exception, match="mutated|alias"):  # the undeclared write, the aliasing fake
+        torch.library.opcheck(torch.ops.t12_lam1.bump.default, (torch.ones(2),))
+    with FakeTensorMode(), pytest.raises(TypeError):
+        torch.ops.t12_lam1.scale(torch.ones(2))  # s left out (it is the default): the lambda requires it
+
+
+VLLM_LIKE = {
+    "pkg/__init__.py": "",
+    "pkg/helpers.py": """
+        import torch
+        from torch.library import Library, infer_schema
+
+        lib = Library("t12_vllm{n}", "FRAGMENT")
+
+
+        def direct_register_custom_op(op_name, op_func, mutates_args=(), fake_impl=None, dispatch_key="CPU"):
+            lib.define(op_name + infer_schema(op_func, mutates_args=mutates_args))
+            lib.impl(op_name, op_func, dispatch_key)
+            if fake_impl is not None:
+                lib._register_fake(op_name, fake_impl)
+    """,
+    "pkg/ops.py": """
+        import torch
+
+        from pkg.helpers import direct_register_custom_op
+
+
+        def _reduce(x: torch.Tensor, scale: float) -> torch.Tensor:
+            return x * scale
+
+
+        direct_register_custom_op(op_name="reduce", op_func=_reduce, fake_impl={fake})
+    """,
+}
+
+
+def test_vllm_style_lambda_fake_returning_its_input(tmp_path):
+    """vllm-ascend's `direct_register_custom_op(..., fake_impl=lambda x: x)` (rewritten minimally): the
+    fake says the output aliases the input, the kernel returns a new tensor; a compiled caller that
+    writes the output also writes the input, eager does not."""
+    def files(n: int, fake: str) -> dict[str, str]:
+        return {name: text.replace("{n}", str(n)).replace("{fake}", fake) for name, text in VLLM_LIKE.items()}
+
+    assert lint(tmp_path, files(1, "lambda x, scale: torch.empty_like(x)")) == []
+    found = lint(tmp_path, files(2, "lambda x, scale: x"))
+    assert codes(found) == [("pkg/ops.py", 10, "OPG303")]
+    assert "while the kernel returns a new tensor" in found[0][3]
+    sys.path.insert(0, str(tmp_path))
+    try:
+        run_module(tmp_path / "pkg", "ops.py")
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in ("pkg", "pkg.helpers"):
+            sys.modules.pop(name, None)
+
+    def caller(x):
+        y = torch.ops.t12_vllm2.reduce(x, 2.0)
+        y.add_(1)
+        return x * 1
+
+    compiled = torch.compile(caller, fullgraph=True, backend="aot_eager")
+    assert torch.equal(caller(torch.ones(2)), torch.ones(2))
+    assert not torch.equal(compiled(torch.ones(2)), torch.ones(2))  # the aliasing fake changes the result
+
+
+def test_host_tensor_named_in_a_comment_on_its_own_signature_line(tmp_path):
+    """vllm's `num_active_loras: torch.Tensor,  # CPU tensor [1]`: the comment belongs to that parameter
+    only when it is alone on its line; a comment shared by two parameters says nothing about either."""
+    template = """
+        import torch
+        from torch.library import Library
+
+        lib = Library("t12_host", "FRAGMENT")
+        lib.define("pick(Tensor x, Tensor count) -> Tensor")
+
+
+        def pick(
+            {params}
+        ):
+            n = count.item()
+            return x[:n].clone()
+
+
+        lib.impl("pick", pick, "CUDA")
+        lib.impl("pick", lambda x, count: x.new_empty(x.shape), "Meta")
+    """
+    alone = "x: torch.Tensor,\n            count: torch.Tensor,  # CPU tensor [1], how many to keep"
+    assert lint(tmp_path, {"ops.py": template.format(params=alone)}) == []
+    shared = "x: torch.Tensor, count: torch.Tensor,  # on the CPU"
+    assert codes(lint(tmp_path, {"ops.py": template.format(params=shared)})) == [("ops.py", 11, "OPG307")]
+    other = "x: torch.Tensor,  # CPU tensor\n            count: torch.Tensor,"
+    assert codes(lint(tmp_path, {"ops.py": template.format(params=other)})) == [("ops.py", 12, "OPG307")]
+
+
+def test_return_of_a_parameter_before_it_is_re_bound_returns_the_input(tmp_path):
+    """`if not ready: return x` above `x = gather(x)` (vllm-ascend's maybe_all_gather_and_maybe_unpad):
+    on that path the op returns its input. A custom_op raises when it does (OPG308); after the re-binding,
+    or inside a loop (an earlier pass may have re-bound it), it is not reported."""
+    template = """
+        import torch
+
+
+        @torch.library.custom_op("t12_early{n}::gather", mutates_args=())
+        def gather(x: torch.Tensor, ready: bool) -> torch.Tensor:
+            {body}
+
+
+        @gather.register_fake
+        def _(x, ready):
+            return torch.empty_like(x)
+    """
+    early = "if not ready:\n                return x\n            x = x * 2\n            return x"
+    found = lint(tmp_path, {"ops.py": template.format(n=1, body=early)})
+    assert codes(found) == [("ops.py", 7, "OPG308")]
+    run_module(tmp_path, "ops.py")
+    torch.ops.t12_early1.gather(torch.ones(2), True)
+    with pytest.raises(RuntimeError, match="must not also be an input"):
+        torch.ops.t12_early1.gather(torch.ones(2), False)
+    late = "x = x * 2\n            if not ready:\n                return x\n            return x + 1"
+    assert lint(tmp_path, {"ops.py": template.format(n=2, body=late)}) == []
+    run_module(tmp_path, "ops.py")
+    torch.ops.t12_early2.gather(torch.ones(2), False)
+    looped = "for step in range(2):\n                if step == 1:\n                    return x\n" \
+             "                x = x * 2\n            return x"  # the return runs on the pass after a re-binding
+    assert lint(tmp_path, {"ops.py": template.format(n=3, body=looped)}) == []
+    run_module(tmp_path, "ops.py")
+    torch.ops.t12_early3.gather(torch.ones(2), True)
+
+
+def test_fake_without_a_trailing_argument_the_kernel_refuses(tmp_path):
+    """vllm-ascend's rotary embedding (rewritten minimally): the fake lacks the trailing `offsets=None`,
+    and the kernel raises NotImplementedError when offsets is given. torch leaves a None offsets out,
+    so every call that works reaches the fake without it: not reported. The same fake for a kernel
+    that accepts offsets breaks the compiled call that passes them (TypeError): reported."""
+    template = """
+        import torch
+        from torch.library import Library
+
+        lib = Library("t12_refuse{n}", "FRAGMENT")
+        lib.define("rope(Tensor q, int dim, Tensor? offsets=None) -> Tensor")
+
+
+        def rope(q, dim, offsets=None):
+            {guard}
+            return q * 2
+
+
+        lib.impl("rope", rope, "CPU")
+
+
+        @torch.library.register_fake("t12_refuse{n}::rope")
+        def rope_fake(q, dim):
+            return torch.empty_like(q)
+    """
+    refusing = 'if offsets is not None:\n                raise NotImplementedError("offsets")'
+    assert lint(tmp_path, {"ops.py": template.format(n=1, guard=refusing)}) == []
+    run_module(tmp_path, "ops.py")
+    with FakeTensorMode():
+        torch.ops.t12_refuse1.rope(torch.ones(2), 1)
+    with pytest.raises(NotImplementedError):
+        torch.ops.t12_refuse1.rope(torch.ones(2), 1, torch.zeros(2))  # the call the fake never sees
+
+    accepting = "if offsets is not None:\n                q = q + offsets"
+    found = lint(tmp_path, {"ops.py": template.format(n=2, guard=accepting)})
+    assert codes(found) == [("ops.py", 18, "OPG305")] and "missing parameter 'offsets'" in found[0][3]
+    run_module(tmp_path, "ops.py")
+    torch.ops.t12_refuse2.rope(torch.ones(2), 1, torch.zeros(2))  # eager: fine
+    with FakeTensorMode(), pytest.raises(TypeError):
+        torch.ops.t12_refuse2.rope(torch.ones(2), 1, torch.zeros(2))  # the fake cannot take offsets

@@ -68,6 +68,7 @@ RANDOM_METHODS = frozenset({"uniform_", "normal_", "bernoulli_", "random_", "exp
 # A parameter named like this is on the host by construction (`cpu_index`, `seq_lens_host`): reading it
 # is no device sync.
 HOST_NAME = re.compile(r"cpu|host|(?:^|_)np(?:_|$)|numpy", re.IGNORECASE)
+HOST_WORD = re.compile(r"\b(?:cpu|host)\b", re.IGNORECASE)
 SYNC_METHODS = frozenset({"item", "tolist", "cpu", "numpy", "synchronize", "nonzero"})
 
 
@@ -165,7 +166,7 @@ class _Collector:
         self.function_facts: dict[int, Function] = {}
         self.import_sources: dict[str, tuple[str, str, int]] = {}
         self.unconditional: set[int] = set()  # ids of calls in plain module-level statements
-        self.applied: dict[int, ast.Name] = {}  # `register_fake("ns::f")(fake)`: id of the inner call -> `fake`
+        self.applied: dict[int, ast.AST] = {}  # `register_fake("ns::f")(fake)`: id of the inner call -> `fake`
 
     # -- entry ----------------------------------------------------------------------------------
     def run(self) -> None:
@@ -267,7 +268,8 @@ class _Collector:
             for decorator in node.decorator_list:
                 self._decorator(decorator, node)
         for call in gathered.calls:  # a decorator applied by a call: `torch.library.impl(lib, "f", "CPU")(kernel)`
-            if isinstance(call.func, ast.Call) and len(call.args) == 1 and isinstance(call.args[0], ast.Name):
+            if isinstance(call.func, ast.Call) and len(call.args) == 1 and isinstance(call.args[0],
+                                                                                     (ast.Name, ast.Lambda)):
                 self.applied[id(call.func)] = call.args[0]
         for call in sorted(gathered.calls, key=lambda n: (n.lineno, n.col_offset)):
             if id(call) not in self.decorator_ids:
@@ -759,6 +761,8 @@ class _Collector:
         return self._function_arg(name, call.lineno) if name is not None else None
 
     def _function_arg(self, node: ast.AST | None, line: int) -> Function | None:
+        if isinstance(node, ast.Lambda):  # `lib.impl("f", lambda x: x.add_(1), "CPU")`: its body is read too
+            return self._function_node(node)
         if not isinstance(node, ast.Name):
             return None
         candidates = self.functions.get(node.id)
@@ -805,20 +809,24 @@ class _FunctionReader:
         self.c = collector
         self.node = node
         self.host: set[str] = set()  # parameters on the host by construction (name or docstring says so)
+        self.rebound: dict[str, int] = {}  # re-bound parameters -> the first line that re-binds each
+        self.looped: set[int] | None = None  # ids of the names inside loops (computed when needed)
 
     def read(self) -> Function:
         node = self.node
         params = _params(node, self.c)
-        function = Function(node.name, self.c.where(node), params,
-                            ast.unparse(node.returns) if node.returns is not None else None)
+        lambda_ = isinstance(node, ast.Lambda)
+        returns = getattr(node, "returns", None)
+        function = Function("<lambda>" if lambda_ else node.name, self.c.where(node), params,
+                            ast.unparse(returns) if returns is not None else None)
         names = {p.name for p in params if p.kind in ("positional", "kwonly")}
-        self.host = {name for name in names if HOST_NAME.search(name)}
-        doc = ast.get_docstring(node) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
-        for line in (doc or "").splitlines():  # "cu_seqlens: on the CPU", "`lens` (host tensor)"
-            if re.search(r"\b(?:cpu|host)\b", line, re.IGNORECASE):
-                self.host |= {name for name in names if re.search(rf"\b{re.escape(name)}\b", line)}
-        rebound = self._rebound(names)
-        live = names - rebound
+        self.host = self._host_params(names)
+        self.rebound = self._rebound(names)
+        live = names - self.rebound.keys()
+        if lambda_:  # a lambda returns its body
+            self._returned(node.body, function, live)
+        else:
+            function.refuses = tuple(_refused(node.body, names))
         for sub in ast.walk(node):
             kind = type(sub)
             if kind is ast.Call:
@@ -829,10 +837,7 @@ class _FunctionReader:
             elif kind is ast.AugAssign:
                 self._store(sub.target, function, live, "updates in place", augmented=True)
             elif kind is ast.Return and sub.value is not None:
-                values = sub.value.elts if isinstance(sub.value, ast.Tuple) else [sub.value]
-                for value in values:
-                    if isinstance(value, ast.Name) and value.id in live:
-                        function.returned_params.append(self._finding("returns", value, value.id))
+                self._returned(sub.value, function, live)
             elif kind is ast.Raise and sub.exc is not None and function.todo is None:
                 self._raise(sub, function)
             elif kind is ast.Name and sub.id == "get_ctx" or kind is ast.Attribute and sub.attr == "get_ctx":
@@ -845,23 +850,59 @@ class _FunctionReader:
                     break
         return function
 
+    def _host_params(self, names: set[str]) -> set[str]:
+        """Parameters on the host by construction: the name says so (`cpu_index`), a docstring line naming
+        it does ("cu_seqlens: on the CPU"), or a comment on its own line of the signature does
+        (`lens: torch.Tensor,  # CPU tensor`)."""
+        host = {name for name in names if HOST_NAME.search(name)}
+        node = self.node
+        doc = ast.get_docstring(node) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+        for line in (doc or "").splitlines():
+            if HOST_WORD.search(line):
+                host |= {name for name in names if re.search(rf"\b{re.escape(name)}\b", line)}
+        args = _own_args(node)
+        for arg in args:  # only a parameter alone on its line owns the line's comment
+            alone = arg.arg in names and sum(a.lineno == arg.lineno for a in args) == 1
+            line = self.c.lines[arg.lineno - 1] if alone and arg.lineno <= len(self.c.lines) else ""
+            head, _, tail = line.partition(arg.arg)
+            if not head.strip() and HOST_WORD.search(tail.partition("#")[2]):
+                host.add(arg.arg)
+        return host
+
+    def _returned(self, value: ast.AST, function: Function, live: set[str]) -> None:
+        for element in value.elts if isinstance(value, ast.Tuple) else [value]:
+            if isinstance(element, ast.Name) and (element.id in live or self._not_yet_rebound(element)):
+                function.returned_params.append(self._finding("returns", element, element.id))
+
     def _finding(self, what: str, node: ast.AST, param: str = "") -> Finding:
         where = self.c.where(node)
         return Finding(what, where.line, where.column, param)
 
-    def _rebound(self, names: set[str]) -> set[str]:
-        rebound = set()
+    def _rebound(self, names: set[str]) -> dict[str, int]:
+        """The parameters the body re-binds, each with the first line that does (0: from the start)."""
+        rebound: dict[str, int] = {}
         # `out += x` writes a tensor in place (Tensor.__iadd__), it does not re-bind the name
         augmented = {id(sub.target) for sub in ast.walk(self.node) if isinstance(sub, ast.AugAssign)}
         for sub in ast.walk(self.node):
             if isinstance(sub, ast.Name) and isinstance(sub.ctx, (ast.Store, ast.Del)) and sub.id in names \
                     and id(sub) not in augmented:
-                rebound.add(sub.id)
+                rebound[sub.id] = min(rebound.get(sub.id, sub.lineno), sub.lineno)
             elif isinstance(sub, (ast.Global, ast.Nonlocal)):
-                rebound.update(n for n in sub.names if n in names)
+                rebound.update((n, 0) for n in sub.names if n in names)
             elif isinstance(sub, ast.arg) and sub.arg in names and sub not in _own_args(self.node):
-                rebound.add(sub.arg)  # shadowed by a nested function's parameter
+                rebound[sub.arg] = 0  # shadowed by a nested function's parameter
         return rebound
+
+    def _not_yet_rebound(self, name: ast.Name) -> bool:
+        """`return x` above every line that re-binds `x`, outside any loop: `x` is still the parameter
+        (`if not ready: return x` ... `x = gather(x)`)."""
+        first = self.rebound.get(name.id, 0)
+        if not 0 < name.lineno < first:
+            return False
+        if self.looped is None:
+            self.looped = {id(sub) for loop in ast.walk(self.node) if isinstance(loop, (ast.For, ast.While))
+                           for sub in ast.walk(loop) if isinstance(sub, ast.Name)}
+        return id(name) not in self.looped
 
     def _root(self, node: ast.AST) -> str | None:
         """The parameter a write through `node` reaches: `x`, `x[i]`, `x.data`, `x.view(...)[i]`."""
@@ -1068,6 +1109,17 @@ def function_in_file(path: str, name: str) -> Function | None:
     if not definition:
         return collector._imported_function(name)
     return collector._function_node(definition[-1])
+
+
+def _refused(body: list[ast.stmt], names: set[str]):
+    """The parameters a top-level `if p is not None: raise ...` refuses (`offsets` not supported)."""
+    for statement in body:
+        test = statement.test if isinstance(statement, ast.If) else None
+        if isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id in names \
+                and len(test.ops) == 1 and isinstance(test.ops[0], ast.IsNot) \
+                and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None \
+                and isinstance(statement.body[0], ast.Raise):
+            yield test.left.id
 
 
 def _is_param_chain(node: ast.AST, live: set[str]) -> bool:

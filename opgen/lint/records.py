@@ -75,6 +75,7 @@ class Function:
     fixed_device_allocs: list[Finding] = field(default_factory=list)  # device="cpu" / torch.device("cpu")
     capture_unsafe: list[Finding] = field(default_factory=list)
     todo: Finding | None = None
+    refuses: tuple[str, ...] = ()  # parameters whose non-None value the body raises on at its top level
     uses_get_ctx: bool = False
     imported_from: str | None = None  # a placeholder: the function lives in this other file
 

@@ -288,10 +288,15 @@ def _fake_signature(op: LintOp, function: Function, kind: str):
     exp_positional = [e for e in expected if not e[2]]
     exp_kwonly = {e[0]: e for e in expected if e[2]}
     # torch calls the fake with the positional arguments by position (a rename breaks nothing) and
-    # drops trailing arguments equal to their schema default; keyword-only ones come by name.
+    # drops trailing arguments equal to their schema default; keyword-only ones come by name. A
+    # trailing `None` argument every kernel refuses otherwise (`if offsets is not None: raise`) never
+    # reaches the fake of a call that works.
+    refused = _refused_by_kernels(op)
     problems = []
     for index, (exp_name, exp_default, _kw) in enumerate(exp_positional):
         if index >= len(positional):
+            if exp_default == (True, None) and exp_name in refused:
+                continue
             problems.append(f"is missing parameter {exp_name!r} (torch passes it by position)")
             break
         param = positional[index]
@@ -317,6 +322,14 @@ def _fake_signature(op: LintOp, function: Function, kind: str):
         signature = ", ".join(_render_expected(expected))
         yield diag(FAKE_SIGNATURE, f"the {kind} {function.name}() of {op.name} {problems[0]}; use ({signature})",
                    function.where)
+
+
+def _refused_by_kernels(op: LintOp) -> set[str]:
+    """Parameters whose non-None value every kernel of the op raises on (none when no kernel is read)."""
+    kernels = _kernel_functions(op)
+    if not kernels:
+        return set()
+    return set.intersection(*(set(k.refuses) for k in kernels))
 
 
 def _render_expected(expected) -> list[str]:
@@ -355,7 +368,8 @@ torch calls a fake or Meta kernel with the op's positional arguments by position
 arguments by name, and leaves out trailing arguments equal to their schema default. So a fake breaks
 with a TypeError when it has fewer positional parameters than the schema, lacks a default the schema
 has, lacks a keyword-only parameter, or requires one the schema does not have. Renamed positional
-parameters and differing default values are not reported (torch never passes those by name).
+parameters and differing default values are not reported (torch never passes those by name), nor a
+missing trailing `=None` argument that the kernel refuses otherwise (`if offsets is not None: raise`).
 Copy the schema's parameter list (for custom_op, the kernel's).
 """,
     valid=[lib_example("""
