@@ -690,8 +690,8 @@ def test_lambda_kernels_and_fakes_are_read_like_defs(tmp_path):
 
 
 VLLM_LIKE = {
-    "pkg/__init__.py": "",
-    "pkg/helpers.py": """
+    "vllm_like/__init__.py": "",
+    "vllm_like/helpers.py": """
         import torch
         from torch.library import Library, infer_schema
 
@@ -704,10 +704,10 @@ VLLM_LIKE = {
             if fake_impl is not None:
                 lib._register_fake(op_name, fake_impl)
     """,
-    "pkg/ops.py": """
+    "vllm_like/ops.py": """
         import torch
 
-        from pkg.helpers import direct_register_custom_op
+        from vllm_like.helpers import direct_register_custom_op
 
 
         def _reduce(x: torch.Tensor, scale: float) -> torch.Tensor:
@@ -728,14 +728,14 @@ def test_vllm_style_lambda_fake_returning_its_input(tmp_path):
 
     assert lint(tmp_path, files(1, "lambda x, scale: torch.empty_like(x)")) == []
     found = lint(tmp_path, files(2, "lambda x, scale: x"))
-    assert codes(found) == [("pkg/ops.py", 10, "OPG303")]
+    assert codes(found) == [("vllm_like/ops.py", 10, "OPG303")]
     assert "while the kernel returns a new tensor" in found[0][3]
     sys.path.insert(0, str(tmp_path))
     try:
-        run_module(tmp_path / "pkg", "ops.py")
+        run_module(tmp_path / "vllm_like", "ops.py")
     finally:
         sys.path.remove(str(tmp_path))
-        for name in ("pkg", "pkg.helpers"):
+        for name in ("vllm_like", "vllm_like.helpers"):
             sys.modules.pop(name, None)
 
     def caller(x):

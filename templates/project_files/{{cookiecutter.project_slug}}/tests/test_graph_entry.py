@@ -640,7 +640,8 @@ def _npugraph_ex_compiles_on_cpu(loader, op, make_call, mutated: tuple, tag: str
         for node in (n for n in graph.graph.nodes if n.target is op):
             for key in mutated:
                 for arg in _op_arguments(node, (key,)):
-                    assert arg.op == "placeholder", f"{op} mutates {arg}, not the caller's argument {key!r}:\n{graph.code}"
+                    assert arg.op == "placeholder", (
+                        f"{op} mutates {arg}, not the caller's argument {key!r}:\n{graph.code}")
 {% for op in cookiecutter._opgen.ops %}
 
 
