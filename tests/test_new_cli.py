@@ -397,6 +397,47 @@ def test_tagged_op_refuses_to_import_on_a_torch_without_the_tag(tmp_path):
         assert works.returncode == 0, works.stderr
 
 
+PASSED_PER_STYLE = 27
+
+
+@pytest.mark.slow  # runs the generated tests
+def test_scalar_optional_and_scalar_type_arguments_generate_working_tests(tmp_path):
+    """`Scalar` (annotated `Number`, which the test module must import too), `Tensor?`, `Tensor?[]` and
+    `ScalarType` arguments: every runnable tier of both styles passes."""
+    for style in ("library", "custom_op"):
+        spec = write(tmp_path / f"{style}.yaml", f"""
+            namespace: args_{style}
+            device: cuda
+            ops:
+              - schema: "opt_bias(Tensor x, Tensor? bias=None, *, Scalar alpha=1) -> Tensor"
+                outputs: {{out0: {{like: x}}}}
+                reference: |
+                  y = x * alpha
+                  return y if bias is None else y + bias
+                examples:
+                  - {{x: {{shape: [2, 3], dtype: float32}}, bias: {{shape: [3], dtype: float32}}, alpha: 2}}
+                  - {{x: {{shape: [2, 3], dtype: float32}}}}
+              - schema: "cast_to(Tensor x, ScalarType dtype) -> Tensor"
+                outputs: {{out0: {{shape: "x.shape", dtype: "dtype"}}}}
+                reference: "return x.to(dtype)"
+                examples: [{{x: {{shape: [4], dtype: float32}}, dtype: float16}}]
+              - schema: "maybe_list(Tensor x, Tensor?[] extras) -> Tensor"
+                outputs: {{out0: {{like: x}}}}
+                reference: |
+                  return x + sum(e for e in extras if e is not None)
+                examples: [{{x: {{shape: [3], dtype: float32}}, extras: [{{shape: [3], dtype: float32}}, null]}}]
+            """)
+        done = opgen("new", str(spec), "-o", str(tmp_path / style), "--style", style)
+        assert done.returncode == 0, done.stderr
+        results = run_generated_tests([tmp_path / style], tmp_path / f"{style}.xml")
+        failed = {name: r["message"][-1500:] for name, r in results.items() if r["outcome"] not in ("passed", "skipped")}
+        assert not failed, (style, failed)
+        skipped = {r["message"].strip().splitlines()[0] for r in results.values() if r["outcome"] == "skipped"}
+        allowed = ("no CUDA", "the ops are generated for device 'cuda'", "no expected values", "npugraph_ex")
+        assert all(reason.startswith(allowed) for reason in skipped), (style, skipped)
+        assert sum(r["outcome"] == "passed" for r in results.values()) == PASSED_PER_STYLE, style
+
+
 def test_long_names_stay_within_the_line_length(tmp_path):
     tensor, other = "first_input_tensor_with_a_long_name", "second_input_tensor_with_a_long_name"
     spec = write(tmp_path / "long.yaml", f"""

@@ -33,6 +33,9 @@ from torch._dynamo.backends.common import aot_autograd
 from torch._higher_order_ops.auto_functionalize import auto_functionalized, auto_functionalized_v2
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv, free_unbacked_symbols
+{% if cookiecutter._opgen.uses_number %}
+from torch.types import Number
+{% endif %}
 
 import {{ cookiecutter._opgen.package }}  # registers the operators
 
