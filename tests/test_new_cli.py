@@ -148,6 +148,20 @@ def test_no_spec_outside_a_project_is_a_usage_error(tmp_path):
     assert_refused(opgen("new", cwd=tmp_path), "no SPEC given and no opgen.yaml", "hint:")
 
 
+def test_a_return_the_semantics_cannot_describe_gets_a_by_hand_todo(tmp_path):
+    """`-> Tensor[]` has no `outputs:` entry to fill (the spec refuses one): the TODO fake says to write it by
+    hand, not to fill a field (the look-alike, `-> Tensor` without semantics, names the fields)."""
+    target = tmp_path / "q"
+    done = opgen("new", "--schema", "quick::chunks(Tensor x, int n) -> Tensor[]", "-o", str(target))
+    assert done.returncode == 0, done.stderr
+    todo = (target / "quick" / "fakes" / "chunks.py").read_text()
+    message = next(ast.literal_eval(n.exc.args[0]) for n in ast.walk(ast.parse(todo)) if isinstance(n, ast.Raise))
+    assert message == ("quick::chunks has no fake function: the spec's semantics cannot describe its returns "
+                       "('Tensor[]'), so write the fake function by hand in quick/fakes/chunks.py")
+    assert "cannot describe the op's returns (list[torch.Tensor]), so this\nfunction is written by hand" in todo
+    assert "fill them in opgen.yaml" not in todo
+
+
 def test_missing_out_dir_is_a_usage_error(tmp_path):
     done = opgen("new", str(RMS_NORM), cwd=tmp_path)
     assert done.returncode == 2 and "-o/--out" in done.stderr

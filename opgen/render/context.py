@@ -110,8 +110,7 @@ def op_context(spec: ProjectSpec, op: OpSpec) -> dict:
         expected_lines = [_expected_returned(op)]
     examples = [line for example in op.examples for line in _example_lines(op, example)]
     reference = op.reference
-    todo_message = (f"{qualname} has no fake function: fill {', '.join(missing)} in opgen.yaml and re-run "
-                    f"`opgen new`, or write the fake function by hand in {todo_path}") if missing else ""
+    todo_message = _todo_message(op, qualname, todo_path) if missing else ""
     return {
         "index": op.index,
         "name": schema.name,
@@ -178,6 +177,7 @@ def op_context(spec: ProjectSpec, op: OpSpec) -> dict:
         "todo_fake_function": f"{stem}_fake",
         "todo_raise": string_call("raise NotImplementedError(", todo_message, ")", "    "),
         "todo_fields": missing,
+        "todo_by_hand": bool(op.undescribable_returns),
         "fake_lines": fake_lines,
         "expected_lines": expected_lines,
         # tests
@@ -214,6 +214,17 @@ def op_context(spec: ProjectSpec, op: OpSpec) -> dict:
 
 
 LINE_LENGTH = 120
+
+
+def _todo_message(op: OpSpec, qualname: str, todo_path: str) -> str:
+    """What the TODO fake function raises: the spec fields to fill, or (for returns the semantics cannot
+    describe) that the fake is written by hand."""
+    if op.undescribable_returns:
+        returns = ", ".join(repr(str(r.type)) for r in op.schema.returns)
+        return (f"{qualname} has no fake function: the spec's semantics cannot describe its returns ({returns}), so "
+                f"write the fake function by hand in {todo_path}")
+    return (f"{qualname} has no fake function: fill {', '.join(op.missing_semantics)} in opgen.yaml and re-run "
+            f"`opgen new`, or write the fake function by hand in {todo_path}")
 
 
 def define(name: str, params: list[str], returns: str) -> str:

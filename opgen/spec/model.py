@@ -104,6 +104,12 @@ class OpSpec:
     op_plugin: object = None  # `ops[i].op_plugin` (opgen.spec.op_plugin.OpPluginSpec), for --target op_plugin
 
     @property
+    def undescribable_returns(self) -> list[str]:
+        """The returns the semantics language cannot describe (`Tensor[]`, `int`, ...): only a hand-written
+        fake function covers them."""
+        return [out.name for out in self.outputs if not out.supported and out.returns_argument is None]
+
+    @property
     def missing_semantics(self) -> list[str]:
         """The spec fields to fill before opgen can write this op's fake function."""
         missing = []
