@@ -641,10 +641,13 @@ class Reduce(Node):
         keep = self.keepdim.value if isinstance(self.keepdim, Const) else None
         if keep is False:
             return f"[{s} for {i}, {s} in enumerate({shape}) if {i} not in {reduced}]", PY_ATOM
-        text = f"[1 if {i} in {reduced} else {s} for {i}, {s} in enumerate({shape})"
-        if keep is None:
-            text += f" if {p.at(self.keepdim, PY_OR + 1)} or {i} not in {reduced}"
-        return text + "]", PY_ATOM
+        if keep is True:
+            return f"[1 if {i} in {reduced} else {s} for {i}, {s} in enumerate({shape})]", PY_ATOM
+        # `for r in [...]` names the reduced dims for the two tests; after `enumerate` it runs only for a
+        # dimension that exists (a 0-dim shape has none, and `d % 0` would fail)
+        r = p.local("r")
+        return (f"[1 if {i} in {r} else {s} for {i}, {s} in enumerate({shape}) for {r} in [{reduced[1:-1]}] "
+                f"if {p.at(self.keepdim, PY_OR + 1)} or {i} not in {r}]"), PY_ATOM
 
     def cpp(self, c):
         shape, dims, ndim, reduced, sizes, i, dim = (
