@@ -243,6 +243,13 @@ BAD_SPECS = {
                 shape: "[y.shape[0]]"
                 dtype: x.dtype
         """, "bad.yaml:6:18: ops[0].outputs.out0.shape: unknown name `y`", "the op's arguments are: x"),
+    "misused reduce": ("""
+        namespace: a
+        ops:
+          - schema: "sum_dims(Tensor x, int[] dims, bool keepdim=False) -> Tensor"
+            outputs:
+              out0: {shape: "reduce(x.shape, dims, keep=keepdim)", dtype: x}
+        """, "bad.yaml:5:44: ops[0].outputs.out0.shape: `reduce` has no argument `keep`", "did you mean `keepdim=`?"),
     "unknown output": ("""
         namespace: a
         ops:
