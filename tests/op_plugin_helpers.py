@@ -67,7 +67,7 @@ def _nested_shape(values) -> list[int]:
 
 def cpp_inputs(schema, example) -> list[str]:
     """C++ declarations `a0`, `a1`, ... of one example's arguments (defaults where the example has none)."""
-    from opgen.schema.model import BaseType, strip_alias
+    from opgen.schema.model import BaseType, ListType, OptionalType, strip_alias
     from opgen.spec.model import TensorValue
 
     lines = []
@@ -83,6 +83,11 @@ def cpp_inputs(schema, example) -> list[str]:
             lines.append(f"int64_t a{number} = {int(value)};")
         elif base == BaseType("bool"):
             lines.append(f"bool a{number} = {'true' if value else 'false'};")
+        elif isinstance(base, OptionalType) and isinstance(base.elem, ListType) and value is None:
+            lines.append(f"at::OptionalIntArrayRef a{number};")
+        elif isinstance(base.elem if isinstance(base, OptionalType) else base, ListType):  # int[] / int[]?
+            lines.append(f"std::vector<int64_t> v{number}{{{', '.join(map(str, value))}}};")
+            lines.append(f"at::IntArrayRef a{number}(v{number});")
         else:
             raise AssertionError(f"the harness cannot build argument {arg.name!r} of type '{arg.type}'")
     return lines

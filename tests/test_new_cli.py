@@ -243,6 +243,13 @@ BAD_SPECS = {
                 shape: "[y.shape[0]]"
                 dtype: x.dtype
         """, "bad.yaml:6:18: ops[0].outputs.out0.shape: unknown name `y`", "the op's arguments are: x"),
+    "misused reduce": ("""
+        namespace: a
+        ops:
+          - schema: "sum_dims(Tensor x, int[] dims, bool keepdim=False) -> Tensor"
+            outputs:
+              out0: {shape: "reduce(x.shape, dims, keep=keepdim)", dtype: x}
+        """, "bad.yaml:5:44: ops[0].outputs.out0.shape: `reduce` has no argument `keep`", "did you mean `keepdim=`?"),
     "unknown output": ("""
         namespace: a
         ops:
@@ -450,6 +457,49 @@ def test_scalar_optional_and_scalar_type_arguments_generate_working_tests(tmp_pa
         allowed = ("no CUDA", "the ops are generated for device 'cuda'", "no expected values", "npugraph_ex")
         assert all(reason.startswith(allowed) for reason in skipped), (style, skipped)
         assert sum(r["outcome"] == "passed" for r in results.values()) == PASSED_PER_STYLE, style
+
+
+SUM_DIMS = """
+    namespace: {namespace}
+    device: cuda
+    ops:
+      - schema: "sum_dims(Tensor x, int[] dims, bool keepdim=False) -> Tensor"
+        outputs: {{out0: {{shape: "{shape}", dtype: x}}}}
+        reference: "return x.sum(dims, keepdim)"
+        examples:
+          - {{x: {{shape: [2, 3, 4]}}, dims: [0, -1], keepdim: true}}
+          - {{x: {{shape: [2, 3, 4]}}, dims: [1]}}
+          - {{x: {{shape: [5, 3]}}, dims: [], keepdim: true}}
+          - x: {{values: [[1.0, 2.0], [3.0, 4.0]]}}
+            dims: [-1]
+            expect: {{out0: [3.0, 7.0]}}
+    """
+
+
+@pytest.mark.slow  # runs the generated tests
+def test_a_reduction_rule_generates_working_tests_and_a_wrong_one_is_named(tmp_path):
+    """`reduce(x.shape, dims, keepdim)`, the sizes of torch's sum over an int[] argument: every runnable tier of
+    both styles passes; the same op whose rule ignores keepdim fails a generated test naming the rule's field."""
+    projects = []
+    for style in ("library", "custom_op"):
+        spec = write(tmp_path / f"{style}.yaml", SUM_DIMS.format(namespace=f"red_{style}",
+                                                                 shape="reduce(x.shape, dims, keepdim)"))
+        done = opgen("new", str(spec), "-o", str(tmp_path / style), "--style", style)
+        assert done.returncode == 0, done.stderr
+        projects.append(tmp_path / style)
+    wrong = write(tmp_path / "wrong.yaml", SUM_DIMS.format(namespace="red_wrong", shape="reduce(x.shape, dims)"))
+    done = opgen("new", str(wrong), "-o", str(tmp_path / "wrong"), "--style", "library")
+    assert done.returncode == 0, done.stderr
+    for project in projects:  # one run per project: results are keyed by test name
+        outcomes = run_generated_tests([project], tmp_path / f"{project.name}.xml")
+        failed = {name: r["message"][-1500:] for name, r in outcomes.items() if r["outcome"] not in ("passed", "skipped")}
+        assert not failed, (project.name, failed)
+        passed = {name for name, r in outcomes.items() if r["outcome"] == "passed"}
+        assert {"test_sum_dims_kernel_follows_the_semantics", "test_sum_dims_opcheck",
+                "test_sum_dims_compiles_once_for_two_sizes"} <= passed, (project.name, sorted(outcomes))
+    outcomes = run_generated_tests([tmp_path / "wrong"], tmp_path / "wrong.xml")
+    failed = {name: r["message"] for name, r in outcomes.items() if r["outcome"] == "failed"}
+    assert "ops[0].outputs.out0.shape" in failed.get("test_sum_dims_kernel_follows_the_semantics", ""), failed
 
 
 def test_long_names_stay_within_the_line_length(tmp_path):

@@ -146,15 +146,33 @@ def test_torchnpugen_accepts_every_example(generated, torchnpugen, tmp_path):
             assert group["functionalization_kernels"] >= 1
 
 
+# a reduction: `reduce()` printed to C++ (a lambda in the gen_opapi YAML too), on every kind of dims
+SUM_DIMS = """
+namespace: npu
+target: op_plugin
+ops:
+  - schema: "npu_sum_dims(Tensor x, int[]? dim=None, bool keepdim=False) -> Tensor"
+    outputs: {out0: {shape: "reduce(x.shape, dim, keepdim)", dtype: x}}
+    reference: "return x.sum(dim, keepdim)"
+    op_plugin: {kernel: gen_opapi}
+    examples:
+      - {x: {shape: [2, 3, 4]}, dim: [0, -1], keepdim: true}
+      - {x: {shape: [2, 3, 4]}, dim: [1]}
+      - {x: {shape: [2, 3, 4]}, dim: [], keepdim: true}
+      - {x: {shape: [2, 3, 4]}}
+      - {x: {shape: []}, dim: [-1], keepdim: true}
+"""
+
+
 def _variant(example: str, kernel: str) -> str:
-    text = (REPO / "examples/op_plugin" / f"{example}.yaml").read_text()
+    text = SUM_DIMS if example == "sum_dims" else (REPO / "examples/op_plugin" / f"{example}.yaml").read_text()
     for kind in ("gen_opapi", "opapi"):
         text = text.replace(f"kernel: {kind}", f"kernel: {kernel}")
     return text
 
 
 @needs_wheel
-@pytest.mark.parametrize("example", ["add_rms_norm", "rms_norm"])
+@pytest.mark.parametrize("example", ["add_rms_norm", "rms_norm", "sum_dims"])
 def test_kernel_sizes_agree_with_torchnpugen_and_meta(example, torchnpugen, tmp_path):
     """The same op as a hand-template kernel (opapi) and as torchnpugen's gen_opapi kernel: g++ runs both
     allocations on every example; sizes and dtypes must equal each other and the Meta function's."""

@@ -24,7 +24,7 @@ from opgen.spec.semantics_ir import DTYPE_ALIASES, DTYPES
 
 SHAPE_SCHEMA = parse_schema(
     "t::f(Tensor x, Tensor gamma, Tensor a, Tensor b, Tensor[] xs, Tensor? bias, int n, bool flag, "
-    "int[] size, str mode, int? k, float eps, Tensor?[] ys) -> Tensor"
+    "int[] size, str mode, int? k, float eps, Tensor?[] ys, int[1]? dim) -> Tensor"
 )
 
 
@@ -32,7 +32,7 @@ def shape_inputs(**overrides):
     inputs = {
         "x": torch.randn(2, 3, 4), "gamma": torch.randn(4), "a": torch.randn(5, 1, 3), "b": torch.randn(4, 1),
         "xs": [torch.randn(2, 3) for _ in range(3)], "bias": None, "n": 3, "flag": True, "size": [7, 8],
-        "mode": "mean", "k": None, "eps": 1e-6, "ys": [None, torch.randn(6)],
+        "mode": "mean", "k": None, "eps": 1e-6, "ys": [None, torch.randn(6)], "dim": None,
     }
     inputs.update(overrides)
     return inputs
@@ -130,7 +130,36 @@ SHAPE_CASES = [
     ("broadcast(x.shape)", {}, [2, 3, 4]),
     ("x.shape\n    + [1]", {}, [2, 3, 4, 1]),
     ("  x.shape  ", {}, [2, 3, 4]),
+    # reduce: a torch reduction's sizes (more cases, with torch as the oracle, in REDUCE_CASES below)
+    ("reduce(x.shape, [-1])", {}, [2, 3]),
+    ("reduce(x.shape, [0, 2], True)", {}, [1, 3, 1]),
+    ("reduce(x.shape, [])", {}, []),
+    ("reduce(x, size, keepdim=flag)", {"size": [1]}, [2, 1, 4]),
+    ("reduce(x.shape[1:], [0], not flag)", {}, [4]),
+    ("reduce(reduce(x, [n - 3]), [-1], True)", {}, [3, 1]),
+    ("reduce(x.shape[:0], [-1], True)", {}, []),
+    ("reduce(bias.shape, size) if bias is not None else []", {"bias": torch.randn(6, 2), "size": [-1]}, [6]),
+    ("[len(xs)] + reduce(xs[0], [0])", {}, [3, 3]),
 ]
+
+
+def _reduce_cases():
+    """`reduce(x, dim, flag)` over shapes, dims (None, empty, negative, several) and keepdim; expected sizes
+    from torch.sum itself, which also decides what an empty list means (every dimension, as for None)."""
+    cases = []
+    for x in (torch.randn(2, 3, 4), torch.tensor(1.0), torch.randn(5)):
+        for dim in (None, [], [0], [-1], [0, -1], [2, 0]):
+            for keepdim in (False, True):
+                try:
+                    expected = list(torch.sum(x, dim, keepdim).shape)
+                except (IndexError, RuntimeError):  # out of range or repeated for this rank: torch refuses
+                    continue
+                cases.append(("reduce(x, dim, flag)", {"x": x, "dim": dim, "flag": keepdim}, expected))
+    return cases
+
+
+REDUCE_CASES = _reduce_cases()
+SHAPE_CASES += REDUCE_CASES
 
 
 @pytest.mark.parametrize(("text", "inputs", "expected"), SHAPE_CASES, ids=[c[0] for c in SHAPE_CASES])
@@ -156,7 +185,7 @@ def test_shape_rule_python_runs_on_symbolic_fake_tensors(text, inputs, expected)
             return value
 
         fakes = {name: to_fake(value) for name, value in real.items()}
-        assert any(isinstance(s, torch.SymInt) for s in fakes["x"].shape)
+        assert real["x"].dim() == 0 or any(isinstance(s, torch.SymInt) for s in fakes["x"].shape)
         (sizes,) = fake(**fakes)
         out = fakes["x"].new_empty(sizes)
     assert [int(s) for s in out.shape] == expected
@@ -545,6 +574,20 @@ ERROR_CASES = [
     ("dtype", "torch.float32", r"`torch.float32`: rules are not Python run with torch", 1, r"write `float32`"),
     ("shape", "torch.broadcast_shapes(a, b)", r"rules are not Python run with torch", 1, r"`broadcast\(...\)`"),
     ("shape", "torch", r"`torch` is unknown", 1, r"write dtypes bare"),
+    ("shape", "reduce(x.shape)", r"`reduce\(\)` takes 2 or 3 arguments, got 1", 1, r"reduce\(x.shape, dims, keepdim\)"),
+    ("shape", "reduce", r"`reduce` is a function: call it", 1, r"reduce\(x.shape, dims, keepdim\)"),
+    ("shape", "reduce(x.shape, n)", r"the dims of `reduce` must be a list of ints, got an int: `n`", 17, r"`\[n\]`"),
+    ("shape", "reduce(x.shape, x)", r"the dims of `reduce` must be a list of ints, got a tensor", 17, r"int\[\]"),
+    ("shape", "reduce(n, size)", r"the shape reduced by `reduce` must be a list of sizes, got an int", 8, r"`\[n\]`"),
+    ("shape", "reduce(bias, size)", r"`bias` is optional", 8, r"is not None"),
+    ("shape", "reduce(x.shape, size, n)", r"`keepdim` of `reduce` must be a bool, got an int: `n`", 23, r"bool"),
+    ("shape", "reduce(x.shape, size, keepdim=mode)", r"`keepdim` of `reduce` must be a bool, got a string", 31, None),
+    ("shape", "reduce(x.shape, size, keep=flag)", r"`reduce` has no argument `keep`", 23, r"did you mean `keepdim=`"),
+    ("shape", "reduce(x.shape, size, flag, keepdim=flag)", r"`keepdim` is given twice", 29, r"drop"),
+    ("shape", "reduce(x.shape, [0, -1, 0])", r"dim 0 appears twice in the dims of `reduce`", 25, r"once"),
+    ("shape", "reduce(x.shape, [dynamic])", r"`dynamic` cannot be used here", 18, None),
+    ("shape", "reduce(x.shape, [eps])", r"float arithmetic on sizes: `eps` is a float", 18, None),
+    ("shape", "[reduce(x.shape, size)]", r"expected a list element \(an int\), got a list of sizes", 2, None),
 ]
 
 
@@ -649,7 +692,9 @@ def test_cpp_refuses_dynamic_with_location():
     assert info.value.column == 14 and info.value.hint
 
 
-_PYTHON_ONLY = re.compile(r"\b(and|or|not|is|None|True|False|if|else|torch|len)\b|//|\*\*|\[:|:\]|\.shape\b|\.dtype\b")
+# `if (` is C++'s statement (inside a lambda); a Python conditional always has its `else` too.
+_PYTHON_ONLY = re.compile(r"\b(and|or|not|is|None|True|False|if(?! \()|else|torch|len)\b|//|\*\*|\[:|:\]|\.shape\b|"
+                          r"\.dtype\b")
 
 
 def _balanced(text):
@@ -693,7 +738,7 @@ def test_semantics_module_does_not_import_torch():
 _CPP_WRAPPER_TYPES = {  # what pybind11 hands over, converted to the op's real C++ parameter types
     "Tensor[]": "std::vector<at::Tensor>", "Tensor?": "c10::optional<at::Tensor>", "int[]": "std::vector<int64_t>",
     "str": "std::string", "int?": "c10::optional<int64_t>", "Tensor?[]": "std::vector<c10::optional<at::Tensor>>",
-    "ScalarType?": "c10::optional<at::ScalarType>",
+    "ScalarType?": "c10::optional<at::ScalarType>", "int[1]?": "c10::optional<std::vector<int64_t>>",
 }
 
 
@@ -708,6 +753,8 @@ def _cpp_module_source(schema, rules, kind):
         if str(a.type) == "Tensor?[]":
             converted.append(f"[&] {{ c10::List<c10::optional<at::Tensor>> l; for (auto& t : {a.name}) "
                              "l.push_back(t); return l; }()")
+        elif str(a.type) == "int[1]?":
+            converted.append(f"{a.name}.has_value() ? at::OptionalIntArrayRef(*{a.name}) : at::OptionalIntArrayRef()")
         else:
             converted.append(a.name)
     lines, names = [], []
@@ -871,7 +918,8 @@ _TYPED_FORMS = {
     "sizes": ["[{int}, {int}]", "[{int}]", "{sizes} + {sizes}", "{sizes}[{small}:{int}]", "{sizes}[:{int}]",
               "{sizes}[{small}:]", "[1] * {small}", "{small} * [{int}]", "broadcast({sizes}, {sizes})",
               "({sizes} if {bool} else {sizes})", "[*{sizes}, {int}]", "{tensor}.shape",
-              "(bias.shape if bias is not None else {sizes})", "(ys[1].shape if ys[1] is not None else {sizes})"],
+              "(bias.shape if bias is not None else {sizes})", "(ys[1].shape if ys[1] is not None else {sizes})",
+              "reduce({sizes}, [{int}], {bool})", "reduce({tensor}, dim)", "reduce({sizes}, size, keepdim={bool})"],
     "bool": ["{int} > {int}", "{int} == {int}", "not {bool}", "{bool} and {bool}", "{bool} or {bool}",
              "{sizes} == {sizes}", "{dtype} == float16", "promote({dtype}, {dtype}) != {dtype}"],
     "tensor": ["xs[{small}]", "({tensor} if {bool} else {tensor})"],

@@ -53,6 +53,7 @@ from .semantics_ir import (
     Not,
     NotInCpp,
     PyContext,
+    Reduce,
     Repeat,
     SizeAt,
     Slice,
@@ -64,7 +65,7 @@ from .semantics_ir import (
 
 __all__ = ["DtypeRule", "PyContext", "SemanticsError", "ShapeRule", "parse_dtype", "parse_shape"]
 
-FUNCTIONS = ("broadcast", "dynamic", "len", "max", "min", "promote")
+FUNCTIONS = ("broadcast", "dynamic", "len", "max", "min", "promote", "reduce")
 TENSOR_MEMBERS = ("shape", "dtype", "ndim", "size()", "dim()", "numel()")
 _EXAMPLE_DYNAMIC = "[dynamic(max=x.shape[0]), x.shape[1]]"
 
@@ -721,6 +722,8 @@ class _Checker:
         name = func.id
         if name == "dynamic":
             return self._dynamic(node, node.args, node.keywords, dynamic_ok)
+        if name == "reduce":
+            return self._reduce(node, env)
         if name not in FUNCTIONS:
             close = difflib.get_close_matches(name, FUNCTIONS, n=1)
             hint = (f"did you mean `{close[0]}`? " if close else "") + "the functions are " + ", ".join(FUNCTIONS)
@@ -758,6 +761,50 @@ class _Checker:
         self._arity(node, name, args, 2, None)  # max / min
         values = [self.integer(self.value(a, env), a, f"an argument of `{name}`") for a in args]
         return Call(INT, col, function=name, args=tuple(values))
+
+    def _reduce(self, node: ast.Call, env) -> Node:
+        """`reduce(shape, dims, keepdim=False)`: the sizes a torch reduction over `dims` leaves."""
+        args = list(node.args)
+        for keyword in node.keywords:
+            if keyword.arg != "keepdim":
+                where = keyword.value if keyword.arg is None else keyword
+                close = difflib.get_close_matches(keyword.arg or "", ["keepdim"], n=1)
+                self.fail(where, f"`reduce` has no argument `{keyword.arg}`",
+                          (f"did you mean `{close[0]}=`? " if close else "")
+                          + "it takes a shape, dims and `keepdim`, e.g. `reduce(x.shape, dims, keepdim=True)`")
+            if len(node.args) == 3:
+                self.fail(keyword, "`keepdim` is given twice", "drop `keepdim=` or the third argument")
+            args.append(keyword.value)
+        self._arity(node, "reduce", args, 2, 3)
+        shape = self.present(self.value(args[0], env), args[0])
+        if shape.ty.kind == "tensor":
+            shape = TensorAttr(SIZES, shape.col, obj=shape, attr="shape")
+        shape = self.sizes(shape, args[0], "the shape reduced by `reduce`")
+        dims = self.value(args[1], env)
+        if dims.ty.kind != "sizes":
+            text = self.code(args[1])
+            hint = f"one dimension is a list too: `[{text}]`" if dims.ty.kind == "int" else \
+                "pass an int[] argument (`dims`) or a list of dimensions (`[0, -1]`)"
+            self.fail(args[1], f"the dims of `reduce` must be a list of ints, got {dims.ty.describe()}: `{text}`", hint)
+        if isinstance(dims, ListLit):
+            self._distinct_dims(dims, args[1])
+        if len(args) == 2:
+            keepdim = Const(BOOL, self.src.offset(node), value=False)
+        else:
+            keepdim = self.present(self.value(args[2], env), args[2])
+            if keepdim.ty.kind != "bool":
+                self.fail(args[2], f"`keepdim` of `reduce` must be a bool, got {keepdim.ty.describe()}: "
+                          f"`{self.code(args[2])}`", "pass a bool argument, `True`/`False` or a comparison")
+        return Reduce(SIZES, self.src.offset(node), shape=shape, dims=dims, keepdim=keepdim)
+
+    def _distinct_dims(self, dims: ListLit, node: ast.List | ast.Tuple) -> None:
+        seen: set[int] = set()
+        for item, element in zip(dims.items, node.elts):
+            if isinstance(item, Const):
+                if item.value in seen:
+                    self.fail(element, f"dim {item.value} appears twice in the dims of `reduce`",
+                              "torch refuses a repeated dim; list each reduced dimension once")
+                seen.add(item.value)
 
     def _method(self, node: ast.Call, func: ast.Attribute, env) -> Node:
         method = func.attr
@@ -843,5 +890,5 @@ def _function_example(name: str) -> str:
     return {
         "broadcast": "broadcast(a.shape, b.shape)", "dynamic": _EXAMPLE_DYNAMIC, "len": "len(xs)",
         "max": "max(a.shape[0], b.shape[0])", "min": "min(a.shape[0], b.shape[0])", "promote": "promote(x, y)",
-        "size": "x.size(0)", "dim": "x.dim()", "numel": "x.numel()",
+        "reduce": "reduce(x.shape, dims, keepdim)", "size": "x.size(0)", "dim": "x.dim()", "numel": "x.numel()",
     }[name]

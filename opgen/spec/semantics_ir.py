@@ -101,6 +101,13 @@ class _Py:
         text, prec = node.py(self)
         return f"({text})" if prec < minimum else text
 
+    def local(self, base: str) -> str:
+        """A comprehension variable that no argument (or renamed parameter) shadows."""
+        name = base
+        while name in self.ctx.reserved:
+            name += "_"
+        return name
+
 
 class _Cpp:
     def __init__(self, reserved: frozenset[str]) -> None:
@@ -606,6 +613,74 @@ class Call(Node):
         if self.function == "broadcast" and len(self.args) == 1:
             return self.args[0].cpp_kind()
         return "std"
+
+
+@dataclass(frozen=True)
+class Reduce(Node):
+    """`reduce(shape, dims, keepdim)`: the sizes left by a reduction over `dims`, as torch's sum/mean/amax give.
+
+    Negative dims count from the end; an empty (or None) `dims` reduces every dimension (torch >= 2.x:
+    `x.sum(dim=[])` is a full reduction); a reduced dimension is dropped, or kept as 1 with `keepdim`.
+    """
+
+    shape: Node = None
+    dims: Node = None
+    keepdim: Node = None  # a bool expression
+
+    def children(self):
+        return (self.shape, self.dims, self.keepdim)
+
+    def py(self, p):
+        # Only the rank and the dims (concrete ints while tracing) decide which sizes stay: no guard on a size.
+        i, s, d = p.local("i"), p.local("s"), p.local("d")
+        shape = p.at(self.shape, PY_COND)
+        rank = (f"{p.at(self.shape.obj, PY_POSTFIX)}.dim()" if isinstance(self.shape, TensorAttr)
+                else f"len({shape})")
+        dims = p.at(self.dims, PY_OR) + (" or ()" if self.dims.ty.optional else "")
+        reduced = f"([{d} % {rank} for {d} in {dims}] or range({rank}))"
+        keep = self.keepdim.value if isinstance(self.keepdim, Const) else None
+        if keep is False:
+            return f"[{s} for {i}, {s} in enumerate({shape}) if {i} not in {reduced}]", PY_ATOM
+        if keep is True:
+            return f"[1 if {i} in {reduced} else {s} for {i}, {s} in enumerate({shape})]", PY_ATOM
+        # `for r in [...]` names the reduced dims for the two tests; after `enumerate` it runs only for a
+        # dimension that exists (a 0-dim shape has none, and `d % 0` would fail)
+        r = p.local("r")
+        return (f"[1 if {i} in {r} else {s} for {i}, {s} in enumerate({shape}) for {r} in [{reduced[1:-1]}] "
+                f"if {p.at(self.keepdim, PY_OR + 1)} or {i} not in {r}]"), PY_ATOM
+
+    def cpp(self, c):
+        shape, dims, ndim, reduced, sizes, i, dim = (
+            c.local(n) for n in ("shape", "dims", "ndim", "reduced", "sizes", "i", "dim"))
+        if self.dims.ty.optional:  # an at::OptionalIntArrayRef argument: None reduces every dimension too
+            name = self.dims.cpp(c)[0]
+            dims_init = f"const at::IntArrayRef {dims} = {name}.has_value() ? {name}.value() : at::IntArrayRef();"
+        else:
+            dims_init = f"const auto& {dims} = {self.dims.cpp(c)[0]};"
+        keep = self.keepdim.value if isinstance(self.keepdim, Const) else None
+        if keep is False:
+            push = f"if (!{reduced}[{i}]) {sizes}.push_back({shape}[{i}]);"
+        else:
+            push = f"{sizes}.push_back({reduced}[{i}] ? 1 : {shape}[{i}]);"
+            if keep is None:
+                push = f"if (!{reduced}[{i}] || {c.at(self.keepdim, CPP_OR + 1)}) {push}"
+        body = [
+            f"const auto& {shape} = {self.shape.cpp(c)[0]};", dims_init,
+            f"const int64_t {ndim} = static_cast<int64_t>({shape}.size());",
+            # one flag more than the rank: c10::maybe_wrap_dim lets a 0-dim shape be reduced over dim 0 or -1
+            f"{SIZE_VECTOR} {reduced}(static_cast<size_t>({ndim} + 1), {dims}.empty() ? 1 : 0);",
+            f"for (int64_t {dim} : {dims}) {reduced}[c10::maybe_wrap_dim({dim}, {ndim})] = 1;",
+            f"{SIZE_VECTOR} {sizes};",
+            f"for (int64_t {i} = 0; {i} < {ndim}; ++{i}) {push}",
+            f"return {sizes};",
+        ]
+        return "[&] { " + " ".join(body) + " }()", CPP_POSTFIX
+
+    def cpp_kind(self):
+        return "vec"
+
+    def py_is_list(self):
+        return True
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ struct ArrayRef {
     ArrayRef(const SmallVector<T, N>& v) : items(v.begin(), v.end()) {}
     ArrayRef(std::initializer_list<T> v) : items(v) {}
     size_t size() const { return items.size(); }
+    bool empty() const { return items.empty(); }
     auto begin() const { return items.begin(); }
     auto end() const { return items.end(); }
     const T& operator[](size_t i) const { return items.at(i); }
@@ -49,6 +50,12 @@ struct ArrayRef {
     ArrayRef slice(size_t start) const { return slice(start, items.size() - start); }
     std::vector<T> vec() const { return items; }
 };
+
+inline int64_t maybe_wrap_dim(int64_t dim, int64_t ndim) {
+    int64_t rank = ndim > 0 ? ndim : 1;  // a 0-dim tensor takes dim 0 or -1, as ATen's wrap_scalar
+    if (dim < -rank || dim >= rank) throw std::out_of_range("Dimension out of range");
+    return dim < 0 ? dim + rank : dim;
+}
 }  // namespace c10
 
 namespace at {
@@ -56,6 +63,7 @@ using c10::ArrayRef;
 using c10::SmallVector;
 using IntArrayRef = c10::ArrayRef<int64_t>;
 using DimVector = c10::SmallVector<int64_t, 8>;
+using OptionalIntArrayRef = std::optional<IntArrayRef>;
 enum class ScalarType { Bool, Byte, Char, Short, Int, Long, Half, BFloat16, Float, Double };
 constexpr ScalarType kBool = ScalarType::Bool, kByte = ScalarType::Byte, kChar = ScalarType::Char,
                      kShort = ScalarType::Short, kInt = ScalarType::Int, kLong = ScalarType::Long,
