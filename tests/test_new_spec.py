@@ -143,6 +143,22 @@ def test_context_is_plain_data():
     assert op["fake_lines"] == ["out0 = torch.empty(x.shape, dtype=torch.float16, device=x.device)", "return out0"]
 
 
+def test_a_sized_list_example_takes_any_length_as_torch_does():
+    """`int[1]? dim` with `[0, -1]`: torch does not enforce the size of `int[N]` (`aten::sum.dim_IntList(x,
+    [0, -1])` works), so opgen does not either."""
+    import torch
+
+    spec = load("""
+        namespace: ns
+        ops:
+          - schema: "f(Tensor x, int[1]? dim=None, int[2] pad=0) -> Tensor"
+            examples: [{x: {shape: [2, 3, 4], dtype: float32}, dim: [0, -1], pad: [1, 2, 3]}]
+        """)
+    values = spec.ops[0].examples[0].values
+    assert values["dim"] == (0, -1) and values["pad"] == (1, 2, 3)
+    assert torch.ops.aten.sum.dim_IntList(torch.ones(2, 3, 4), [0, -1]).shape == (3,)  # torch's premise
+
+
 def test_a_made_up_example_is_said_and_gives_index_arguments_valid_indices():
     spec = load_spec_text("namespace: g\nops:\n  - schema: \"gather(Tensor x, Tensor index, float s) -> Tensor\"\n")
     example = spec.ops[0].examples[0]

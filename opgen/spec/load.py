@@ -629,8 +629,7 @@ def _example_value(source: _Source, node: Node, t, field: str):
     if isinstance(t, ListType):
         if not isinstance(node, SequenceNode):
             raise source.error(node, f"{field} must be a list ({_value_hint(t)}), not {_kind(node)}")
-        if t.size is not None and len(node.value) != t.size:
-            raise source.error(node, f"{field} must have {t.size} elements, not {len(node.value)}")
+        # `int[2]`'s size is a hint torch does not enforce: any length is accepted, as by torch
         return tuple(_example_value(source, item, t.elem, f"{field}[{i}]") for i, item in enumerate(node.value))
     name = t.name if isinstance(t, BaseType) else None
     if name == "Tensor":
