@@ -374,6 +374,27 @@ tensors and make the mutating op call it, or move the tensors before the `*`.
 """, bad="scale_(Tensor(a!) x, float s) -> ()  +  register_autograd(...)",
     good="scale(Tensor x, float s) -> Tensor  +  register_autograd(...)", check=_autograd_not_functional)
 
+def _no_tensor_input(schema: Schema, facts: SchemaFacts) -> Iterator[Diagnostic]:
+    if not any(is_tensor_like(arg.type) for arg in schema.arguments):
+        yield diag(NO_TENSOR_INPUT, f"{facts.op}: no tensor argument to dispatch on", hint=(
+            "take the tensor whose device the op runs on (e.g. `Tensor like`); opgen does not generate factory "
+            "ops (a BackendSelect kernel, Device examples) yet"), op=facts.op, part="name")
+
+
+NO_TENSOR_INPUT = rule(
+    "OPG114", "no-tensor-input", ERROR, "an op without tensor arguments: nothing to dispatch on",
+    """
+The dispatcher picks a kernel from the tensor arguments' devices. `Library.define` accepts an op with
+none, but a kernel registered for a device key (CPU, PrivateUse1) is then never called ("There were
+no tensor arguments to this function ..., but no fallback function is registered"); only a
+BackendSelect or CompositeExplicitAutograd kernel is. `custom_op` refuses such an op outright unless it
+takes a `device: torch.device` argument ("Functions without tensor inputs are required to have a
+`device: torch.device` argument"). opgen registers device kernels and generates no examples with a
+Device yet, so it refuses to generate such an op; hand-written code (which `opgen lint` reads) may
+register the right kernel itself.
+""", bad="arange(int n, ScalarType dtype) -> Tensor", good="arange_like(Tensor like, int n) -> Tensor",
+    check=_no_tensor_input, generated_only=True)
+
 # Every rule's `bad` and `good` is schema text that `check_schema` (or, for "A  and  B", `check_ops`)
 # judges; "  +  has_side_effect(...)" after a schema means the op is marked side-effecting, and
 # "  +  tags=(torch.Tag.X,)" that it is defined with that tag, "  +  register_autograd(...)" that it gets a

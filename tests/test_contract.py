@@ -86,8 +86,10 @@ def diag_codes(text: str, **kwargs) -> list[str]:
     ("f__(Tensor x) -> Tensor", {}, []),
     ("f_(Tensor x, Tensor(a!) y) -> ()", {}, ["OPG103"]),
     ("f_(*, Tensor(a!) y) -> ()", {}, ["OPG103", "OPG106"]),
-    ("log() -> ()", {}, ["OPG104"]),
-    ("log() -> ()", {"side_effect_marked": True}, []),
+    ("log(Tensor x) -> ()", {}, ["OPG104"]),
+    ("log(Tensor x) -> ()", {"side_effect_marked": True}, []),
+    ("log() -> ()", {}, ["OPG104", "OPG114"]),  # nothing to dispatch on either
+    ("log() -> ()", {"generating": False}, ["OPG104"]),
     ("f(Tensor x) -> ...", {}, ["OPG107"]),
     ("f(Tensor x, *, Tensor? w=None) -> Tensor", {"style": "library"}, []),
     ("f(Tensor x, *, Tensor? w=None) -> Tensor", {}, ["OPG106"]),
@@ -200,6 +202,31 @@ def test_torch_premise_of_OPG109_custom_op_inference_refuses_a_mutated_non_tenso
     with pytest.raises(ValueError, match="only Tensors or collections of Tensors can be mutated"):
         torch.library.custom_op("opgen_contract::mut_int", f, mutates_args=("n",))
     assert "OPG109" in codes_for("mut_int(Tensor x, int(a!) n) -> ()")
+
+
+def test_torch_premise_of_OPG114_an_op_without_tensor_arguments_cannot_be_dispatched():
+    """Library.define accepts `arange(int n)`, but a call finds no kernel; custom_op refuses it without a
+    `device` argument. The look-alike with a tensor argument is called fine, and OPG114 only applies to
+    what opgen generates."""
+    with torch.library._scoped_library("opgen_contract", "FRAGMENT") as lib:
+        lib.define("no_tensor(int n) -> Tensor")
+        lib.impl("no_tensor", lambda n: torch.zeros(n), "CPU")
+        with pytest.raises(NotImplementedError, match="There were no tensor arguments to this function"):
+            torch.ops.opgen_contract.no_tensor(3)
+        lib.define("with_tensor(Tensor like, int n) -> Tensor")
+        lib.impl("with_tensor", lambda like, n: like.new_zeros(n), "CPU")
+        assert torch.ops.opgen_contract.with_tensor(torch.ones(1), 3).shape == (3,)
+
+    def arange(n: int) -> torch.Tensor:
+        return torch.zeros(n)
+
+    with pytest.raises(ValueError, match="Functions without tensor inputs are required to have a `device"):
+        # as opgen generates it: custom_op(..., device_types="cpu")
+        torch.library.custom_op("opgen_contract::no_tensor_co", arange, mutates_args=(), device_types="cpu")
+    assert "OPG114" in codes_for("no_tensor(int n) -> Tensor")
+    assert "OPG114" not in codes_for("with_tensor(Tensor like, int n) -> Tensor")
+    assert "OPG114" not in codes_for("with_list(Tensor[] xs) -> Tensor")
+    assert "OPG114" not in [d.code for d in check_schema(parse_schema("no_tensor(int n) -> Tensor"), generating=False)]
 
 
 # What torch does with a schema that Library.define accepts, stage by stage, in each registration style that can

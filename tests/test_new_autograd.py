@@ -48,6 +48,25 @@ BAD = {
                 ctx.save_for_backward(x
               backward: "return grad_output"
         """, "spec.yaml:6:", "ops[0].autograd.setup_context is not valid Python"),
+    "a gradient under another name": ("""
+        namespace: a
+        ops:
+          - schema: "f(Tensor x, float s) -> Tensor"
+            autograd:
+              backward: |
+                g = grad_out0 * s
+                return g, None
+        """, "spec.yaml:6:13: ops[0].autograd.backward: backward reads 'grad_out0', but its gradients are grad_output",
+        "use grad_output"),
+    "an input only setup_context sees": ("""
+        namespace: a
+        ops:
+          - schema: "f(Tensor x, float s) -> (Tensor y, Tensor z)"
+            autograd:
+              backward: |
+                return grad_y * s + grad_z, None
+        """, "spec.yaml:6:25: ops[0].autograd.backward: backward reads 's', which only setup_context sees",
+        "save it in setup_context (`ctx.s = s`)"),
     "wrong number of gradients": ("""
         namespace: a
         ops:
@@ -157,6 +176,30 @@ def test_bad_autograd_is_refused_at_its_place_in_the_file(case):
     text, message, hint = BAD[case]
     rendered = refusal(text)
     assert message in rendered and hint in rendered, rendered
+
+
+def test_names_backward_binds_itself_are_not_taken_for_missing_ones():
+    """The look-alikes of the two name checks: a gradient and an input bound inside backward (from ctx, a
+    loop, a nested function's parameter) are fine."""
+    spec = load("""
+        namespace: a
+        ops:
+          - schema: "f(Tensor x, float s) -> (Tensor y, Tensor z)"
+            autograd:
+              setup_context: |
+                ctx.save_for_backward(x)
+                ctx.s = s
+              backward: |
+                (x,) = ctx.saved_tensors
+                s = ctx.s
+                grad_sum = sum(grad for grad in (grad_y, grad_z))
+
+                def scaled(grad_x):
+                    return grad_x * s
+
+                return scaled(grad_sum) * x, None
+        """)
+    assert spec.ops[0].autograd is not None
 
 
 def test_the_cli_refuses_a_bad_formula_with_exit_2_and_writes_nothing(tmp_path):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import textwrap
 
-from ..schema.model import Schema
+from ..schema.model import Schema, is_tensor_like
 
 # The names torch passes setup_context by keyword (`_library/autograd.py`), and the gradients' prefix.
 CONTEXT_PARAMETERS = ("ctx", "inputs", "keyword_only_inputs", "output")
@@ -80,3 +80,44 @@ def body_lines(body: str) -> list[str]:
 def function_source(header: list[str], body: str) -> str:
     """The complete generated function: opgen's header lines, then the user's body."""
     return "\n".join(header + body_lines(body))
+
+
+def _bound_names(function: ast.AST) -> set[str]:
+    """Every name the function (or anything nested in it) binds: parameters, assignments, imports, defs."""
+    bound: set[str] = set()
+    for node in ast.walk(function):
+        if isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            bound.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or (
+                isinstance(node, ast.ExceptHandler) and node.name):
+            bound.add(node.name)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            bound |= set(node.names)
+    return bound
+
+
+def backward_name_problems(function: ast.AST, schema: Schema) -> list[tuple[ast.Name, str, str]]:
+    """Names the backward body reads that backward cannot have: a gradient under another name
+    (`grad_out0` where torch passes `grad_output`), or an input/output of the op that only setup_context
+    sees. Each as (the name's node, message, hint); torch would raise NameError at the first backward."""
+    grads = grad_names(schema)
+    bound = _bound_names(function)
+    op_names = {a.name for a in schema.arguments} | set(output_names(schema))
+    problems = []
+    for node in ast.walk(function):
+        if not isinstance(node, ast.Name) or not isinstance(node.ctx, ast.Load) or node.id in bound:
+            continue
+        if node.id.startswith("grad_"):
+            hint = f"use {' / '.join(grads)}: one gradient per return, `grad_output` for one unnamed return"
+            problems.append((node, f"backward reads {node.id!r}, but its gradients are {', '.join(grads)}", hint))
+        elif node.id in op_names:
+            argument = schema.argument(node.id)
+            tensor = argument is None or is_tensor_like(argument.type)  # an output, or a tensor input
+            save = f"ctx.save_for_backward({node.id})" if tensor else f"ctx.{node.id} = {node.id}"
+            problems.append((node, f"backward reads {node.id!r}, which only setup_context sees",
+                             f"save it in setup_context (`{save}`) and read it from ctx in backward"))
+    return problems

@@ -46,6 +46,7 @@ from .autograd import (
     CONTEXT_PARAMETERS,
     FOREIGN_LINE_BREAKS,
     backward_header,
+    backward_name_problems,
     function_source,
     grad_names,
     output_names,
@@ -337,6 +338,10 @@ def _autograd(source: _Source, entry: tuple[ScalarNode, Node], schema: Schema, s
                            backward_header(schema, "_backward"),
                            f"write the body of `def backward(ctx, {grads})`: return one gradient per positional input")
     _check_gradient_count(source, fields["backward"][1], function, schema, f"{field}.backward")
+    header = len(backward_header(schema, "_backward"))
+    for name, message, hint in backward_name_problems(function, schema):
+        raise _body_error(source, fields["backward"][1], name.lineno - 1 - header, name.col_offset + 1 - 4,
+                          f"{field}.backward: {message}", hint)
     setup_context = None
     if "setup_context" in fields:
         setup_context = _string(source, fields["setup_context"][1], f"{field}.setup_context")
