@@ -69,11 +69,9 @@ def project_context(spec: ProjectSpec) -> dict:
             "no_autograd_note": _no_autograd_note([op["qualname"] for op in ops if not op["autograd"]]),
             "any_autograd": any(op["autograd"] for op in ops),
             "has_todo_fakes": any(op["todo_fake"] for op in ops),
-            "has_side_effects": any(op["side_effect"] for op in ops),
             # the lowest torch the generated code runs on: torch.Tag.inplace/out came in 2.13;
             # auto_functionalized_v2 (the tests) in 2.6
             "torch_floor": "2.13" if any(op["tag"] for op in ops) else "2.6",
-            "public_names": sorted(op["function"] for op in ops),
             "init_import": _wrapped_list("from .ops import ", sorted(op["function"] for op in ops), "(", ")"),
             "init_all": _wrapped_list("__all__ = ", [literal(n) for n in sorted(op["function"] for op in ops)],
                                       "[", "]"),
@@ -158,7 +156,6 @@ def op_context(spec: ProjectSpec, op: OpSpec) -> dict:
                                         f"write it in {cpu_kernel_path} (or give ops[{op.index}].reference in "
                                         "opgen.yaml before the first generation)", ")", "    "),
         "cpu_kernel_imports": _imports(reference or "", params + returns),
-        "signature_imports": _imports("", params + returns),
         "has_reference": reference is not None,
         # backward formula (`ops[i].autograd`): generated functions, user code validated at load time
         "autograd": op.autograd is not None,
