@@ -272,53 +272,19 @@ class _Parser:
                     self.fail("'...' must be the last argument",
                               hint="varargs take everything after the named arguments; move '...' to the end")
             else:
-                arg_at = pos
-                typ = _PLAIN_TYPES.get(tok)
-                nxt = toks[pos + 1]
-                if typ is not None and nxt not in _TYPE_SUFFIX:
-                    pos += 1
-                elif typ is not None and nxt == "?" and toks[pos + 2] not in _TYPE_SUFFIX:
-                    typ = _OPTIONAL_OF[tok]
-                    pos += 2
-                else:
-                    self.pos = pos
-                    typ = self.type()
-                    pos = self.pos
-                name = toks[pos]
-                if name[:1] not in _IDENT_FIRST:
-                    self.pos = pos
-                    self._bad_argument_name(typ)
-                if name in RESERVED_WORDS:
-                    self.not_reserved(name, "an argument name", pos)
-                name_at = pos
-                pos += 1
-                if toks[pos] == "=":
-                    if toks[pos + 1] == "None" and type(typ) is OptionalType:
-                        pos += 2  # the most common default, and nothing to check
-                        arg = new_argument(typ, name, None, True, kwarg_only)
-                    else:
-                        self.pos = pos + 1
-                        value = self.default_value()
-                        problem = _default_problem(typ, value)
-                        if problem:
-                            self.fail(f"default for {name!r} does not fit type '{typ}': {problem}", index=pos + 1,
-                                      hint=_default_hint(typ))
-                        pos = self.pos
-                        arg = new_argument(typ, name, value, True, kwarg_only)
-                else:
-                    arg = new_argument(typ, name, None, False, kwarg_only)
-                if name in seen:
-                    self.fail(f"duplicate argument name {name!r}", index=name_at,
+                arg, arg_at, name_at, pos = self._argument(pos, kwarg_only)
+                if arg.name in seen:
+                    self.fail(f"duplicate argument name {arg.name!r}", index=name_at,
                               hint="torch accepts it silently, but the op could not be called by keyword; rename one")
                 if not kwarg_only:
                     if arg.has_default:
                         first_default = first_default or arg
                     elif first_default is not None:
-                        self.fail(f"argument {name!r} has no default but follows {first_default.name!r}, "
+                        self.fail(f"argument {arg.name!r} has no default but follows {first_default.name!r}, "
                                   "which has one", index=arg_at,
-                                  hint=f"give {name!r} a default, move it before {first_default.name!r}, "
+                                  hint=f"give {arg.name!r} a default, move it before {first_default.name!r}, "
                                   "or make it keyword-only after '*'")
-                seen.add(name)
+                seen.add(arg.name)
                 arg_positions.append(arg_at)
                 args.append(arg)
             tok = toks[pos]
@@ -333,6 +299,42 @@ class _Parser:
                 self.pos = pos
                 self.fail("trailing ',' before ')'", index=pos - 1, hint="remove the last comma")
 
+    def _argument(self, pos: int, kwarg_only: bool) -> tuple[Argument, int, int, int]:
+        """`<type> <name>[=<default>]` at token `pos`: (the argument, where it starts, where its name is, the
+        token after it). Plain types are read inline: this is the hot path of the parser."""
+        toks = self.toks
+        arg_at = pos
+        typ = _PLAIN_TYPES.get(toks[pos])
+        nxt = toks[pos + 1]
+        if typ is not None and nxt not in _TYPE_SUFFIX:
+            pos += 1
+        elif typ is not None and nxt == "?" and toks[pos + 2] not in _TYPE_SUFFIX:
+            typ = _OPTIONAL_OF[toks[pos]]
+            pos += 2
+        else:
+            self.pos = pos
+            typ = self.type()
+            pos = self.pos
+        name = toks[pos]
+        if name[:1] not in _IDENT_FIRST:
+            self.pos = pos
+            self._bad_argument_name(typ)
+        if name in RESERVED_WORDS:
+            self.not_reserved(name, "an argument name", pos)
+        name_at = pos
+        pos += 1
+        if toks[pos] != "=":
+            return new_argument(typ, name, None, False, kwarg_only), arg_at, name_at, pos
+        if toks[pos + 1] == "None" and type(typ) is OptionalType:  # the most common default, nothing to check
+            return new_argument(typ, name, None, True, kwarg_only), arg_at, name_at, pos + 2
+        self.pos = pos + 1
+        value = self.default_value()
+        problem = _default_problem(typ, value)
+        if problem:
+            self.fail(f"default for {name!r} does not fit type '{typ}': {problem}", index=pos + 1,
+                      hint=_default_hint(typ))
+        return new_argument(typ, name, value, True, kwarg_only), arg_at, name_at, self.pos
+
     def _bad_argument_name(self, typ: Type):
         hint = 'each argument is "<type> <name>", e.g. "Tensor x" or "float eps=1e-06"'
         if self.toks[self.pos] == "(" and not isinstance(typ, BaseType):
@@ -341,96 +343,118 @@ class _Parser:
         self.fail(f"expected an argument name after type '{typ}', found {self.describe()}", hint=hint)
 
     def type(self, in_container: bool = False) -> Type:
-        toks = self.toks
-        at = self.pos
-        name = toks[at]
-        typ: Type
-        if name in _PLAIN_TYPES:
-            # Alias-free `T`, `T?` and `T[]` are shared immutable instances.
-            nxt = toks[at + 1]
-            if nxt not in _TYPE_SUFFIX:
-                self.pos = at + 1
-                return _PLAIN_TYPES[name]
-            if nxt == "?" and toks[at + 2] not in _TYPE_SUFFIX:
-                self.pos = at + 2
-                return _OPTIONAL_OF[name]
-            if nxt == "[" and toks[at + 2] == "]" and toks[at + 3] not in _TYPE_SUFFIX:
-                self.pos = at + 3
-                return _LIST_OF[name]
-            if nxt == "(":  # `Tensor(a!)`, `Tensor(a)`
-                letter, mark = toks[at + 2], toks[at + 3]
-                end = at + 5 if mark == "!" and toks[at + 4] == ")" else at + 4 if mark == ")" else 0
-                if end and letter[:1] in _IDENT_FIRST and letter not in RESERVED_WORDS and (
-                        toks[end] not in _TYPE_SUFFIX):
-                    self.pos = end
-                    return _aliased_base(name, letter, mark == "!")
-        if name in _PLAIN_TYPES and toks[at + 1] not in ("(", "!"):
+        typ = self._plain_type()
+        if typ is not None:
+            return typ
+        name = self.toks[self.pos]
+        if name in _PLAIN_TYPES and self.toks[self.pos + 1] not in ("(", "!"):
             typ = _PLAIN_TYPES[name]
             self.pos += 1
         elif name == "(":
-            self.pos += 1
-            elems = [self.type(True)]
-            while self.accept(","):
-                elems.append(self.type(True))
-            self.expect(")", "to close the tuple type")
-            typ = TupleType(tuple(elems))
+            typ = self._tuple_type()
         else:
-            name = self.ident("a type", hint="types are Tensor, int, SymInt, float, bool, str, Scalar, ScalarType, "
-                              "Device, Layout, MemoryFormat, Generator, Any, with ? for optional and [] for lists")
-            if name == "Dict":
-                self.expect("(", "after Dict")
-                key_at = self.pos
-                key = self.type(True)
-                if not isinstance(key, BaseType) or key.name not in _DICT_KEY_TYPES:
-                    self.fail(f"'{key}' cannot be a Dict key", index=key_at,
-                              hint="torch's dict keys are int, SymInt, bool, float, complex, str, Tensor, Device, "
-                              "ScalarType, Layout, MemoryFormat or Any")
-                self.expect(",", "between the key and value types of Dict")
-                value = self.type(True)
-                self.expect(")", "to close Dict(...)")
-                typ = DictType(key, value)
-            else:
-                if name == "None":
-                    name = "NoneType"
-                if name not in KNOWN_TYPES:
-                    if name in RETIRED_TYPES:
-                        self.fail(f"unsupported type {name!r}", index=at, hint=RETIRED_TYPES[name])
-                    close = difflib.get_close_matches(name, sorted(KNOWN_TYPES), n=1)
-                    hint = f"did you mean {close[0]!r}?" if close else "known types: " + ", ".join(sorted(KNOWN_TYPES))
-                    self.fail(f"unknown type {name!r}", index=at, hint=hint)
-                alias = self.alias() if toks[self.pos] in ("(", "!") else None
-                typ = BaseType(name, alias)
+            typ = self._named_type()
+        return self._type_suffixes(typ, in_container)
+
+    def _plain_type(self) -> Type | None:
+        """The shared immutable instance of an alias-free `T`, `T?`, `T[]` or a plain `T(a!)`, if that is what
+        comes; None (position unchanged) for anything else."""
+        toks, at = self.toks, self.pos
+        name = toks[at]
+        if name not in _PLAIN_TYPES:
+            return None
+        nxt = toks[at + 1]
+        if nxt not in _TYPE_SUFFIX:
+            self.pos = at + 1
+            return _PLAIN_TYPES[name]
+        if nxt == "?" and toks[at + 2] not in _TYPE_SUFFIX:
+            self.pos = at + 2
+            return _OPTIONAL_OF[name]
+        if nxt == "[" and toks[at + 2] == "]" and toks[at + 3] not in _TYPE_SUFFIX:
+            self.pos = at + 3
+            return _LIST_OF[name]
+        if nxt == "(":  # `Tensor(a!)`, `Tensor(a)`
+            letter, mark = toks[at + 2], toks[at + 3]
+            end = at + 5 if mark == "!" and toks[at + 4] == ")" else at + 4 if mark == ")" else 0
+            if end and letter[:1] in _IDENT_FIRST and letter not in RESERVED_WORDS and toks[end] not in _TYPE_SUFFIX:
+                self.pos = end
+                return _aliased_base(name, letter, mark == "!")
+        return None
+
+    def _tuple_type(self) -> Type:
+        self.pos += 1
+        elems = [self.type(True)]
+        while self.accept(","):
+            elems.append(self.type(True))
+        self.expect(")", "to close the tuple type")
+        return TupleType(tuple(elems))
+
+    def _named_type(self) -> Type:
+        at = self.pos
+        name = self.ident("a type", hint="types are Tensor, int, SymInt, float, bool, str, Scalar, ScalarType, "
+                          "Device, Layout, MemoryFormat, Generator, Any, with ? for optional and [] for lists")
+        if name == "Dict":
+            return self._dict_type()
+        if name == "None":
+            name = "NoneType"
+        if name not in KNOWN_TYPES:
+            if name in RETIRED_TYPES:
+                self.fail(f"unsupported type {name!r}", index=at, hint=RETIRED_TYPES[name])
+            close = difflib.get_close_matches(name, sorted(KNOWN_TYPES), n=1)
+            hint = f"did you mean {close[0]!r}?" if close else "known types: " + ", ".join(sorted(KNOWN_TYPES))
+            self.fail(f"unknown type {name!r}", index=at, hint=hint)
+        alias = self.alias() if self.toks[self.pos] in ("(", "!") else None
+        return BaseType(name, alias)
+
+    def _dict_type(self) -> Type:
+        self.expect("(", "after Dict")
+        key_at = self.pos
+        key = self.type(True)
+        if not isinstance(key, BaseType) or key.name not in _DICT_KEY_TYPES:
+            self.fail(f"'{key}' cannot be a Dict key", index=key_at,
+                      hint="torch's dict keys are int, SymInt, bool, float, complex, str, Tensor, Device, "
+                      "ScalarType, Layout, MemoryFormat or Any")
+        self.expect(",", "between the key and value types of Dict")
+        value = self.type(True)
+        self.expect(")", "to close Dict(...)")
+        return DictType(key, value)
+
+    def _type_suffixes(self, typ: Type, in_container: bool) -> Type:
+        """`typ` followed by any `?` and `[N]` suffixes."""
         while True:
-            tok = toks[self.pos]
+            tok = self.toks[self.pos]
             if tok == "?":
                 if isinstance(typ, OptionalType):
                     self.fail(f"'{typ}' is already optional", hint="write one '?': torch reads T?? as T?")
                 self.pos += 1
                 typ = OptionalType(typ)
             elif tok == "[":
-                if _has_size(typ):
-                    self.fail(f"a list of the fixed-size list '{typ}'",
-                              hint="torch accepts a fixed size only on the outermost list: T[N] or T[N]?")
-                self.pos += 1
-                size = None
-                kind = self.kind()
-                if kind == "number":
-                    text = toks[self.pos]
-                    if not text.isdigit():
-                        self.fail(f"a list size must be a non-negative integer, found {text!r}")
-                    if in_container:
-                        self.fail("a fixed-size list inside a tuple or Dict type",
-                                  hint="torch accepts a size only on an argument's or return's own list; write []")
-                    size = int(text)
-                    self.pos += 1
-                elif kind == "hex":
-                    self.fail("hex literals are not allowed", hint="write the size in decimal")
-                self.expect("]", "to close the list type")
-                alias = self.alias() if toks[self.pos] == "!" or toks[self.pos] == "(" and self._alias_follows() \
-                    else None
-                typ = ListType(typ, size, alias)
+                typ = self._list_type(typ, in_container)
             else:
                 return typ
+
+    def _list_type(self, elem: Type, in_container: bool) -> Type:
+        if _has_size(elem):
+            self.fail(f"a list of the fixed-size list '{elem}'",
+                      hint="torch accepts a fixed size only on the outermost list: T[N] or T[N]?")
+        self.pos += 1
+        size = None
+        kind = self.kind()
+        if kind == "number":
+            text = self.toks[self.pos]
+            if not text.isdigit():
+                self.fail(f"a list size must be a non-negative integer, found {text!r}")
+            if in_container:
+                self.fail("a fixed-size list inside a tuple or Dict type",
+                          hint="torch accepts a size only on an argument's or return's own list; write []")
+            size = int(text)
+            self.pos += 1
+        elif kind == "hex":
+            self.fail("hex literals are not allowed", hint="write the size in decimal")
+        self.expect("]", "to close the list type")
+        toks = self.toks
+        alias = self.alias() if toks[self.pos] == "!" or toks[self.pos] == "(" and self._alias_follows() else None
+        return ListType(elem, size, alias)
 
     def _alias_follows(self) -> bool:
         # After `Tensor[]`, a '(' opens an alias annotation only when an identifier or '*' and then
