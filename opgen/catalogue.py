@@ -1,4 +1,5 @@
-"""The catalogue of every diagnostic code opgen can report (contract rules + lint rules)."""
+"""The catalogue of every diagnostic code opgen can report: the contract rules (opgen.contract) and the lint
+rules (opgen.lint.rules) register into one table, read here."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The `opgen` command line: new, lint, explain."""
+"""The `opgen` command line: new, add, lint, check, explain, meta-coverage and npugraph-ex (each subcommand's
+module is imported only when it runs)."""
 
 from __future__ import annotations
 

@@ -9,8 +9,8 @@ import sys
 
 import click
 
+from .colour import paint
 from .errors import EXIT_USAGE, OpgenError
-from .style import paint
 
 
 def handle_errors(fn):

@@ -11,6 +11,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
+from .registration_styles import STYLES
 from .schema.model import BaseType, Schema, is_tensor_like, strip_alias
 from .schema.types import custom_op_can_infer, inferred_return_ok
 
@@ -206,7 +207,8 @@ meets such an op. Drop the underscore or declare the first argument `Tensor(a!)`
 def _side_effect_only(schema: Schema, facts: SchemaFacts) -> Iterator[Diagnostic]:
     if not schema.returns and not schema.varret and not schema.is_mutable and not facts.side_effect_marked:
         hint = ("mark it with torch.fx.node.has_side_effect(op), or list the tensors it writes in mutates_args"
-                if facts.style == "custom_op" and not facts.generating else "mark it with "
+                if facts.style and STYLES[facts.style].mutation_declared_by == "mutates_args" and not facts.generating
+                else "mark it with "
                 "torch.fx.node.has_side_effect(op) (opgen new does this), or declare the tensors it writes as Tensor(a!)")
         yield diag(SIDE_EFFECT_ONLY, f"{facts.op}: returns nothing and mutates nothing, so compiled graphs drop it",
                    hint=hint, op=facts.op, part="returns")
@@ -233,9 +235,15 @@ types differ are never swapped and are fine.
 """, bad="scale(Tensor x, float factor) -> Tensor  and  scale_(Tensor(a!) x, float eps) -> ()",
     good="scale(Tensor x, float factor) -> Tensor  and  scale_(Tensor(a!) x, float factor) -> ()")
 
+def _style_can(style: str | None, capability: str) -> bool:
+    """Whether registration style `style` can do `capability` (a RegistrationStyle field); an unknown style
+    (linted code whose style is not known) is assumed to be the one that cannot."""
+    return bool(style) and getattr(STYLES[style], capability)
+
+
 def _kwarg_only_tensor(schema: Schema, facts: SchemaFacts) -> Iterator[Diagnostic]:
     kw_tensors = [a.name for a in schema.kwarg_only if is_tensor_like(a.type)]
-    if kw_tensors and "out" not in facts.possible_tags and facts.style != "library":
+    if kw_tensors and "out" not in facts.possible_tags and not _style_can(facts.style, "keyword_only_tensors"):
         yield diag(KWARG_ONLY_TENSOR, f"{facts.op}: keyword-only tensor argument(s) "
                    f"{', '.join(map(repr, kw_tensors))} cannot be registered with custom_op",
                    hint="use the Library style, or make them positional", op=facts.op, part=("arg", kw_tensors[0]))
@@ -250,7 +258,7 @@ with `style: library`, or make the tensor positional.
 """, bad="f(Tensor x, *, Tensor bias) -> Tensor", good="f(Tensor x, Tensor? bias=None) -> Tensor", check=_kwarg_only_tensor, fatal_styles=frozenset({"custom_op"}), aten_yaml=False)
 
 def _not_inferrable(schema: Schema, facts: SchemaFacts) -> Iterator[Diagnostic]:
-    if facts.style != "library":
+    if not facts.style or STYLES[facts.style].infers_schema:
         reasons = custom_op_explicit_schema_reasons(schema)
         if reasons:
             yield diag(NOT_INFERRABLE, f"{facts.op}: custom_op needs an explicit schema= ({'; '.join(reasons)})",

@@ -7,18 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from .layout import op_files
 from .spec.model import OpSpec, ProjectSpec
-
-
-def owned_functions(spec: ProjectSpec, op: OpSpec) -> list[tuple[str, str]]:
-    """(path in the project, function name) of every user-owned function of `op`."""
-    stem = op.schema.name + (f"_{op.schema.overload}" if op.schema.overload else "")
-    files = [(f"{spec.package}/kernels/{stem}_cpu.py", f"{stem}_cpu")]
-    if spec.device != "cpu":
-        files.append((f"{spec.package}/kernels/{stem}_{spec.device}.py", f"{stem}_{spec.device}"))
-    if op.missing_semantics:
-        files.append((f"{spec.package}/fakes/{stem}.py", f"{stem}_fake"))
-    return files
 
 
 def schema_parameters(op: OpSpec) -> str:
@@ -33,7 +23,7 @@ def drift_warnings(out_dir: str | Path, spec: ProjectSpec, spec_name: str) -> li
     warnings = []
     for op in spec.ops:
         want = schema_parameters(op)
-        for path, name in owned_functions(spec, op):
+        for path, name in op_files(spec, op).owned():
             try:
                 tree = ast.parse((Path(out_dir) / path).read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError, SyntaxError, ValueError):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 
-from .style import paint
+from .colour import paint
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2  # clean; findings (lint, explain); bad input, usage or internal error
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import re
 
+from .colour import paint
 from .contract import check_schema, has_errors, mutates_args
 from .schema import Schema, parse_schema
 from .schema.model import format_default
 from .schema.types import cpp_type, python_annotation
-from .style import paint
 
 
 def describe(schema: Schema) -> dict:
@@ -97,8 +97,8 @@ def explain_code(code: str, as_json: bool) -> None:
     """Print a diagnostic code's explanation, bad and good examples (`opgen explain --code`, `lint --explain`)."""
     import click
 
+    from .catalogue import all_rules
     from .errors import OpgenError
-    from .rules import all_rules
 
     rules = all_rules()
     rule = rules.get(code.upper())

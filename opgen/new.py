@@ -14,9 +14,9 @@ from pathlib import Path
 
 import click
 
+from .colour import paint
 from .errors import OpgenError
 from .spec.model import DEVICES, STYLES, TARGETS
-from .style import paint
 
 SPEC_NAME = "opgen.yaml"
 PLAN_COLOURS = {"create": "green", "update": "cyan", "overwrite": "red", "remove": "yellow", "orphan": "yellow"}
@@ -104,56 +104,11 @@ def new(**options) -> None:
 def run_new(spec_path: str | None, out_dir: str | None, schema_text: str | None, style: str | None,
             device: str | None, force: bool, dry_run: bool, target: str | None = None) -> None:
     from .render.write import WriteRefused, apply_plan, plan_changes
-    from .spec.load import load_spec_text
 
-    if spec_path and schema_text:
-        raise click.UsageError("give either SPEC or --schema, not both")
-    if spec_path is None and schema_text is None:
-        out_dir = out_dir or "."
-        spec_path = os.path.join(out_dir, SPEC_NAME)
-        if not os.path.isfile(spec_path):
-            raise OpgenError(f"no SPEC given and no {SPEC_NAME} in {os.path.abspath(out_dir)}",
-                             hint="opgen new SPEC -o DIR, or opgen new --schema 'ns::op(...) -> ...' -o DIR; "
-                             f"inside a generated project plain `opgen new` regenerates from {SPEC_NAME}")
-    if out_dir is None:
-        raise click.UsageError("missing -o/--out DIR (the project directory to create)")
-    if schema_text is not None:
-        text, name = schema_spec_text(schema_text, style, device), "<--schema>"
-    else:
-        name = spec_path
-        try:
-            text = Path(spec_path).read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise OpgenError(f"spec file {spec_path} does not exist",
-                             hint="give the path of an opgen spec (see docs/spec.md), or start with --schema") from None
-        except (OSError, UnicodeDecodeError) as error:
-            raise OpgenError(f"cannot read spec file {spec_path}: {error}") from None
-    try:
-        spec = load_spec_text(text, name, style=style, device=device, target=target)
-    except OpgenError as error:
-        if schema_text is None:
-            raise
-        raise schema_error(error, schema_text, text) from None
-    warning = paint("warning", fg="yellow", bold=True)
-    label = "--schema" if schema_text is not None else name
-    for op in spec.ops:
-        for note in op.notes:
-            where = label if schema_text is not None else f"{name}: ops[{op.index}]"
-            click.echo(f"{warning}: {where}: {note}", err=True)
-    for note in spec.notes:
-        click.echo(f"{warning}: {label}: {note}", err=True)
-    from .drift import drift_warnings
-
-    for note in drift_warnings(out_dir, spec, name):
-        click.echo(f"{warning}: {note}", err=True)
-    if spec.target == "op_plugin":
-        from .op_plugin.render import render_files as render_op_plugin
-
-        files = render_op_plugin(spec)
-    else:
-        from .render.templates import render_package
-
-        files = render_package(spec)
+    spec_path, out_dir = _paths(spec_path, out_dir, schema_text)
+    spec, name = _load(spec_path, schema_text, style, device, target)
+    _warn(spec, name, out_dir, schema_text is not None)
+    files = _render(spec)
     try:
         plan = plan_changes(out_dir, files, force=force)
     except WriteRefused as refused:
@@ -169,3 +124,68 @@ def run_new(spec_path: str | None, out_dir: str | None, schema_text: str | None,
     click.echo(paint_plan(plan.render(include_unchanged=False)))
     if sys.stdout.isatty() and spec.target == "package":
         click.echo(f"next: pip install -e {out_dir} && python -m pytest {out_dir} -q")
+
+
+def _paths(spec_path: str | None, out_dir: str | None, schema_text: str | None) -> tuple[str | None, str]:
+    """The spec and the project directory: given, or (plain `opgen new`) the opgen.yaml of the project."""
+    if spec_path and schema_text:
+        raise click.UsageError("give either SPEC or --schema, not both")
+    if spec_path is None and schema_text is None:
+        out_dir = out_dir or "."
+        spec_path = os.path.join(out_dir, SPEC_NAME)
+        if not os.path.isfile(spec_path):
+            raise OpgenError(f"no SPEC given and no {SPEC_NAME} in {os.path.abspath(out_dir)}",
+                             hint="opgen new SPEC -o DIR, or opgen new --schema 'ns::op(...) -> ...' -o DIR; "
+                             f"inside a generated project plain `opgen new` regenerates from {SPEC_NAME}")
+    if out_dir is None:
+        raise click.UsageError("missing -o/--out DIR (the project directory to create)")
+    return spec_path, out_dir
+
+
+def _load(spec_path: str | None, schema_text: str | None, style: str | None, device: str | None,
+          target: str | None):
+    """(the checked spec, its name for messages); an error in a `--schema` spec points into the schema typed."""
+    from .spec.load import load_spec_text
+
+    if schema_text is not None:
+        text, name = schema_spec_text(schema_text, style, device), "<--schema>"
+    else:
+        name = spec_path
+        try:
+            text = Path(spec_path).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise OpgenError(f"spec file {spec_path} does not exist",
+                             hint="give the path of an opgen spec (see docs/spec.md), or start with --schema") from None
+        except (OSError, UnicodeDecodeError) as error:
+            raise OpgenError(f"cannot read spec file {spec_path}: {error}") from None
+    try:
+        return load_spec_text(text, name, style=style, device=device, target=target), name
+    except OpgenError as error:
+        if schema_text is None:
+            raise
+        raise schema_error(error, schema_text, text) from None
+
+
+def _warn(spec, name: str, out_dir: str, from_schema: bool) -> None:
+    """The spec's notes (rewrites, info rules) and the drift of the user's files, as warnings."""
+    from .drift import drift_warnings
+
+    warning = paint("warning", fg="yellow", bold=True)
+    label = "--schema" if from_schema else name
+    for op in spec.ops:
+        for note in op.notes:
+            click.echo(f"{warning}: {label if from_schema else f'{name}: ops[{op.index}]'}: {note}", err=True)
+    for note in spec.notes:
+        click.echo(f"{warning}: {label}: {note}", err=True)
+    for note in drift_warnings(out_dir, spec, name):
+        click.echo(f"{warning}: {note}", err=True)
+
+
+def _render(spec) -> list:
+    if spec.target == "op_plugin":
+        from .op_plugin.render import render_files
+
+        return render_files(spec)
+    from .render.templates import render_package
+
+    return render_package(spec)

@@ -22,6 +22,9 @@ from opgen.render.templates import OP_TEMPLATE, PROJECT_TEMPLATE, STYLE_TEMPLATE
 from opgen.spec.load import load_spec_text
 
 JINJA = {"trim_blocks": True, "lstrip_blocks": True}
+EXTENSIONS = ["opgen.render.pyformat.PythonFormat"]  # the templates' Python formatter
+# files every project carries verbatim (they hold Python braces, not Jinja)
+VERBATIM = ["*tests/graph_checks.py", "*tests/npugraph_ex_cpu.py"]
 PACKAGE_DEMO = "examples/rms_norm.yaml"
 OP_PLUGIN_DEMO = "examples/op_plugin/rms_norm.yaml"
 
@@ -33,10 +36,13 @@ def demo_contexts(repo: Path = REPO) -> dict[str, dict]:
     for style, directory in sorted(STYLE_TEMPLATES.items()):
         context = project_context(load_spec_text(text, PACKAGE_DEMO, style=style))
         # the outer directory of a plain `cookiecutter` run, one per style, so both demos fit side by side
-        contexts[directory] = {**context, "project_dir": f"{context['project_slug']}_{style}", "_jinja2_env_vars": JINJA}
+        contexts[directory] = {**context, "project_dir": f"{context['project_slug']}_{style}", "_jinja2_env_vars": JINJA,
+                               "_extensions": EXTENSIONS, "_copy_without_render": VERBATIM}
     # cookiecutter merges extra_context into these dicts: empty ones leave nothing of a demo to leak through
-    contexts[PROJECT_TEMPLATE] = {"project_slug": "", "_opgen": {}, "_jinja2_env_vars": JINJA}
-    contexts[OP_TEMPLATE] = {"project_slug": "", "_opgen": {}, "_op": {}, "_jinja2_env_vars": JINJA}
+    contexts[PROJECT_TEMPLATE] = {"project_slug": "", "_opgen": {}, "_jinja2_env_vars": JINJA, "_extensions": EXTENSIONS,
+                                  "_copy_without_render": VERBATIM}
+    contexts[OP_TEMPLATE] = {"project_slug": "", "_opgen": {}, "_op": {}, "_jinja2_env_vars": JINJA,
+                             "_extensions": EXTENSIONS}
     text = (repo / OP_PLUGIN_DEMO).read_text(encoding="utf-8")
     context = op_plugin.project_context(load_spec_text(text, OP_PLUGIN_DEMO))
     contexts[op_plugin.PROJECT_TEMPLATE] = {**context, "_jinja2_env_vars": JINJA}

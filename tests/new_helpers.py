@@ -36,6 +36,12 @@ def snapshot(root: Path) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
+def pythonpath(projects) -> str:
+    """PYTHONPATH for running generated projects' tests outside their own pytest configuration (which puts the
+    project and its tests/ on sys.path: the package, and tests/graph_checks.py)."""
+    return os.pathsep.join(str(path) for project in projects for path in (project, project / "tests"))
+
+
 def run_generated_tests(projects: list[Path], junit: Path) -> dict[str, dict]:
     """Run the tests of several generated projects in ONE pytest process; outcome per test name.
 
@@ -43,7 +49,7 @@ def run_generated_tests(projects: list[Path], junit: Path) -> dict[str, dict]:
     named test files coexist.
     """
     # no __pycache__ in the projects: tests compare their files before and after
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(p) for p in projects), "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {**os.environ, "PYTHONPATH": pythonpath(projects), "PYTHONDONTWRITEBYTECODE": "1"}
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--import-mode=importlib",
                "-c", os.devnull, f"--junitxml={junit}", *[str(p / "tests") for p in projects]]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1200, cwd=junit.parent, check=False)

@@ -51,7 +51,7 @@ BROKEN = {
     "chk_vllm::cache_write": ("dynamo-fx", "undeclared-mutation", "OPG301"),
     "chk_vllm::silu": ("dynamo-fx", "missing-fake", "OPG208"),
     "chk_vllm::flatten": ("dynamo-fx", "view-return", "OPG303"),
-    "chk_lib::weird": ("unclassified", None, None),
+    "chk_lib::weird": ("eager", None, None),  # no signature: the layer of the rung (eager) that failed
     "chk_lib::positive": ("npugraph_ex", "npugraph_ex-dynamic-output", None),
     "check_fixtures.defined_twice": ("eager", "op-defined-twice", "OPG205"),
     "check_fixtures.bad_schema": ("eager", "registration-failed", None),
@@ -243,6 +243,31 @@ def test_inputs_file_and_derivation(tmp_path):
     bad.write_text('{"pick": [{"x": {"shape": [2], "dtype": "float17"}, "mode": "a"}]}')
     done = check(target, *skip, "--inputs", str(bad), cwd=tmp_path)
     assert done.returncode == 2 and "unknown dtype 'float17'" in done.stderr and "Traceback" not in done.stderr
+    assert done.stderr.startswith("error: ") and done.stderr.count("error:") == 1, done.stderr  # one prefix
+
+
+def test_inputs_as_one_bare_example_for_one_op_and_what_several_ops_need(tmp_path):
+    """`--inputs` may be one example (the op's arguments by name) when one op is checked; with several ops, the
+    error says that each op's name maps to its list."""
+    module = tmp_path / "bare_inputs.py"
+    module.write_text(
+        "import torch\n"
+        "lib = torch.library.Library('chk_bare', 'FRAGMENT')\n"
+        "for name in ('a', 'b'):\n"
+        "    lib.define(f'{name}(Tensor x, float s) -> Tensor')\n"
+        "    lib.impl(name, lambda x, s: x * s, 'CPU')\n"
+        "    torch.library.register_fake(f'chk_bare::{name}', lambda x, s: torch.empty_like(x), lib=lib)\n")
+    bare = tmp_path / "bare.yaml"
+    bare.write_text("x: {shape: [4, 8], dtype: float32}\ns: 2.0\n")
+    skip = ("--skip", "static", "--skip", "npugraph_ex", "--json")
+    done = check("bare_inputs:chk_bare::a", *skip, "--inputs", str(bare), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (result,) = [json.loads(line) for line in done.stdout.splitlines()]
+    assert {r["name"]: r["status"] for r in result["rungs"]}["opcheck"] == "pass"
+    done = check("bare_inputs", *skip, "--inputs", str(bare), cwd=tmp_path)  # both ops
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "'x' is none of the checked ops" in done.stderr and "map op names (chk_bare::a, chk_bare::b)" in done.stderr
+    assert "'x' is an argument: one bare example is only for one checked op" in done.stderr
 
 
 @pytest.mark.parametrize(("args", "message"), [

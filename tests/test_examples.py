@@ -15,6 +15,7 @@ import pytest
 from new_helpers import EXAMPLES, STYLES, opgen, run_generated_tests, snapshot
 
 from opgen.npugraph_ex import loader
+from opgen.project_tests import MODULES
 
 pytestmark = pytest.mark.slow  # every example's project generated and tested in both styles
 
@@ -128,6 +129,22 @@ def test_generated_code_is_ruff_clean_and_parses(generated):
         assert done.returncode == 0, done.stdout + done.stderr
 
 
+def test_generated_tests_read_as_hand_written(generated):
+    """The test modules hold only the project's data and thin tests (the checks are tests/graph_checks.py): no
+    unused parameter, no likely bug (ruff's ARG and B), and kv_cache_update's is under 250 lines."""
+    _, projects = generated
+    ruff = shutil.which("ruff") or pytest.fail("ruff is not installed (it is part of the test extra)")
+    tests = [str(project / "tests") for project in projects]
+    done = subprocess.run([ruff, "check", "--no-cache", "--select", "E,F,W,ARG,B", *tests], capture_output=True,
+                          text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    kv = next(project for project in projects if project.name == "kv_cache_update")
+    lines = (kv / "tests" / "test_graph_entry.py").read_text(encoding="utf-8").splitlines()
+    assert len(lines) < 250, len(lines)
+    private = [line for line in lines if "torch._" in line]  # every private torch API is in graph_checks
+    assert not private, private
+
+
 def test_generation_is_deterministic(generated, tmp_path):
     style, projects = generated
     for project in projects:
@@ -164,7 +181,8 @@ def test_generated_project_needs_no_opgen_at_run_time(generated):
         imported |= {node.module.split(".")[0] for node in ast.walk(tree)
                      if isinstance(node, ast.ImportFrom) and node.module and node.level == 0}
         assert "opgen" not in imported, path
-        allowed = {"torch", "torch_npu", "pytest", "math", *sys.stdlib_module_names}  # stdlib: tests/npugraph_ex_cpu.py
+        # stdlib: tests/npugraph_ex_cpu.py; the tests import the project's own test modules (tests/graph_checks.py)
+        allowed = {"torch", "torch_npu", "pytest", "math", *sys.stdlib_module_names, *MODULES}
         assert imported <= allowed | {p.name for p in projects} | {
             pkg for project in projects for pkg in [next(project.glob("*/ops.py")).parent.name]}, (path, imported)
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from opgen.catalogue import all_rules
 from opgen.contract import RULES
 from opgen.lint.config import LintConfig
 from opgen.lint.engine import lint_paths
 from opgen.lint.fix import apply_edits
 from opgen.lint.rules import LINT_RULES
-from opgen.rules import all_rules
 
 VALID = [(code, i, source) for code, lr in LINT_RULES.items() for i, source in enumerate(lr.valid)]
 INVALID = [(code, i, case) for code, lr in LINT_RULES.items() for i, case in enumerate(lr.invalid)]

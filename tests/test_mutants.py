@@ -22,7 +22,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
-from new_helpers import REPO, STYLES, opgen
+from new_helpers import REPO, STYLES, opgen, pythonpath
 
 from opgen.npugraph_ex import loader
 
@@ -197,7 +197,7 @@ def build(root: Path) -> tuple[dict[str, Path], dict[str, str]]:
 def run_all(projects: dict[str, Path], root: Path) -> dict[str, dict[str, str]]:
     """One pytest process over every project: {project directory name: {test name: failure text or ''}}."""
     junit = root / "junit.xml"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(p) for p in projects.values())}
+    env = {**os.environ, "PYTHONPATH": pythonpath(projects.values())}
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--import-mode=importlib",
                "-c", os.devnull, f"--rootdir={root}", f"--junitxml={junit}",
                "-k", "not gradcheck and not requires_grad",  # autograd tiers: slow, and no mutant is about them

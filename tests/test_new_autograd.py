@@ -248,7 +248,7 @@ def test_generated_functions_are_the_validated_bodies_and_nothing_else():
                 return grad_y * ctx.s + grad_z, inner()
         ''')
     op = project_context(spec)["_opgen"]["ops"][0]
-    module = ast.parse(op["autograd_code"])
+    module = ast.parse(op["autograd"]["code"])
     assert [node.name for node in module.body] == ["_f_setup_context", "_f_backward"]
     setup, backward = module.body
     assert [a.arg for a in setup.args.args] == ["ctx", "inputs", "keyword_only_inputs", "output"]
@@ -270,9 +270,9 @@ def test_ops_without_autograd_get_no_autograd_registration():
           - schema: "f(Tensor x) -> Tensor"
         """)
     context = project_context(spec)["_opgen"]
-    assert not context["ops"][0]["autograd"] and context["ops"][0]["autograd_code"] == ""
+    assert not context["ops"][0]["autograd"]["enabled"] and context["ops"][0]["autograd"]["code"] == ""
     assert "register_autograd" not in {f.path: f.content for f in render_package(spec)}["a/ops.py"]
-    assert "requires_grad is not exercised for a::f" in " ".join(context["no_autograd_note"])
+    assert "requires_grad is not exercised for a::f" in " ".join(context["tests"]["no_autograd_note"])
 
 
 # --- generated projects: the formulas are checked by the generated tests ----------------------------

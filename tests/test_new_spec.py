@@ -49,7 +49,7 @@ def test_side_effect_only_op_is_accepted_and_marked():
         ops:
           - schema: "prefetch(Tensor x) -> ()"
         """)
-    assert project_context(spec)["_opgen"]["ops"][0]["side_effect"] is True
+    assert project_context(spec)["_opgen"]["ops"][0]["registration"]["side_effect"] is True
 
 
 def test_cli_overrides_are_written_into_the_stored_spec():
@@ -140,7 +140,7 @@ def test_context_is_plain_data():
 
     assert plain(context)
     op = context["_opgen"]["ops"][0]
-    assert op["fake_lines"] == ["out0 = torch.empty(x.shape, dtype=torch.float16, device=x.device)", "return out0"]
+    assert op["fake"]["lines"] == ["out0 = torch.empty(x.shape, dtype=torch.float16, device=x.device)", "return out0"]
 
 
 def test_a_sized_list_example_takes_any_length_as_torch_does():
@@ -191,10 +191,11 @@ def test_tags_keep_the_aliased_return_and_need_no_semantics():
     registration, tests = files["ns/ops.py"], files["tests/test_graph_entry.py"]
     assert ('lib.define("scale_(Tensor(a!) x, float s) -> Tensor(a!)", '
             'tags=(torch.Tag.inplace, torch.Tag.pt2_compliant_tag))\n') in registration
-    assert ops[0]["trivial_fake"] and not ops[0]["todo_fake"] and ops[0]["fake_lines"] == []
-    assert ops[0]["expected_lines"] == ["return [(x.shape, x.dtype)]"]
-    assert ops[1]["expected_lines"] == ["return [(values.shape, values.dtype), (indices.shape, indices.dtype)]"]
-    assert '_compiled_matches_eager(torch.ops.ns.topk.values, _topk_values_calls(), returned=("values", "indices"))' in tests
+    assert ops[0]["fake"]["trivial"] and not ops[0]["fake"]["todo"] and ops[0]["fake"]["lines"] == []
+    assert ops[0]["tests"]["semantics_lines"] == ["return [(x.shape, x.dtype)]"]
+    assert ops[1]["tests"]["semantics_lines"] == [
+        "return [(values.shape, values.dtype), (indices.shape, indices.dtype)]"]
+    assert '    returned=("values", "indices"),\n    tag="out",\n' in tests  # the checks read the returned arguments
     # the long schema is wrapped over lines: still one define call
     defines = [node for node in ast.walk(ast.parse(registration)) if isinstance(node, ast.Call)
                and ast.unparse(node.func) == "lib.define"]
@@ -237,10 +238,11 @@ def test_expect_reads_whole_tensors_rows_and_tolerances():
     assert (cache.output, cache.argument, cache.rows) == (None, 0, ((-1, (1, 2)), (0, (0, 0))))
     assert (out.argument, out.values) == ("out", (2.0, 4.0))
     assert op.tolerances == (("float16", 0.01, 0.001),)
-    lines = project_context(spec)["_opgen"]["ops"][0]["expect_lines"]
-    assert lines[0] == '(0, "y", 0, None, [[1.0, float("nan")]], None, None, None),'
-    assert lines[2] == '(0, "cache", None, 0, None, {-1: [1, 2], 0: [0, 0]}, None, None),'
-    assert lines[3] == '(0, "out", None, "out", [2.0, 4.0], None, None, None),'
+    lines = project_context(spec)["_opgen"]["ops"][0]["tests"]["expected_lines"]
+    assert lines[0] == 'checks.Expected(example=0, name="y", values=[[1.0, float("nan")]]),'
+    assert lines[1] == 'checks.Expected(example=0, name="n", values=3, rtol=0.5, atol=0.001),'
+    assert lines[2] == 'checks.Expected(example=0, name="cache", rows={-1: [1, 2], 0: [0, 0]}),'
+    assert lines[3] == 'checks.Expected(example=0, name="out", values=[2.0, 4.0]),'
 
 
 def test_long_expected_values_are_wrapped_and_stay_python():
@@ -249,10 +251,11 @@ def test_long_expected_values_are_wrapped_and_stay_python():
               y: [{row}, {row}]
               cache: {{rows: {{3: {row}}}}}
     """)
-    lines = project_context(spec)["_opgen"]["ops"][0]["expect_lines"]
-    assert all(len(line) + 8 <= 120 for line in lines)
-    value = ast.literal_eval("[" + "\n".join(lines) + "]")
-    assert value[0][4] == [[1.25] * 40] * 2 and value[1][5] == {3: [1.25] * 40}
+    lines = project_context(spec)["_opgen"]["ops"][0]["tests"]["expected_lines"]
+    assert all(len(line) + 4 <= 120 for line in lines)
+    calls = ast.parse("(" + "\n".join(lines) + ")").body[0].value.elts
+    values = [{k.arg: ast.literal_eval(k.value) for k in call.keywords} for call in calls]
+    assert values[0]["values"] == [[1.25] * 40] * 2 and values[1]["rows"] == {3: [1.25] * 40}
 
 
 @pytest.mark.parametrize("entries, message", [
@@ -281,9 +284,9 @@ def test_like_gives_shape_dtype_and_layout_of_an_argument():
               b: {shape: "x.shape", dtype: "x.dtype"}
         """)
     op = project_context(spec)["_opgen"]["ops"][0]
-    assert op["fake_lines"][0] == "a = torch.empty_like(y)"
-    assert op["fake_lines"][1] == "b = torch.empty(x.shape, dtype=x.dtype, device=x.device)"
-    assert "a = torch.empty(y.shape, dtype=y.dtype, device=\"meta\")" in "\n".join(op["expected_lines"])
+    assert op["fake"]["lines"][0] == "a = torch.empty_like(y)"
+    assert op["fake"]["lines"][1] == "b = torch.empty(x.shape, dtype=x.dtype, device=x.device)"
+    assert "a = torch.empty(y.shape, dtype=y.dtype, device=\"meta\")" in "\n".join(op["tests"]["semantics_lines"])
 
 
 @pytest.mark.parametrize("entry, message", [
@@ -326,8 +329,10 @@ def test_dynamic_tier_pairs_two_examples_or_doubles_the_last_size():
               - {x: {shape: [6, 3]}, s: 1.0}
         """)
     f, g = project_context(spec)["_opgen"]["ops"]
-    assert f["two_sizes_derived"] and "last size 16 doubled" in f["two_sizes_doc"]
-    derived = "\n".join(f["two_sizes_lines"])
-    assert "_random((8, 32), torch.float32, g)," in derived and "_random((2, 32), torch.float32, g)," in derived
-    assert "torch.tensor([1, 5], dtype=torch.int64)," in derived  # its last size (2) is not 16: kept
-    assert not g["two_sizes_derived"] and g["two_sizes_lines"] == ["_g_calls()[0],", "_g_calls()[2],"]
+    f_pair, g_pair = f["tests"]["two_sizes"], g["tests"]["two_sizes"]
+    assert f_pair["derived"] and "last size 16 doubled" in f_pair["doc"]
+    derived = "\n".join(f_pair["lines"])
+    assert '"cache": checks.random_tensor((8, 32), torch.float32, g)' in derived
+    assert '"key": checks.random_tensor((2, 32), torch.float32, g)' in derived
+    assert '"slots": torch.tensor([1, 5], dtype=torch.int64)' in derived  # its last size (2) is not 16: kept
+    assert not g_pair["derived"] and g_pair["pair"] == [0, 2] and g_pair["lines"] == []

@@ -21,9 +21,10 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
-from new_helpers import REPO, opgen
+from new_helpers import REPO, opgen, pythonpath
 
 from opgen.npugraph_ex import loader, loader_path
+from opgen.project_tests import MODULES, load, module_path
 
 NPUGRAPH_EX = loader().unavailable()
 needs_npugraph_ex = pytest.mark.skipif(NPUGRAPH_EX is not None, reason=str(NPUGRAPH_EX))
@@ -276,12 +277,12 @@ def test_the_commands_need_no_torch(tmp_path):
 # --- the loader ---------------------------------------------------------------------------------------
 
 
-def test_the_loader_is_one_file_copied_verbatim(tmp_path):
-    source = loader_path().read_bytes()
-    assert b"{{" not in source and b"{%" not in source and b"{#" not in source  # cookiecutter leaves it as it is
+def test_the_test_modules_are_copied_verbatim_and_opgen_imports_the_same_files(tmp_path):
     done = opgen("new", str(REPO / "examples" / "rms_norm.yaml"), "-o", str(tmp_path / "p"))
     assert done.returncode == 0, done.stderr
-    assert (tmp_path / "p" / "tests" / "npugraph_ex_cpu.py").read_bytes() == source
+    for name in MODULES:  # tests/graph_checks.py, tests/npugraph_ex_cpu.py
+        assert (tmp_path / "p" / "tests" / f"{name}.py").read_bytes() == module_path(name).read_bytes(), name
+        assert Path(load(name).__file__).resolve() == module_path(name).resolve()
     assert Path(loader().__file__).resolve() == loader_path().resolve()
 
 
@@ -418,65 +419,11 @@ ops:
     examples: [{xs: [{shape: [2, 3], dtype: float32}, {shape: [4], dtype: float32}], v: 1.5}]
 """
 
-# Appended to the generated test file: the tier's own helper on functions around the correct op.
-LOOK_ALIKES = '''
-
-def _upd_buffer_call(seed):
-    g = torch.Generator().manual_seed(seed)
-    return (_random((4, 8), torch.float32, g), _random((4, 8), torch.float32, g)), {}
-
-
-def _private_copy_then_reuse(buf, y):
-    """Mutates a copy of `buf` and uses `buf` again: the copy is correct and must stay."""
-    private = buf.clone()
-    torch.ops.broken_ops.upd.default(private, y)
-    return torch.cat([private, buf])
-
-
-def test_lookalike_correct_copy_is_accepted(npugraph_ex_cpu):
-    _npugraph_ex_compiles_on_cpu(npugraph_ex_cpu, torch.ops.broken_ops.upd.default, _upd_buffer_call, (),
-                                 fn=_private_copy_then_reuse)
-
-
-def test_lookalike_dynamic_size_really_fails(npugraph_ex_cpu):
-    """What the skip of the `dynamic` op's tier says, run: npugraph_ex's converter fails on the size check."""
-    with pytest.raises(torch._dynamo.exc.BackendCompilerFailed,
-                       match="'>=' not supported between instances of 'ValuePack' and 'int'"):
-        _npugraph_ex_compiles_on_cpu(npugraph_ex_cpu, torch.ops.broken_ops.nonzero.default,
-                                     lambda seed: _nonzero_calls(seed)[0], ())
-
-
-def _mutate_a_copy(gm, example_inputs=None, config=None):
-    """A planted FX pass (a user pass npugraph_ex runs before its own): the functionalized op gets a clone of
-    the caller's buffer, so re-inplacing ends with clone + op + copy_ back, correct but a copy per replay."""
-    for node in list(gm.graph.nodes):
-        if node.target is auto_functionalized_v2:
-            base = node.kwargs["_all_bases"][0]
-            with gm.graph.inserting_before(node):
-                clone = gm.graph.call_function(torch.ops.aten.clone.default, (base,))
-            with base.meta["val"].fake_mode:
-                clone.meta["val"] = base.meta["val"].clone()
-            node.update_kwarg("_all_bases", [clone, *node.kwargs["_all_bases"][1:]])
-    gm.recompile()
-
-
-def test_planted_copy_of_the_mutated_buffer_is_caught(npugraph_ex_cpu):
-    _npugraph_ex_compiles_on_cpu(npugraph_ex_cpu, torch.ops.broken_ops.upd.default, _upd_buffer_call, (0,),
-                                 options={"post_grad_custom_post_pass": _mutate_a_copy})
-
-
-def test_planted_copy_of_a_mutated_list_element_is_caught(npugraph_ex_cpu):
-    _npugraph_ex_compiles_on_cpu(npugraph_ex_cpu, torch.ops.broken_ops.fill_all.default,
-                                 lambda seed: _fill_all_calls(seed)[0], (0,),
-                                 options={"post_grad_custom_post_pass": _mutate_a_copy})
-'''
-
-
 def run_tier(project: Path, junit: Path, env: dict | None = None) -> dict[str, tuple[str, str]]:
     """Run the project's npugraph_ex tier (and the look-alikes) in one pytest process: name -> (outcome, text)."""
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c", os.devnull, f"--junitxml={junit}",
-               "-k", "npugraph_ex_compiles_on_cpu or lookalike or planted", str(project / "tests")]
-    full_env = {**os.environ, "PYTHONPATH": str(project), **(env or {})}
+               "-k", "npugraph_ex_compiles_on_cpu", str(project / "tests")]
+    full_env = {**os.environ, "PYTHONPATH": pythonpath([project]), **(env or {})}
     done = subprocess.run(command, env=full_env, capture_output=True, text=True, timeout=900, cwd=junit.parent,
                           check=False)
     results = {}
@@ -496,8 +443,6 @@ def broken_project(tmp_path_factory) -> Path:
     (root / "broken.yaml").write_text(BROKEN_SPEC, encoding="utf-8")
     done = opgen("new", str(root / "broken.yaml"), "-o", str(root / "project"))
     assert done.returncode == 0, done.stderr
-    tests = root / "project" / "tests" / "test_graph_entry.py"
-    tests.write_text(tests.read_text(encoding="utf-8") + LOOK_ALIKES, encoding="utf-8")
     return root / "project"
 
 
@@ -507,9 +452,7 @@ def test_the_tier_fails_broken_ops_saying_why_and_passes_correct_ones(broken_pro
     results = run_tier(broken_project, tmp_path / "junit.xml")
     ops = ("sneaky", "aliasing", "wrong_fake", "upd", "no_kernel", "nonzero", "fill_all")
     tiers = [f"test_{op}_npugraph_ex_compiles_on_cpu" for op in ops]
-    extra = ["test_lookalike_correct_copy_is_accepted", "test_planted_copy_of_the_mutated_buffer_is_caught",
-             "test_lookalike_dynamic_size_really_fails", "test_planted_copy_of_a_mutated_list_element_is_caught"]
-    assert sorted(results) == sorted(tiers + extra)
+    assert sorted(results) == sorted(tiers)
     expected = {
         "sneaky": ("failure", ("input tensor 0 after the compiled call differs from eager (an argument the kernel "
                                "writes but the schema does not mark Tensor(a!)")),
@@ -528,20 +471,12 @@ def test_the_tier_fails_broken_ops_saying_why_and_passes_correct_ones(broken_pro
         got = results[f"test_{op}_npugraph_ex_compiles_on_cpu"]
         texts = text if isinstance(text, tuple) else (text,)
         assert got[0] == outcome and any(t in got[1] for t in texts), (op, got[0], got[1][-3000:])
-    for lookalike in ("test_lookalike_correct_copy_is_accepted", "test_lookalike_dynamic_size_really_fails"):
-        assert results[lookalike][0] == "passed", results[lookalike][1][-3000:]
-    planted = results["test_planted_copy_of_the_mutated_buffer_is_caught"]
-    assert planted[0] == "failure" and "npugraph_ex left copies of buffers the op mutates" in planted[1], planted[1]
-    assert "%clone_default : " in planted[1], planted[1]
-    assert "target=torch.ops.aten.copy_.default](args = (%arg0_1, %clone_default)" in planted[1], planted[1]
-    planted = results["test_planted_copy_of_a_mutated_list_element_is_caught"]
-    assert planted[0] == "failure" and "npugraph_ex left copies of buffers the op mutates" in planted[1], planted[1]
 
 
 @pytest.mark.slow  # generates a project and runs its tests
 def test_without_the_cache_the_tier_skips_with_the_fetch_command(broken_project, tmp_path):
     results = run_tier(broken_project, tmp_path / "junit.xml", env={"OPGEN_CACHE_DIR": str(tmp_path / "empty")})
-    assert len(results) == 11
+    assert len(results) == 7
     for name, (outcome, text) in results.items():
         if name == "test_nonzero_npugraph_ex_compiles_on_cpu":
             assert outcome == "skipped" and "data-dependent output size" in text

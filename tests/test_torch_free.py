@@ -39,7 +39,7 @@ def test_the_shim_really_hides_torch(no_torch_env):
 def test_parse_contract_and_explain_without_torch(no_torch_env):
     result = run_python("""
         import sys
-        import opgen, opgen.cli, opgen.contract, opgen.explain, opgen.rules
+        import opgen, opgen.cli, opgen.contract, opgen.explain, opgen.catalogue
         from opgen.schema import parse_schema
         from opgen.schema.types import cpp_type, python_annotation
         from opgen.contract import check_schema, mutates_args
@@ -51,7 +51,7 @@ def test_parse_contract_and_explain_without_torch(no_torch_env):
         assert python_annotation(schema.arguments[0].type) == "torch.Tensor"
         assert cpp_type(schema.arguments[0]) == "at::Tensor &"
         opgen.explain.describe(schema)
-        opgen.rules.all_rules()
+        opgen.catalogue.all_rules()
         assert "torch" not in sys.modules and "torchgen" not in sys.modules
         print("ok")
     """, no_torch_env)

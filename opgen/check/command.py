@@ -260,7 +260,8 @@ def _verdict(rung: str, failure: dict) -> dict:
     row = BY_ID.get(named) if named else classify(rung, failure.get("error") or {})
     evidence = _evidence(rung, failure)
     if row is None:
-        return {"layer": "unclassified", "signature": None, "rule": None, "evidence": evidence,
+        # no known signature: the failing rung still says where the problem is (an eager failure is the op's own)
+        return {"layer": RUNG_LAYERS[rung], "signature": None, "rule": None, "evidence": evidence,
                 "causes": [(f"unknown: no known signature matches this failure at the {rung} rung (the evidence "
                            "has the exception)")],
                 "next_action": "read the evidence; if it is an op problem opgen should know, report it with "
@@ -270,7 +271,7 @@ def _verdict(rung: str, failure: dict) -> dict:
 
 
 def _rule_verdict(code: str, failure: dict) -> dict:
-    from ..rules import all_rules
+    from ..catalogue import all_rules
 
     rule = all_rules().get(code)
     evidence = failure.get("reason", "")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from ..style import paint
+from ..colour import paint
 
 STATUS_STYLE = {"pass": {"fg": "green"}, "fail": {"fg": "red", "bold": True}, "skip": {"fg": "yellow"}}
 

@@ -5,7 +5,7 @@ named directly by the worker when it finds a problem without an exception: a lef
 sync, ...). Each maps to the layer at fault (the ladder of ../shared/reference/npugraph_ex.md §4),
 likely root causes ranked most likely first, the next minimal action, and the opgen rule code when
 one applies. The first matching row wins, so specific rows come before general ones. A failure no row
-matches is "unclassified", with its evidence. `opgen check --explain ID` prints a row.
+matches is "unclassified" (at the layer of its rung), with its evidence. `opgen check --explain ID` prints a row.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from ..lint.rules import (
     UNDECLARED_MUTATION,
 )
 
-LAYERS = ("static", "eager", "dynamo-fx", "npugraph_ex", "ge-cann", "precision", "performance", "unclassified")
+LAYERS = ("static", "eager", "dynamo-fx", "npugraph_ex", "ge-cann", "precision", "performance")
 # Where a failure no row knows is shown, by rung.
 RUNG_LAYERS = {"import": "eager", "static": "static", "eager": "eager", "opcheck": "dynamo-fx",
                "aot_eager": "dynamo-fx", "npugraph_ex": "npugraph_ex", "capture": "ge-cann"}

@@ -59,6 +59,7 @@ class Op:
         self.sources, self.import_error, self.project = list(sources), import_error, project
         self.schema = None  # opgen's parsed schema
         self.calls: list = []  # kwargs dicts, one per example
+        self.dynamic = False  # a data-dependent output size (known from a project's spec only)
         self.eager_notes: dict = {}
 
 
@@ -136,6 +137,7 @@ def _resolve_project(target: dict) -> list[Op]:
             raise Usage(f"{target['text']}: importing {spec.package!r} did not register {name}",
                         "regenerate the project (opgen new) or check its package")
         found.append(Op(name, overload, examples=op_spec.examples, sources=[source], project=True))
+        found[-1].dynamic = op_spec.is_dynamic
     return found
 
 
@@ -165,8 +167,8 @@ def prepare_inputs(ops: list[Op], inputs_path: str | None) -> None:
             raise Usage(f"--inputs {inputs_path}: cannot read it ({error})") from None
         try:
             given = load_inputs_text(text, inputs_path, schemas)
-        except OpgenError as error:
-            raise Usage(error.render(), "") from None
+        except OpgenError as error:  # the parent renders it again: without its own "error: "
+            raise Usage(error.render().removeprefix("error: "), "") from None
     for op in ops:
         if op.overload is None:
             continue
@@ -225,6 +227,8 @@ def calls(op: Op, seed: int = 0) -> list[dict]:
 
 def _error_info(error: BaseException) -> dict:
     check = None
+    if isinstance(error, AssertionError) and type(error.__cause__).__name__ == "OpCheckError":
+        error = error.__cause__  # graph_checks.opcheck names the files to look at; opcheck's own error is the diagnosis
     if type(error).__name__ == "OpCheckError":
         match = re.search(r"(test_\w+) failed", str(error))
         check = match.group(1) if match else None
@@ -251,25 +255,33 @@ def _where(error: BaseException) -> str:
     return ""
 
 
-def _tensors(value) -> list:
+def _checks():
+    """tests/graph_checks.py of the project template: the generated tests' checks, run here too."""
+    from ..project_tests import GRAPH_CHECKS, load
+
+    return load(GRAPH_CHECKS)
+
+
+def _target(op: Op):
+    """The op as graph_checks sees it (outside a generated project: no spec fields, no kernel file). A
+    torch.Tag.inplace/out op returns the arguments whose alias sets its returns carry."""
     import torch
 
-    return [leaf for leaf in torch.utils._pytree.tree_leaves(value) if isinstance(leaf, torch.Tensor)]
+    schema = op.overload._schema
+    tags = set(op.overload.tags)
+    tag = "inplace" if torch.Tag.inplace in tags else "out" if torch.Tag.out in tags else ""
+    returned = ()
+    if tag:
+        sets = {frozenset(a.alias_info.before_set): a.name for a in schema.arguments if a.alias_info is not None}
+        returned = tuple(sets.get(frozenset(r.alias_info.before_set), "") for r in schema.returns if r.alias_info)
+    return _checks().Op(op.overload, returned=returned, tag=tag, dynamic=op.dynamic)
 
 
-def _clone(value):
-    import torch
-
-    return torch.utils._pytree.tree_map(lambda v: v.clone() if isinstance(v, torch.Tensor) else v, value)
-
-
-def _same(actual, expected, what: str) -> None:
-    import torch
-
-    try:
-        torch.testing.assert_close(actual, expected, equal_nan=True)
-    except AssertionError as error:
-        raise AssertionError(f"{what}: {error}") from None
+def _outcome_of_skip(error: BaseException) -> str | None:
+    """The reason when `error` is a check's skip (pytest's, or graph_checks.SkipCheck without pytest)."""
+    if type(error).__name__ in ("Skipped", "SkipCheck"):
+        return str(getattr(error, "msg", None) or error)
+    return None
 
 
 def _mutated(op: Op) -> list[str]:
@@ -368,11 +380,12 @@ def rung_eager(op: Op) -> str:
         op.eager_notes["device_only"] = True
         raise RungSkipped(f"the op has a {device} kernel only and this machine has no "
                           f"{'NPU' if device == 'PrivateUse1' else 'CUDA GPU'}")
+    clone = _checks().clone
     with torch.no_grad():
         for call in calls(op):
-            first = op.overload(**_clone(call))
+            first = op.overload(**clone(call))
             with _HostSyncProbe() as probe:
-                second = op.overload(**_clone(call))
+                second = op.overload(**clone(call))
         try:
             torch.testing.assert_close(first, second, equal_nan=True)
         except AssertionError:
@@ -405,116 +418,63 @@ def _device_available(key: str) -> bool:
 def rung_opcheck(op: Op, train: bool) -> str:
     import torch
 
+    checks = _checks()
+    target = _target(op)
     for call in calls(op):
-        torch.library.opcheck(op.overload, (), call)
-        if train and any(t.is_floating_point() for t in _tensors(call)):
-            grad_call = torch.utils._pytree.tree_map(
-                lambda v: v.detach().clone().requires_grad_(v.is_floating_point())
-                if isinstance(v, torch.Tensor) else v, call)
-            torch.library.opcheck(op.overload, (), grad_call)
-            outputs = [t for t in _tensors(op.overload(**grad_call)) if t.requires_grad]
+        checks.opcheck(target, [call], test_utils=None if op.project else checks.OPCHECK_UTILS_DYNAMIC)
+        if train and checks.tensors(call) and any(t.is_floating_point() for t in checks.tensors(call)):
+            checks.opcheck_with_requires_grad(target, [call])
+            grad_call = checks.tensor_map(lambda t: t.detach().clone().requires_grad_(t.is_floating_point()), call)
+            outputs = [t for t in checks.tensors(op.overload(**grad_call)) if t.requires_grad]
             if outputs:
                 torch.autograd.grad(sum(t.float().sum() for t in outputs), [
-                    t for t in _tensors(grad_call) if t.requires_grad], allow_unused=True)
+                    t for t in checks.tensors(grad_call) if t.requires_grad], allow_unused=True)
     return "opcheck: schema, fake tensors, AOT dispatch" + (" (with requires_grad=True)" if train else "")
 
 
 def rung_aot_eager(op: Op) -> str:
-    import torch
-
-    torch._dynamo.reset()
-
-    def fn(**kwargs):
-        return op.overload(**kwargs)
-
-    compiled = torch.compile(fn, backend="aot_eager", fullgraph=True, dynamic=False)
-    with torch.no_grad():
-        for seed in (0, 1):
-            for call in calls(op, seed):
-                eager_call = _clone(call)
-                expected = fn(**eager_call)
-                actual = compiled(**call)
-                _compare(op, actual, expected, call, eager_call, "aot_eager")
+    checks = _checks()
+    for seed in (0, 1):
+        try:
+            checks.assert_compiled_matches_eager(_target(op), calls(op, seed))
+        except AssertionError as error:
+            _blame_randomness(op, error)
+            raise
     return "fullgraph=True, outputs and mutated inputs equal eager"
 
 
-def _compare(op: Op, actual, expected, call, eager_call, where: str) -> None:
-    try:
-        _same(actual, expected, f"{where} output differs from eager")
-        for name in call:
-            if _tensors(call[name]):
-                _same(_tensors(call[name]), _tensors(eager_call[name]), f"argument {name!r} after the {where} call "
-                      "differs from eager")
-    except AssertionError as error:
-        if op.eager_notes.get("nondeterministic") or op.eager_notes.get("random"):
-            random = ", ".join(op.eager_notes.get("random") or []) or "two eager runs differ"
-            raise RungFailed("random-op", f"{error}".splitlines()[0], f"the kernel is not deterministic ({random})")
-        raise
-
-
-def _refill(buffer, value) -> None:
-    """Copy `value` into `buffer`: a tensor, or a list of them (`Tensor(a!)[]`, `Tensor(a!)?` entries may be None)."""
-    if isinstance(buffer, (list, tuple)):
-        for item, new in zip(buffer, value):
-            _refill(item, new)
-    elif buffer is not None:
-        buffer.copy_(value)
+def _blame_randomness(op: Op, error: AssertionError) -> None:
+    """A compiled result that differs from eager because the kernel is not deterministic is a random-op finding."""
+    if op.eager_notes.get("nondeterministic") or op.eager_notes.get("random"):
+        random = ", ".join(op.eager_notes.get("random") or []) or "two eager runs differ"
+        raise RungFailed("random-op", f"{error}".splitlines()[0], f"the kernel is not deterministic ({random})")
 
 
 def rung_npugraph_ex(op: Op) -> str:
-    import torch
-
     from ..npugraph_ex import loader
 
-    lib = loader()
-    reason = lib.unavailable()
+    reason = loader().unavailable()
     if reason is not None:
         raise RungSkipped(reason)
-    mutated = _mutated(op)
-    torch._dynamo.reset()
-
-    def fn(**kwargs):
-        return op.overload(**kwargs)
-
-    with lib.Session() as session, torch.no_grad():
-        compiled = torch.compile(fn, backend=session.backend(), fullgraph=True, dynamic=False)
-        buffers: dict = {}
-        for seed in (0, 1):
-            for index, call in enumerate(calls(op, seed)):
-                for name in mutated:  # a mutated buffer is the same tensor at every replay, refilled
-                    if (index, name) in buffers:
-                        _refill(buffers[index, name], call[name])
-                        call[name] = buffers[index, name]
-                    else:
-                        buffers[index, name] = call[name]
-                eager_call = _clone(call)
-                expected = fn(**eager_call)
-                actual = compiled(**call)
-                try:
-                    _compare(op, actual, expected, call, eager_call, "npugraph_ex")
-                except AssertionError as error:
-                    if "argument" in str(error).splitlines()[0] and not mutated:
-                        raise RungFailed("npugraph_ex-private-input-copy", str(error).splitlines()[0],
-                                         "npugraph_ex copies unmutated inputs into private buffers (clone_input)")
-                    raise
-        graphs = list(session.graphs)
-    if not graphs:
-        raise RungFailed("npugraph_ex-no-graph", "npugraph_ex handed no graph to capture")
-    graph = graphs[-1]
-    if op.overload not in [n.target for n in graph.graph.nodes]:
-        decomposed = _decomposition(op)
-        if decomposed is not None:
-            raise RungFailed("npugraph_ex-op-decomposed", f"{op.name} is decomposed into aten ops before "
-                             "npugraph_ex sees it (its CompositeImplicitAutograd kernel is inlined)",
-                             f"{op.name} traced alone (make_fx):\n{decomposed}\nthe graph npugraph_ex captures:\n"
-                             f"{graph.code.strip()}")
-        raise RungFailed("npugraph_ex-op-eliminated", f"{op.name} is not in the graph npugraph_ex captures",
-                         graph.code.strip())
-    leftovers = _leftover_copies(graph, op.overload, mutated)
-    if leftovers:
-        raise RungFailed("npugraph_ex-leftover-copy", f"npugraph_ex left {len(leftovers)} copy node(s) of a "
-                         "mutated buffer, paid at every replay",
-                         "\n".join(n.format_node() for n in leftovers) + "\n" + graph.code.strip())
+    checks = _checks()
+    graphs = 0
+    for index in range(len(op.calls)):
+        try:
+            checks.assert_npugraph_ex_compiles_on_cpu(_target(op), lambda seed, index=index: calls(op, seed)[index])
+        except checks.CheckFailed as failed:
+            if failed.kind == "npugraph_ex-op-missing":
+                _blame_elimination(op, str(failed))
+            _blame_randomness(op, failed)
+            raise RungFailed(failed.kind, str(failed).splitlines()[0], str(failed)) from None
+        except AssertionError as error:
+            _blame_randomness(op, error)
+            raise
+        except BaseException as error:  # pytest's xfail (a BaseException): a copy npugraph_ex is known to leave
+            if type(error).__name__ != "XFailed":
+                raise
+            raise RungFailed("npugraph_ex-leftover-copy", "npugraph_ex left a copy of a mutated buffer, paid at every "
+                             "replay", str(error)) from None
+        graphs += 1
     syncs = op.eager_notes.get("syncs") or []
     if syncs:
         raise RungFailed("cpu-sync-in-kernel", f"the kernel syncs with the host ({', '.join(syncs)}), which fails "
@@ -522,7 +482,19 @@ def rung_npugraph_ex(op: Op) -> str:
     if op.eager_notes.get("random"):
         raise RungFailed("random-op", f"the kernel draws random numbers ({', '.join(op.eager_notes['random'])}), "
                          "which npugraph_ex cannot capture", "observed while the kernel ran eagerly on CPU")
-    return f"{len(graph.graph.nodes)} graph nodes after npugraph_ex's passes, mutated buffers written in place"
+    return (f"{graphs} graph(s) through npugraph_ex's passes, three calls each equal to eager, mutated buffers "
+            "written in place")
+
+
+def _blame_elimination(op: Op, evidence: str) -> None:
+    """The op is not in the graph npugraph_ex captures: decomposed before it (CompositeImplicitAutograd) or
+    eliminated."""
+    decomposed = _decomposition(op)
+    if decomposed is not None:
+        raise RungFailed("npugraph_ex-op-decomposed", f"{op.name} is decomposed into aten ops before "
+                         "npugraph_ex sees it (its CompositeImplicitAutograd kernel is inlined)",
+                         f"{op.name} traced alone (make_fx):\n{decomposed}\n{evidence}")
+    raise RungFailed("npugraph_ex-op-eliminated", f"{op.name} is not in the graph npugraph_ex captures", evidence)
 
 
 def _decomposition(op: Op) -> str | None:
@@ -544,22 +516,6 @@ def _decomposition(op: Op) -> str | None:
     return traced.code.strip()
 
 
-def _leftover_copies(graph, overload, mutated: list[str]) -> list:
-    """Functionalized calls left in the final graph, and copies/clones of graph inputs the graph writes."""
-    import torch
-    from torch._higher_order_ops.auto_functionalize import auto_functionalized, auto_functionalized_v2
-
-    nodes = [n for n in graph.graph.nodes if n.op == "call_function"]
-    inputs = {n for n in graph.graph.nodes if n.op == "placeholder"}
-    written = {n.args[0] for n in nodes if n.target is torch.ops.aten.copy_.default and n.args[0] in inputs}
-    for node in (n for n in nodes if n.target is overload):
-        written |= {node.kwargs.get(name) for name in mutated} & inputs
-        written |= {a for a in node.args if a in inputs and mutated}
-    copies = (torch.ops.aten.copy_.default, torch.ops.aten.copy.default, torch.ops.aten.clone.default)
-    return [n for n in nodes if n.target in (auto_functionalized, auto_functionalized_v2)
-            or (n.target in copies and any(a in written for a in n.all_input_nodes))]
-
-
 def rung_capture(op: Op) -> str:
     """npugraph_ex capture/replay with a real NPU; CUDA graphs with a CUDA GPU."""
     import torch
@@ -573,22 +529,10 @@ def rung_capture(op: Op) -> str:
                           "run here")
     if not _kernel_keys(op) & {key, "CompositeExplicitAutograd", "CompositeImplicitAutograd"}:
         raise RungSkipped(f"the op has no {key} kernel to capture on this machine's {device}")
-    torch._dynamo.reset()
-
-    def fn(**kwargs):
-        return op.overload(**kwargs)
-
-    compiled = torch.compile(fn, fullgraph=True, dynamic=False, **options)
-    with torch.no_grad():
-        for seed in (0, 1, 2):
-            for call in calls(op, seed):
-                call = torch.utils._pytree.tree_map(lambda v: v.to(device) if isinstance(v, torch.Tensor) else v,
-                                                    call)
-                eager_call = _clone(call)
-                expected = fn(**eager_call)
-                actual = _clone(compiled(**call))
-                _compare(op, actual, expected, call, eager_call, f"{device} capture/replay")
-    return f"captured and replayed on {device}, equal to eager"
+    checks = _checks()
+    for index in range(len(op.calls)):
+        checks.assert_capture_replay(_target(op), lambda seed, index=index: calls(op, seed)[index], device, **options)
+    return f"captured and replayed on {device}, equal to the CPU kernel"
 
 
 # --- driver ---------------------------------------------------------------------------------------
@@ -616,9 +560,15 @@ def run_rung(op: Op, rung: str, job: dict) -> dict:
         result = {"status": "skip", "reason": str(skip)}
     except RungFailed as failed:
         result = {"status": "fail", "reason": str(failed), "signature": failed.signature, "evidence": failed.evidence}
-    except Exception as error:  # noqa: BLE001  (any exception of the op is the rung's evidence)
-        info = _error_info(error)
-        result = {"status": "fail", "reason": f"{info['type']}: {_first_line(info['message'])}", "error": info}
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as error:  # noqa: BLE001  (a check's skip; else any exception of the op is the evidence)
+        reason = _outcome_of_skip(error)
+        if reason is None:
+            info = _error_info(error)
+            result = {"status": "fail", "reason": f"{info['type']}: {_first_line(info['message'])}", "error": info}
+        else:
+            result = {"status": "skip", "reason": reason}
     result["seconds"] = round(time.perf_counter() - started, 3)
     return result
 

@@ -12,7 +12,7 @@ import re
 import sys
 from pathlib import Path
 
-from ..rules import all_rules
+from ..catalogue import all_rules
 from .rules import LINT_RULES, NOT_INFERRABLE
 
 BEGIN, END = "<!-- rules:begin -->", "<!-- rules:end -->"

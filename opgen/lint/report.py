@@ -132,7 +132,7 @@ _TEXT_LINE = re.compile(r"^(?P<path>.+?):(?P<line>\d+):(?P<column>\d+): (?P<code
 def paint_text(text: str) -> str:
     """The text report styled as ruff styles it (bold path, red code, cyan `[*]`); click.echo drops the
     styling when stdout is not a terminal."""
-    from ..style import paint
+    from ..colour import paint
 
     lines = []
     for line in text.splitlines():

@@ -10,21 +10,16 @@ expressions checked to stay one C++ expression.
 from __future__ import annotations
 
 import json
+import textwrap
 from dataclasses import replace
 
 import yaml
 
 from ..errors import OpgenError
-from ..render.context import (
-    _example_lines,
-    _fake_and_expected,
-    _reference_body,
-    call_text,
-    docstring,
-    literal,
-    python_default,
-    string_call,
-)
+from ..render.examples import tuple_call_lines
+from ..render.fakes import fake_body
+from ..render.pyformat import call, docstring, literal, string_call
+from ..render.signature import python_default
 from ..schema.model import BaseType, ListType, OptionalType, strip_alias
 from ..spec.model import ProjectSpec
 from ..spec.op_plugin import ALL_VERSIONS
@@ -229,7 +224,7 @@ def meta_source(schema, op, returns_self: bool = False) -> str:
     if returns_self:
         body = [f"return {schema.arguments[0].name}"]
     else:
-        body, _ = _fake_and_expected(op)
+        body = fake_body(op)
     head = f"@impl(m, {literal(schema.op_name)})\ndef {meta_name(schema)}({meta_parameters(schema)}):"
     return head + "\n" + "\n".join(f"    {line}" for line in body)  # a wrapped line carries its own indentation
 
@@ -251,8 +246,8 @@ def doc_call(entry: PluginOp) -> str:
 def op_context(spec: ProjectSpec, op, entries: list[PluginOp]) -> dict:
     main = entries[0]
     kernels = [kernel_function(e) for e in entries if e.kernel == "opapi"]
-    examples = [line for example in op.examples for line in _example_lines(op, example)]
-    reference = _reference_body(op.reference) if op.reference else []
+    examples = [line for example in op.examples for line in tuple_call_lines(op, example)]
+    reference = textwrap.dedent(op.reference).strip("\n").split("\n") if op.reference else []
     checks = []
     for entry in entries:
         checks.append({
@@ -270,7 +265,7 @@ def op_context(spec: ProjectSpec, op, entries: list[PluginOp]) -> dict:
     for entry, check in zip(entries, checks):
         items = [check["name_literal"], string_call("(", entry.func, ")", "        "), check["meta_function_literal"],
                  str(check["mutated_positions"]), str(check["cloned_positions"]), str(check["inplace_twin"])]
-        ops_table.append(call_text("", items, "    ", ","))
+        ops_table.append(call("", items, "    ", ","))
     return {
         "index": op.index,
         "name": main.name,

@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import OpgenError
+from ..registration_styles import STYLES
 
 # A package: every project file comes from PROJECT_TEMPLATE (the registration module branches on the style),
 # and the files that exist once per op (owned by the user) from OP_TEMPLATE.
@@ -18,7 +19,7 @@ OP_TEMPLATE = "op_files"
 TOOL_DIRS = frozenset({"__pycache__", ".ruff_cache", ".pytest_cache", ".mypy_cache", ".hypothesis"})
 # Plain-cookiecutter entry points, one demo per style: their project directory and hook are links into
 # PROJECT_TEMPLATE, so each holds nothing but its demo context.
-STYLE_TEMPLATES = {"custom_op": "custom_op", "library": "library_op"}
+STYLE_TEMPLATES = {name: style.demo_template for name, style in STYLES.items()}
 
 
 def templates_dir() -> Path:

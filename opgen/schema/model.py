@@ -262,6 +262,11 @@ class Schema:
         return self.overload or "default"
 
     @property
+    def return_names(self) -> tuple[str, ...]:
+        """Each return's name; an unnamed one is `out<i>` (the name the spec and the generated code use)."""
+        return tuple(ret.name or f"out{i}" for i, ret in enumerate(self.returns))
+
+    @property
     def positional(self) -> tuple[Argument, ...]:
         return tuple(a for a in self.arguments if not a.kwarg_only)
 

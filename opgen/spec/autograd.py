@@ -21,7 +21,7 @@ FOREIGN_LINE_BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 
 def output_names(schema: Schema) -> list[str]:
     """Names of the returns as the spec calls them: the return name, or out0, out1, ..."""
-    return [ret.name or f"out{i}" for i, ret in enumerate(schema.returns)]
+    return list(schema.return_names)
 
 
 def grad_names(schema: Schema) -> list[str]:

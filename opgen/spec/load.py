@@ -31,6 +31,8 @@ from ..contract import (
     tag_contract_problems,
 )
 from ..errors import OpgenError
+from ..layout import BOUND_NAMES
+from ..registration_styles import DEFAULT_STYLE
 from ..schema.model import (
     BaseType,
     EnumWord,
@@ -54,7 +56,6 @@ from .autograd import (
 )
 from .model import (
     DEFAULT_DEVICE,
-    DEFAULT_STYLE,
     DEFAULT_TARGET,
     DEVICES,
     DTYPES,
@@ -88,7 +89,6 @@ EXPECT_KEYS = ("values", "rows", "rtol", "atol")
 TOLERANCE_KEYS = ("rtol", "atol")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # Names the generated modules use themselves; an argument with one of them would shadow it.
-_TAKEN_NAMES = frozenset({"torch", "lib", "pytest", "math"})
 
 
 def load_spec(path: str) -> ProjectSpec:
@@ -218,12 +218,12 @@ def _op(source: _Source, node: Node, index: int, namespace: str, style: str) -> 
         if diagnostic.severity != "info":
             notes.append(f"{diagnostic.code}: {diagnostic.message}")
     for arg in schema.arguments:
-        if keyword.iskeyword(arg.name) or arg.name in _TAKEN_NAMES or arg.name.startswith("_"):
+        if keyword.iskeyword(arg.name) or arg.name in BOUND_NAMES or arg.name.startswith("_"):
             offset = span_column(schema, ("arg", arg.name)) or 1
             raise source.inner(schema_node, offset, OpgenError(
                 f"argument name {arg.name!r} cannot be used in generated Python code",
-                hint="rename it (Python keywords, 'torch', 'lib', 'pytest', 'math' and names starting with '_' "
-                "are taken)"), f"{where}.schema")
+                hint=f"rename it (Python keywords, {', '.join(map(repr, sorted(BOUND_NAMES)))} and names starting "
+                "with '_' are taken)"), f"{where}.schema")
 
     doc = _string(source, fields["doc"][1], f"{where}.doc", allow_empty=True) if "doc" in fields else ""
     reference = None
@@ -417,7 +417,7 @@ def _body_error(source: _Source, node: ScalarNode, line: int, column: int, messa
 
 
 def _outputs(source: _Source, node: Node | None, schema: Schema, where: str) -> tuple[OutputSpec, ...]:
-    names = [ret.name or f"out{i}" for i, ret in enumerate(schema.returns)]
+    names = list(schema.return_names)
     given: dict[str, tuple[ScalarNode, Node]] = {}
     if node is not None and not (isinstance(node, ScalarNode) and _scalar(node) is None):
         if not names:
@@ -516,7 +516,7 @@ def _examples(source: _Source, node: Node | None, schema: Schema, where: str) ->
 
 def _expect(source: _Source, node: Node, schema: Schema, field: str) -> tuple[Expected, ...]:
     """`expect: {<return or mutated argument>: VALUES | {values: VALUES, rtol:, atol:} | {rows: {i: VALUES}}}`."""
-    returns = [ret.name or f"out{i}" for i, ret in enumerate(schema.returns)]
+    returns = list(schema.return_names)
     untupled = len(schema.returns) == 1 and not schema.returns_tuple
     written = {a.name: (i if not a.kwarg_only else a.name) for i, a in enumerate(schema.arguments) if a.is_write}
     targets = returns + [name for name in written if name not in returns]
@@ -773,9 +773,30 @@ def _check_names_unique(source: _Source, ops_node: SequenceNode, ops: list[OpSpe
 
 
 
+def _inputs_hint(key: str, schemas: dict[str, Schema]) -> str:
+    """What a mapping in an inputs file may hold: op names mapped to lists of examples, or one op's example."""
+    names = "map op names (" + ", ".join(schemas) + ") to lists of examples"
+    if len(schemas) > 1:
+        arguments = {a.name for schema in schemas.values() for a in schema.arguments}
+        return names + (f"; {key!r} is an argument: one bare example is only for one checked op" if key in arguments
+                        else "")
+    schema = next(iter(schemas.values()))
+    return names + ", or give one example of its arguments (" + ", ".join(a.name for a in schema.arguments) + ")"
+
+
+def _is_one_example(root: MappingNode, schemas: dict[str, Schema]) -> bool:
+    """A mapping of the one checked op's argument names (no op name among them) is one example of it."""
+    if len(schemas) != 1:
+        return False
+    schema = next(iter(schemas.values()))
+    keys = [_scalar(key) for key, _ in root.value]
+    return all(isinstance(key, str) and schema.argument(key) is not None for key in keys)
+
+
 def load_inputs_text(text: str, path: str, schemas: dict[str, Schema]) -> dict[str, tuple[Example, ...]]:
     """`opgen check --inputs FILE` (YAML or JSON): examples in the spec's syntax, either one list for every
-    op, or a mapping from op name (`ns::op`, `op` or `ns::op.overload`) to a list. Keys of `schemas` are
+    op, one example (a mapping of argument names) when one op is checked, or a mapping from op name (`ns::op`,
+    `op` or `ns::op.overload`) to a list. Keys of `schemas` are
     the ops' full names; the result maps each op the file gives examples for to them."""
     source = _Source(text, path)
     try:
@@ -792,13 +813,17 @@ def load_inputs_text(text: str, path: str, schemas: dict[str, Schema]) -> dict[s
         return {name: _examples(source, root, schema, "inputs") for name, schema in schemas.items()}
     if not isinstance(root, MappingNode):
         raise source.error(root, "the inputs file must be a list of examples or a mapping of op names to lists", hint)
+    if _is_one_example(root, schemas):  # `{x: {shape: [4, 8]}, eps: 1e-6}`: the one example of the one op
+        name, schema = next(iter(schemas.items()))
+        single = SequenceNode("tag:yaml.org,2002:seq", [root], root.start_mark, root.end_mark)
+        return {name: _examples(source, single, schema, "inputs")}
     found: dict[str, tuple[Example, ...]] = {}
     for key_node, value in root.value:
         key = _string(source, key_node, "an op name")
         matches = [name for name in schemas if key in (name, name.split("::")[-1], name.split(".")[0],
                                                         name.split("::")[-1].split(".")[0])]
         if not matches:
-            raise source.error(key_node, f"{key!r} is none of the checked ops", "one of: " + ", ".join(schemas))
+            raise source.error(key_node, f"{key!r} is none of the checked ops", _inputs_hint(key, schemas))
         for name in matches:
             found[name] = _examples(source, value, schemas[name], f"inputs[{key!r}]")
     return found

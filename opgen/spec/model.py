@@ -8,14 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..registration_styles import STYLES as _STYLES
 from ..schema.model import Schema
 from .semantics_ir import DTYPE_ALIASES
 from .semantics_ir import DTYPES as _SEMANTICS_DTYPES
 
-STYLES = ("library", "custom_op")
+STYLES = tuple(_STYLES)
 # Spec device -> the dispatch key its kernel is registered at (and the custom_op device type).
 DEVICES = {"npu": "PrivateUse1", "cuda": "CUDA", "cpu": "CPU"}
-DEFAULT_STYLE, DEFAULT_DEVICE = "library", "npu"
+DEFAULT_DEVICE = "npu"
 # What `opgen new` writes: a custom-op package, or an Ascend op-plugin contribution (opgen.op_plugin).
 TARGETS = ("package", "op_plugin")
 DEFAULT_TARGET = "package"

@@ -112,7 +112,7 @@ def parse_op_plugin(source, node, schema, where: str) -> OpPluginSpec:
                                    "no ';', braces, '#' or comments, e.g. '\"Norm\"' or 'x.size(0) * 2'")
             new_params.append((name, text))
         values["new_params"] = tuple(new_params)
-    output_names = [ret.name or f"out{i}" for i, ret in enumerate(schema.returns)]
+    output_names = list(schema.return_names)
     if "exec" in entries:
         exec_node = entries["exec"][1]
         from yaml.nodes import SequenceNode

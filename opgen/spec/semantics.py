@@ -463,7 +463,7 @@ class _Checker:
         if name == "torch":
             self.fail(node, "rules are not Python run with torch: `torch` is unknown",
                       "write dtypes bare (`float32`) and use the builtins " + ", ".join(FUNCTIONS))
-        returns = [r.name or f"out{i}" for i, r in enumerate(self.schema.returns)]
+        returns = list(self.schema.return_names)
         if name in returns:
             earlier = ", ".join(self.outputs) or "none"
             self.fail(node, f"`{name}` is an output that is not computed before this rule",

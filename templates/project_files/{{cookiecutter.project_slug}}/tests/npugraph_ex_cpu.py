@@ -145,7 +145,7 @@ def _stand_in() -> types.ModuleType:
     """The torch_npu names npugraph_ex touches on CPU (see the module docstring)."""
 
     class Event:
-        def __init__(self, *args, **kwargs):
+        def __init__(self, *_args, **_kwargs):
             raise RuntimeError("torch.npu.Event needs an NPU (opgen's CPU stand-in for torch_npu)")
 
     class Stream:
@@ -154,12 +154,12 @@ def _stand_in() -> types.ModuleType:
         def __init__(self, *args, **kwargs):
             pass
 
-    def set_stream(*args, **kwargs):
+    def set_stream(*_args, **_kwargs):
         raise RuntimeError("torch.npu.set_stream needs an NPU (opgen's CPU stand-in for torch_npu)")
 
     npu = _StandInModule("torch_npu.npu")
     npu.Event, npu.Stream, npu.set_stream = Event, Stream, set_stream
-    npu.current_stream = lambda *args, **kwargs: types.SimpleNamespace(stream_id=None)
+    npu.current_stream = lambda *_args, **_kwargs: types.SimpleNamespace(stream_id=None)
     torch_npu = _StandInModule("torch_npu")
     torch_npu.npu = npu
     return torch_npu

@@ -1,0 +1,40 @@
+"""The test modules every generated project carries verbatim, `tests/graph_checks.py` (the graph-entry checks)
+and `tests/npugraph_ex_cpu.py` (npugraph_ex on CPU), imported by opgen itself from its templates so that
+`opgen check` and opgen's own tests run the very code the generated tests run. Torch-free at import.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+GRAPH_CHECKS = "graph_checks"
+NPUGRAPH_EX_CPU = "npugraph_ex_cpu"
+MODULES = (GRAPH_CHECKS, NPUGRAPH_EX_CPU)
+
+
+def module_path(name: str) -> Path:
+    """The template's copy of `tests/<name>.py`."""
+    from .render.templates import PROJECT_TEMPLATE, templates_dir
+
+    return templates_dir() / PROJECT_TEMPLATE / "{{cookiecutter.project_slug}}" / "tests" / f"{name}.py"
+
+
+def load(name: str) -> ModuleType:
+    """The template's `tests/<name>.py`, imported once per process under its own name (as a generated project's
+    tests import it); graph_checks imports npugraph_ex_cpu by that name, so loading it loads both."""
+    if name == GRAPH_CHECKS:
+        load(NPUGRAPH_EX_CPU)
+    module = sys.modules.get(name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(name, module_path(name))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
+    return module

@@ -1,0 +1,199 @@
+"""The spec's examples as Python source for the generated tests: one call per example (a dict of arguments
+by name, random tensors drawn from a seeded generator `g`), the pair of calls of the two-sizes tier, and the
+`expect:` entries as `Expected(...)` rows."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from ..schema.model import EnumWord
+from ..spec.model import Example, OpSpec, TensorValue
+from .pyformat import LINE_LENGTH, fit, literal, wrap_value
+
+
+def call_lines(op: OpSpec, example: Example, indent: int = 8) -> list[str]:
+    """`{"x": ..., "y": ...},` building one call's arguments (in schema order), one per line when too long."""
+    items = [f"{literal(a.name)}: {value_source(example.values[a.name])}" for a in op.schema.arguments
+             if a.name in example.values]
+    line = "{" + ", ".join(items) + "},"
+    if len(line) + indent <= LINE_LENGTH:
+        return [line]
+    return ["{"] + [part for item in items for part in fit(f"    {item},", indent)] + ["},"]
+
+
+def tuple_call_lines(op: OpSpec, example: Example, random: str = "_random") -> list[str]:
+    """`((positional...), {keyword: ...}),` for one call (op_plugin's tests): positional arguments up to the last
+    one given (defaults in between), keyword-only ones by name; wrapped one per line when too long."""
+    from .signature import python_default
+
+    values = example.values
+    positional = list(op.schema.positional)
+    last_given = max((i for i, a in enumerate(positional) if a.name in values), default=-1)
+    args = [value_source(values[a.name], random) if a.name in values else python_default(a.type, a.default)
+            for a in positional[: last_given + 1]]
+    kwargs = [f"{literal(a.name)}: {value_source(values[a.name], random)}" for a in op.schema.kwarg_only
+              if a.name in values]
+    args_text = "(" + "".join(a + ", " for a in args).rstrip(" ") + ")" if args else "()"
+    line = f"({args_text}, {{{', '.join(kwargs)}}}),"
+    if len(line) + 8 <= LINE_LENGTH:
+        return [line]
+    lines = ["(", "    ("] + [part for arg in args for part in fit(f"        {arg},", 8)]
+    if kwargs:
+        return lines + ["    ),", "    {"] + [part for kwarg in kwargs for part in fit(f"        {kwarg},", 8)] + [
+            "    },", "),"]
+    return lines + ["    ),", "    {},", "),"]
+
+
+def uses_generator(examples) -> bool:
+    """Some example has a random tensor (drawn from the generator)."""
+    return any(_random_tensors(value) for example in examples for value in example.values.values())
+
+
+def _random_tensors(value) -> bool:
+    if isinstance(value, TensorValue):
+        return value.shape is not None
+    return isinstance(value, tuple) and any(_random_tensors(v) for v in value)
+
+
+def value_source(value, random: str = "checks.random_tensor") -> str:
+    """An example value as Python source; `random(shape, dtype, g)` draws a random tensor."""
+    if isinstance(value, TensorValue):
+        if value.shape is not None:
+            return f"{random}({tuple(value.shape)!r}, torch.{value.dtype}, g)"
+        return f"torch.tensor({_nested(value.values)}, dtype=torch.{value.dtype})"
+    if isinstance(value, tuple):
+        return "[" + ", ".join(value_source(v, random) for v in value) + "]"
+    if isinstance(value, EnumWord):
+        return f"torch.{value.word}"
+    if isinstance(value, str):
+        return literal(value)
+    return repr(value)
+
+
+def _nested(values) -> str:
+    if isinstance(values, tuple):
+        return "[" + ", ".join(_nested(v) for v in values) + "]"
+    return repr(values)
+
+
+# --- the two-sizes tier -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TwoSizes:
+    """Two calls that differ only in tensor sizes: two of the spec's examples (`pair`), or example 0 and a copy
+    opgen made with the last size doubled (`lines`, `derived`)."""
+
+    doc: str
+    pair: tuple[int, int] | None = None
+    lines: tuple[str, ...] = ()
+    derived: bool = False
+    uses_generator: bool = False
+
+
+def two_sizes(op: OpSpec) -> TwoSizes | None:
+    """Two examples that differ only in tensor sizes, else example 0 and a copy with its last size D doubled in
+    every tensor whose last size is D (exact values repeated); None when neither exists."""
+    structure = [_structure(example.values) for example in op.examples]
+    for a in range(len(op.examples)):
+        for b in range(a + 1, len(op.examples)):
+            if structure[a] == structure[b] and op.examples[a].values != op.examples[b].values:
+                return TwoSizes(doc=f"ops[{op.index}].examples[{a}] and [{b}]", pair=(a, b))
+    if not op.examples:
+        return None
+    values = op.examples[0].values
+    tensors = [t for value in values.values() for t in _tensor_values(value)]
+    random = [t for t in tensors if t.shape]
+    first = max(random, key=lambda t: len(t.shape)) if random else next((t for t in tensors if _last(t)), None)
+    last = _last(first) if first is not None else None
+    if not last or last < 2:
+        return None
+    doubled = Example({name: _doubled(value, last) for name, value in values.items()})
+    lines = tuple(line for example in (op.examples[0], doubled) for line in call_lines(op, example))
+    return TwoSizes(doc=f"ops[{op.index}].examples[0], and it with last size {last} doubled (by opgen)", lines=lines,
+                    derived=True, uses_generator=any(t.shape is not None for t in tensors))
+
+
+def _structure(values: dict) -> tuple:
+    """What must be equal for two calls to share one dynamic graph: everything but tensor sizes."""
+    def key(value):
+        if isinstance(value, TensorValue):
+            return ("tensor", value.dtype, len(value.shape) if value.shape is not None else _rank(value.values))
+        if isinstance(value, tuple):
+            return tuple(key(v) for v in value)
+        return value
+    return tuple(sorted((name, repr(key(value))) for name, value in values.items()))
+
+
+def _tensor_values(value) -> list:
+    if isinstance(value, TensorValue):
+        return [value]
+    if isinstance(value, tuple):
+        return [t for v in value for t in _tensor_values(v)]
+    return []
+
+
+def _rank(values) -> int:
+    return 1 + _rank(values[0]) if isinstance(values, tuple) and values else int(isinstance(values, tuple))
+
+
+def _last(tensor: TensorValue) -> int | None:
+    if tensor.shape is not None:
+        return tensor.shape[-1] if tensor.shape else None
+    values = tensor.values
+    if not isinstance(values, tuple):
+        return None
+    while values and isinstance(values[0], tuple):
+        values = values[0]
+    return len(values)
+
+
+def _doubled(value, last: int):
+    if isinstance(value, tuple):
+        return tuple(_doubled(v, last) for v in value)
+    if not isinstance(value, TensorValue) or _last(value) != last:
+        return value
+    if value.shape is not None:
+        return replace(value, shape=(*value.shape[:-1], 2 * last))
+
+    def repeat(values):
+        return values + values if not values or not isinstance(values[0], tuple) else tuple(repeat(v) for v in values)
+    return replace(value, values=repeat(value.values))
+
+
+# --- expect: ------------------------------------------------------------------------------------------
+
+
+def expected_lines(op: OpSpec) -> list[str]:
+    """One `checks.Expected(...)` per `expect:` entry of the examples (see graph_checks.Expected), wrapped to the line
+    length (they stand in a module-level tuple, 4 columns in)."""
+    lines = []
+    for number, example in enumerate(op.examples):
+        for item in example.expect:
+            parts = [f"example={number}", f"name={literal(item.name)}"]
+            if item.rows is None:
+                parts.append(f"values={_numbers(item.values)}")
+            else:
+                parts.append("rows={" + ", ".join(f"{row}: {_numbers(values)}" for row, values in item.rows) + "}")
+            parts += [f"{key}={value!r}" for key, value in (("rtol", item.rtol), ("atol", item.atol)) if value is not None]
+            line = "checks.Expected(" + ", ".join(parts) + "),"
+            if len(line) + 4 <= LINE_LENGTH:
+                lines.append(line)
+                continue
+            lines.append("checks.Expected(")
+            for part in parts:
+                key, value = part.split("=", 1)
+                wrapped = wrap_value(value + ",", 8 + len(key) + 1)
+                lines += [f"    {key}={wrapped[0]}"] + [f"    {line}" for line in wrapped[1:]]
+            lines.append("),")
+    return lines
+
+
+def _numbers(values) -> str:
+    """Expected numbers as Python source (nan and inf spelled as float(...))."""
+    if isinstance(values, tuple):
+        return "[" + ", ".join(_numbers(v) for v in values) + "]"
+    if isinstance(values, float) and not math.isfinite(values):
+        return f'float("{values}")'
+    return repr(values)

@@ -1,0 +1,170 @@
+"""The one Python formatter of generated code: string literals, calls, `def` lines and data, wrapped one item per
+line past the line length (ruff's 120 in generated projects). The templates reach it through `PythonFormat`, a
+Jinja extension cookiecutter loads (`_extensions` in each cookiecutter.json), so a template only says what to
+write, never where to break a line.
+
+Text from the spec only reaches generated code through `literal` / `docstring` (inert whatever it holds).
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+from jinja2.ext import Extension
+
+LINE_LENGTH = 120
+RULER_WIDTH = 100  # `# --- name -----` section rulers end at this column
+
+
+def literal(text: str) -> str:
+    """A Python string literal for any text (quotes, backslashes, newlines, braces stay inert)."""
+    return json.dumps(text, ensure_ascii=True)
+
+
+def docstring(text: str, indent: str = "") -> str:
+    """A docstring literal: readable triple quotes when that is safe, an escaped literal otherwise."""
+    text = text.strip()
+    safe = (text and all(ch.isprintable() or ch == "\n" for ch in text) and "\\" not in text
+            and '"""' not in text and not text.endswith('"') and text.isascii())
+    if not safe:
+        return literal(text or "(no description)")
+    lines = text.split("\n")
+    if len(lines) == 1:
+        return f'"""{text}"""'
+    body = "\n".join((indent + line) if line.strip() else "" for line in lines[1:])
+    return f'"""{lines[0]}\n{body}\n{indent}"""'
+
+
+def string_call(prefix: str, text: str, suffix: str, indent: str = "") -> str:
+    """`prefix"text"suffix`, with the literal split over lines (implicit concatenation) when too long.
+    `indent` is where the line starts in the generated file (the result's first line carries none)."""
+    line = prefix + literal(text) + suffix
+    if len(indent + line) <= LINE_LENGTH:
+        return line
+    pieces, current = [], ""
+    separator = ", " if ", " in text else " "
+    for part in text.split(separator):
+        candidate = part if not current else current + separator + part
+        if current and len(literal(candidate)) > LINE_LENGTH - 8 - len(indent):
+            pieces.append(current + separator)
+            current = part
+        else:
+            current = candidate
+    pieces.append(current)
+    return prefix + "\n" + "".join(f"{indent}    {literal(piece)}\n" for piece in pieces) + indent + suffix
+
+
+def string_value(text: str, indent: str, lead: str = "", tail: str = ",") -> str:
+    """A string literal after `lead` on a line starting at `indent`, followed by `tail`; parenthesised and split
+    over lines (indented one level more) when too long."""
+    line = literal(text)
+    if len(f"{indent}{lead}{line}{tail}") <= LINE_LENGTH:
+        return line
+    return string_call(f"{lead}(", text, ")", indent)[len(lead):]
+
+
+def call(head: str, args: list[str], indent: str = "", tail: str = "") -> str:
+    """`head(a, b)tail`, or one argument per line (with a trailing comma) when that line would be too long."""
+    line = f"{head}({', '.join(args)}){tail}"
+    if len(indent + line) <= LINE_LENGTH:
+        return line
+    inner = "".join(f"{indent}    {arg},\n" for arg in args)
+    return f"{head}(\n{inner}{indent}){tail}"
+
+
+def define(name: str, params: list[str], returns: str) -> str:
+    """A `def` line, wrapped one parameter per line when it would be too long."""
+    line = f"def {name}({', '.join(params)}) -> {returns}:"
+    if len(line) <= LINE_LENGTH:
+        return line
+    return f"def {name}(\n" + "".join(f"    {param},\n" for param in params) + f") -> {returns}:"
+
+
+def wrapped_list(prefix: str, items: list[str], opening: str, closing: str) -> str:
+    """`prefix[a, b]` (or `prefix a, b` for an import), one item per line when too long."""
+    inline = ", ".join(items)
+    if len(prefix) + len(inline) + 2 <= LINE_LENGTH:
+        return f"{prefix}{inline}" if opening == "(" else f"{prefix}{opening}{inline}{closing}"
+    return f"{prefix}{opening}\n" + "".join(f"    {item},\n" for item in items) + closing
+
+
+def import_line(module: str, name: str) -> str:
+    line = f"from {module} import {name}"
+    return line if len(line) <= LINE_LENGTH else f"from {module} import (\n    {name},\n)"
+
+
+def tuple_text(items: list[str]) -> str:
+    if not items:
+        return "()"
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+
+def ruler(title: str) -> str:
+    """`# --- title -------` up to RULER_WIDTH columns (at least three dashes after the title)."""
+    head = f"# --- {title} "
+    return head + "-" * max(3, RULER_WIDTH - len(head))
+
+
+def comment_lines(text: str, width: int = LINE_LENGTH - 10) -> list[str]:
+    return textwrap.wrap(text, width, break_on_hyphens=False)
+
+
+def split_top_level(text: str) -> list[str]:
+    """Split `a, b(c, d), [e, f]` at the commas outside brackets."""
+    items, depth, start = [], 0, 0
+    for index, char in enumerate(text):
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+        elif char == "," and depth == 0:
+            items.append(text[start:index].strip())
+            start = index + 1
+    if text[start:].strip():
+        items.append(text[start:].strip())
+    return items
+
+
+def fit(line: str, indent: int) -> list[str]:
+    """`line` (an item ending in ","), with a long list or `torch.tensor([...])` broken one element per line."""
+    if len(line) + indent <= LINE_LENGTH:
+        return [line]
+    stripped = line.strip()
+    lead = line[: len(line) - len(line.lstrip())]
+    head = stripped.split(": ", 1)[0] + ": " if stripped.startswith('"') and '": ' in stripped else ""
+    value = stripped[len(head):]
+    if value.startswith("[") and value.endswith("],"):
+        items = split_top_level(value[1:-2])
+        return [f"{lead}{head}["] + [part for item in items for part in fit(f"{lead}    {item},", indent)] + [f"{lead}],"]
+    if value.startswith("torch.tensor([") and value.endswith("),"):  # exact values: one row per line
+        values, *rest = split_top_level(value[len("torch.tensor("):-2])
+        return ([f"{lead}{head}torch.tensor(", f"{lead}    ["]
+                + [part for item in split_top_level(values[1:-1]) for part in fit(f"{lead}        {item},", indent)]
+                + [f"{lead}    ],"] + [f"{lead}    {item}," for item in rest] + [f"{lead}),"])
+    return [line]
+
+
+def wrap_value(text: str, indent: int) -> list[str]:
+    """`text` (a value ending in ","), its top-level list or dict broken one item per line, recursively."""
+    if len(text) + indent <= LINE_LENGTH or text[0] not in "[{":
+        return [text]
+    closing = text[-2]
+    items = split_top_level(text[1:-2])
+    out = [text[0]]
+    for item in items:
+        if text[0] == "{" and ": " in item and len(item) + indent + 5 > LINE_LENGTH:
+            key, value = item.split(": ", 1)
+            inner = wrap_value(value + ",", indent + 4)
+            out += [f"    {key}: {inner[0]}"] + [f"    {line}" for line in inner[1:]]
+        else:
+            out += [f"    {line}" for line in wrap_value(item + ",", indent + 4)]
+    return out + [closing + ","]
+
+
+class PythonFormat(Extension):
+    """`call`, `define`, `ruler` and `literal` for the templates (cookiecutter.json: `_extensions`)."""
+
+    def __init__(self, environment) -> None:
+        super().__init__(environment)
+        environment.globals.update(call=call, define=define, ruler=ruler, literal=literal)

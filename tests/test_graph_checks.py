@@ -1,0 +1,339 @@
+"""tests/graph_checks.py of every generated project (the one implementation of the graph-entry tiers), tested
+directly, without rendering a project: for each check a planted bug it must catch, with the message naming what
+to fix, and a correct twin it must pass. The ops are small Library ops defined here (namespace `gc_test`)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from opgen.npugraph_ex import loader
+from opgen.project_tests import GRAPH_CHECKS, load, module_path
+
+checks = load(GRAPH_CHECKS)
+NPUGRAPH_EX = loader().unavailable()
+needs_npugraph_ex = pytest.mark.skipif(NPUGRAPH_EX is not None, reason=str(NPUGRAPH_EX))
+lib = torch.library.Library("gc_test", "FRAGMENT")
+STATE = {"calls": 0}
+
+
+def define(schema: str, kernel, fake=None, tags=(torch.Tag.pt2_compliant_tag,)) -> checks.Op:
+    """A Library op with a CPU kernel and (optionally) a fake; the checks' view of it."""
+    name = schema.split("(")[0]
+    lib.define(schema, tags=tags)
+    lib.impl(name, kernel, "CPU")
+    if fake is not None:
+        torch.library.register_fake(f"gc_test::{name}", fake, lib=lib)
+    overload = getattr(torch.ops.gc_test, name.split(".")[0]).default
+    returns = [r.name or f"out{i}" for i, r in enumerate(overload._schema.returns)]
+    return checks.Op(overload, field="ops[0]", schema=f"gc_test::{schema}", cpu_kernel=f"kernels/{name}_cpu.py",
+                     outputs=tuple(returns))
+
+
+def _double_in_place(x, y):
+    x.add_(y)
+
+
+def _sneaky(x, y):
+    x.add_(y)  # a write the schema does not declare
+    return x * 2
+
+
+def _cached_scale(x):
+    STATE["calls"] += 1
+    return x * STATE["calls"]  # another value on every call: compiled and eager disagree
+
+
+def _specialising_fake(x):
+    n = int(x.shape[0])  # a Python int of a size: Dynamo guards on it
+    return x.new_empty(n, x.shape[1])
+
+
+DOUBLE = define("double(Tensor x) -> Tensor", lambda x: x * 2, lambda x: torch.empty_like(x))
+WRONG_VALUE = define("wrong_value(Tensor x) -> Tensor", lambda x: x * 3, lambda x: torch.empty_like(x))
+WRONG_SHAPE = define("wrong_shape(Tensor x) -> Tensor", lambda x: x * 2, lambda x: x.new_empty(x.shape[0]))
+WRONG_DTYPE = define("wrong_dtype(Tensor x) -> Tensor", lambda x: (x * 2).double(), lambda x: torch.empty_like(x))
+CPU_FAKE = define("cpu_fake(Tensor x) -> Tensor", lambda x: x * 2,
+                  lambda x: torch.empty(x.shape, dtype=x.dtype, device="cpu"))
+UPDATE = define("update(Tensor(a!) x, Tensor y) -> ()", _double_in_place, lambda x, y: None)
+NO_WRITE = define("no_write(Tensor(a!) x, Tensor y) -> ()", lambda x, y: None, lambda x, y: None)
+SNEAKY = define("sneaky(Tensor x, Tensor y) -> Tensor", _sneaky, lambda x, y: torch.empty_like(x))
+STATEFUL = define("stateful(Tensor x) -> Tensor", _cached_scale, lambda x: torch.empty_like(x))
+TRANSPOSED = define("transposed(Tensor x) -> Tensor", lambda x: (x * 2).t().contiguous().t(),
+                    lambda x: torch.empty(x.shape, dtype=x.dtype, device=x.device))
+LIKE = define("like(Tensor x) -> Tensor", lambda x: (x * 2).t().contiguous().t(), lambda x: torch.empty_like(x))
+SPECIALISING = define("specialising(Tensor x) -> Tensor", lambda x: x * 2, _specialising_fake)
+ALIASING = define("aliasing(Tensor(a!) x, float v) -> Tensor", lambda x, v: x.fill_(v),
+                  lambda x, v: torch.empty_like(x))
+def _nonzero_fake(x):
+    n = torch.library.get_ctx().new_dynamic_size()
+    torch._check(n <= x.numel())
+    return x.new_empty(n, dtype=torch.int64)
+
+
+NONZERO = define("nonzero(Tensor x) -> Tensor", lambda x: x.flatten().nonzero().flatten(), _nonzero_fake)
+FILL_ALL = define("fill_all(Tensor(a!)[] xs, float v) -> ()", lambda xs, v: [x.fill_(v) for x in xs] and None,
+                  lambda xs, v: None)
+
+
+def x_call(seed: int = 0, shape=(4, 8)) -> dict:
+    return {"x": checks.random_tensor(shape, torch.float32, torch.Generator().manual_seed(seed))}
+
+
+def xy_call(seed: int = 0) -> dict:
+    g = torch.Generator().manual_seed(seed)
+    return {"x": checks.random_tensor((4, 8), torch.float32, g), "y": checks.random_tensor((4, 8), torch.float32, g)}
+
+
+def same_shape(*, x, **_) -> list:
+    return [(x.shape, x.dtype)]
+
+
+# --- registration ----------------------------------------------------------------------------------
+
+
+def test_registration_passes_a_correct_op_and_names_what_differs():
+    checks.assert_registered(DOUBLE, ("CPU", "Meta"), tags=(torch.Tag.pt2_compliant_tag,))
+    with pytest.raises(AssertionError, match="ops.py registers no NPU kernel"):
+        checks.assert_registered(DOUBLE, ("CPU", "PrivateUse1"), tags=(torch.Tag.pt2_compliant_tag,))
+    with pytest.raises(AssertionError, match="the tags of the registration in ops.py"):
+        checks.assert_registered(DOUBLE, ("CPU",), tags=())
+    drifted = checks.Op(DOUBLE.overload, field="ops[0]", schema="gc_test::double(Tensor x, int n=1) -> Tensor")
+    with pytest.raises(AssertionError, match=r"but ops\[0\].schema in opgen.yaml is gc_test::double\(Tensor x, int n=1\)"):
+        checks.assert_registered(drifted, ("CPU",), tags=(torch.Tag.pt2_compliant_tag,))
+    with pytest.raises(AssertionError, match="does not mark it side-effecting"):
+        checks.assert_registered(DOUBLE, ("CPU",), tags=(torch.Tag.pt2_compliant_tag,), side_effect=True)
+
+
+def test_alias_set_letters_do_not_matter_to_the_schema_check():
+    renamed = checks.Op(UPDATE.overload, field="ops[0]", schema="gc_test::update(Tensor(b!) x, Tensor y) -> ()")
+    checks.assert_registered(renamed, ("CPU",), tags=(torch.Tag.pt2_compliant_tag,))
+
+
+def test_a_kernel_whose_signature_drifted_is_named():
+    def update_cpu(x, y):
+        pass
+
+    def update_cpu_drifted(x, other):
+        pass
+
+    checks.assert_signature(update_cpu, UPDATE)
+    with pytest.raises(AssertionError, match=r"test_graph_checks.py: def update_cpu_drifted\(x, other\) no longer "
+                                             r"matches ops\[0\].schema in opgen.yaml, which takes \(x, y\)"):
+        checks.assert_signature(update_cpu_drifted, UPDATE)
+
+
+# --- fake tensors ----------------------------------------------------------------------------------
+
+
+def test_fake_tracing_passes_a_correct_op_and_catches_wrong_metadata_and_device():
+    checks.assert_enters_graph(DOUBLE, x_call(), same_shape)
+    checks.assert_enters_graph(UPDATE, xy_call())  # mutable: functionalized
+    with pytest.raises(AssertionError, match=r"opgen.yaml: ops\[0\].outputs.out0.shape: the fake gives \(4,\)"):
+        checks.assert_enters_graph(WRONG_SHAPE, x_call(), same_shape)
+    with pytest.raises(AssertionError, match=r"ops\[0\].outputs.out0: the fake function of .* puts it on cpu"):
+        checks.assert_enters_graph(CPU_FAKE, x_call(), same_shape)
+
+
+def test_the_kernel_is_held_to_the_semantics():
+    checks.assert_follows_semantics(DOUBLE, [x_call()], same_shape)
+    with pytest.raises(AssertionError, match=r"ops\[0\].outputs.out0.dtype gives torch.float32 on example 0, the CPU "
+                                             r"kernel \(kernels/wrong_dtype_cpu.py\) returns torch.float64"):
+        checks.assert_follows_semantics(WRONG_DTYPE, [x_call()], same_shape)
+
+
+# --- the CPU kernel --------------------------------------------------------------------------------
+
+
+def test_expected_values_are_independent_of_the_kernel():
+    call = {"x": torch.tensor([[1.0, 2.0], [3.0, 4.0]])}
+    expected = (checks.Expected(example=0, name="out0", values=[[2.0, 4.0], [6.0, 8.0]]),)
+    checks.assert_expected(DOUBLE, [call], expected)
+    with pytest.raises(checks.CheckFailed, match=r"expect.out0: 4 of 4 values differ .* first at index \[0, 0\]: "
+                                                 r"got 3, expected 2") as caught:
+        checks.assert_expected(WRONG_VALUE, [call], expected)
+    assert caught.value.kind == "wrong-values"
+    rows = (checks.Expected(example=0, name="x", rows={1: [3.5, 5.0], 5: [0.0, 0.0]}),)
+    with pytest.raises(checks.CheckFailed, match=r"expect.x.rows.5: no such row"):
+        checks.assert_expected(UPDATE, [{"x": call["x"], "y": torch.full((2, 2), 0.5)}], rows)
+
+
+def test_writes_must_be_exactly_the_declared_ones():
+    checks.assert_writes(UPDATE, [xy_call()])
+    with pytest.raises(checks.CheckFailed, match=r"changed argument 'x' in ops\[0\].examples\[0\], but ops\[0\].schema "
+                                                 r"in opgen.yaml does not mark it written: declare it `Tensor\(a!\) x`"):
+        checks.assert_writes(SNEAKY, [xy_call()])
+    with pytest.raises(checks.CheckFailed, match=r"marks 'x' \(schema argument 0\) written \(Tensor\(a!\)\), but "
+                                                 r"kernels/no_write_cpu.py changed it on no example"):
+        checks.assert_writes(NO_WRITE, [xy_call()])
+
+
+def test_opcheck_catches_a_wrong_fake_and_names_the_files():
+    checks.opcheck(DOUBLE, [x_call()])
+    with pytest.raises(AssertionError, match=r"check the CPU kernel kernels/wrong_shape_cpu.py against the fake"):
+        checks.opcheck(WRONG_SHAPE, [x_call()])
+
+
+def test_compiled_must_equal_eager():
+    checks.assert_compiled_matches_eager(DOUBLE, [x_call(), x_call(1)])
+    checks.assert_compiled_matches_eager(UPDATE, [xy_call()])
+    with pytest.raises(AssertionError, match="Tensor-likes are not close"):
+        checks.assert_compiled_matches_eager(STATEFUL, [x_call()])
+
+
+def test_strides_of_the_fake_must_be_the_kernels_on_non_contiguous_inputs():
+    checks.assert_non_contiguous_inputs(LIKE, x_call())  # empty_like keeps the input's layout, as the kernel does
+    with pytest.raises(AssertionError, match="check the CPU kernel kernels/transposed_cpu.py against the fake"):
+        checks.assert_non_contiguous_inputs(TRANSPOSED, x_call())
+
+
+def test_one_graph_for_two_sizes_unless_the_fake_specialises():
+    checks.assert_compiles_once(DOUBLE, [x_call(0, (4, 8)), x_call(1, (6, 8))], derived=False)
+    with pytest.raises(AssertionError, match=r"compiled again for the second of the sizes .* the fake function "
+                                             r"specialises on a size"):
+        checks.assert_compiles_once(SPECIALISING, [x_call(0, (4, 8)), x_call(1, (6, 8))], derived=False)
+
+
+def test_a_derived_second_size_the_kernel_refuses_is_a_skip_naming_what_to_add():
+    mismatched = [xy_call(), {"x": torch.ones(4, 8), "y": torch.ones(4, 16)}]
+    with pytest.raises(pytest.skip.Exception, match=r"add an example of another size to ops\[0\].examples"):
+        checks.assert_compiles_once(UPDATE, mismatched, derived=True)
+
+
+# --- capture & replay: the logic on CPU (aot_eager standing in for the device's graphs) -------------
+
+
+def test_capture_replay_compares_with_the_cpu_kernel_and_reuses_written_buffers():
+    checks.assert_capture_replay(UPDATE, xy_call, "cpu", backend="aot_eager")
+    checks.assert_capture_replay(DOUBLE, x_call, "cpu", backend="aot_eager")
+    with pytest.raises(AssertionError, match="cpu call 0: output 0 differs from the CPU reference kernel's"):
+        checks.assert_capture_replay(STATEFUL, x_call, "cpu", backend="aot_eager")
+
+
+# --- npugraph_ex's compiler on CPU -----------------------------------------------------------------
+
+
+@needs_npugraph_ex
+def test_npugraph_ex_tier_passes_correct_ops_in_place():
+    checks.assert_npugraph_ex_compiles_on_cpu(UPDATE, xy_call)
+    checks.assert_npugraph_ex_compiles_on_cpu(DOUBLE, x_call)
+
+    def two_buffers(seed):
+        g = torch.Generator().manual_seed(seed)
+        return {"xs": [checks.random_tensor((2, 3), torch.float32, g), checks.random_tensor((4,), torch.float32, g)],
+                "v": 1.5}
+
+    checks.assert_npugraph_ex_compiles_on_cpu(FILL_ALL, two_buffers)  # each tensor of a Tensor(a!)[] in place
+
+
+@needs_npugraph_ex
+def test_npugraph_ex_tier_names_an_undeclared_write_an_aliasing_output_and_a_wrong_fake():
+    with pytest.raises(checks.CheckFailed, match="written into npugraph_ex's private input copy") as caught:
+        checks.assert_npugraph_ex_compiles_on_cpu(SNEAKY, xy_call)
+    assert caught.value.kind == "npugraph_ex-private-input-copy"
+    aliasing = (r"output 0 is the memory of input tensor 0: the kernel returns \(a view of\) an argument|"
+                r"must not also be an input to this custom operator")
+    with pytest.raises(AssertionError, match=aliasing):
+        checks.assert_npugraph_ex_compiles_on_cpu(ALIASING, lambda seed: {**x_call(seed), "v": 2.0})
+    with pytest.raises(checks.CheckFailed, match=r"output 0: the fake function says \(4,\) torch.float32, the kernel "
+                                                 r"returned \(4, 8\)"):
+        checks.assert_npugraph_ex_compiles_on_cpu(WRONG_SHAPE, x_call)
+
+
+def _mutate_a_copy(gm, example_inputs=None, config=None):
+    """A planted FX pass (a user pass npugraph_ex runs before its own): the functionalized op gets a clone of the
+    caller's buffer, so re-inplacing ends with clone + op + copy_ back, correct but a copy per replay."""
+    from torch._higher_order_ops.auto_functionalize import auto_functionalized_v2
+
+    for node in list(gm.graph.nodes):
+        if node.target is auto_functionalized_v2:
+            base = node.kwargs["_all_bases"][0]
+            with gm.graph.inserting_before(node):
+                clone = gm.graph.call_function(torch.ops.aten.clone.default, (base,))
+            with base.meta["val"].fake_mode:
+                clone.meta["val"] = base.meta["val"].clone()
+            node.update_kwarg("_all_bases", [clone, *node.kwargs["_all_bases"][1:]])
+    gm.recompile()
+
+
+@needs_npugraph_ex
+def test_npugraph_ex_tier_names_a_copy_of_a_mutated_buffer_and_accepts_a_correct_copy():
+    with pytest.raises(checks.CheckFailed, match="npugraph_ex left copies of buffers the op mutates") as caught:
+        checks.assert_npugraph_ex_compiles_on_cpu(UPDATE, xy_call, options={"post_grad_custom_post_pass": _mutate_a_copy})
+    assert "target=torch.ops.aten.copy_.default](args = (%arg0_1, %clone_default)" in str(caught.value)
+
+    def private_copy_then_reuse(x, y):
+        """Mutates a copy of `x` and uses `x` again: the copy is correct and must stay."""
+        private = x.clone()
+        torch.ops.gc_test.update.default(private, y)
+        return torch.cat([private, x])
+
+    checks.assert_npugraph_ex_compiles_on_cpu(UPDATE, xy_call, fn=private_copy_then_reuse)
+
+
+@needs_npugraph_ex
+def test_what_the_skip_of_a_dynamic_ops_npugraph_ex_tier_says_is_true():
+    """Generated projects skip this tier for a `dynamic` op, naming npugraph_ex's converter failure: it is real."""
+    dynamic = checks.Op(NONZERO.overload, field="ops[0]", dynamic=True)
+    with pytest.raises(torch._dynamo.exc.BackendCompilerFailed,
+                       match="'>=' not supported between instances of 'ValuePack' and 'int'"):
+        checks.assert_npugraph_ex_compiles_on_cpu(dynamic, lambda seed: {"x": torch.tensor([0.0, 1.0, 0.0, 2.0])})
+
+
+# --- the module itself -----------------------------------------------------------------------------
+
+
+def test_the_module_is_ruff_clean_and_imports_only_the_standard_library_torch_and_pytest():
+    import ast
+    import shutil
+
+    ruff = shutil.which("ruff") or pytest.fail("ruff is not installed (it is part of the test extra)")
+    path = module_path(GRAPH_CHECKS)
+    done = subprocess.run([ruff, "check", "--no-cache", "--isolated", "--line-length", "120", "--select",
+                           "E,F,W,ARG,B", str(path)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout
+    imported = {alias.name.split(".")[0] for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module.split(".")[0] for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                 if isinstance(node, ast.ImportFrom) and node.module}
+    assert imported - set(sys.stdlib_module_names) <= {"torch", "pytest", "torch_npu", "npugraph_ex_cpu"}
+
+
+@pytest.mark.slow  # generates a project, runs one of its tests and `opgen check` on it
+def test_generated_tests_and_opgen_check_run_this_very_module(tmp_path):
+    """A bug planted in the template's graph_checks.py (in a copy of opgen) fails both a generated project's tier
+    and the same rung of `opgen check`: there is one implementation of each tier."""
+    import os
+    import shutil
+
+    from new_helpers import REPO, pythonpath
+
+    copy = tmp_path / "opgen_copy"
+    shutil.copytree(REPO / "opgen", copy / "opgen", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "templates", copy / "templates", symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+    planted = copy / "templates" / "project_files" / "{{cookiecutter.project_slug}}" / "tests" / "graph_checks.py"
+    text = planted.read_text(encoding="utf-8")
+    exact = "        torch.testing.assert_close(actual, expected)\n        torch.testing.assert_close(tensors(call)"
+    assert text.count(exact) == 1
+    planted.write_text(text.replace(exact, "        torch.testing.assert_close(actual, tensor_map(lambda t: t + 1, "
+                                          "expected))  # planted\n        torch.testing.assert_close(tensors(call)"),
+                       encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(copy)}  # and cwd outside the checkout: `python -m` puts cwd first
+    project = tmp_path / "project"
+    done = subprocess.run([sys.executable, "-m", "opgen", "new", str(REPO / "examples" / "rms_norm.yaml"), "-o",
+                           str(project)], env=env, cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "# planted" in (project / "tests" / "graph_checks.py").read_text(encoding="utf-8")
+    tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k",
+                            "compiled_matches_eager", str(project)], env={**env, "PYTHONPATH": pythonpath([project])},
+                           capture_output=True, text=True, check=False)
+    assert tests.returncode == 1 and "1 failed" in tests.stdout, tests.stdout[-2000:]
+    checked = subprocess.run([sys.executable, "-m", "opgen", "check", str(project), "--skip", "static", "--skip",
+                              "npugraph_ex", "--json"], env=env, cwd=tmp_path, capture_output=True, text=True,
+                             check=False)
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    rungs = {r["name"]: r["status"] for r in __import__("json").loads(checked.stdout.splitlines()[0])["rungs"]}
+    assert rungs["opcheck"] == "pass" and rungs["aot_eager"] == "fail", rungs
