@@ -596,7 +596,8 @@ class _Collector:
                 self._function_arg(call.args[0], call.lineno) if call.args else None)
             self.record.registrations.append(Registration("fake", definition.namespace, definition.name,
                                                           definition.overload, "fake", self.where(call),
-                                                          "CustomOpDef.register_fake", function, True))
+                                                          "CustomOpDef.register_fake", function, True,
+                                                          origin=definition))
         elif method == "register_autograd":
             self.record.autograd_ops.add((definition.namespace, definition.name, definition.overload or ""))
         elif method == "register_kernel":
@@ -606,7 +607,8 @@ class _Collector:
             for key in _device_keys(types):
                 self.record.registrations.append(Registration("kernel", definition.namespace, definition.name,
                                                               definition.overload, key, self.where(call),
-                                                              "CustomOpDef.register_kernel", function, True))
+                                                              "CustomOpDef.register_kernel", function, True,
+                                                              origin=definition))
 
     def _register_autograd(self, op_node) -> None:
         ref = self.op_ref(op_node, None) if op_node is not None else None
@@ -721,7 +723,7 @@ class _Collector:
         if function is not None:
             for key in definition.device_types or ("CompositeExplicitAutograd",):
                 self.record.registrations.append(Registration("kernel", namespace, name, "", key, self.where(call),
-                                                              "custom_op", function, True))
+                                                              "custom_op", function, True, origin=definition))
         return definition
 
     def _direct_register(self, call: ast.Call) -> None:
@@ -747,12 +749,13 @@ class _Collector:
         self.record.definitions.append(definition)
         if function is not None and isinstance(key, str):
             self.record.registrations.append(Registration("kernel", namespace, name, "", key, self.where(call),
-                                                          "direct_register_custom_op", function))
+                                                          "direct_register_custom_op", function, origin=definition))
         fake_node = args.get("fake_impl")
         if fake_node is not None and not (isinstance(fake_node, ast.Constant) and fake_node.value is None):
             self.record.registrations.append(Registration("fake", namespace, name, "", "fake", self.where(call),
                                                           "direct_register_custom_op",
-                                                          self._function_arg(fake_node, call.lineno)))
+                                                          self._function_arg(fake_node, call.lineno),
+                                                          origin=definition))
 
     # -- functions ------------------------------------------------------------------------------
     def _applied(self, call: ast.Call) -> Function | None:

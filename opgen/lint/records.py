@@ -135,6 +135,10 @@ class Registration:
     api: str  # which API registered it, for messages
     function: Function | None = None
     custom_op_target: bool = False  # registered through a CustomOpDef method (`@op.register_fake`)
+    # The definition this registration belongs to by construction (the kernel a custom_op call defines,
+    # `@op.register_fake` on a CustomOpDef name, direct_register_custom_op's kernel and fake): matched to
+    # that definition itself, not by name, so an op defined twice keeps each definition's own functions.
+    origin: Definition | None = None
 
 
 @dataclass(slots=True)

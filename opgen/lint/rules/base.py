@@ -79,11 +79,12 @@ def lint_rule(code, name, severity, summary, explanation, *, valid=(), invalid=(
 
 class LintOp:
     """What is known about one op across files: its definition, parsed schema, kernels and fakes; `name`
-    as messages show it; `side_effect_marked`, `autograd`: marked has_side_effect / given a formula."""
+    as messages show it; `side_effect_marked`, `autograd`: marked has_side_effect / given a formula; `seen`:
+    whether a linted file defines it."""
 
-    __slots__ = ("autograd", "definition", "fakes", "kernels", "key", "name", "schema", "side_effect_marked")
+    __slots__ = ("autograd", "definition", "fakes", "kernels", "key", "name", "schema", "seen", "side_effect_marked")
 
-    def __init__(self, definition: Definition, schema: Schema | None, key: tuple) -> None:
+    def __init__(self, definition: Definition, schema: Schema | None, key: tuple, *, seen: bool = True) -> None:
         self.definition = definition
         self.schema = schema
         self.key = key
@@ -93,20 +94,30 @@ class LintOp:
         self.name = name + ("." + definition.overload if definition.overload else "")
         self.side_effect_marked = False
         self.autograd = False
+        self.seen = seen  # False: no linted file defines the op (C++ or unreadable); `definition` is a stand-in
 
 
 @dataclass
 class Project:
     """Every linted file's records, matched: `definitions` in order (a redefinition too), `ops` the first
-    definition of each op by key, `by_name` (namespace, name) -> its overloads, `dangling` the registrations
-    no op matched, `unresolved_fakes` namespaces with a fake registered under a name we could not read."""
+    definition of each op by key, `by_key` every definition of each key, `by_name` (namespace, name) -> its
+    overloads, `unseen` the ops registrations name whose definition no linted file shows (defined in C++,
+    or by a define opgen cannot read), `dangling` the registrations no definition matched (each is also on
+    an unseen op), `unresolved_fakes` namespaces with a fake registered under a name we could not read."""
 
     records: list[FileRecord]
     definitions: list[LintOp] = field(default_factory=list)
     ops: dict[tuple, LintOp] = field(default_factory=dict)
+    by_key: dict[tuple, list[LintOp]] = field(default_factory=dict)
     by_name: dict[tuple, list[LintOp]] = field(default_factory=dict)
+    unseen: dict[tuple, LintOp] = field(default_factory=dict)
     dangling: list[Registration] = field(default_factory=list)
     unresolved_fakes: set = field(default_factory=set)
+
+    def checked_ops(self) -> list[LintOp]:
+        """What the per-op rules run over: every definition (an op defined twice, under `if`/`else` or in two
+        files, is checked at each), then the ops whose definition is unseen."""
+        return [*self.definitions, *self.unseen.values()]
 
 
 def diag(rule_: Rule, message: str, where: Where, *, fix=None, severity: str | None = None) -> Diagnostic:

@@ -208,9 +208,13 @@ def _fake_returns_input(op: LintOp, project: Project):
     tagged = op.definition.tags is None or bool(set(op.definition.tags) & {"inplace", "out"})
     if aliased or tagged:
         return
-    kernel_too = any(k.returned_params for k in _kernel_functions(op))
+    kernels = _kernel_functions(op)
+    kernel_too = any(k.returned_params for k in kernels)
     for _registration, function, kind in _fakes(op):
         for finding in unique(function.returned_params):
+            if not op.seen and (not kernels or any(finding.param in {f.param for f in k.returned_params}
+                                                   for k in kernels)):
+                continue  # the schema is unseen: only a kernel returning a new tensor says no alias is declared
             if kernel_too:  # the op's contract is broken, not only the fake
                 message = (f"the {kind} of {op.name} returns its input {finding.param!r}, and so does its kernel, "
                            "but the schema declares no alias: compiled graphs and opcheck assume a new tensor; return "
