@@ -11,7 +11,7 @@ import textwrap
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from ...contract import Diagnostic, Rule, rule
+from ...contract import Diagnostic, Rule, rule, tag_contract_problems
 from ...schema.model import Schema
 from ..records import Definition, FileRecord, Registration, Where
 
@@ -136,3 +136,15 @@ def unique(findings):
         if (finding.line, finding.what) not in seen:
             seen.add((finding.line, finding.what))
             yield finding
+
+
+def write_convention(schema: Schema) -> str | None:
+    """"out" or "inplace" when the schema is ATen's out / in-place convention (`foo.out(..., *, Tensor(a!) out)
+    -> Tensor(a!)`, `foo_(Tensor(a!) self, ...) -> Tensor(a!)`): it returns the tensors it writes, exactly as
+    torch.Tag.out / torch.Tag.inplace require, so adding that tag is all it takes to be compile-safe."""
+    if not any(r.alias is not None and r.alias.is_write for r in schema.returns):
+        return None
+    for tag in ("out", "inplace"):
+        if not tag_contract_problems(schema, tag):
+            return tag
+    return None

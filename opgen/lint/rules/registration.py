@@ -6,10 +6,10 @@ from __future__ import annotations
 import difflib
 from collections import defaultdict
 
-from ...contract import ERROR, WARNING
+from ...contract import ALIASED_RETURN, ERROR, WARNING
 from ..fix import Edit
 from ..records import UNKNOWN, Literal, Where
-from .base import Invalid, LintOp, Project, code_example, diag, lib_example, lint_rule, loc
+from .base import Invalid, LintOp, Project, code_example, diag, lib_example, lint_rule, loc, write_convention
 
 # Dispatch keys a Python registration may name, and the misspellings that are certainly meant as one.
 DISPATCH_KEYS = (
@@ -505,4 +505,40 @@ Ops are matched by namespace, name and overload; ops without a readable namespac
         lib.define("scale(Tensor x) -> Tensor")
     """), 6)],
     check=_duplicate_op, scope="project",
+)
+
+
+def _untagged_write_convention(op: LintOp, project: Project):
+    definition, schema = op.definition, op.schema
+    if schema is None or definition.style != "library" or definition.tags != ():
+        return
+    tag = write_convention(schema)
+    if tag is not None:
+        yield diag(UNTAGGED_WRITE_CONVENTION, f"{op.name} follows ATen's {tag} convention (it returns the tensor it "
+                   f"writes) without torch.Tag.{tag}: torch.export keeps it, but torch.compile of a caller fails "
+                   f"(\"Found a custom (non-ATen) operator whose output has alias annotations\"); to make it "
+                   f"compile-safe, define it with tags=(torch.Tag.{tag},) (torch >= 2.13)", definition.where)
+
+
+UNTAGGED_WRITE_CONVENTION = lint_rule(
+    "OPG211", "untagged-write-convention", WARNING,
+    "an `.out` / in-place overload in ATen's convention without `torch.Tag.out`/`inplace` (opt-in)",
+    """
+`foo.out(..., *, Tensor(a!) out) -> Tensor(a!)` (and `foo_(Tensor(a!) self, ...) -> Tensor(a!)`) is ATen's
+out / in-place convention: torch accepts the schema, `torch.export` keeps the op, and runtimes insert such
+overloads after export (ExecuTorch's out variants), so they are never traced by torch.compile. Only
+torch.compile (or `run_decompositions`) of a caller fails: "Found a custom (non-ATen) operator whose output
+has alias annotations". That is a limit, not a bug, so the rule is opt-in (`--select OPG211`); and such a
+schema is not reported as OPG102 (aliased-return), exactly as in op_plugin / native_functions YAML. To make
+the op compile-safe, tag it: `lib.define(schema, tags=(torch.Tag.out,))` (torch >= 2.13 has the tags; torch
+then also generates its fake). A return that aliases without following the convention is still OPG102.
+""",
+    valid=[lib_example("""
+        lib.define("scale.out(Tensor x, float s, *, Tensor(a!) out) -> Tensor(a!)", tags=(torch.Tag.out,))
+    """)],
+    invalid=[Invalid(lib_example("""
+        lib.define("scale.out(Tensor x, float s, *, Tensor(a!) out) -> Tensor(a!)")
+    """), 5)],
+    opt_in=True,
+    check=_untagged_write_convention, scope="op", supersedes=(ALIASED_RETURN,),
 )
