@@ -14,6 +14,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from .dispatch_keys import key_of_device_type
 from .records import (
     UNKNOWN,
     Definition,
@@ -27,6 +28,7 @@ from .records import (
     Registration,
     Unreadable,
     Where,
+    is_entry_point,
 )
 
 # Files that contain none of these cannot hold a registration (checked on bytes, before decoding;
@@ -194,6 +196,9 @@ class _Collector:
                         counts[target.id] = counts.get(target.id, 0) + 1
             elif kind is ast.Import or kind is ast.ImportFrom:
                 imports.append(statement)
+            elif kind is ast.If and _is_main_guard(statement.test):
+                self.record.entry_point = True
+        self.record.entry_point = is_entry_point(self.path, self.record.entry_point)
         return counts, imports
 
     def _interesting_lines(self) -> list[int]:
@@ -1022,6 +1027,15 @@ class _FunctionReader:
             function.todo = self._finding("raises " + (name or "an error"), node)
 
 
+def _is_main_guard(test: ast.AST) -> bool:
+    """`__name__ == "__main__"` (either way round)."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = [test.left, test.comparators[0]]
+    return any(isinstance(n, ast.Name) and n.id == "__name__" for n in sides) and any(
+        isinstance(n, ast.Constant) and n.value == "__main__" for n in sides)
+
+
 def _child_statements(statement: ast.AST) -> list[list[ast.stmt]]:
     """The statement blocks inside a compound statement (bodies, else, finally, handlers, cases)."""
     blocks = []
@@ -1197,23 +1211,12 @@ def _dotted(node: ast.AST) -> str | None:
 
 
 def _device_keys(types) -> tuple[str, ...]:
-    """Dispatch keys for `types`/`device_types` ("cpu" -> CPU, "default" -> CompositeExplicitAutograd)."""
+    """Dispatch keys for `types`/`device_types` ("cpu" -> CPU, "default" -> CompositeExplicitAutograd, a
+    renamed PrivateUse1 backend's "npu" or "tpu" -> PrivateUse1)."""
     if types is None:
         return ("CompositeExplicitAutograd",)
     if isinstance(types, str):
         types = (types,)
     if not isinstance(types, tuple):
         return (UNKNOWN,)
-    keys = []
-    for typ in types:
-        if not isinstance(typ, str):
-            keys.append(UNKNOWN)
-        elif typ == "default":
-            keys.append("CompositeExplicitAutograd")
-        elif typ in ("npu", "privateuseone"):
-            keys.append("PrivateUse1")
-        elif typ.islower():
-            keys.append(typ.upper())
-        else:
-            keys.append(typ)
-    return tuple(keys)
+    return tuple(key_of_device_type(typ) if isinstance(typ, str) else UNKNOWN for typ in types)

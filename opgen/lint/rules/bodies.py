@@ -7,12 +7,12 @@ import textwrap
 
 from ...contract import ERROR, SIDE_EFFECT_ONLY, WARNING
 from ...schema.model import Schema, is_tensor_like
+from ..dispatch_keys import device_of_key
 from ..fix import Edit
 from ..records import Function, Registration, Where
 from .base import Invalid, LintOp, Project, code_example, diag, lib_example, lint_rule, unique
 
 CAPTURE_KEYS = frozenset({"PrivateUse1", "CUDA"})
-DEVICE_OF_KEY = {"CPU": "cpu", "CUDA": "cuda", "PrivateUse1": "npu", "XPU": "xpu", "MPS": "mps", "HIP": "cuda"}
 
 
 def _kernel_functions(op: LintOp) -> list[Function]:
@@ -25,11 +25,8 @@ def _kernel_functions(op: LintOp) -> list[Function]:
 
 def _op_devices(op: LintOp) -> set[str]:
     """Device types the op has kernels for ('cpu', 'cuda', 'npu', ...), as far as the linted files show."""
-    devices = {DEVICE_OF_KEY[r.key] for r in op.kernels if r.key in DEVICE_OF_KEY}
-    for key in op.definition.device_types or ():  # custom_op device_types, as dispatch keys
-        if key in DEVICE_OF_KEY:
-            devices.add(DEVICE_OF_KEY[key])
-    return devices
+    keys = [r.key for r in op.kernels] + list(op.definition.device_types or ())  # custom_op device_types, as keys
+    return {device for key in keys if isinstance(key, str) and (device := device_of_key(key)) is not None}
 
 
 def _fakes(op: LintOp):

@@ -7,31 +7,16 @@ import difflib
 from collections import defaultdict
 
 from ...contract import ALIASED_RETURN, ERROR, WARNING
+from ..dispatch_keys import FAKE_CAPABLE_KEYS, MARKERS, TORCH_KEYS, is_backend_key
 from ..fix import Edit
-from ..records import UNKNOWN, Literal, Where
+from ..records import UNKNOWN, Literal, Where, one_process
 from .base import Invalid, LintOp, Project, code_example, diag, lib_example, lint_rule, loc, write_convention
 
-# Dispatch keys a Python registration may name, and the misspellings that are certainly meant as one.
-DISPATCH_KEYS = (
-    "CPU", "CUDA", "HIP", "XLA", "MPS", "IPU", "XPU", "HPU", "VE", "Lazy", "MTIA", "PrivateUse1", "PrivateUse2",
-    "PrivateUse3", "Meta", "BackendSelect", "Python", "Functionalize", "ADInplaceOrView", "Autograd",
-    "AutogradCPU", "AutogradCUDA", "AutogradXLA", "AutogradMPS", "AutogradXPU", "AutogradPrivateUse1",
-    "AutogradNestedTensor", "AutogradOther", "CompositeImplicitAutograd", "CompositeExplicitAutograd",
-    "CompositeExplicitAutogradNonFunctional", "CompositeImplicitAutogradNestedTensor", "FuncTorchBatched",
-    "Batched", "SparseCPU", "SparseCUDA", "NestedTensorCPU", "NestedTensorCUDA", "QuantizedCPU", "QuantizedCUDA",
-    "AutocastCPU", "AutocastCUDA", "AutocastXPU", "AutocastPrivateUse1", "Conjugate", "Negative", "ZeroTensor",
-    "SparseCsrCPU", "SparseCsrCUDA", "NestedTensor", "Dense", "Sparse", "Tracer", "FuncTorchDynamicLayerBackMode",
-    "FuncTorchDynamicLayerFrontMode", "PythonTLSSnapshot", "PythonDispatcher", "PreDispatch", "AutocastMPS",
-    "Undefined", "CatchAll", "Default",
-)
+# Dispatch keys a Python registration may name (torch's own list), and the misspellings that are certainly
+# meant as one.
+DISPATCH_KEYS = tuple(sorted(TORCH_KEYS - frozenset(MARKERS))) + ("CatchAll", "Default")
 _KEYS_BY_FOLD = {key.lower(): key for key in DISPATCH_KEYS}
 KEY_FIXES = {"npu": "PrivateUse1", "privateuseone": "PrivateUse1", "autogradnpu": "AutogradPrivateUse1"}
-# Kernels that also run on fake tensors, so the op needs no separate fake.
-FAKE_CAPABLE_KEYS = frozenset({"CompositeExplicitAutograd", "CompositeImplicitAutograd", "Meta", "fake"})
-# Keys of real device kernels; an op implemented only at other keys (BackendSelect, Python, Autograd)
-# handles fake tensors by other means, so the no-fake rule stays quiet for it.
-BACKEND_KEYS = frozenset({"CPU", "CUDA", "HIP", "XLA", "MPS", "IPU", "XPU", "HPU", "MTIA", "PrivateUse1", "VE",
-                          "Lazy", "MAIA"})
 
 
 def suggest_key(value: str) -> str | None:
@@ -237,16 +222,23 @@ accepted (`Library(ns, "IMPL", key)`, `lib.impl(..., key)`, `impl(lib, name, key
 )
 
 
+def _entry_points(project: Project) -> set[str]:
+    return {record.path for record in project.records if record.entry_point}
+
+
 def _duplicate_def(project: Project):
-    first_def: dict[str, Where] = {}
+    entry_points = _entry_points(project)
+    first_def: dict[str, list[Where]] = {}
     for record in project.records:
         for library in record.libraries:
             if library.kind != "DEF" or library.scoped or not library.module_level:
                 continue
-            previous = first_def.get(library.namespace)
-            if previous is None:
-                first_def[library.namespace] = library.where
+            earlier = first_def.setdefault(library.namespace, [])
+            met = [w for w in earlier if one_process(w.path, library.where.path, entry_points)]
+            earlier.append(library.where)
+            if not met:
                 continue
+            previous = met[0]
             yield diag(DUPLICATE_DEF, f"Library({library.namespace!r}, \"DEF\") again (first at "
                        f"{loc(previous)}); torch allows one DEF per namespace, use \"FRAGMENT\" here", library.where)
 
@@ -400,7 +392,7 @@ def _no_fake(op: LintOp, project: Project):
             return
     elif op.fakes or any(k.key in FAKE_CAPABLE_KEYS or k.key is UNKNOWN for k in op.kernels):
         return
-    elif not op.kernels or any(k.key not in BACKEND_KEYS for k in op.kernels):
+    elif not op.kernels or any(not is_backend_key(k.key) for k in op.kernels):
         return  # kernels only in C++ / at BackendSelect, Python, Autograd keys: we cannot tell
     if definition.namespace is None and not op.kernels:
         return
@@ -478,12 +470,17 @@ the pair. `register_fake` serves both: delete the Meta kernel.
 
 
 def _duplicate_op(project: Project):
-    first: dict[tuple, LintOp] = {}
+    entry_points = _entry_points(project)
+    first: dict[tuple, list] = {}
     for op in project.definitions:
-        earlier = first.setdefault(op.key, op).definition
         definition = op.definition
-        if earlier is not definition and earlier.style == definition.style == "library" \
-                and earlier.unconditional and definition.unconditional:  # not `if not hasattr(...)`
+        if definition.style != "library" or not definition.unconditional:  # not `if not hasattr(...)`
+            continue
+        earlier_ones = first.setdefault(op.key, [])
+        met = [d for d in earlier_ones if one_process(d.where.path, definition.where.path, entry_points)]
+        earlier_ones.append(definition)
+        if met:
+            earlier = met[0]
             yield diag(DUPLICATE_OP, f"{op.name} is defined again (first at {loc(earlier.where)}); torch refuses "
                        "the second definition at import: delete one, or name another overload", definition.where)
 
