@@ -835,6 +835,7 @@ class _FunctionReader:
             self._returned(node.body, function, live)
         else:
             function.refuses = tuple(_refused(node.body, names))
+            function.discarded = tuple(_discarded(node.body, [n for n in self.rebound if self.rebound[n] > 0]))
         for sub in ast.walk(node):
             kind = type(sub)
             if kind is ast.Call:
@@ -1137,6 +1138,25 @@ def _refused(body: list[ast.stmt], names: set[str]):
                 and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None \
                 and isinstance(statement.body[0], ast.Raise):
             yield test.left.id
+
+
+def _discarded(body: list[ast.stmt], names: list[str]):
+    """The parameters whose first mention in the body is a top-level statement re-binding them to something
+    else (`out = x.clone()`, not `out = out.view(...)`): the value the caller passed is never read or written."""
+    for name in names:
+        for statement in body:
+            targets = statement.targets if isinstance(statement, ast.Assign) else (
+                [statement.target] if isinstance(statement, ast.AnnAssign) else [])
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                if statement.value is not None and not _mentions(statement.value, name):
+                    yield name
+                break
+            if _mentions(statement, name):
+                break
+
+
+def _mentions(node: ast.AST, name: str) -> bool:
+    return any(isinstance(sub, ast.Name) and sub.id == name for sub in ast.walk(node))
 
 
 def _is_param_chain(node: ast.AST, live: set[str]) -> bool:

@@ -77,6 +77,7 @@ class Function:
     capture_unsafe: list[Finding] = field(default_factory=list)
     todo: Finding | None = None
     refuses: tuple[str, ...] = ()  # parameters whose non-None value the body raises on at its top level
+    discarded: tuple[str, ...] = ()  # parameters re-bound at the top level before anything reads them
     uses_get_ctx: bool = False
     imported_from: str | None = None  # a placeholder: the function lives in this other file
 
