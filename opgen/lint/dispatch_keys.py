@@ -47,6 +47,9 @@ DEVICE_TYPE_KEYS = {
 }
 
 
+_BACKENDS_BY_FOLD = {key.lower(): key for key in BACKEND_KEYS}
+
+
 def key_of_device_type(device_type: str) -> str:
     """The key a device type registers at; `torch.library.impl` also takes a dispatch key there, kept as it is
     (torch parses it as a key first). Any other word is a renamed PrivateUse1 backend ("npu", "tpu")."""
@@ -71,6 +74,7 @@ def device_of_key(key: str) -> str | None:
     for functionality in BACKEND_FUNCTIONALITIES:
         if key.startswith(functionality) and key[len(functionality):] in BACKENDS:
             key = key[len(functionality):]
+    key = _BACKENDS_BY_FOLD.get(key.lower(), key)  # "cuda" where a key belongs (OPG204) still means CUDA
     if key == "PrivateUse1":
         return "npu"
     if key == "HIP":

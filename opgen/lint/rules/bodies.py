@@ -46,8 +46,7 @@ def _argument_for(schema: Schema, function: Function, param_name: str):
         index = names.index(param_name)
         if index < len(schema.positional):
             return schema.positional[index]
-        return None
-    return schema.argument(param_name)
+    return schema.argument(param_name)  # keyword-only arguments reach a Python kernel by name
 
 
 def add_mutation_annotation(path: str, definition, schema, argument) -> Edit | None:
