@@ -969,27 +969,35 @@ class _FunctionReader:
             function.refuses = tuple(_refused(node.body, names))
             function.discarded = tuple(_discarded(node.body, [n for n in self.rebound if self.rebound[n] > 0]))
         for sub in ast.walk(node):
-            kind = type(sub)
-            if kind is ast.Call:
-                self._call(sub, function, live)
-            elif kind is ast.Assign:
-                for target in sub.targets:
-                    self._store(target, function, live, "assigns into")
-            elif kind is ast.AugAssign:
-                self._store(sub.target, function, live, "updates in place", augmented=True)
-            elif kind is ast.Return and sub.value is not None:
-                self._returned(sub.value, function, live)
-            elif kind is ast.Raise and sub.exc is not None and function.todo is None:
-                self._raise(sub, function)
-            elif kind is ast.Name and sub.id == "get_ctx" or kind is ast.Attribute and sub.attr == "get_ctx":
-                function.uses_get_ctx = True
-        end = getattr(node, "end_lineno", node.lineno) or node.lineno
+            self._node(sub, function, live)
         if function.todo is None:
-            for number in range(node.lineno, min(end, len(self.c.lines)) + 1):
-                if TODO_MARKER in self.c.lines[number - 1]:
-                    function.todo = Finding("marker comment", number, self.c.lines[number - 1].index(TODO_MARKER) + 1)
-                    break
+            function.todo = self._todo_marker()
         return function
+
+    def _node(self, sub: ast.AST, function: Function, live: set[str]) -> None:
+        kind = type(sub)
+        if kind is ast.Call:
+            self._call(sub, function, live)
+        elif kind is ast.Assign:
+            for target in sub.targets:
+                self._store(target, function, live, "assigns into")
+        elif kind is ast.AugAssign:
+            self._store(sub.target, function, live, "updates in place", augmented=True)
+        elif kind is ast.Return and sub.value is not None:
+            self._returned(sub.value, function, live)
+        elif kind is ast.Raise and sub.exc is not None and function.todo is None:
+            self._raise(sub, function)
+        elif kind is ast.Name and sub.id == "get_ctx" or kind is ast.Attribute and sub.attr == "get_ctx":
+            function.uses_get_ctx = True
+
+    def _todo_marker(self) -> Finding | None:
+        """The `# opgen: TODO-fake` marker comment inside the function, if any."""
+        node = self.node
+        end = getattr(node, "end_lineno", node.lineno) or node.lineno
+        for number in range(node.lineno, min(end, len(self.c.lines)) + 1):
+            if TODO_MARKER in self.c.lines[number - 1]:
+                return Finding("marker comment", number, self.c.lines[number - 1].index(TODO_MARKER) + 1)
+        return None
 
     def _host_params(self, names: set[str]) -> set[str]:
         """Parameters on the host by construction: the name says so (`cpu_index`), a docstring line naming
@@ -1087,7 +1095,19 @@ class _FunctionReader:
                 function.mutations.append(self._finding(how, target, root))
 
     def _call(self, call: ast.Call, function: Function, live: set[str]) -> None:
+        """What one call in the body does: writes through `out=`, then a `torch.*` function's or a tensor
+        method's writes, data reads, allocations, random ops and host syncs."""
+        self._out_keyword(call, function, live)
         func = call.func
+        if not isinstance(func, ast.Attribute):
+            return
+        qual = self.c.qualname(func)
+        if qual is not None and qual.startswith("torch.") and not _is_param_chain(func.value, live):
+            self._torch_function(call, qual, function, live)
+        else:
+            self._tensor_method(call, func, function, live)
+
+    def _out_keyword(self, call: ast.Call, function: Function, live: set[str]) -> None:
         for keyword in call.keywords:
             if keyword.arg == "out":
                 outs = keyword.value.elts if isinstance(keyword.value, (ast.Tuple, ast.List)) else [keyword.value]
@@ -1095,46 +1115,51 @@ class _FunctionReader:
                     root = self._root(out)
                     if root in live:
                         function.mutations.append(self._finding("passes out=", out, root))
-        if isinstance(func, ast.Attribute):
-            attr = func.attr
-            qual = self.c.qualname(func)
-            module_call = qual is not None and qual.startswith("torch.") and not _is_param_chain(func.value, live)
-            if module_call:
-                short = qual.rsplit(".", 1)[1]
-                if (attr.endswith("_") and not attr.startswith("_") and attr not in KERNEL_METHODS_NOT_WRITING
-                        and call.args):
-                    root = self._root(call.args[0])
-                    if root in live:
-                        function.mutations.append(self._finding(f"calls {qual}() on", call, root))
-                if short in ALLOCATORS and qual in ("torch." + short,):
-                    device = _keyword(call, "device")
-                    if not _has_kw(call, "device"):
-                        function.device_less_allocs.append(self._finding(qual, call))
-                    elif self._fixed_device(device):
-                        fixed = self._fixed_device(device)
-                        function.fixed_device_allocs.append(self._finding(f"{qual}(device={fixed!r})", call,
-                                                                          fixed.split(":")[0]))
-                if short in RANDOM_FUNCS and (qual == "torch." + short or qual.startswith("torch.nn.functional.")):
-                    function.capture_unsafe.append(self._finding(f"random op {qual}()", call))
-                if short == "synchronize":
-                    function.capture_unsafe.append(self._finding(f"host sync {qual}()", call))
-                if short in DYNAMIC_SHAPE and qual == "torch." + short and call.args \
-                        and self._tensor_root(call.args[0]) in live:
-                    function.data_reads.append(self._finding(f"{qual}()", call))
-                    function.capture_unsafe.append(self._finding(f"host sync {qual}()", call))
-                return
-            root = self._root(func.value)
-            if (attr.endswith("_") and not attr.startswith("_") and attr not in KERNEL_METHODS_NOT_WRITING
-                    and root in live):
-                function.mutations.append(self._finding(f"calls .{attr}() on", func.value, root))
-            tensor_root = self._tensor_root(func.value)
-            if tensor_root in live:
-                if attr in DATA_READS or attr in DYNAMIC_SHAPE:
-                    function.data_reads.append(self._finding(f".{attr}()", call))
-                if attr in SYNC_METHODS and tensor_root not in self.host:
-                    function.capture_unsafe.append(self._finding(f"host sync .{attr}()", call))
-                if attr in RANDOM_METHODS:
-                    function.capture_unsafe.append(self._finding(f"random op .{attr}()", call))
+
+    def _torch_function(self, call: ast.Call, qual: str, function: Function, live: set[str]) -> None:
+        """`torch.add_(x, ...)` (a write), `torch.empty(...)` (an allocation: which device), random ops,
+        `torch.cuda.synchronize()`, and data-dependent shapes (`torch.nonzero(x)`)."""
+        short = qual.rsplit(".", 1)[1]
+        if short.endswith("_") and not short.startswith("_") and short not in KERNEL_METHODS_NOT_WRITING \
+                and call.args:
+            root = self._root(call.args[0])
+            if root in live:
+                function.mutations.append(self._finding(f"calls {qual}() on", call, root))
+        if short in ALLOCATORS and qual == "torch." + short:
+            self._allocation(call, qual, function)
+        if short in RANDOM_FUNCS and (qual == "torch." + short or qual.startswith("torch.nn.functional.")):
+            function.capture_unsafe.append(self._finding(f"random op {qual}()", call))
+        if short == "synchronize":
+            function.capture_unsafe.append(self._finding(f"host sync {qual}()", call))
+        if short in DYNAMIC_SHAPE and qual == "torch." + short and call.args \
+                and self._tensor_root(call.args[0]) in live:
+            function.data_reads.append(self._finding(f"{qual}()", call))
+            function.capture_unsafe.append(self._finding(f"host sync {qual}()", call))
+
+    def _allocation(self, call: ast.Call, qual: str, function: Function) -> None:
+        if not _has_kw(call, "device"):
+            function.device_less_allocs.append(self._finding(qual, call))
+            return
+        fixed = self._fixed_device(_keyword(call, "device"))
+        if fixed:
+            function.fixed_device_allocs.append(self._finding(f"{qual}(device={fixed!r})", call, fixed.split(":")[0]))
+
+    def _tensor_method(self, call: ast.Call, func: ast.Attribute, function: Function, live: set[str]) -> None:
+        """`x.add_(...)` on a parameter (a write), `.item()`/`.tolist()` (data reads), host syncs, random ops."""
+        attr = func.attr
+        root = self._root(func.value)
+        if attr.endswith("_") and not attr.startswith("_") and attr not in KERNEL_METHODS_NOT_WRITING \
+                and root in live:
+            function.mutations.append(self._finding(f"calls .{attr}() on", func.value, root))
+        tensor_root = self._tensor_root(func.value)
+        if tensor_root not in live:
+            return
+        if attr in DATA_READS or attr in DYNAMIC_SHAPE:
+            function.data_reads.append(self._finding(f".{attr}()", call))
+        if attr in SYNC_METHODS and tensor_root not in self.host:
+            function.capture_unsafe.append(self._finding(f"host sync .{attr}()", call))
+        if attr in RANDOM_METHODS:
+            function.capture_unsafe.append(self._finding(f"random op .{attr}()", call))
 
     def _fixed_device(self, node: ast.AST | None) -> str | None:
         """'cpu' for `device="cpu"` or `device=torch.device("cpu")`: a device written into the code."""

@@ -366,38 +366,46 @@ op, and a write to the wrong tensor goes unnoticed. It is a cost, not a bug, so 
 
 
 def _no_fake(op: LintOp, project: Project):
-    if not op.seen:
-        return  # defined in C++ (or unreadable): a Meta kernel may be registered there too
+    if not op.seen or _no_fake_needed(op, project):
+        return
     definition = op.definition
-    schema = op.schema
-    real_fakes = [r for r in op.fakes if r.key == "fake"]
-    metas = [r for r in op.fakes if r.key == "Meta"]
-    if definition.namespace in project.unresolved_fakes or None in project.unresolved_fakes:
-        return
-    if definition.tags is None or set(definition.tags or ()) & {"inplace", "out"} or definition.fake_from_kernel:
-        return
-    if schema is not None and schema.is_mutable and not schema.returns and not schema.varret:
-        return  # torch generates a trivial fake for mutating ops that return nothing
-    if schema is None and definition.kernel is not None and definition.kernel.returns_annotation == "None" \
-            and definition.mutates_args not in ((), []):
-        return
     if definition.style == "custom_op" and definition.namespace is not None:
-        if real_fakes:
+        if any(r.key == "fake" for r in op.fakes) or any(k.key == "CompositeImplicitAutograd" for k in op.kernels):
             return
-        if metas:
+        if any(r.key == "Meta" for r in op.fakes):
             yield diag(NO_FAKE, f"{op.name} is a custom_op with only a Meta kernel, which FakeTensorMode "
                        "ignores; register it with @<op>.register_fake instead", definition.where)
             return
-        if any(k.key == "CompositeImplicitAutograd" for k in op.kernels):
-            return
-    elif op.fakes or any(k.key in FAKE_CAPABLE_KEYS or k.key is UNKNOWN for k in op.kernels):
+    elif not _only_device_kernels(op):
         return
-    elif not op.kernels or any(not is_backend_key(k.key) for k in op.kernels):
-        return  # kernels only in C++ / at BackendSelect, Python, Autograd keys: we cannot tell
     if definition.namespace is None and not op.kernels:
         return
     yield diag(NO_FAKE, f"{op.name} has no fake or Meta kernel in the linted files, so it cannot enter a "
                f"compiled graph; add @torch.library.register_fake(\"{op.name}\")", definition.where)
+
+
+def _no_fake_needed(op: LintOp, project: Project) -> bool:
+    """Whether torch makes the fake itself, or the code cannot say: some fake of the namespace is registered
+    under a name we could not read, the op is tagged inplace/out (or its tags are unknown), a triton_op
+    (traced on fake tensors), or a mutating op returning nothing (torch generates a trivial fake)."""
+    definition, schema = op.definition, op.schema
+    if definition.namespace in project.unresolved_fakes or None in project.unresolved_fakes:
+        return True
+    if definition.tags is None or set(definition.tags or ()) & {"inplace", "out"} or definition.fake_from_kernel:
+        return True
+    if schema is not None and schema.is_mutable and not schema.returns and not schema.varret:
+        return True
+    return schema is None and definition.kernel is not None and definition.kernel.returns_annotation == "None" \
+        and definition.mutates_args not in ((), [])
+
+
+def _only_device_kernels(op: LintOp) -> bool:
+    """A Library op whose kernels the code shows, all at device keys, and no fake: a kernel that runs on fake
+    tensors (Meta, the composite keys) or one at a functionality key (BackendSelect, Python, Autograd) may
+    serve fake tensors, and without kernels (C++) we cannot tell."""
+    if op.fakes or any(k.key in FAKE_CAPABLE_KEYS or k.key is UNKNOWN for k in op.kernels):
+        return False
+    return bool(op.kernels) and all(is_backend_key(k.key) for k in op.kernels)
 
 
 NO_FAKE = lint_rule(
