@@ -324,8 +324,9 @@ class _Collector:
                 continue
             outer = self.owners.get(id(owner))
             for candidate, inner in ((owner, None), (outer, owner)):
-                if candidate is None or not _mentions_any(op_node, _arg_names(candidate)):
-                    continue
+                if candidate is None or candidate.name in KNOWN_HELPERS \
+                        or not _mentions_any(op_node, _arg_names(candidate)):
+                    continue  # a copy of vLLM's helper is read as that helper (it defines the op too)
                 kind = "factory" if inner is not None else ("decorator" if _returns(candidate, call) else "call")
                 if kind == "factory" and not _returns_name(candidate, inner.name):
                     continue
@@ -1185,6 +1186,7 @@ class _FunctionReader:
             function.todo = self._finding("raises " + (name or "an error"), node)
 
 
+KNOWN_HELPERS = frozenset({"direct_register_custom_op"})
 WRAPPED_APIS = frozenset({"register_fake", "impl_abstract", "_register_fake", "impl", "_impl", "register_kernel"})
 
 

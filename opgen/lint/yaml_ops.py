@@ -44,18 +44,20 @@ def func_entries(text: str) -> list[tuple[int, int, str]]:
     return entries
 
 
-def is_schema_file(entries: list[tuple[int, int, str]]) -> bool:
-    """Whether the `func:` entries are schemas (`add.out(Tensor self, ...) -> Tensor(a!)`). Some files use the
-    key for op references instead (ExecuTorch's edge.yaml: `func: aten::add.Tensor`, with `inherits:` and
-    type constraints): every schema has an argument list, a reference has none, so a file none of whose
-    entries has one is not a schema file and is not checked."""
-    return any("(" in value for _, _, value in entries)
+# An op named, not declared: `aten::add.Tensor`, `clone`, `npu_foo.out`.
+OP_REFERENCE = re.compile(r"^[A-Za-z_]\w*(?:::[A-Za-z_]\w*)?(?:\.\w+)?$")
+
+
+def is_op_reference(value: str) -> bool:
+    """Whether a `func:` value names an op instead of declaring its schema. Some files use the key for
+    references: ExecuTorch's edge.yaml (`func: aten::add.Tensor`, with `inherits:` and type constraints),
+    torch_npu's npu_native_functions.yaml (`func: clone` for an ATen op it implements). A schema has an
+    argument list and `->`; a bare (qualified) name is a reference and is not checked."""
+    return OP_REFERENCE.match(value) is not None
 
 
 def lint_yaml(path: str, text: str) -> list[Diagnostic]:
-    entries = func_entries(text)
-    if not is_schema_file(entries):
-        return []
+    entries = [entry for entry in func_entries(text) if not is_op_reference(entry[2])]
     found: list[Diagnostic] = []
     schemas = []
     for number, column, value in entries:

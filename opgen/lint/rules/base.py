@@ -139,12 +139,16 @@ def unique(findings):
 
 
 def write_convention(schema: Schema) -> str | None:
-    """"out" or "inplace" when the schema is ATen's out / in-place convention (`foo.out(..., *, Tensor(a!) out)
+    """"out" or "inplace" (or "aten": ATen's convention, which no tag's contract covers) when the schema is ATen's out / in-place convention (`foo.out(..., *, Tensor(a!) out)
     -> Tensor(a!)`, `foo_(Tensor(a!) self, ...) -> Tensor(a!)`): it returns the tensors it writes, exactly as
     torch.Tag.out / torch.Tag.inplace require, so adding that tag is all it takes to be compile-safe."""
-    if not any(r.alias is not None and r.alias.is_write for r in schema.returns):
+    aliased = [r for r in schema.returns if r.alias is not None]
+    if not aliased or not all(r.alias.is_write for r in aliased):
         return None
     for tag in ("out", "inplace"):
         if not tag_contract_problems(schema, tag):
             return tag
-    return None
+    written = {letter for a in schema.mutated_args for letter in a.alias.before}
+    # ATen's convention more widely (torchgen accepts it: `foo.out(Tensor(a!) self, *, Tensor(b!) out) ->
+    # Tensor(b!)`): every aliased return is an argument the op writes; no tag takes it.
+    return "aten" if all(set(r.alias.before) <= written for r in aliased) else None

@@ -518,11 +518,15 @@ def _untagged_write_convention(op: LintOp, project: Project):
     if schema is None or definition.style != "library" or definition.tags != ():
         return
     tag = write_convention(schema)
-    if tag is not None:
-        yield diag(UNTAGGED_WRITE_CONVENTION, f"{op.name} follows ATen's {tag} convention (it returns the tensor it "
-                   f"writes) without torch.Tag.{tag}: torch.export keeps it, but torch.compile of a caller fails "
-                   f"(\"Found a custom (non-ATen) operator whose output has alias annotations\"); to make it "
-                   f"compile-safe, define it with tags=(torch.Tag.{tag},) (torch >= 2.13)", definition.where)
+    if tag is None:
+        return
+    how = (f"define it with tags=(torch.Tag.{tag},) (torch >= 2.13)" if tag != "aten" else
+           "return nothing ('-> ()'; no torch.Tag takes this schema: Tag.out wants every written argument "
+           "keyword-only and returned, Tag.inplace only the first one)")
+    yield diag(UNTAGGED_WRITE_CONVENTION, f"{op.name} follows ATen's {'out/in-place' if tag == 'aten' else tag} "
+               "convention (it returns the tensor it writes) without a tag: torch.export keeps it, but "
+               "torch.compile of a caller fails (\"Found a custom (non-ATen) operator whose output has alias "
+               f"annotations\"); to make it compile-safe, {how}", definition.where)
 
 
 UNTAGGED_WRITE_CONVENTION = lint_rule(
