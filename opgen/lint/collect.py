@@ -1032,14 +1032,19 @@ class _FunctionReader:
         """The parameters the body re-binds, each with the first line that does (0: from the start)."""
         rebound: dict[str, int] = {}
         # `out += x` writes a tensor in place (Tensor.__iadd__), it does not re-bind the name
-        augmented = {id(sub.target) for sub in ast.walk(self.node) if isinstance(sub, ast.AugAssign)}
-        for sub in ast.walk(self.node):
+        augmented = set()
+        own = {id(arg) for arg in _own_args(self.node)}
+        subs = list(ast.walk(self.node))
+        for sub in subs:
+            if isinstance(sub, ast.AugAssign):
+                augmented.add(id(sub.target))
+        for sub in subs:
             if isinstance(sub, ast.Name) and isinstance(sub.ctx, (ast.Store, ast.Del)) and sub.id in names \
                     and id(sub) not in augmented:
                 rebound[sub.id] = min(rebound.get(sub.id, sub.lineno), sub.lineno)
             elif isinstance(sub, (ast.Global, ast.Nonlocal)):
                 rebound.update((n, 0) for n in sub.names if n in names)
-            elif isinstance(sub, ast.arg) and sub.arg in names and sub not in _own_args(self.node):
+            elif isinstance(sub, ast.arg) and sub.arg in names and id(sub) not in own:
                 rebound[sub.arg] = 0  # shadowed by a nested function's parameter
         return rebound
 
