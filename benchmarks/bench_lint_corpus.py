@@ -52,9 +52,26 @@ PACKAGES = (
     ("liger_kernel", "liger-kernel==0.8.5"),
     ("unsloth", "unsloth==2026.10.9"),
     ("deepspeed", "deepspeed==0.19.8"),
-    ("vllm", "vllm==0.33.0"),
+    ("vllm", "vllm==0.33.0"),  # the newest release (checked with `pip index versions vllm`)
     ("vllm_ascend", "vllm-ascend==0.23.0"),
+    # Added for issue 22: code the rules were never tuned on (an edge-runtime exporter, a recommender
+    # library and its kernels, a mixed-precision training library, XLA/TPU and TensorRT bridges, kernel
+    # and quantization collections, domain libraries whose ops are defined in C++ with Python fakes).
+    ("executorch", "executorch==1.5.1"),
+    ("torchrec", "torchrec==1.9.2"),
+    ("fbgemm_gpu", "fbgemm-gpu-cpu==1.9.0"),
+    ("transformer_engine", "transformer-engine==2.20.2"),
+    ("torch_xla", "torch-xla==2.9.0"),
+    ("torch_tensorrt", "torch-tensorrt==2.14.0"),
+    ("optimum_quanto", "optimum-quanto==0.2.7"),
+    ("torchvision", "torchvision==0.29.1"),
+    ("torchcodec", "torchcodec==0.17.0"),
+    ("gemlite", "gemlite==0.6.0.post2"),
+    ("hqq", "hqq==0.2.8.post1"),
+    ("fla", "fla-core==0.6.0"),
 )
+SOURCES = (".py", ".yaml", ".yml")  # what is extracted: the Python code and the op YAML files
+EXTRACTED = ".opgen-extracted-v2"  # marks a tree extracted with SOURCES (older trees held .py only)
 TORCH_VERSION = "2.13.0"
 PRECISION_TARGET, RULE_TARGET, SPEED_TARGET = 0.90, 0.80, 1.5
 
@@ -70,17 +87,19 @@ def _extract(archive: Path, tree: Path) -> None:
     if archive.suffix == ".whl" or archive.suffix == ".zip":
         with zipfile.ZipFile(archive) as z:
             for name in z.namelist():
-                if name.endswith(".py") and ".." not in name.split("/"):
+                if name.endswith(SOURCES) and ".." not in name.split("/"):
                     target = partial / name
                     target.parent.mkdir(parents=True, exist_ok=True)
                     target.write_bytes(z.read(name))
     else:
         with tarfile.open(archive) as t:
             for member in t.getmembers():
-                if member.isfile() and member.name.endswith(".py") and ".." not in member.name.split("/"):
+                if member.isfile() and member.name.endswith(SOURCES) and ".." not in member.name.split("/"):
                     target = partial / member.name.split("/", 1)[-1]  # drop the sdist's top directory
                     target.parent.mkdir(parents=True, exist_ok=True)
                     target.write_bytes(t.extractfile(member).read())
+    partial.mkdir(parents=True, exist_ok=True)
+    (partial / EXTRACTED).write_text("")
     partial.rename(tree)
 
 
@@ -92,8 +111,9 @@ def tree_of(name: str, requirement: str | None, offline: bool) -> Path:
             raise Offline(f"torch {torch.__version__} installed, the verdicts are for {TORCH_VERSION}")
         return Path(importlib.util.find_spec("torch").origin).parent
     tree = CACHE / "trees" / (requirement.replace("==", "-") if requirement else name)
-    if tree.is_dir():
+    if tree.is_dir() and (tree / EXTRACTED).is_file():
         return tree
+    shutil.rmtree(tree, ignore_errors=True)  # extracted by an older version of this script
     if name == "torch_npu":
         archive, reason = torch_npu_wheel(offline=offline)
     else:

@@ -403,6 +403,30 @@ register the right kernel itself.
 """, bad="arange(int n, ScalarType dtype) -> Tensor", good="arange_like(Tensor like, int n) -> Tensor",
     check=_no_tensor_input, generated_only=True)
 
+def _list_after_default(schema: Schema, facts: SchemaFacts) -> Iterator[Diagnostic]:
+    defaulted = None
+    for argument in schema.positional:
+        if argument.has_default:
+            defaulted = defaulted or argument
+        elif defaulted is not None:
+            yield diag(LIST_AFTER_DEFAULT, f"{facts.op}: {argument.name!r} has no default but follows "
+                       f"{defaulted.name!r}, which has one", hint=f"give {argument.name!r} a default, move it before "
+                       f"{defaulted.name!r}, or make it keyword-only after '*'", op=facts.op,
+                       part=("arg", argument.name))
+            return
+
+
+LIST_AFTER_DEFAULT = rule(
+    "OPG115", "list-after-default", ERROR, "a list argument without a default follows a defaulted one",
+    """
+torch accepts a list argument without a default after a defaulted one (`Tensor? bias=None, int[] stride`:
+FunctionSchema keeps it for old broadcasting lists; any other type there is refused), but a Python
+function cannot take its arguments in that order, so opgen cannot generate the kernel, fake and op
+functions for it. Give the list a default, move it before the defaulted argument, or make it
+keyword-only. `opgen lint` does not apply this rule to hand-written code (torch accepts the schema).
+""", bad="f(Tensor x, int a=1, int[] y) -> Tensor", good="f(Tensor x, int[] y, int a=1) -> Tensor",
+    check=_list_after_default, generated_only=True)
+
 # Every rule's `bad` and `good` is schema text that `check_schema` (or, for "A  and  B", `check_ops`)
 # judges; "  +  has_side_effect(...)" after a schema means the op is marked side-effecting, and
 # "  +  tags=(torch.Tag.X,)" that it is defined with that tag, "  +  register_autograd(...)" that it gets a

@@ -47,7 +47,7 @@ def test_findings_exit_one_with_ruff_style_lines():
     assert result.returncode == 1
     assert findings(result.stdout) == [
         ("resolve/aliases.py", 10, 12, "OPG001"),   # implicit concatenation: reported at the literal
-        ("resolve/aliases.py", 18, 36, "OPG204"),   # "cpu" in Library.impl
+        ("resolve/aliases.py", 18, 36, "OPG204"),   # "cuda" in Library.impl
         ("resolve/aliases.py", 23, 12, "OPG304"),   # torch.empty without device= in the fake
     ]
     assert "[*] 1 fixable with the `--fix` option." in result.stdout
@@ -189,7 +189,7 @@ def test_json_output_structure():
     }
     jsonschema.validate(data, schema)
     assert [(d["code"], d["location"]["row"]) for d in data] == [("OPG001", 10), ("OPG204", 18), ("OPG304", 23)]
-    assert data[1]["fix"]["edits"][0]["content"] == "CPU"
+    assert data[1]["fix"]["edits"][0]["content"] == "CUDA"
 
 
 def test_sarif_output_structure():

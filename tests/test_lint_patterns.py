@@ -560,7 +560,7 @@ def test_corpus_verdicts_are_well_formed():
     packages = {name for name, _ in PACKAGES}
     assert verdicts
     for key, verdict in verdicts.items():
-        assert re.fullmatch(r"[\w.-]+/.+\.py:\d+:OPG\d{3}", key), key
+        assert re.fullmatch(r"[\w.-]+/.+\.(?:py|ya?ml):\d+:OPG\d{3}", key), key
         assert key.split("/", 1)[0] in packages, key
         assert verdict["verdict"] in ("true", "false", "debatable"), key
         assert len(verdict["reason"]) > 20, key
@@ -570,6 +570,7 @@ def test_corpus_harness_fails_on_unclassified_and_lost_findings(tmp_path):
     """bench_lint_corpus on a planted tree (the cache already holds it, so nothing is downloaded)."""
     tree = tmp_path / "cache" / "trees" / "xformers-0.0.35" / "xformers"
     tree.mkdir(parents=True)
+    (tree.parent / ".opgen-extracted-v2").write_text("")  # as the harness leaves an extracted tree
     (tree / "ops.py").write_text(textwrap.dedent("""
         import torch
         from torch.library import Library

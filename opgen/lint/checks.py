@@ -38,12 +38,12 @@ def check_records(records: list[FileRecord]) -> list[Diagnostic]:
         project.unresolved_fakes |= record.unresolved_fake_namespaces
 
     found.extend(_gather_ops(project, opaque))
-    for op in project.ops.values():
+    for op in project.checked_ops():
         definition = op.definition
         op.autograd = (definition.namespace, definition.name, definition.overload or "") in autograd
         op.side_effect_marked = unresolved_side_effect or (definition.namespace, definition.name) in side_effect
     op_rules = [r for r in LINT_RULES.values() if r.scope == "op"]
-    for op in project.ops.values():
+    for op in project.checked_ops():
         per_op = _contract(op)
         for lint_rule in op_rules:
             per_op.extend(lint_rule.check(op, project))
@@ -64,37 +64,63 @@ def _without_superseded(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
 
 def _gather_ops(project: Project, opaque: set) -> list[Diagnostic]:
     """Parse every definition's schema once (OPG001 for the unreadable ones) and attach the registrations to
-    their ops (a kernel or fake imported from another file is read from there)."""
+    their ops (a kernel or fake imported from another file is read from there). No registration is dropped:
+    one no definition matches goes to an op whose definition is unseen (C++), where the rules that need no
+    schema still judge its functions."""
     found: list[Diagnostic] = []
     imported: dict[tuple[str, str], Function | None] = {}
+    own: dict[int, LintOp] = {}  # id(Definition) -> its op
     for record in project.records:
         for definition in record.definitions:
             schema, problem = _schema_of(definition)
             if problem is not None:
                 found.append(problem)
             if schema is None and definition.schema_text is not None:
-                opaque.add(definition.namespace)  # defined, but unreadable: say nothing about its kernels
+                opaque.add(definition.namespace)  # defined, but unreadable: its registrations go to an unseen op
                 continue
             if definition.kernel is not None and definition.kernel.imported_from is not None:
                 definition.kernel = _resolve_import(definition.kernel, imported)
             op = LintOp(definition, schema, _op_key(definition))
+            own[id(definition)] = op
             project.definitions.append(op)
             project.ops.setdefault(op.key, op)
+            project.by_key.setdefault(op.key, []).append(op)
             project.by_name[op.key[:2]].append(op)
     for record in project.records:
         for registration in record.registrations:
             function = registration.function
             if function is not None and function.imported_from is not None:
                 registration.function = _resolve_import(function, imported)
-            op = _find(project.ops, project.by_name, registration)
-            if op is None:
+            targets = _targets(project, own, registration)
+            if not targets:
                 if registration.namespace not in opaque:
                     project.dangling.append(registration)
-            elif registration.role == "fake":
-                op.fakes.append(registration)
-            else:
-                op.kernels.append(registration)
+                targets = [_unseen_op(project, registration)]
+            for op in targets:
+                (op.fakes if registration.role == "fake" else op.kernels).append(registration)
     return found
+
+
+def _targets(project: Project, own: dict[int, LintOp], registration: Registration) -> list[LintOp]:
+    """The ops a registration belongs to: the definition that made it, else every definition of the op key
+    it names (an op defined twice, each definition under its own `if`, gets the registration at both)."""
+    if registration.origin is not None and id(registration.origin) in own:
+        return [own[id(registration.origin)]]
+    return [op for key in _matching_keys(project, registration) for op in project.by_key[key]]
+
+
+def _unseen_op(project: Project, registration: Registration) -> LintOp:
+    """The op a registration names whose definition no linted file shows, made on first use."""
+    namespace = registration.namespace
+    if namespace is None:
+        namespace = ("package", _package_of(registration.where.path))
+    key = (namespace, registration.name, registration.overload or "")
+    op = project.unseen.get(key)
+    if op is None:
+        stand_in = Definition(registration.namespace, registration.name, registration.overload or "",
+                              registration.where, "unseen", None)
+        op = project.unseen[key] = LintOp(stand_in, None, key, seen=False)
+    return op
 
 
 def _contract(op: LintOp) -> list[Diagnostic]:
@@ -213,25 +239,35 @@ def _op_key(definition: Definition) -> tuple:
     return (namespace, definition.name, definition.overload)
 
 
-def _find(ops, by_name, registration: Registration) -> LintOp | None:
+def _matching_keys(project: Project, registration: Registration) -> list[tuple]:
+    """The op keys a registration's (namespace, name, overload) names among the definitions."""
+    by_name = project.by_name
     if registration.namespace is None:
-        candidates = [op for (ns, name), group in by_name.items() if name == registration.name for op in group]
-        if registration.overload is not None:
-            candidates = [op for op in candidates if op.definition.overload == registration.overload]
-        if len(candidates) > 1:  # the same bare name in several packages: the registration's own package
-            package = _package_of(registration.where.path)
-            candidates = [op for op in candidates if _package_of(op.definition.where.path) == package]
-        return candidates[0] if len(candidates) == 1 else None
+        return _namespace_less_keys(project, registration)
     if registration.overload is None:
-        op = ops.get((registration.namespace, registration.name, ""))
-        if op is None:
-            # A CustomOpDef method or a namespace-less vLLM op may match by name only.
-            group = by_name.get((registration.namespace, registration.name), [])
-            return group[0] if registration.custom_op_target and len(group) == 1 else None
-        return op
-    op = ops.get((registration.namespace, registration.name, registration.overload))
-    if op is None:
-        group = by_name.get((("package", _package_of(registration.where.path)), registration.name), [])
-        return group[0] if len(group) == 1 else None
-    return op
+        key = (registration.namespace, registration.name, "")
+        if key in project.ops:
+            return [key]
+        # A CustomOpDef method may match by name only.
+        keys = {op.key for op in by_name.get((registration.namespace, registration.name), [])}
+        return list(keys) if registration.custom_op_target and len(keys) == 1 else []
+    key = (registration.namespace, registration.name, registration.overload)
+    if key in project.ops:
+        return [key]
+    # A namespace-less vLLM op (its Library built at run time) registered under its real namespace.
+    keys = {op.key for op in by_name.get((("package", _package_of(registration.where.path)), registration.name), [])}
+    return list(keys) if len(keys) == 1 else []
 
+
+def _namespace_less_keys(project: Project, registration: Registration) -> list[tuple]:
+    """A registration that names no namespace: the op of that name (and overload), in its own package when
+    several packages define one."""
+    matches = [op for (_, name), group in project.by_name.items() if name == registration.name for op in group]
+    wanted = registration.overload if registration.overload is not None else ""
+    exact = [op for op in matches if op.definition.overload == wanted]
+    matches = exact or (matches if registration.overload is None else [])
+    keys = {op.key for op in matches}
+    if len(keys) > 1:
+        package = _package_of(registration.where.path)
+        keys = {op.key for op in matches if _package_of(op.definition.where.path) == package} or keys
+    return sorted(keys, key=repr)

@@ -14,6 +14,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from .dispatch_keys import key_of_device_type
 from .records import (
     UNKNOWN,
     Definition,
@@ -27,6 +28,7 @@ from .records import (
     Registration,
     Unreadable,
     Where,
+    is_entry_point,
 )
 
 # Files that contain none of these cannot hold a registration (checked on bytes, before decoding;
@@ -167,14 +169,24 @@ class _Collector:
         self.import_sources: dict[str, tuple[str, str, int]] = {}
         self.unconditional: set[int] = set()  # ids of calls in plain module-level statements
         self.applied: dict[int, ast.AST] = {}  # `register_fake("ns::f")(fake)`: id of the inner call -> `fake`
+        self.owners: dict[int, ast.AST | None] = {}  # id of a call or def -> the def it is written in
+        self.wrappers: dict[str, _Wrapper] = {}  # local functions that forward to a registration API
+        self.templates: set[int] = set()  # ids of the registration calls inside wrappers (read at each use)
+        self.bindings: dict[str, object] = {}  # while a wrapper's use is read: its parameters' arguments
+        self.site: ast.AST | None = None  # ... and where it is used (registrations are reported there)
 
     # -- entry ----------------------------------------------------------------------------------
     def run(self) -> None:
         counts, imports = self._top_level()
         self._imports(imports)
         gathered = _Gathered()
-        self._visit(self.tree.body, True, self._interesting_lines(), gathered)
+        self._visit(self.tree.body, True, self._interesting_lines(), gathered, None)
         self._imports(gathered.nested_imports)
+        if self._find_wrappers(gathered):  # their call sites name no registration API: walk those lines too
+            gathered = _Gathered()
+            self.functions.clear()
+            self._top_level()
+            self._visit(self.tree.body, True, self._interesting_lines(), gathered, None)
         self._constants(counts)
         self._register(gathered)
 
@@ -194,14 +206,18 @@ class _Collector:
                         counts[target.id] = counts.get(target.id, 0) + 1
             elif kind is ast.Import or kind is ast.ImportFrom:
                 imports.append(statement)
+            elif kind is ast.If and _is_main_guard(statement.test):
+                self.record.entry_point = True
+        self.record.entry_point = is_entry_point(self.path, self.record.entry_point)
         return counts, imports
 
     def _interesting_lines(self) -> list[int]:
         """The lines that mention a registration API (or a local alias of one), sorted. Only statements
         covering one are walked: walking every node of a big module costs more than parsing it."""
         pattern = INTERESTING
-        local = sorted(name for name, target in self.aliases.items()
-                       if target.startswith(("torch.library", "torch._library")) or target.endswith("custom_op"))
+        local = sorted({name for name, target in self.aliases.items()
+                        if target.startswith(("torch.library", "torch._library")) or target.endswith("custom_op")}
+                       | self.wrappers.keys())
         if local:
             pattern = re.compile(INTERESTING.pattern + "|" + "|".join(rf"\b{re.escape(n)}\b" for n in local))
         interesting: list[int] = []
@@ -213,7 +229,7 @@ class _Collector:
                 interesting.append(line)
         return interesting
 
-    def _visit(self, statements: list, top: bool, interesting: list[int], gathered: _Gathered) -> None:
+    def _visit(self, statements: list, top: bool, interesting: list[int], gathered: _Gathered, owner) -> None:
         for statement in statements:
             kind = type(statement)
             if not top:  # what a registration may name later, even when not walked
@@ -227,29 +243,40 @@ class _Collector:
                 continue
             children = _child_statements(statement)
             if children and not _covers(interesting, first, children[0][0].lineno - 1):
+                inner = statement if kind is ast.FunctionDef or kind is ast.AsyncFunctionDef else owner
+                if inner is not owner:
+                    self.owners[id(inner)] = owner
                 for block in children:  # a plain header (class, if, try, def): look inside only
-                    self._visit(block, False, interesting, gathered)
+                    self._visit(block, False, interesting, gathered, inner)
             else:
-                self._walk(statement, gathered)
+                self._walk(statement, gathered, owner)
 
-    def _walk(self, statement, gathered: _Gathered) -> None:
+    def _walk(self, statement, gathered: _Gathered, owner) -> None:
+        """Gather the calls, defs and assignments of one statement; `owners` maps each call and def to the
+        function it is written in (None: module level), which is how registration wrappers are found."""
         plain = id(statement) in self.module_level_ids and type(statement) in (ast.Expr, ast.Assign, ast.AnnAssign)
-        for node in ast.walk(statement):
+        stack = [(statement, owner)]
+        while stack:
+            node, owner = stack.pop()
             kind = type(node)
             if kind is ast.Call:
                 gathered.calls.append(node)
+                self.owners[id(node)] = owner
                 if plain:
                     self.unconditional.add(id(node))
             elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
                 gathered.defs.append(node)
+                self.owners[id(node)] = owner
                 if node is not statement:
                     self.functions.setdefault(node.name, []).append(node)
                 for decorator in node.decorator_list:
                     self.decorator_ids.add(id(decorator))
+                owner = node
             elif kind is ast.Assign or kind is ast.AnnAssign or kind is ast.With:
                 gathered.assigns.append(node)
             elif (kind is ast.Import or kind is ast.ImportFrom) and node is not statement:
                 gathered.nested_imports.append(node)
+            stack.extend((child, owner) for child in ast.iter_child_nodes(node))
 
     def _constants(self, counts: dict[str, int]) -> None:
         """Module-level names assigned once to a value opgen can read (op names, schemas, keys)."""
@@ -266,14 +293,81 @@ class _Collector:
             self._library_assignment(node)
         for node in sorted(gathered.defs, key=lambda n: n.lineno):
             for decorator in node.decorator_list:
-                self._decorator(decorator, node)
+                wrapper = self._wrapper_at(decorator)
+                if wrapper is not None:
+                    self._expand(wrapper, decorator, node)
+                else:
+                    self._decorator(decorator, node)
         for call in gathered.calls:  # a decorator applied by a call: `torch.library.impl(lib, "f", "CPU")(kernel)`
             if isinstance(call.func, ast.Call) and len(call.args) == 1 and isinstance(call.args[0],
                                                                                      (ast.Name, ast.Lambda)):
                 self.applied[id(call.func)] = call.args[0]
         for call in sorted(gathered.calls, key=lambda n: (n.lineno, n.col_offset)):
-            if id(call) not in self.decorator_ids:
+            if id(call) in self.decorator_ids or id(call) in self.templates:
+                continue
+            wrapper = self._wrapper_at(call)
+            if wrapper is not None and wrapper.kind == "call":
+                self._expand(wrapper, call, None)
+            else:
                 self._call(call)
+
+    # -- registration wrappers (one level) ----------------------------------------------------
+    def _find_wrappers(self, gathered: _Gathered) -> bool:
+        """Local functions whose body forwards its own parameters to a registration call:
+        `def impl_abstract(op_name, fn): torch.library.register_fake(op_name, fn)` (called), a function
+        returning `register_fake(op_name)` (a decorator), or a decorator factory whose inner function
+        registers the function it decorates. Their uses are read as that registration, one level deep."""
+        for call in gathered.calls:
+            op_node = self._template_op(call)
+            owner = self.owners.get(id(call))
+            if op_node is None or owner is None:
+                continue
+            outer = self.owners.get(id(owner))
+            for candidate, inner in ((owner, None), (outer, owner)):
+                if candidate is None or candidate.name in KNOWN_HELPERS \
+                        or not _mentions_any(op_node, _arg_names(candidate)):
+                    continue  # a copy of vLLM's helper is read as that helper (it defines the op too)
+                kind = "factory" if inner is not None else ("decorator" if _returns(candidate, call) else "call")
+                if kind == "factory" and not _returns_name(candidate, inner.name):
+                    continue
+                self.wrappers[candidate.name] = _Wrapper(candidate, call, inner, kind)
+                self.templates.add(id(call))
+                break
+        return bool(self.wrappers)
+
+    def _template_op(self, call: ast.Call) -> ast.AST | None:
+        """The op argument of a registration call (None when the call registers nothing)."""
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr in ("impl", "_register_fake"):
+            return call.args[0] if call.args else _keyword(call, "op_name")
+        qual = self.qualname(func)
+        if qual is not None and qual.startswith(LIB) and qual[len(LIB):] in WRAPPED_APIS:
+            return call.args[0] if call.args else (_keyword(call, "qualname") or _keyword(call, "op"))
+        return None
+
+    def _wrapper_at(self, node: ast.AST):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not self.bindings:
+            return self.wrappers.get(node.func.id)
+        return None
+
+    def _expand(self, wrapper: _Wrapper, site: ast.Call, decorated: ast.AST | None) -> None:
+        """Read the wrapper's registration as if written at `site` with its parameters bound to the
+        arguments given there (and, for a decorator, its function parameter to the decorated function)."""
+        bindings = _bind(wrapper.function, site)
+        if wrapper.kind == "factory":
+            if decorated is None or not _arg_names(wrapper.inner):
+                return
+            bindings[_arg_names(wrapper.inner)[0]] = decorated
+        elif (wrapper.kind == "decorator") != (decorated is not None):
+            return
+        self.bindings, self.site = bindings, site
+        try:
+            if wrapper.kind == "decorator":
+                self._decorator(wrapper.call, decorated)
+            else:
+                self._call(wrapper.call)
+        finally:
+            self.bindings, self.site = {}, None
 
     def _imports(self, imports: list[ast.AST]) -> None:
         for node in sorted(imports, key=lambda n: n.lineno):
@@ -324,6 +418,8 @@ class _Collector:
         if isinstance(node, ast.Constant):
             return node.value
         if isinstance(node, ast.Name):
+            if node.id in self.bindings:
+                return self._bound_value(node.id)
             return self.constants.get(node.id, UNKNOWN)
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             left, right = self.value(node.left), self.value(node.right)
@@ -350,6 +446,17 @@ class _Collector:
             inner = self.value(node.operand)
             return -inner if isinstance(inner, (int, float)) and not isinstance(inner, bool) else UNKNOWN
         return UNKNOWN
+
+    def _bound_value(self, name: str):
+        """A wrapper parameter's value: the argument given at the use, read where the use is."""
+        bound = self.bindings[name]
+        if not isinstance(bound, ast.expr):
+            return UNKNOWN
+        saved, self.bindings = self.bindings, {}
+        try:
+            return self.value(bound)
+        finally:
+            self.bindings = saved
 
     def where(self, node: ast.AST) -> Where:
         return Where(self.path, node.lineno, self._column(node.lineno, node.col_offset) + 1)
@@ -393,7 +500,7 @@ class _Collector:
             if not name:
                 return None
             return ns, name, (overload if _ else None)
-        qual = self.qualname(node)
+        qual = self.qualname(node) or self._getattr_path(node)
         if qual and qual.startswith("torch.ops."):
             parts = qual.split(".")[2:]
             if len(parts) == 2:
@@ -405,7 +512,18 @@ class _Collector:
             return definition.namespace, definition.name, definition.overload
         return None
 
+    def _getattr_path(self, node: ast.AST) -> str | None:
+        """`torch.ops.ns.f` for `getattr(getattr(torch.ops.ns, name), overload)` with readable names."""
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+                and len(node.args) == 2):
+            return None
+        head = self.qualname(node.args[0]) or self._getattr_path(node.args[0])
+        attr = self.value(node.args[1])
+        return f"{head}.{attr}" if head and isinstance(attr, str) else None
+
     def library_at(self, node: ast.AST, line: int, *, imported: bool = True) -> LibraryDecl | None:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.args:
+            return self._library_factory(node.func.id)
         key = _dotted(node)
         if key is None:
             return None
@@ -417,6 +535,14 @@ class _Collector:
             return before[-1]
         namespaces = {decl.namespace for _, decl in candidates}
         return candidates[0][1] if len(namespaces) == 1 else None
+
+    def _library_factory(self, name: str) -> LibraryDecl | None:
+        """`get_meta_lib().impl(...)`: a local function whose body returns `Library(...)`."""
+        for function in self.functions.get(name, ())[-1:]:
+            returned = [n.value for n in function.body if isinstance(n, ast.Return) and isinstance(n.value, ast.Call)]
+            if len(returned) == 1:
+                return self._library_call(returned[0], scoped=False, module_level=False, record=False)
+        return None
 
     # -- libraries ------------------------------------------------------------------------------
     def _library_assignment(self, node: ast.AST) -> None:
@@ -450,7 +576,8 @@ class _Collector:
             if key:
                 self.libraries.setdefault(key, []).append((node.lineno, decl))
 
-    def _library_call(self, call: ast.Call, *, scoped: bool, module_level: bool) -> LibraryDecl | None:
+    def _library_call(self, call: ast.Call, *, scoped: bool, module_level: bool, record: bool = True
+                      ) -> LibraryDecl | None:
         qual = self.qualname(call.func)
         if qual not in (LIB + "Library", LIB + "_scoped_library", "torch._library.Library"):
             return None
@@ -462,6 +589,8 @@ class _Collector:
             return None
         decl = LibraryDecl(namespace, kind, key if isinstance(key, str) else UNKNOWN, self.where(call),
                            module_level, scoped or qual.endswith("_scoped_library"))
+        if not record:
+            return decl
         self.record.libraries.append(decl)
         if key_node is not None:
             self._dispatch_key(key_node)
@@ -543,8 +672,8 @@ class _Collector:
             key = UNKNOWN
             self.record.unresolved_fake_namespaces.add(ref[0])
         namespace, name, overload = ref
-        self.record.registrations.append(Registration(role, namespace, name, overload, key, self.where(call), api,
-                                                      function, custom_op_target))
+        self.record.registrations.append(Registration(role, namespace, name, overload, key,
+                                                      self.where(self.site or call), api, function, custom_op_target))
 
     def _torch_library_define(self, call: ast.Call) -> None:
         args = _arguments(call, ("qualname", "schema"))
@@ -596,7 +725,8 @@ class _Collector:
                 self._function_arg(call.args[0], call.lineno) if call.args else None)
             self.record.registrations.append(Registration("fake", definition.namespace, definition.name,
                                                           definition.overload, "fake", self.where(call),
-                                                          "CustomOpDef.register_fake", function, True))
+                                                          "CustomOpDef.register_fake", function, True,
+                                                          origin=definition))
         elif method == "register_autograd":
             self.record.autograd_ops.add((definition.namespace, definition.name, definition.overload or ""))
         elif method == "register_kernel":
@@ -606,7 +736,8 @@ class _Collector:
             for key in _device_keys(types):
                 self.record.registrations.append(Registration("kernel", definition.namespace, definition.name,
                                                               definition.overload, key, self.where(call),
-                                                              "CustomOpDef.register_kernel", function, True))
+                                                              "CustomOpDef.register_kernel", function, True,
+                                                              origin=definition))
 
     def _register_autograd(self, op_node) -> None:
         ref = self.op_ref(op_node, None) if op_node is not None else None
@@ -721,7 +852,7 @@ class _Collector:
         if function is not None:
             for key in definition.device_types or ("CompositeExplicitAutograd",):
                 self.record.registrations.append(Registration("kernel", namespace, name, "", key, self.where(call),
-                                                              "custom_op", function, True))
+                                                              "custom_op", function, True, origin=definition))
         return definition
 
     def _direct_register(self, call: ast.Call) -> None:
@@ -747,12 +878,13 @@ class _Collector:
         self.record.definitions.append(definition)
         if function is not None and isinstance(key, str):
             self.record.registrations.append(Registration("kernel", namespace, name, "", key, self.where(call),
-                                                          "direct_register_custom_op", function))
+                                                          "direct_register_custom_op", function, origin=definition))
         fake_node = args.get("fake_impl")
         if fake_node is not None and not (isinstance(fake_node, ast.Constant) and fake_node.value is None):
             self.record.registrations.append(Registration("fake", namespace, name, "", "fake", self.where(call),
                                                           "direct_register_custom_op",
-                                                          self._function_arg(fake_node, call.lineno)))
+                                                          self._function_arg(fake_node, call.lineno),
+                                                          origin=definition))
 
     # -- functions ------------------------------------------------------------------------------
     def _applied(self, call: ast.Call) -> Function | None:
@@ -765,6 +897,15 @@ class _Collector:
             return self._function_node(node)
         if not isinstance(node, ast.Name):
             return None
+        if node.id in self.bindings:  # a wrapper's function parameter: the function given at the use
+            bound = self.bindings[node.id]
+            if isinstance(bound, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                return self._function_node(bound)
+            saved, self.bindings = self.bindings, {}
+            try:
+                return self._function_arg(bound if isinstance(bound, ast.expr) else None, line)
+            finally:
+                self.bindings = saved
         candidates = self.functions.get(node.id)
         if not candidates:
             return self._imported_function(node.id)
@@ -827,28 +968,37 @@ class _FunctionReader:
             self._returned(node.body, function, live)
         else:
             function.refuses = tuple(_refused(node.body, names))
+            function.discarded = tuple(_discarded(node.body, [n for n in self.rebound if self.rebound[n] > 0]))
         for sub in ast.walk(node):
-            kind = type(sub)
-            if kind is ast.Call:
-                self._call(sub, function, live)
-            elif kind is ast.Assign:
-                for target in sub.targets:
-                    self._store(target, function, live, "assigns into")
-            elif kind is ast.AugAssign:
-                self._store(sub.target, function, live, "updates in place", augmented=True)
-            elif kind is ast.Return and sub.value is not None:
-                self._returned(sub.value, function, live)
-            elif kind is ast.Raise and sub.exc is not None and function.todo is None:
-                self._raise(sub, function)
-            elif kind is ast.Name and sub.id == "get_ctx" or kind is ast.Attribute and sub.attr == "get_ctx":
-                function.uses_get_ctx = True
-        end = getattr(node, "end_lineno", node.lineno) or node.lineno
+            self._node(sub, function, live)
         if function.todo is None:
-            for number in range(node.lineno, min(end, len(self.c.lines)) + 1):
-                if TODO_MARKER in self.c.lines[number - 1]:
-                    function.todo = Finding("marker comment", number, self.c.lines[number - 1].index(TODO_MARKER) + 1)
-                    break
+            function.todo = self._todo_marker()
         return function
+
+    def _node(self, sub: ast.AST, function: Function, live: set[str]) -> None:
+        kind = type(sub)
+        if kind is ast.Call:
+            self._call(sub, function, live)
+        elif kind is ast.Assign:
+            for target in sub.targets:
+                self._store(target, function, live, "assigns into")
+        elif kind is ast.AugAssign:
+            self._store(sub.target, function, live, "updates in place", augmented=True)
+        elif kind is ast.Return and sub.value is not None:
+            self._returned(sub.value, function, live)
+        elif kind is ast.Raise and sub.exc is not None and function.todo is None:
+            self._raise(sub, function)
+        elif kind is ast.Name and sub.id == "get_ctx" or kind is ast.Attribute and sub.attr == "get_ctx":
+            function.uses_get_ctx = True
+
+    def _todo_marker(self) -> Finding | None:
+        """The `# opgen: TODO-fake` marker comment inside the function, if any."""
+        node = self.node
+        end = getattr(node, "end_lineno", node.lineno) or node.lineno
+        for number in range(node.lineno, min(end, len(self.c.lines)) + 1):
+            if TODO_MARKER in self.c.lines[number - 1]:
+                return Finding("marker comment", number, self.c.lines[number - 1].index(TODO_MARKER) + 1)
+        return None
 
     def _host_params(self, names: set[str]) -> set[str]:
         """Parameters on the host by construction: the name says so (`cpu_index`), a docstring line naming
@@ -882,14 +1032,19 @@ class _FunctionReader:
         """The parameters the body re-binds, each with the first line that does (0: from the start)."""
         rebound: dict[str, int] = {}
         # `out += x` writes a tensor in place (Tensor.__iadd__), it does not re-bind the name
-        augmented = {id(sub.target) for sub in ast.walk(self.node) if isinstance(sub, ast.AugAssign)}
-        for sub in ast.walk(self.node):
+        augmented = set()
+        own = {id(arg) for arg in _own_args(self.node)}
+        subs = list(ast.walk(self.node))
+        for sub in subs:
+            if isinstance(sub, ast.AugAssign):
+                augmented.add(id(sub.target))
+        for sub in subs:
             if isinstance(sub, ast.Name) and isinstance(sub.ctx, (ast.Store, ast.Del)) and sub.id in names \
                     and id(sub) not in augmented:
                 rebound[sub.id] = min(rebound.get(sub.id, sub.lineno), sub.lineno)
             elif isinstance(sub, (ast.Global, ast.Nonlocal)):
                 rebound.update((n, 0) for n in sub.names if n in names)
-            elif isinstance(sub, ast.arg) and sub.arg in names and sub not in _own_args(self.node):
+            elif isinstance(sub, ast.arg) and sub.arg in names and id(sub) not in own:
                 rebound[sub.arg] = 0  # shadowed by a nested function's parameter
         return rebound
 
@@ -946,7 +1101,19 @@ class _FunctionReader:
                 function.mutations.append(self._finding(how, target, root))
 
     def _call(self, call: ast.Call, function: Function, live: set[str]) -> None:
+        """What one call in the body does: writes through `out=`, then a `torch.*` function's or a tensor
+        method's writes, data reads, allocations, random ops and host syncs."""
+        self._out_keyword(call, function, live)
         func = call.func
+        if not isinstance(func, ast.Attribute):
+            return
+        qual = self.c.qualname(func)
+        if qual is not None and qual.startswith("torch.") and not _is_param_chain(func.value, live):
+            self._torch_function(call, qual, function, live)
+        else:
+            self._tensor_method(call, func, function, live)
+
+    def _out_keyword(self, call: ast.Call, function: Function, live: set[str]) -> None:
         for keyword in call.keywords:
             if keyword.arg == "out":
                 outs = keyword.value.elts if isinstance(keyword.value, (ast.Tuple, ast.List)) else [keyword.value]
@@ -954,46 +1121,51 @@ class _FunctionReader:
                     root = self._root(out)
                     if root in live:
                         function.mutations.append(self._finding("passes out=", out, root))
-        if isinstance(func, ast.Attribute):
-            attr = func.attr
-            qual = self.c.qualname(func)
-            module_call = qual is not None and qual.startswith("torch.") and not _is_param_chain(func.value, live)
-            if module_call:
-                short = qual.rsplit(".", 1)[1]
-                if (attr.endswith("_") and not attr.startswith("_") and attr not in KERNEL_METHODS_NOT_WRITING
-                        and call.args):
-                    root = self._root(call.args[0])
-                    if root in live:
-                        function.mutations.append(self._finding(f"calls {qual}() on", call, root))
-                if short in ALLOCATORS and qual in ("torch." + short,):
-                    device = _keyword(call, "device")
-                    if not _has_kw(call, "device"):
-                        function.device_less_allocs.append(self._finding(qual, call))
-                    elif self._fixed_device(device):
-                        fixed = self._fixed_device(device)
-                        function.fixed_device_allocs.append(self._finding(f"{qual}(device={fixed!r})", call,
-                                                                          fixed.split(":")[0]))
-                if short in RANDOM_FUNCS and (qual == "torch." + short or qual.startswith("torch.nn.functional.")):
-                    function.capture_unsafe.append(self._finding(f"random op {qual}()", call))
-                if short == "synchronize":
-                    function.capture_unsafe.append(self._finding(f"host sync {qual}()", call))
-                if short in DYNAMIC_SHAPE and qual == "torch." + short and call.args \
-                        and self._tensor_root(call.args[0]) in live:
-                    function.data_reads.append(self._finding(f"{qual}()", call))
-                    function.capture_unsafe.append(self._finding(f"host sync {qual}()", call))
-                return
-            root = self._root(func.value)
-            if (attr.endswith("_") and not attr.startswith("_") and attr not in KERNEL_METHODS_NOT_WRITING
-                    and root in live):
-                function.mutations.append(self._finding(f"calls .{attr}() on", func.value, root))
-            tensor_root = self._tensor_root(func.value)
-            if tensor_root in live:
-                if attr in DATA_READS or attr in DYNAMIC_SHAPE:
-                    function.data_reads.append(self._finding(f".{attr}()", call))
-                if attr in SYNC_METHODS and tensor_root not in self.host:
-                    function.capture_unsafe.append(self._finding(f"host sync .{attr}()", call))
-                if attr in RANDOM_METHODS:
-                    function.capture_unsafe.append(self._finding(f"random op .{attr}()", call))
+
+    def _torch_function(self, call: ast.Call, qual: str, function: Function, live: set[str]) -> None:
+        """`torch.add_(x, ...)` (a write), `torch.empty(...)` (an allocation: which device), random ops,
+        `torch.cuda.synchronize()`, and data-dependent shapes (`torch.nonzero(x)`)."""
+        short = qual.rsplit(".", 1)[1]
+        if short.endswith("_") and not short.startswith("_") and short not in KERNEL_METHODS_NOT_WRITING \
+                and call.args:
+            root = self._root(call.args[0])
+            if root in live:
+                function.mutations.append(self._finding(f"calls {qual}() on", call, root))
+        if short in ALLOCATORS and qual == "torch." + short:
+            self._allocation(call, qual, function)
+        if short in RANDOM_FUNCS and (qual == "torch." + short or qual.startswith("torch.nn.functional.")):
+            function.capture_unsafe.append(self._finding(f"random op {qual}()", call))
+        if short == "synchronize":
+            function.capture_unsafe.append(self._finding(f"host sync {qual}()", call))
+        if short in DYNAMIC_SHAPE and qual == "torch." + short and call.args \
+                and self._tensor_root(call.args[0]) in live:
+            function.data_reads.append(self._finding(f"{qual}()", call))
+            function.capture_unsafe.append(self._finding(f"host sync {qual}()", call))
+
+    def _allocation(self, call: ast.Call, qual: str, function: Function) -> None:
+        if not _has_kw(call, "device"):
+            function.device_less_allocs.append(self._finding(qual, call))
+            return
+        fixed = self._fixed_device(_keyword(call, "device"))
+        if fixed:
+            function.fixed_device_allocs.append(self._finding(f"{qual}(device={fixed!r})", call, fixed.split(":")[0]))
+
+    def _tensor_method(self, call: ast.Call, func: ast.Attribute, function: Function, live: set[str]) -> None:
+        """`x.add_(...)` on a parameter (a write), `.item()`/`.tolist()` (data reads), host syncs, random ops."""
+        attr = func.attr
+        root = self._root(func.value)
+        if attr.endswith("_") and not attr.startswith("_") and attr not in KERNEL_METHODS_NOT_WRITING \
+                and root in live:
+            function.mutations.append(self._finding(f"calls .{attr}() on", func.value, root))
+        tensor_root = self._tensor_root(func.value)
+        if tensor_root not in live:
+            return
+        if attr in DATA_READS or attr in DYNAMIC_SHAPE:
+            function.data_reads.append(self._finding(f".{attr}()", call))
+        if attr in SYNC_METHODS and tensor_root not in self.host:
+            function.capture_unsafe.append(self._finding(f"host sync .{attr}()", call))
+        if attr in RANDOM_METHODS:
+            function.capture_unsafe.append(self._finding(f"random op .{attr}()", call))
 
     def _fixed_device(self, node: ast.AST | None) -> str | None:
         """'cpu' for `device="cpu"` or `device=torch.device("cpu")`: a device written into the code."""
@@ -1017,6 +1189,69 @@ class _FunctionReader:
         top_level = node in self.node.body
         if name == "NotImplementedError" and top_level or any("TODO" in t for t in texts):
             function.todo = self._finding("raises " + (name or "an error"), node)
+
+
+KNOWN_HELPERS = frozenset({"direct_register_custom_op"})
+WRAPPED_APIS = frozenset({"register_fake", "impl_abstract", "_register_fake", "impl", "_impl", "register_kernel"})
+
+
+@dataclass
+class _Wrapper:
+    """A local registration wrapper: `function`'s parameters reach `call`, a registration; `kind` is "call"
+    (used as `wrapper("ns::f", fn)`), "decorator" (returns the registration decorator) or "factory"
+    (returns `inner`, which registers the function it decorates)."""
+
+    function: ast.FunctionDef
+    call: ast.Call
+    inner: ast.FunctionDef | None
+    kind: str
+
+
+def _arg_names(node: ast.AST) -> list[str]:
+    a = node.args
+    return [arg.arg for arg in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
+
+
+def _mentions_any(node: ast.AST, names: list[str]) -> bool:
+    wanted = set(names)
+    return any(isinstance(sub, ast.Name) and sub.id in wanted for sub in ast.walk(node))
+
+
+def _returns(function: ast.AST, call: ast.Call) -> bool:
+    return any(isinstance(n, ast.Return) and n.value is call for n in ast.walk(function))
+
+
+def _returns_name(function: ast.AST, name: str) -> bool:
+    return any(isinstance(n, ast.Return) and isinstance(n.value, ast.Name) and n.value.id == name
+               for n in function.body)
+
+
+def _bind(function: ast.FunctionDef, call: ast.Call) -> dict[str, object]:
+    """The wrapper's parameters bound to the call's arguments, else to their defaults."""
+    a = function.args
+    positional = [*a.posonlyargs, *a.args]
+    bound: dict[str, object] = {}
+    for arg, default in zip(reversed(positional), reversed(a.defaults)):
+        bound[arg.arg] = default
+    for arg, default in zip(a.kwonlyargs, a.kw_defaults):
+        if default is not None:
+            bound[arg.arg] = default
+    for arg, value in zip(positional, call.args):
+        if not isinstance(value, ast.Starred):
+            bound[arg.arg] = value
+    for keyword in call.keywords:
+        if keyword.arg is not None:
+            bound[keyword.arg] = keyword.value
+    return bound
+
+
+def _is_main_guard(test: ast.AST) -> bool:
+    """`__name__ == "__main__"` (either way round)."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = [test.left, test.comparators[0]]
+    return any(isinstance(n, ast.Name) and n.id == "__name__" for n in sides) and any(
+        isinstance(n, ast.Constant) and n.value == "__main__" for n in sides)
 
 
 def _child_statements(statement: ast.AST) -> list[list[ast.stmt]]:
@@ -1122,6 +1357,25 @@ def _refused(body: list[ast.stmt], names: set[str]):
             yield test.left.id
 
 
+def _discarded(body: list[ast.stmt], names: list[str]):
+    """The parameters whose first mention in the body is a top-level statement re-binding them to something
+    else (`out = x.clone()`, not `out = out.view(...)`): the value the caller passed is never read or written."""
+    for name in names:
+        for statement in body:
+            targets = statement.targets if isinstance(statement, ast.Assign) else (
+                [statement.target] if isinstance(statement, ast.AnnAssign) else [])
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                if statement.value is not None and not _mentions(statement.value, name):
+                    yield name
+                break
+            if _mentions(statement, name):
+                break
+
+
+def _mentions(node: ast.AST, name: str) -> bool:
+    return any(isinstance(sub, ast.Name) and sub.id == name for sub in ast.walk(node))
+
+
 def _is_param_chain(node: ast.AST, live: set[str]) -> bool:
     while isinstance(node, ast.Attribute):
         node = node.value
@@ -1194,23 +1448,12 @@ def _dotted(node: ast.AST) -> str | None:
 
 
 def _device_keys(types) -> tuple[str, ...]:
-    """Dispatch keys for `types`/`device_types` ("cpu" -> CPU, "default" -> CompositeExplicitAutograd)."""
+    """Dispatch keys for `types`/`device_types` ("cpu" -> CPU, "default" -> CompositeExplicitAutograd, a
+    renamed PrivateUse1 backend's "npu" or "tpu" -> PrivateUse1)."""
     if types is None:
         return ("CompositeExplicitAutograd",)
     if isinstance(types, str):
         types = (types,)
     if not isinstance(types, tuple):
         return (UNKNOWN,)
-    keys = []
-    for typ in types:
-        if not isinstance(typ, str):
-            keys.append(UNKNOWN)
-        elif typ == "default":
-            keys.append("CompositeExplicitAutograd")
-        elif typ in ("npu", "privateuseone"):
-            keys.append("PrivateUse1")
-        elif typ.islower():
-            keys.append(typ.upper())
-        else:
-            keys.append(typ)
-    return tuple(keys)
+    return tuple(key_of_device_type(typ) if isinstance(typ, str) else UNKNOWN for typ in types)

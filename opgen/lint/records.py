@@ -6,6 +6,7 @@ They are small picklable dataclasses so worker processes can send them back chea
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 
 
@@ -76,6 +77,7 @@ class Function:
     capture_unsafe: list[Finding] = field(default_factory=list)
     todo: Finding | None = None
     refuses: tuple[str, ...] = ()  # parameters whose non-None value the body raises on at its top level
+    discarded: tuple[str, ...] = ()  # parameters re-bound at the top level before anything reads them
     uses_get_ctx: bool = False
     imported_from: str | None = None  # a placeholder: the function lives in this other file
 
@@ -135,6 +137,10 @@ class Registration:
     api: str  # which API registered it, for messages
     function: Function | None = None
     custom_op_target: bool = False  # registered through a CustomOpDef method (`@op.register_fake`)
+    # The definition this registration belongs to by construction (the kernel a custom_op call defines,
+    # `@op.register_fake` on a CustomOpDef name, direct_register_custom_op's kernel and fake): matched to
+    # that definition itself, not by name, so an op defined twice keeps each definition's own functions.
+    origin: Definition | None = None
 
 
 @dataclass(slots=True)
@@ -173,6 +179,22 @@ class FileRecord:
     file_noqa: frozenset | None = None  # None: none; empty: whole file
     internal_error: str | None = None  # opgen could not read this file (a bug, or a pathological file)
     npu_renamed: bool = False  # imports torch_npu, which renames PrivateUse1 to npu: "NPU" is then a key
+    entry_point: bool = False  # a script (`if __name__ == "__main__":`) or a test module: run, not imported
+
+
+TEST_MODULE = re.compile(r"(?:^|/)(?:test_[^/]*|[^/]*_test)\.py$")
+
+
+def is_entry_point(path: str, has_main_guard: bool) -> bool:
+    """A file a process runs rather than imports next to the rest of its package: a script, or a test
+    module (a per-file test runner imports one at a time)."""
+    return has_main_guard or TEST_MODULE.search(path.replace(os.sep, "/")) is not None
+
+
+def one_process(first: str, second: str, entry_points: set[str]) -> bool:
+    """Whether two files' module-level code may run in one process as far as the code says: the same file,
+    or two modules of which neither is an entry point (two scripts, or two test modules, never meet)."""
+    return first == second or (first not in entry_points and second not in entry_points)
 
 
 def package_root(path: str) -> str:

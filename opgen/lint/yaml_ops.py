@@ -26,9 +26,9 @@ def is_op_yaml(path: str, head: bytes) -> bool:
     return bool(YAML_NAME.search(path.replace("\\", "/"))) or b"- func:" in head or b"\nfunc:" in head
 
 
-def lint_yaml(path: str, text: str) -> list[Diagnostic]:
-    found: list[Diagnostic] = []
-    schemas = []
+def func_entries(text: str) -> list[tuple[int, int, str]]:
+    """(line, 1-based column, value) of every `func:` entry, quotes removed."""
+    entries = []
     for number, line in enumerate(source_lines(text), 1):
         if "func:" not in line:
             continue
@@ -40,6 +40,27 @@ def lint_yaml(path: str, text: str) -> list[Diagnostic]:
         if value[0] in "'\"" and value.endswith(value[0]) and len(value) >= 2:
             value = value[1:-1]
             column += 1
+        entries.append((number, column, value))
+    return entries
+
+
+# An op named, not declared: `aten::add.Tensor`, `clone`, `npu_foo.out`.
+OP_REFERENCE = re.compile(r"^[A-Za-z_]\w*(?:::[A-Za-z_]\w*)?(?:\.\w+)?$")
+
+
+def is_op_reference(value: str) -> bool:
+    """Whether a `func:` value names an op instead of declaring its schema. Some files use the key for
+    references: ExecuTorch's edge.yaml (`func: aten::add.Tensor`, with `inherits:` and type constraints),
+    torch_npu's npu_native_functions.yaml (`func: clone` for an ATen op it implements). A schema has an
+    argument list and `->`; a bare (qualified) name is a reference and is not checked."""
+    return OP_REFERENCE.match(value) is not None
+
+
+def lint_yaml(path: str, text: str) -> list[Diagnostic]:
+    entries = [entry for entry in func_entries(text) if not is_op_reference(entry[2])]
+    found: list[Diagnostic] = []
+    schemas = []
+    for number, column, value in entries:
         try:
             schema = parse_schema(value)
         except SchemaError as error:
@@ -49,15 +70,7 @@ def lint_yaml(path: str, text: str) -> list[Diagnostic]:
                                     column=column + (error.column or 1) - 1))
             continue
         schemas.append((schema, number, column))
-        tags = ("out",) if _aliases_match_written_args(schema) else ()
-        for diagnostic in check_schema(schema, tags=tags, style="library", generating=False):
-            if RULES[diagnostic.code].aten_yaml:
-                found.append(Diagnostic(diagnostic.code, diagnostic.severity, diagnostic.text(), path=path,
-                                        line=number, column=column))
-        for lint_rule in YAML_RULES:
-            for problem in lint_rule.check(schema):
-                found.append(Diagnostic(lint_rule.rule.code, lint_rule.rule.severity, f"{schema.op_name}: {problem}",
-                                        path=path, line=number, column=column))
+        found.extend(_schema_problems(path, schema, number, column))
     # check_ops compares `foo` with `foo_`: their default overloads.
     positions = {}
     for schema, number, column in schemas:
@@ -70,7 +83,26 @@ def lint_yaml(path: str, text: str) -> list[Diagnostic]:
     return found
 
 
+def _schema_problems(path: str, schema, number: int, column: int) -> list[Diagnostic]:
+    """The contract rules (under ATen conventions) and the YAML rules on one entry."""
+    found = []
+    tags = ("out",) if _aliases_match_written_args(schema) else ()
+    for diagnostic in check_schema(schema, tags=tags, style="library", generating=False):
+        if RULES[diagnostic.code].aten_yaml:
+            found.append(Diagnostic(diagnostic.code, diagnostic.severity, diagnostic.text(), path=path,
+                                    line=number, column=column))
+    for lint_rule in YAML_RULES:
+        for problem in lint_rule.check(schema):
+            found.append(Diagnostic(lint_rule.rule.code, lint_rule.rule.severity, f"{schema.op_name}: {problem}",
+                                    path=path, line=number, column=column))
+    return found
+
+
 def _aliases_match_written_args(schema) -> bool:
+    """ATen's conventions for aliased returns: the written arguments returned (out / in-place: the same
+    convention `write_convention` recognises in Python defines, which torch.Tag.out / inplace make
+    compile-safe there) and views returning a read-only alias of an argument; torchgen generates the
+    functionalization of all of them for YAML-defined ops."""
     written = {letter for a in schema.mutated_args for letter in a.alias.before}
     viewed = {letter for a in schema.arguments if a.alias for letter in a.alias.before}
     for ret in schema.returns:

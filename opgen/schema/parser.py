@@ -279,7 +279,9 @@ class _Parser:
                 if not kwarg_only:
                     if arg.has_default:
                         first_default = first_default or arg
-                    elif first_default is not None:
+                    elif first_default is not None and type(arg.type) is not ListType:
+                        # torch lets a list without a default follow one (FunctionSchema::checkSchema
+                        # allows it for old broadcasting lists: `Tensor? bias=None, int[] stride`)
                         self.fail(f"argument {arg.name!r} has no default but follows {first_default.name!r}, "
                                   "which has one", index=arg_at,
                                   hint=f"give {arg.name!r} a default, move it before {first_default.name!r}, "

@@ -11,7 +11,7 @@ import textwrap
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from ...contract import Diagnostic, Rule, rule
+from ...contract import Diagnostic, Rule, rule, tag_contract_problems
 from ...schema.model import Schema
 from ..records import Definition, FileRecord, Registration, Where
 
@@ -79,11 +79,12 @@ def lint_rule(code, name, severity, summary, explanation, *, valid=(), invalid=(
 
 class LintOp:
     """What is known about one op across files: its definition, parsed schema, kernels and fakes; `name`
-    as messages show it; `side_effect_marked`, `autograd`: marked has_side_effect / given a formula."""
+    as messages show it; `side_effect_marked`, `autograd`: marked has_side_effect / given a formula; `seen`:
+    whether a linted file defines it."""
 
-    __slots__ = ("autograd", "definition", "fakes", "kernels", "key", "name", "schema", "side_effect_marked")
+    __slots__ = ("autograd", "definition", "fakes", "kernels", "key", "name", "schema", "seen", "side_effect_marked")
 
-    def __init__(self, definition: Definition, schema: Schema | None, key: tuple) -> None:
+    def __init__(self, definition: Definition, schema: Schema | None, key: tuple, *, seen: bool = True) -> None:
         self.definition = definition
         self.schema = schema
         self.key = key
@@ -93,20 +94,30 @@ class LintOp:
         self.name = name + ("." + definition.overload if definition.overload else "")
         self.side_effect_marked = False
         self.autograd = False
+        self.seen = seen  # False: no linted file defines the op (C++ or unreadable); `definition` is a stand-in
 
 
 @dataclass
 class Project:
     """Every linted file's records, matched: `definitions` in order (a redefinition too), `ops` the first
-    definition of each op by key, `by_name` (namespace, name) -> its overloads, `dangling` the registrations
-    no op matched, `unresolved_fakes` namespaces with a fake registered under a name we could not read."""
+    definition of each op by key, `by_key` every definition of each key, `by_name` (namespace, name) -> its
+    overloads, `unseen` the ops registrations name whose definition no linted file shows (defined in C++,
+    or by a define opgen cannot read), `dangling` the registrations no definition matched (each is also on
+    an unseen op), `unresolved_fakes` namespaces with a fake registered under a name we could not read."""
 
     records: list[FileRecord]
     definitions: list[LintOp] = field(default_factory=list)
     ops: dict[tuple, LintOp] = field(default_factory=dict)
+    by_key: dict[tuple, list[LintOp]] = field(default_factory=dict)
     by_name: dict[tuple, list[LintOp]] = field(default_factory=dict)
+    unseen: dict[tuple, LintOp] = field(default_factory=dict)
     dangling: list[Registration] = field(default_factory=list)
     unresolved_fakes: set = field(default_factory=set)
+
+    def checked_ops(self) -> list[LintOp]:
+        """What the per-op rules run over: every definition (an op defined twice, under `if`/`else` or in two
+        files, is checked at each), then the ops whose definition is unseen."""
+        return [*self.definitions, *self.unseen.values()]
 
 
 def diag(rule_: Rule, message: str, where: Where, *, fix=None, severity: str | None = None) -> Diagnostic:
@@ -125,3 +136,19 @@ def unique(findings):
         if (finding.line, finding.what) not in seen:
             seen.add((finding.line, finding.what))
             yield finding
+
+
+def write_convention(schema: Schema) -> str | None:
+    """"out" or "inplace" (or "aten": ATen's convention, which no tag's contract covers) when the schema is ATen's out / in-place convention (`foo.out(..., *, Tensor(a!) out)
+    -> Tensor(a!)`, `foo_(Tensor(a!) self, ...) -> Tensor(a!)`): it returns the tensors it writes, exactly as
+    torch.Tag.out / torch.Tag.inplace require, so adding that tag is all it takes to be compile-safe."""
+    aliased = [r for r in schema.returns if r.alias is not None]
+    if not aliased or not all(r.alias.is_write for r in aliased):
+        return None
+    for tag in ("out", "inplace"):
+        if not tag_contract_problems(schema, tag):
+            return tag
+    written = {letter for a in schema.mutated_args for letter in a.alias.before}
+    # ATen's convention more widely (torchgen accepts it: `foo.out(Tensor(a!) self, *, Tensor(b!) out) ->
+    # Tensor(b!)`): every aliased return is an argument the op writes; no tag takes it.
+    return "aten" if all(set(r.alias.before) <= written for r in aliased) else None

@@ -7,12 +7,12 @@ import textwrap
 
 from ...contract import ERROR, SIDE_EFFECT_ONLY, WARNING
 from ...schema.model import Schema, is_tensor_like
+from ..dispatch_keys import device_of_key
 from ..fix import Edit
 from ..records import Function, Registration, Where
 from .base import Invalid, LintOp, Project, code_example, diag, lib_example, lint_rule, unique
 
 CAPTURE_KEYS = frozenset({"PrivateUse1", "CUDA"})
-DEVICE_OF_KEY = {"CPU": "cpu", "CUDA": "cuda", "PrivateUse1": "npu", "XPU": "xpu", "MPS": "mps", "HIP": "cuda"}
 
 
 def _kernel_functions(op: LintOp) -> list[Function]:
@@ -25,11 +25,8 @@ def _kernel_functions(op: LintOp) -> list[Function]:
 
 def _op_devices(op: LintOp) -> set[str]:
     """Device types the op has kernels for ('cpu', 'cuda', 'npu', ...), as far as the linted files show."""
-    devices = {DEVICE_OF_KEY[r.key] for r in op.kernels if r.key in DEVICE_OF_KEY}
-    for key in op.definition.device_types or ():  # custom_op device_types, as dispatch keys
-        if key in DEVICE_OF_KEY:
-            devices.add(DEVICE_OF_KEY[key])
-    return devices
+    keys = [r.key for r in op.kernels] + list(op.definition.device_types or ())  # custom_op device_types, as keys
+    return {device for key in keys if isinstance(key, str) and (device := device_of_key(key)) is not None}
 
 
 def _fakes(op: LintOp):
@@ -49,8 +46,7 @@ def _argument_for(schema: Schema, function: Function, param_name: str):
         index = names.index(param_name)
         if index < len(schema.positional):
             return schema.positional[index]
-        return None
-    return schema.argument(param_name)
+    return schema.argument(param_name)  # keyword-only arguments reach a Python kernel by name
 
 
 def add_mutation_annotation(path: str, definition, schema, argument) -> Edit | None:
@@ -162,12 +158,12 @@ it writes.
 )
 
 
-def _fake(body: str) -> str:
-    """A Library op `rows(Tensor x) -> Tensor` and its fake; `body` is the fake's body, from line 10."""
+def _fake(body: str, kernel: str = "") -> str:
+    """A Library op `rows(Tensor x) -> Tensor` and its fake; `body` is the fake's body, from line 10 (11 with
+    the one-line `kernel` registration, which goes on line 6)."""
     return lib_example("""
         lib.define("rows(Tensor x) -> Tensor")
-
-
+    """) + kernel + "\n\n" + code_example("""
         @torch.library.register_fake("myops::rows")
         def _(x):
     """) + textwrap.indent(code_example(body), "    ")
@@ -208,9 +204,13 @@ def _fake_returns_input(op: LintOp, project: Project):
     tagged = op.definition.tags is None or bool(set(op.definition.tags) & {"inplace", "out"})
     if aliased or tagged:
         return
-    kernel_too = any(k.returned_params for k in _kernel_functions(op))
+    kernels = _kernel_functions(op)
+    kernel_too = any(k.returned_params for k in kernels)
     for _registration, function, kind in _fakes(op):
         for finding in unique(function.returned_params):
+            if not op.seen and (not kernels or any(finding.param in {f.param for f in k.returned_params}
+                                                   for k in kernels)):
+                continue  # the schema is unseen: only a kernel returning a new tensor says no alias is declared
             if kernel_too:  # the op's contract is broken, not only the fake
                 message = (f"the {kind} of {op.name} returns its input {finding.param!r}, and so does its kernel, "
                            "but the schema declares no alias: compiled graphs and opcheck assume a new tensor; return "
@@ -239,10 +239,12 @@ def _fake_alloc_without_device(op: LintOp, project: Project):
     kernels = _kernel_functions(op)
     devices = _op_devices(op)
     kernel_fixed = {f.what for k in kernels for f in k.fixed_device_allocs}
+    elsewhere = devices - {"cpu", "meta"}
     for registration, function, kind in _fakes(op):
         path = function.where.path
-        if function not in kernels and not any(k.device_less_allocs for k in kernels):
-            # a kernel that allocates on the default device itself makes an op whose outputs live there
+        if elsewhere and function not in kernels and not any(k.device_less_allocs for k in kernels):
+            # the op's outputs are on another device than the default one only where the code shows a
+            # kernel for one; a kernel that allocates on the default device itself makes outputs live there
             for finding in unique(function.device_less_allocs):
                 yield diag(FAKE_ALLOC_NO_DEVICE, f"the {kind} of {op.name} calls {finding.what}() without device=; "
                            "pass device=<input>.device (or use new_empty/empty_like)",
@@ -262,12 +264,20 @@ FAKE_ALLOC_NO_DEVICE = lint_rule(
     "OPG304", "fake-alloc-without-device", ERROR,
     "a fake/Meta kernel allocates without `device=`: pass the input's device",
     """
-`torch.empty(shape)` in a fake creates a CPU tensor; the traced graph then has the wrong device
-("tensor's device must be `meta`") and capture fails. Use `x.new_empty(shape)`,
-`torch.empty_like(x)`, or `torch.empty(shape, device=x.device, dtype=x.dtype)`.
+`torch.empty(shape)` in a fake creates a CPU tensor; for an op that runs on another device (the code shows
+a CUDA / PrivateUse1 / ... kernel for it) the traced graph then has the wrong device ("tensor's device must
+be `meta`") and capture fails. Use `x.new_empty(shape)`, `torch.empty_like(x)`, or `torch.empty(shape,
+device=x.device, dtype=x.dtype)`. Not reported where the code shows no kernel off the CPU (a CPU-only op,
+an op whose kernels are in C++: its outputs may well be on the default device), nor where the op's kernel
+itself allocates on the default device. Also reported: a fake that allocates on a hard-coded device other
+than those the op has kernels for.
 """,
-    valid=[_fake("return torch.empty(x.shape[0], device=x.device, dtype=x.dtype)\n")],
-    invalid=[Invalid(_fake("return torch.empty(x.shape[0], dtype=x.dtype)\n"), 10)],
+    valid=[_fake("return torch.empty(x.shape[0], device=x.device, dtype=x.dtype)\n",
+                 kernel='lib.impl("rows", lambda x: x[: int(x.sum())].clone(), "CUDA")\n'),
+           _fake("return torch.empty(x.shape[0], dtype=x.dtype)\n",
+                 kernel='lib.impl("rows", lambda x: x[: int(x.sum())].clone(), "CPU")\n')],
+    invalid=[Invalid(_fake("return torch.empty(x.shape[0], dtype=x.dtype)\n",
+                           kernel='lib.impl("rows", lambda x: x[: int(x.sum())].clone(), "CUDA")\n'), 11)],
     check=_fake_alloc_without_device, scope="op",
 )
 
@@ -283,45 +293,72 @@ def _fake_signature(op: LintOp, function: Function, kind: str):
     expected = _expected_params(op)
     if expected is None:
         return
+    problem = (_order_problem(function, expected) or _positional_problem(op, function, expected)
+               or _keyword_problem(function, expected))
+    if problem:
+        signature = ", ".join(_render_expected(expected))
+        yield diag(FAKE_SIGNATURE, f"the {kind} {function.name}() of {op.name} {problem}; use ({signature})",
+                   function.where)
+
+
+def _order_problem(function: Function, expected) -> str | None:
+    """A positional parameter named like another argument of the schema: torch passes by position, so it
+    silently receives that other argument's value (renamed parameters are fine; swapped ones are not)."""
+    names = {e[0] for e in expected}
+    exp_positional = [e[0] for e in expected if not e[2]]
     positional = [p for p in function.params if p.kind == "positional"]
-    kwonly = {p.name: p for p in function.params if p.kind == "kwonly"}
+    for index, param in enumerate(positional[:len(exp_positional)]):
+        if param.name != exp_positional[index] and param.name in names:
+            return (f"takes {param.name!r} where the schema has {exp_positional[index]!r} (torch passes arguments "
+                    f"by position: {param.name!r} receives the value of {exp_positional[index]!r}, a wrong result "
+                    "without an error)")
+    return None
+
+
+def _positional_problem(op: LintOp, function: Function, expected) -> str | None:
+    """What breaks the positional part of torch's call: torch passes positional arguments by position (a
+    rename breaks nothing) and drops trailing arguments equal to their schema default. A trailing `None`
+    argument every kernel refuses otherwise (`if offsets is not None: raise`) never reaches the fake of a
+    call that works."""
+    positional = [p for p in function.params if p.kind == "positional"]
     exp_positional = [e for e in expected if not e[2]]
-    exp_kwonly = {e[0]: e for e in expected if e[2]}
-    # torch calls the fake with the positional arguments by position (a rename breaks nothing) and
-    # drops trailing arguments equal to their schema default; keyword-only ones come by name. A
-    # trailing `None` argument every kernel refuses otherwise (`if offsets is not None: raise`) never
-    # reaches the fake of a call that works.
+    exp_kwonly = {e[0] for e in expected if e[2]}
     refused = _refused_by_kernels(op)
-    problems = []
     for index, (exp_name, exp_default, _kw) in enumerate(exp_positional):
         if index >= len(positional):
             if exp_default == (True, None) and exp_name in refused:
                 continue
-            problems.append(f"is missing parameter {exp_name!r} (torch passes it by position)")
-            break
+            return f"is missing parameter {exp_name!r} (torch passes it by position)"
         param = positional[index]
         if exp_default[0] and not param.has_default:
-            problems.append(f"gives {param.name!r} no default, the schema {exp_default[1]!r} (torch omits an argument "
-                            "equal to its default: TypeError)")
-            break
+            return _no_default(param.name, exp_default[1])
     for extra in positional[len(exp_positional):]:
         if extra.name not in exp_kwonly and not extra.has_default:
-            problems.append(f"has parameter {extra.name!r} the schema does not have")
-            break
+            return f"has parameter {extra.name!r} the schema does not have"
+    return None
+
+
+def _keyword_problem(function: Function, expected) -> str | None:
+    """What breaks the keyword-only part: torch passes keyword-only arguments by name."""
+    positional = [p for p in function.params if p.kind == "positional"]
+    kwonly = {p.name: p for p in function.params if p.kind == "kwonly"}
+    exp_kwonly = {e[0]: e for e in expected if e[2]}
     for exp_name, exp_default, _kw in exp_kwonly.values():
         param = kwonly.get(exp_name) or next((p for p in positional if p.name == exp_name), None)
         if param is None:
-            problems.append(f"is missing keyword-only parameter {exp_name!r} (torch passes it by name)")
-        elif exp_default[0] and not param.has_default:
-            problems.append(f"gives {param.name!r} no default, the schema {exp_default[1]!r} (torch omits an argument "
-                            "equal to its default: TypeError)")
+            return f"is missing keyword-only parameter {exp_name!r} (torch passes it by name)"
+        if exp_default[0] and not param.has_default:
+            return _no_default(param.name, exp_default[1])
     for extra, param in kwonly.items():
         if extra not in exp_kwonly and not param.has_default:
-            problems.append(f"has keyword-only parameter {extra!r} the schema does not have")
-    if problems:
-        signature = ", ".join(_render_expected(expected))
-        yield diag(FAKE_SIGNATURE, f"the {kind} {function.name}() of {op.name} {problems[0]}; use ({signature})",
-                   function.where)
+            return f"has keyword-only parameter {extra!r} the schema does not have"
+    return None
+
+
+def _no_default(name: str, default) -> str:
+    shown = "[" + ", ".join(map(repr, default)) + "]" if isinstance(default, (tuple, list)) else repr(default)
+    return (f"gives {name!r} no default, the schema {shown} (torch omits an argument equal to its default: "
+            "TypeError)")
 
 
 def _refused_by_kernels(op: LintOp) -> set[str]:
@@ -339,7 +376,9 @@ def _render_expected(expected) -> list[str]:
         if kwonly and not star:
             out.append("*")
             star = True
-        out.append(exp_name + (f"={default[1]!r}" if default[0] else ""))
+        value = default[1]
+        shown = "[" + ", ".join(map(repr, value)) + "]" if isinstance(value, (tuple, list)) else repr(value)
+        out.append(exp_name + (f"={shown}" if default[0] else ""))
     return out
 
 
@@ -362,12 +401,14 @@ def _expected_params(op: LintOp):
 
 FAKE_SIGNATURE = lint_rule(
     "OPG305", "fake-signature-mismatch", ERROR,
-    "the fake/Meta kernel cannot take the op's arguments (TypeError when torch calls it)",
+    "the fake/Meta kernel cannot take the op's arguments, or takes them in another order",
     """
 torch calls a fake or Meta kernel with the op's positional arguments by position, its keyword-only
 arguments by name, and leaves out trailing arguments equal to their schema default. So a fake breaks
 with a TypeError when it has fewer positional parameters than the schema, lacks a default the schema
-has, lacks a keyword-only parameter, or requires one the schema does not have. Renamed positional
+has, lacks a keyword-only parameter, or requires one the schema does not have; and it computes a wrong
+result without an error when its parameters are the schema's in another order (`def _(x, dtype, scale)`
+for `(Tensor x, float scale, ScalarType dtype)`: `dtype` receives the scale). Renamed positional
 parameters and differing default values are not reported (torch never passes those by name), nor a
 missing trailing `=None` argument that the kernel refuses otherwise (`if offsets is not None: raise`).
 Copy the schema's parameter list (for custom_op, the kernel's).
@@ -387,6 +428,13 @@ Copy the schema's parameter list (for custom_op, the kernel's).
         @torch.library.register_fake("myops::scale")
         def _(x):
             return torch.empty_like(x)
+    """), 9), Invalid(lib_example("""
+        lib.define("quant(Tensor x, float scale, ScalarType dtype) -> Tensor")
+
+
+        @torch.library.register_fake("myops::quant")
+        def _(x, dtype, scale):
+            return torch.empty_like(x, dtype=dtype)
     """), 9)],
     check=_fake_signature_mismatch, scope="op",
 )
@@ -500,4 +548,60 @@ in-place op (`-> None`), or return a new tensor (`x.clone()`).
             return x
     """), 7)],
     check=_custom_op_returns_input, scope="op",
+)
+
+
+def _out_never_written(op: LintOp, project: Project):
+    definition = op.definition
+    for registration in op.kernels:
+        function = registration.function
+        if function is None or registration.key in ("Meta", "fake") or not function.discarded:
+            continue
+        for param in function.discarded:
+            if op.schema is not None:
+                argument = _argument_for(op.schema, function, param)
+                if argument is None or not argument.is_write:
+                    continue
+            elif not (isinstance(definition.mutates_args, tuple) and param in definition.mutates_args):
+                continue
+            yield diag(OUT_NEVER_WRITTEN, f"kernel {function.name}() of {op.name} re-binds {param!r} before writing "
+                       f"it, so the tensor the caller passes as {param!r} is never written (the schema says the op "
+                       f"writes it); write the result into it: {param}.copy_(result), or out={param}",
+                       function.where)
+
+
+OUT_NEVER_WRITTEN = lint_rule(
+    "OPG309", "written-argument-discarded", ERROR,
+    "a kernel re-binds an argument the schema marks written (`out`) before writing it",
+    """
+An `.out` overload (`foo.out(..., *, Tensor(a!) out) -> Tensor(a!)`) promises to write `out`: callers,
+and runtimes that pre-allocate the buffer (ExecuTorch's out variants, memory planning), read the result
+from the tensor they passed. A kernel whose first statement about `out` re-binds it (`out = x.clone()`)
+computes into a new tensor and leaves the caller's untouched: a wrong result without an error. Write
+into it instead: `out.copy_(result)`, `torch.add(a, b, out=out)`, `out[...] = ...`. A re-binding
+through a view of the argument (`out = out.view(...)`) still writes it and is fine.
+""",
+    valid=[lib_example("""
+        lib.define("double.out(Tensor x, *, Tensor(a!) out) -> Tensor(a!)", tags=(torch.Tag.out,))
+
+
+        def double_out(x, *, out):
+            out.copy_(x * 2)
+            return out
+
+
+        lib.impl("double.out", double_out, "CPU")
+    """)],
+    invalid=[Invalid(lib_example("""
+        lib.define("double.out(Tensor x, *, Tensor(a!) out) -> Tensor(a!)", tags=(torch.Tag.out,))
+
+
+        def double_out(x, *, out):
+            out = x * 2
+            return out
+
+
+        lib.impl("double.out", double_out, "CPU")
+    """), 8)],
+    check=_out_never_written, scope="op",
 )

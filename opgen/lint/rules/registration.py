@@ -6,32 +6,17 @@ from __future__ import annotations
 import difflib
 from collections import defaultdict
 
-from ...contract import ERROR, WARNING
+from ...contract import ALIASED_RETURN, ERROR, WARNING
+from ..dispatch_keys import FAKE_CAPABLE_KEYS, MARKERS, TORCH_KEYS, is_backend_key
 from ..fix import Edit
-from ..records import UNKNOWN, Literal, Where
-from .base import Invalid, LintOp, Project, code_example, diag, lib_example, lint_rule, loc
+from ..records import UNKNOWN, Literal, Where, one_process
+from .base import Invalid, LintOp, Project, code_example, diag, lib_example, lint_rule, loc, write_convention
 
-# Dispatch keys a Python registration may name, and the misspellings that are certainly meant as one.
-DISPATCH_KEYS = (
-    "CPU", "CUDA", "HIP", "XLA", "MPS", "IPU", "XPU", "HPU", "VE", "Lazy", "MTIA", "PrivateUse1", "PrivateUse2",
-    "PrivateUse3", "Meta", "BackendSelect", "Python", "Functionalize", "ADInplaceOrView", "Autograd",
-    "AutogradCPU", "AutogradCUDA", "AutogradXLA", "AutogradMPS", "AutogradXPU", "AutogradPrivateUse1",
-    "AutogradNestedTensor", "AutogradOther", "CompositeImplicitAutograd", "CompositeExplicitAutograd",
-    "CompositeExplicitAutogradNonFunctional", "CompositeImplicitAutogradNestedTensor", "FuncTorchBatched",
-    "Batched", "SparseCPU", "SparseCUDA", "NestedTensorCPU", "NestedTensorCUDA", "QuantizedCPU", "QuantizedCUDA",
-    "AutocastCPU", "AutocastCUDA", "AutocastXPU", "AutocastPrivateUse1", "Conjugate", "Negative", "ZeroTensor",
-    "SparseCsrCPU", "SparseCsrCUDA", "NestedTensor", "Dense", "Sparse", "Tracer", "FuncTorchDynamicLayerBackMode",
-    "FuncTorchDynamicLayerFrontMode", "PythonTLSSnapshot", "PythonDispatcher", "PreDispatch", "AutocastMPS",
-    "Undefined", "CatchAll", "Default",
-)
+# Dispatch keys a Python registration may name (torch's own list), and the misspellings that are certainly
+# meant as one.
+DISPATCH_KEYS = tuple(sorted(TORCH_KEYS - frozenset(MARKERS))) + ("CatchAll", "Default")
 _KEYS_BY_FOLD = {key.lower(): key for key in DISPATCH_KEYS}
 KEY_FIXES = {"npu": "PrivateUse1", "privateuseone": "PrivateUse1", "autogradnpu": "AutogradPrivateUse1"}
-# Kernels that also run on fake tensors, so the op needs no separate fake.
-FAKE_CAPABLE_KEYS = frozenset({"CompositeExplicitAutograd", "CompositeImplicitAutograd", "Meta", "fake"})
-# Keys of real device kernels; an op implemented only at other keys (BackendSelect, Python, Autograd)
-# handles fake tensors by other means, so the no-fake rule stays quiet for it.
-BACKEND_KEYS = frozenset({"CPU", "CUDA", "HIP", "XLA", "MPS", "IPU", "XPU", "HPU", "MTIA", "PrivateUse1", "VE",
-                          "Lazy", "MAIA"})
 
 
 def suggest_key(value: str) -> str | None:
@@ -237,16 +222,23 @@ accepted (`Library(ns, "IMPL", key)`, `lib.impl(..., key)`, `impl(lib, name, key
 )
 
 
+def _entry_points(project: Project) -> set[str]:
+    return {record.path for record in project.records if record.entry_point}
+
+
 def _duplicate_def(project: Project):
-    first_def: dict[str, Where] = {}
+    entry_points = _entry_points(project)
+    first_def: dict[str, list[Where]] = {}
     for record in project.records:
         for library in record.libraries:
             if library.kind != "DEF" or library.scoped or not library.module_level:
                 continue
-            previous = first_def.get(library.namespace)
-            if previous is None:
-                first_def[library.namespace] = library.where
+            earlier = first_def.setdefault(library.namespace, [])
+            met = [w for w in earlier if one_process(w.path, library.where.path, entry_points)]
+            earlier.append(library.where)
+            if not met:
                 continue
+            previous = met[0]
             yield diag(DUPLICATE_DEF, f"Library({library.namespace!r}, \"DEF\") again (first at "
                        f"{loc(previous)}); torch allows one DEF per namespace, use \"FRAGMENT\" here", library.where)
 
@@ -374,36 +366,46 @@ op, and a write to the wrong tensor goes unnoticed. It is a cost, not a bug, so 
 
 
 def _no_fake(op: LintOp, project: Project):
+    if not op.seen or _no_fake_needed(op, project):
+        return
     definition = op.definition
-    schema = op.schema
-    real_fakes = [r for r in op.fakes if r.key == "fake"]
-    metas = [r for r in op.fakes if r.key == "Meta"]
-    if definition.namespace in project.unresolved_fakes or None in project.unresolved_fakes:
-        return
-    if definition.tags is None or set(definition.tags or ()) & {"inplace", "out"} or definition.fake_from_kernel:
-        return
-    if schema is not None and schema.is_mutable and not schema.returns and not schema.varret:
-        return  # torch generates a trivial fake for mutating ops that return nothing
-    if schema is None and definition.kernel is not None and definition.kernel.returns_annotation == "None" \
-            and definition.mutates_args not in ((), []):
-        return
     if definition.style == "custom_op" and definition.namespace is not None:
-        if real_fakes:
+        if any(r.key == "fake" for r in op.fakes) or any(k.key == "CompositeImplicitAutograd" for k in op.kernels):
             return
-        if metas:
+        if any(r.key == "Meta" for r in op.fakes):
             yield diag(NO_FAKE, f"{op.name} is a custom_op with only a Meta kernel, which FakeTensorMode "
                        "ignores; register it with @<op>.register_fake instead", definition.where)
             return
-        if any(k.key == "CompositeImplicitAutograd" for k in op.kernels):
-            return
-    elif op.fakes or any(k.key in FAKE_CAPABLE_KEYS or k.key is UNKNOWN for k in op.kernels):
+    elif not _only_device_kernels(op):
         return
-    elif not op.kernels or any(k.key not in BACKEND_KEYS for k in op.kernels):
-        return  # kernels only in C++ / at BackendSelect, Python, Autograd keys: we cannot tell
     if definition.namespace is None and not op.kernels:
         return
     yield diag(NO_FAKE, f"{op.name} has no fake or Meta kernel in the linted files, so it cannot enter a "
                f"compiled graph; add @torch.library.register_fake(\"{op.name}\")", definition.where)
+
+
+def _no_fake_needed(op: LintOp, project: Project) -> bool:
+    """Whether torch makes the fake itself, or the code cannot say: some fake of the namespace is registered
+    under a name we could not read, the op is tagged inplace/out (or its tags are unknown), a triton_op
+    (traced on fake tensors), or a mutating op returning nothing (torch generates a trivial fake)."""
+    definition, schema = op.definition, op.schema
+    if definition.namespace in project.unresolved_fakes or None in project.unresolved_fakes:
+        return True
+    if definition.tags is None or set(definition.tags or ()) & {"inplace", "out"} or definition.fake_from_kernel:
+        return True
+    if schema is not None and schema.is_mutable and not schema.returns and not schema.varret:
+        return True
+    return schema is None and definition.kernel is not None and definition.kernel.returns_annotation == "None" \
+        and definition.mutates_args not in ((), [])
+
+
+def _only_device_kernels(op: LintOp) -> bool:
+    """A Library op whose kernels the code shows, all at device keys, and no fake: a kernel that runs on fake
+    tensors (Meta, the composite keys) or one at a functionality key (BackendSelect, Python, Autograd) may
+    serve fake tensors, and without kernels (C++) we cannot tell."""
+    if op.fakes or any(k.key in FAKE_CAPABLE_KEYS or k.key is UNKNOWN for k in op.kernels):
+        return False
+    return bool(op.kernels) and all(is_backend_key(k.key) for k in op.kernels)
 
 
 NO_FAKE = lint_rule(
@@ -476,12 +478,17 @@ the pair. `register_fake` serves both: delete the Meta kernel.
 
 
 def _duplicate_op(project: Project):
-    first: dict[tuple, LintOp] = {}
+    entry_points = _entry_points(project)
+    first: dict[tuple, list] = {}
     for op in project.definitions:
-        earlier = first.setdefault(op.key, op).definition
         definition = op.definition
-        if earlier is not definition and earlier.style == definition.style == "library" \
-                and earlier.unconditional and definition.unconditional:  # not `if not hasattr(...)`
+        if definition.style != "library" or not definition.unconditional:  # not `if not hasattr(...)`
+            continue
+        earlier_ones = first.setdefault(op.key, [])
+        met = [d for d in earlier_ones if one_process(d.where.path, definition.where.path, entry_points)]
+        earlier_ones.append(definition)
+        if met:
+            earlier = met[0]
             yield diag(DUPLICATE_OP, f"{op.name} is defined again (first at {loc(earlier.where)}); torch refuses "
                        "the second definition at import: delete one, or name another overload", definition.where)
 
@@ -503,4 +510,44 @@ Ops are matched by namespace, name and overload; ops without a readable namespac
         lib.define("scale(Tensor x) -> Tensor")
     """), 6)],
     check=_duplicate_op, scope="project",
+)
+
+
+def _untagged_write_convention(op: LintOp, project: Project):
+    definition, schema = op.definition, op.schema
+    if schema is None or definition.style != "library" or definition.tags != ():
+        return
+    tag = write_convention(schema)
+    if tag is None:
+        return
+    how = (f"define it with tags=(torch.Tag.{tag},) (torch >= 2.13)" if tag != "aten" else
+           "return nothing ('-> ()'; no torch.Tag takes this schema: Tag.out wants every written argument "
+           "keyword-only and returned, Tag.inplace only the first one)")
+    yield diag(UNTAGGED_WRITE_CONVENTION, f"{op.name} follows ATen's {'out/in-place' if tag == 'aten' else tag} "
+               "convention (it returns the tensor it writes) without a tag: torch.export keeps it, but "
+               "torch.compile of a caller fails (\"Found a custom (non-ATen) operator whose output has alias "
+               f"annotations\"); to make it compile-safe, {how}", definition.where)
+
+
+UNTAGGED_WRITE_CONVENTION = lint_rule(
+    "OPG211", "untagged-write-convention", WARNING,
+    "an `.out` / in-place overload in ATen's convention without `torch.Tag.out`/`inplace` (opt-in)",
+    """
+`foo.out(..., *, Tensor(a!) out) -> Tensor(a!)` (and `foo_(Tensor(a!) self, ...) -> Tensor(a!)`) is ATen's
+out / in-place convention: torch accepts the schema, `torch.export` keeps the op, and runtimes insert such
+overloads after export (ExecuTorch's out variants), so they are never traced by torch.compile. Only
+torch.compile (or `run_decompositions`) of a caller fails: "Found a custom (non-ATen) operator whose output
+has alias annotations". That is a limit, not a bug, so the rule is opt-in (`--select OPG211`); and such a
+schema is not reported as OPG102 (aliased-return), exactly as in op_plugin / native_functions YAML. To make
+the op compile-safe, tag it: `lib.define(schema, tags=(torch.Tag.out,))` (torch >= 2.13 has the tags; torch
+then also generates its fake). A return that aliases without following the convention is still OPG102.
+""",
+    valid=[lib_example("""
+        lib.define("scale.out(Tensor x, float s, *, Tensor(a!) out) -> Tensor(a!)", tags=(torch.Tag.out,))
+    """)],
+    invalid=[Invalid(lib_example("""
+        lib.define("scale.out(Tensor x, float s, *, Tensor(a!) out) -> Tensor(a!)")
+    """), 5)],
+    opt_in=True,
+    check=_untagged_write_convention, scope="op", supersedes=(ALIASED_RETURN,),
 )
