@@ -109,7 +109,9 @@ def opgen_type(t: Type, in_tuple: bool = False) -> str:
 def _alias_tuple(alias: Alias, keep_sets: bool) -> tuple:
     if not keep_sets:
         return (alias.is_write, frozenset(), frozenset())
-    return (alias.is_write, frozenset(alias.before), frozenset(alias.after or alias.before))
+    anonymous = alias.before and alias.before[0].startswith("$")  # `Tensor!`: torch reports no after-set
+    after = alias.after or (() if anonymous else alias.before)
+    return (alias.is_write, frozenset(alias.before), frozenset(after))
 
 
 def opgen_alias(t: Type, top: bool = True) -> tuple | None:

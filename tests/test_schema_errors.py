@@ -49,8 +49,8 @@ CASES = [
     ("f(Tensor x, *, int a, *, int b) -> ()", 23, "a second '*' in the argument list", "the first is at column 13"),
     ("f(float eps=inf) -> ()", "inf", "'inf' is not a valid default", "1e+300"),
     ("f(float eps=nan) -> ()", "nan", "'nan' is not a valid default", "optional with None"),
-    ("f(Tensor x=None) -> ()", "None", "default for 'x' does not fit type 'Tensor': None needs an optional type",
-     "None on Tensor?"),
+    ("f(Tensor[] x=None) -> ()", "None", "default for 'x' does not fit type 'Tensor[]': None needs an optional type",
+     "make it optional (Tensor[]?) and default to None"),
     ("f(Tensor(a! x) -> ()", "x)", "expected ')' to close the alias annotation, found 'x'", "(a!), (a|b) or (a -> *)"),
     ("f(Tensor(! x) -> ()", "!", "expected an alias set name such as 'a', found '!'", None),
     ("f(Tensor(a -> ) x) -> ()", ") x", "expected an alias set after '->', found ')'", None),
@@ -165,3 +165,12 @@ def test_cli_json_stdin_reports_every_bad_line_in_order(run_opgen):
         column, message = expected[obj["input"]]
         assert obj["error"]["column"] == column
         assert message in obj["error"]["message"]
+
+
+def test_none_for_a_non_optional_tensor_or_scalar_is_accepted_as_torch_does():
+    """torch 2.13's parser takes `Tensor x=None` and `int n=None` (not `Tensor[] x=None`); so does opgen, and both
+    print it back the same."""
+    import torch
+
+    for text in ("f(Tensor x=None) -> Tensor", "f(Tensor x, int n=None, float s=None) -> ()"):
+        assert str(parse_schema(text)) == str(torch._C.parse_schema(text)) == text

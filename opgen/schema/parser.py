@@ -681,6 +681,12 @@ def _default_hint(typ: Type) -> str:
     return f"write {text}"
 
 
+# The non-optional types torch 2.13's schema parser gives a None default (Device, Any, Dimname, Storage, Stream,
+# QScheme and lists it refuses).
+_NONE_DEFAULT_TYPES = frozenset({"Tensor", "int", "SymInt", "float", "bool", "str", "Scalar", "ScalarType", "Layout",
+                                 "MemoryFormat", "Generator", "complex"})
+
+
 def _default_problem(typ: Type, value) -> str | None:
     if isinstance(typ, OptionalType):
         if value is None:
@@ -692,7 +698,9 @@ def _default_problem(typ: Type, value) -> str | None:
             if elem.size is not None:  # torch keeps the scalar as it is (no expansion)
                 return _default_problem(elem.elem, value)
         return _default_problem(elem, value)
-    if value is None:
+    if value is None:  # torch 2.13 takes `Tensor x=None`, `int n=None`, ... (measured per type), not a list's
+        if isinstance(typ, BaseType) and typ.name in _NONE_DEFAULT_TYPES:
+            return None
         return "None needs an optional type (add '?')"
     if isinstance(typ, ListType):
         elem = typ.elem
