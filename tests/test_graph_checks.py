@@ -64,7 +64,7 @@ SNEAKY = define("sneaky(Tensor x, Tensor y) -> Tensor", _sneaky, lambda x, y: to
 STATEFUL = define("stateful(Tensor x) -> Tensor", _cached_scale, lambda x: torch.empty_like(x))
 TRANSPOSED = define("transposed(Tensor x) -> Tensor", lambda x: (x * 2).t().contiguous().t(),
                     lambda x: torch.empty(x.shape, dtype=x.dtype, device=x.device))
-LIKE = define("like(Tensor x) -> Tensor", lambda x: (x * 2).t().contiguous().t(), lambda x: torch.empty_like(x))
+LIKE = define("like(Tensor x) -> Tensor", lambda x: x * 2, lambda x: torch.empty_like(x))  # elementwise: x's layout
 SPECIALISING = define("specialising(Tensor x) -> Tensor", lambda x: x * 2, _specialising_fake)
 ALIASING = define("aliasing(Tensor(a!) x, float v) -> Tensor", lambda x, v: x.fill_(v),
                   lambda x, v: torch.empty_like(x))
@@ -77,6 +77,90 @@ def _nonzero_fake(x):
 NONZERO = define("nonzero(Tensor x) -> Tensor", lambda x: x.flatten().nonzero().flatten(), _nonzero_fake)
 FILL_ALL = define("fill_all(Tensor(a!)[] xs, float v) -> ()", lambda xs, v: [x.fill_(v) for x in xs] and None,
                   lambda xs, v: None)
+
+
+# --- kernels planted for the oracle tier, each with the reference it should agree with ----------------------------
+CACHE: dict = {}
+WORKSPACE: dict = {}
+
+
+def _scale_reference(x, s=1.0):
+    return x.float().mul(s).to(x.dtype)
+
+
+def _scale_ignores_s(x, s=1.0):
+    return x.float().to(x.dtype)
+
+
+def _scale_in_half(x, s=1.0):
+    return (x.half() * s).to(x.dtype)  # right for the float16 example only
+
+
+def _scale_cached(x, s=1.0):
+    key = (tuple(x.shape), x.dtype)
+    if key not in CACHE:  # stale for every later call of the same shape
+        CACHE[key] = _scale_reference(x, s)
+    return CACHE[key].clone()
+
+
+def _scale_workspace(x, s=1.0):
+    key = (tuple(x.shape), x.dtype)
+    out = WORKSPACE.setdefault(key, torch.empty_like(x))
+    return out.copy_(_scale_reference(x, s))  # every call returns the same memory
+
+
+def _scale_even_only(x, s=1.0):
+    out = _scale_reference(x, s)
+    if x.shape[-1] % 2:
+        out[..., -1] = 0  # drops an odd tail
+    return out
+
+
+def _put_reference(cache, rows, index):
+    cache.index_copy_(0, index, rows)
+
+
+def _put_and_neighbour(cache, rows, index):
+    cache.index_copy_(0, index, rows)
+    cache[(index + 1) % cache.shape[0]] = 0  # writes the slot after each one too
+
+
+def _put_cleared(cache, rows, index):
+    cache.zero_()  # clears the whole cache first
+    cache.index_copy_(0, index, rows)
+
+
+def _put_swapped(cache, rows, index):
+    fresh = cache.clone()
+    fresh.index_copy_(0, index, rows)
+    cache.set_(fresh)  # the caller's tensor now points at other memory
+
+
+def _put_and_restore(cache, rows, index):
+    rows.mul_(2).div_(2)  # a write to an input the schema does not declare, undone
+    cache.index_copy_(0, index, rows)
+
+
+def _scale_op(name: str, kernel, dtypes=()) -> checks.Op:
+    op = define(f"{name}(Tensor x, float s=1.0) -> Tensor", kernel, lambda x, s=1.0: torch.empty_like(x))
+    return checks.Op(op.overload, field="ops[0]", cpu_kernel=op.cpu_kernel, outputs=op.outputs,
+                     reference=_scale_reference, dtypes=dtypes)
+
+
+def _put_op(name: str, kernel) -> checks.Op:
+    op = define(f"{name}(Tensor(a!) cache, Tensor rows, Tensor index) -> ()", kernel, lambda cache, rows, index: None)
+    return checks.Op(op.overload, field="ops[0]", cpu_kernel=op.cpu_kernel, reference=_put_reference)
+
+
+def scale_examples(seed: int = 0) -> list[dict]:
+    g = torch.Generator().manual_seed(seed)
+    return [{"x": checks.random_tensor((4, 8), torch.float16, g)}, {"x": checks.random_tensor((2, 6), torch.float32, g)}]
+
+
+def put_examples(seed: int = 0) -> list[dict]:
+    g = torch.Generator().manual_seed(seed)
+    return [{"cache": checks.random_tensor((8, 4), torch.float32, g), "rows": checks.random_tensor((2, 4), torch.float32, g),
+             "index": torch.tensor([5, 1])}]
 
 
 def x_call(seed: int = 0, shape=(4, 8)) -> dict:
@@ -186,8 +270,11 @@ def test_compiled_must_equal_eager():
 
 def test_strides_of_the_fake_must_be_the_kernels_on_non_contiguous_inputs():
     checks.assert_non_contiguous_inputs(LIKE, x_call())  # empty_like keeps the input's layout, as the kernel does
-    with pytest.raises(AssertionError, match="check the CPU kernel kernels/transposed_cpu.py against the fake"):
+    with pytest.raises(checks.CheckFailed, match=r"opgen.yaml: ops\[0\].outputs.out0: on transposed inputs the fake "
+                                                 r"function gives strides \(8, 1\), the CPU kernel \(kernels/"
+                                                 r"transposed_cpu.py\) returns \(1, 4\): either declare the layout") as caught:
         checks.assert_non_contiguous_inputs(TRANSPOSED, x_call())
+    assert caught.value.kind == "fake-wrong-strides"
 
 
 def test_one_graph_for_two_sizes_unless_the_fake_specialises():
@@ -199,8 +286,93 @@ def test_one_graph_for_two_sizes_unless_the_fake_specialises():
 
 def test_a_derived_second_size_the_kernel_refuses_is_a_skip_naming_what_to_add():
     mismatched = [xy_call(), {"x": torch.ones(4, 8), "y": torch.ones(4, 16)}]
-    with pytest.raises(pytest.skip.Exception, match=r"add an example of another size to ops\[0\].examples"):
+    with pytest.raises(pytest.skip.Exception, match=r"add an example of other sizes \(none 0 or 1\) to ops\[0\]"):
         checks.assert_compiles_once(UPDATE, mismatched, derived=True)
+
+
+# --- the independent oracle ----------------------------------------------------------------------------------
+
+
+def test_the_sweep_varies_seeds_dtypes_defaults_and_sizes_and_permutes_exact_indices():
+    op = _scale_op("sweep_shape", _scale_reference)
+    labels = [v.label for v in checks.variants(op, scale_examples)]
+    assert "examples[0], seed 2" in labels and "examples[0] in bfloat16" in labels and "examples[0] in float32" in labels
+    assert "examples[0] with s=2.0 (its default is 1.0)" in labels  # a defaulted scalar moved off its default
+    assert "examples[0] with its size 4 as 5" in labels and "examples[1] with its size 2 as 3" in labels
+    put = _put_op("sweep_put", _put_reference)
+    by_label = {v.label: v.call for v in checks.variants(put, put_examples)}
+    assert by_label["examples[0], seed 1, index tensors permuted"]["index"].tolist() == [1, 5]
+    assert not any("size 2 as" in label for label in by_label)  # the exact index tensor's length stays
+
+
+@pytest.mark.parametrize(("name", "kernel", "expected"), [
+    ("ignores_s", _scale_ignores_s, r"examples\[0\] with s=2.0 \(its default is 1.0\): ops\[0\].outputs.out0"),
+    ("in_half", _scale_in_half, r"examples\[0\] in float32: ops\[0\].outputs.out0: .* values differ"),
+    ("cached", _scale_cached, r"examples\[0\], seed 1: ops\[0\].outputs.out0"),
+    ("workspace", _scale_workspace, r"the outputs of ops\[0\].examples\[0\], seed 0 changed during later calls"),
+    ("even_only", _scale_even_only, r"examples\[0\] with its size 8 as 9: ops\[0\].outputs.out0"),
+])
+def test_the_oracle_catches_kernels_right_only_on_the_examples(name, kernel, expected):
+    planted = _scale_op(f"planted_{name}", kernel)
+    with pytest.raises(checks.CheckFailed, match=expected) as caught:
+        checks.assert_matches_reference(planted, scale_examples)
+    assert "disagrees with ops[0].reference in opgen.yaml" in str(caught.value) and caught.value.kind == "wrong-values"
+
+
+def test_the_oracle_passes_its_twin_and_skips_without_a_reference():
+    checks.assert_matches_reference(_scale_op("twin_scale", _scale_reference), scale_examples)
+    checks.assert_matches_reference(_put_op("twin_put", _put_reference), put_examples)
+    with pytest.raises(pytest.skip.Exception, match=r"no `reference:` in ops\[0\] of opgen.yaml"):
+        checks.assert_matches_reference(DOUBLE, lambda seed: [x_call(seed)])
+
+
+@pytest.mark.parametrize(("name", "kernel"), [("neighbour", _put_and_neighbour), ("cleared", _put_cleared)])
+def test_the_oracle_compares_all_of_a_written_buffer(name, kernel):
+    with pytest.raises(checks.CheckFailed, match=r"examples\[0\], seed 0: argument 'cache' \(written\): "):
+        checks.assert_matches_reference(_put_op(f"planted_{name}", kernel), put_examples)
+
+
+def test_a_kernel_refusing_a_dtype_the_reference_takes_is_told_to_narrow_the_dtypes():
+    def float_only(x, s=1.0):
+        torch._check(x.dtype == torch.float32, lambda: "float32 only")
+        return _scale_reference(x, s)
+
+    with pytest.raises(checks.CheckFailed, match=r"fails on ops\[0\].examples\[0\], seed 0, which ops\[0\].reference "
+                                                 r"accepts: .*float32 only"):
+        checks.assert_matches_reference(_scale_op("float_only", float_only), scale_examples)
+    narrowed = _scale_op("float_only_narrow", float_only, dtypes=(torch.float32,))
+    checks.assert_matches_reference(narrowed, lambda seed: scale_examples(seed)[1:])  # its examples are float32
+
+
+def test_strict_writes_see_a_swapped_storage_and_a_write_undone():
+    with pytest.raises(checks.CheckFailed, match="swapped the memory of 'cache'") as caught:
+        checks.assert_writes(_put_op("planted_swap", _put_swapped), put_examples())
+    assert caught.value.kind == "storage-swapped"
+    with pytest.raises(checks.CheckFailed, match=r"wrote argument 'rows' in ops\[0\].examples\[0\] in place \(and "
+                                                 r"maybe restored it\)"):
+        checks.assert_writes(_put_op("planted_restore", _put_and_restore), put_examples())
+    checks.assert_writes(_put_op("twin_writes", _put_reference), put_examples())
+
+
+def _reads_storage_order(x):
+    flat = torch.as_strided(x, (x.numel(),), (1,))  # the storage as if contiguous
+    return (flat * 2).reshape(x.shape)
+
+
+def test_layouts_catch_a_kernel_reading_storage_order_and_one_needing_contiguous_inputs():
+    storage = define("storage_order(Tensor x) -> Tensor", _reads_storage_order, lambda x: torch.empty_like(x))
+    call = {"x": checks.random_tensor((2, 3, 4), torch.float32, torch.Generator().manual_seed(0))}
+    with pytest.raises(checks.CheckFailed, match="gives other values for transposed inputs than for contiguous ones"):
+        checks.assert_non_contiguous_inputs(storage, call)
+    needs = define("needs_view(Tensor x) -> Tensor", lambda x: (x.view(-1) * 2).view(x.shape),
+                   lambda x: torch.empty(x.shape, dtype=x.dtype, device=x.device))
+    with pytest.raises(checks.CheckFailed, match=r"fails on a transposed 'x' .*view size is not compatible.*declare "
+                                                 r"`contiguous: \[x\]` in ops\[0\]"):
+        checks.assert_non_contiguous_inputs(needs, call)
+    checks.assert_non_contiguous_inputs(LIKE, call)  # transposed, permuted (rank 3) and expanded: all fine
+    assert [label for label, _, _ in checks.layouts(LIKE, call)] == ["transposed", "permuted", "expanded"]
+    image = {"x": checks.random_tensor((2, 3, 4, 5), torch.float32, torch.Generator().manual_seed(0))}
+    assert "channels_last" in [label for label, _, _ in checks.layouts(LIKE, image)]
 
 
 # --- capture & replay: the logic on CPU (aot_eager standing in for the device's graphs) -------------

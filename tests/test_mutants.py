@@ -47,7 +47,7 @@ MUTANTS = (
     Mutant("wrong value: residual ignored", "bias_act", "kernel", "y = y + residual", "y = y", ("expect.out0",)),
     Mutant("wrong value: mean |x| for mean x^2", "rms_norm", "kernel", "xf.pow(2).mean", "xf.abs().mean",
            ("expect.y", "expect.rstd")),
-    Mutant("wrong value: returns x1 for x1 + x2", "add_rms_norm", "kernel", "return y, rstd, x", "return y, rstd, x1",
+    Mutant("wrong value: returns x1 for x1 + x2", "add_rms_norm", "kernel", ", x.contiguous()", ", x1.contiguous()",
            ("expect.x", KERNEL)),  # custom_op refuses a returned input: the kernel file is named
     Mutant("wrong value: scale applied twice", "stack_scaled", "kernel", "* scale", "* scale * scale",
            ("expect.out0",)),
@@ -57,8 +57,8 @@ MUTANTS = (
            ("expect.out",)),
     Mutant("wrong value: smallest rows", "todo_semantics", "kernel", "topk(k)", "topk(k, largest=False)",
            ("expect.out0",)),
-    Mutant("wrong value: index off by one", "nonzero_rows", "kernel", "keep.nonzero().flatten()",
-           "keep.nonzero().flatten() + 1", ("expect.index",)),
+    Mutant("wrong value: index off by one", "nonzero_rows", "kernel", "keep.nonzero().flatten().contiguous()",
+           "(keep.nonzero().flatten() + 1).contiguous()", ("expect.index",)),
     Mutant("wrong value: add for multiply", "scale_inplace", "kernel", "x.mul_(s)", "x.add_(s)", ("expect.x",)),
     Mutant("wrong value: rows swapped", "kv_cache_update", "kernel", "index_copy_(0, slot_mapping, key)",
            "index_copy_(0, slot_mapping.flip(0), key)", ("expect.key_cache",)),
@@ -100,7 +100,7 @@ MUTANTS = (
     # undeclared / over-declared mutation
     Mutant("undeclared mutation of x", "bias_act", "kernel", "y = alpha * x", "y = x.mul_(alpha).clone()",
            ("does not mark it written: declare it `Tensor(a!) x`",)),
-    Mutant("undeclared mutation of x1", "add_rms_norm", "kernel", "x = (x1 + x2)", "x = (x1.add_(x2))",
+    Mutant("undeclared mutation of x1", "add_rms_norm", "kernel", "x = x1 + x2", "x = x1.add_(x2)",
            ("does not mark it written: declare it `Tensor(a!) x1`",)),
     Mutant("over-declared mutation", "kv_cache_update", "spec", "Tensor key,", "Tensor(c!) key,",
            ("'key' (schema argument 2)",)),
@@ -114,7 +114,7 @@ MUTANTS = (
     Mutant("view: in-place op returns a view", "scale_inplace", "kernel", "    return x", "    return x.view(x.shape)",
            ("is not argument", KERNEL)),
     Mutant("view: stacked rows share memory with an input", "stack_scaled", "kernel",
-           "return torch.stack(xs) * scale", "return xs[0].expand(len(xs), *xs[0].shape) * scale",
+           "return (torch.stack(xs) * scale)", "return (xs[0].expand(len(xs), *xs[0].shape) * scale)",
            ("expect.out0",)),
     # registration: the same tags in both styles (custom_op adds pt2_compliant_tag itself)
     Mutant("registration without pt2_compliant_tag", "rms_norm", "ops", "tags=(torch.Tag.pt2_compliant_tag,)",
@@ -132,6 +132,46 @@ MUTANTS = (
     # strides: the kernel returns another layout than the fake
     Mutant("wrong strides: transposed output", "bias_act", "kernel", "    return y",
            "    return y.t().contiguous().t() if y.dim() == 2 else y", (KERNEL,)),
+    # right only on the examples: the spec's `reference:` is the oracle, on swept dtypes, seeds, defaults and sizes
+    Mutant("dtype: math in float16 (its example's dtype)", "rms_norm", "kernel",
+           "xf = x.to(torch.promote_types(x.dtype, torch.float32))", "xf = x.to(torch.float16)",
+           ("ops[0].reference", "expect.y")),
+    Mutant("default ignored: epsilon fixed at 1e-6", "rms_norm", "kernel", "keepdim=True) + epsilon)",
+           "keepdim=True) + 1e-06)", ("ops[0].reference",)),
+    Mutant("heads: only the first head written", "kv_cache_update", "kernel", "key_cache.index_copy_(0, slot_mapping, key)",
+           "key_cache[:, :1].index_copy_(0, slot_mapping, key[:, :1])", ("ops[0].reference",)),
+    Mutant("sizes: an odd tail dropped", "bias_act", "kernel", "    y = alpha * x\n",
+           "    y = alpha * x\n    y[..., (y.shape[-1] // 2) * 2:] = 0  # pairs of columns: an odd last one is lost\n",
+           ("ops[0].reference",)),
+    Mutant("stale: a result cached by shape", "stack_scaled", "kernel", "    return (torch.stack(xs) * scale).contiguous()",
+           "    cache = globals().setdefault('_CACHE', {})\n    key = (len(xs), tuple(xs[0].shape), xs[0].dtype, scale)\n"
+           "    if key not in cache:\n        cache[key] = (torch.stack(xs) * scale).contiguous()\n"
+           "    return cache[key].clone()", ("ops[0].reference",)),
+    Mutant("dtype: cache rows written through bfloat16", "scatter_update", "kernel",
+           "cache.index_copy_(0, indices, updates)", "cache.index_copy_(0, indices, updates.bfloat16().to(cache.dtype))",
+           ("ops[0].reference",)),
+    Mutant("workspace: returns a module-level buffer", "bias_act", "kernel", "    return y",
+           "    out = globals().setdefault('_WORKSPACE', {}).setdefault((y.shape, y.dtype), torch.empty_like(y))\n"
+           "    return out.copy_(y)", ("changed during later calls",)),
+    # written arguments: all of each, in its own memory; no other argument written, even and back
+    Mutant("strict writes: the neighbouring slot written too", "scatter_update", "kernel",
+           "cache.index_copy_(0, indices, updates)",
+           "cache.index_copy_(0, indices, updates)\n    cache.index_copy_(0, (indices + 1) % cache.shape[0], updates)",
+           ("argument 'cache' (written)",)),
+    Mutant("strict writes: the whole cache cleared first", "kv_cache_update", "kernel",
+           "    key_cache.index_copy_(", "    key_cache.zero_()\n    key_cache.index_copy_(",
+           ("argument 'key_cache' (written)",)),
+    Mutant("strict writes: an input written and restored", "kv_cache_update", "kernel",
+           "    key_cache.index_copy_(", "    key.mul_(2).div_(2)\n    key_cache.index_copy_(",
+           ("does not mark it written: declare it `Tensor(a!) key`",)),
+    Mutant("strict writes: the buffer's storage swapped", "scatter_update", "kernel",
+           "cache.index_copy_(0, indices, updates)", "cache.set_(cache.clone().index_copy_(0, indices, updates))",
+           ("swapped the memory of 'cache'",)),
+    # layouts: compared with the result on contiguous inputs
+    Mutant("layout: reads the input in storage order", "rms_norm", "kernel",
+           "xf = x.to(torch.promote_types(x.dtype, torch.float32))",
+           "xf = torch.as_strided(x, x.shape, x.contiguous().stride()).to(torch.promote_types(x.dtype, torch.float32))",
+           ("gives other values for transposed inputs",)),
 )
 
 EXAMPLES_USED = sorted({m.example for m in MUTANTS})

@@ -10,21 +10,23 @@ ever pasted raw into code, a comment or a template.
 from __future__ import annotations
 
 import json
-import textwrap
 from dataclasses import asdict, dataclass
 
 from .. import __version__
 from ..contract import custom_op_explicit_schema_reasons, mutates_args
 from ..layout import op_files, op_stem
 from ..registration_styles import STYLES
+from ..schema.model import ListType, OptionalType, strip_alias
 from ..spec.autograd import backward_header, function_source, setup_context_header
 from ..spec.model import DEVICES, OpSpec, ProjectSpec
 from .examples import call_lines, expected_lines, two_sizes, uses_generator
 from .fakes import rule_code
+from .kernel_code import kernel_lines, reference_lines
 from .pyformat import (
     LINE_LENGTH,
     call,
     comment_lines,
+    define,
     docstring,
     import_line,
     literal,
@@ -67,6 +69,7 @@ def project_context(spec: ProjectSpec) -> dict:
             "uses_number": any(op["signature"]["uses_number"] for op in ops),
             "uses_math": any(op["autograd"]["uses_math"] for op in ops),
             "has_todo_fakes": any(op["fake"]["todo"] for op in ops),
+            "reference_imports": sorted({line for op in ops for line in op["reference"]["imports"]}),
             # the lowest torch the generated code runs on: torch.Tag.inplace/out came in 2.13;
             # auto_functionalized_v2 (the tests) in 2.6
             "torch_floor": "2.13" if any(op["registration"]["tag"] for op in ops) else "2.6",
@@ -94,7 +97,8 @@ def op_context(spec: ProjectSpec, op: OpSpec) -> dict:
         "doc": docstring(op.doc or f"The {qualname} operator.", "    "),
         "files": data(_files(files)),
         "signature": data(signature(op)),
-        "registration": data(_registration(op, qualname)),
+        "registration": data(_registration(spec, op, qualname, files)),
+        "reference": data(_reference(op, stem)),
         "kernels": data(_kernels(spec, op, qualname, files)),
         "fake": data(_fake(op, qualname, files)),
         "autograd": data(_autograd(op, stem)),
@@ -136,9 +140,13 @@ class Registration:
     tag_guard: str  # module code refusing a torch without the tag
     tag_fake_note: str  # why there is no fake function (torch generates it for a tagged op)
     side_effect: bool  # returns nothing, mutates nothing: marked side-effecting
+    cpu_impl: str  # the function registered for CPU: the kernel, or a wrapper making `contiguous:` inputs so
+    device_impl: str | None
+    wrappers: str  # the wrappers' code ("" without `contiguous:`)
+    bump_versions: str  # Library style, a mutable op: the ADInplaceOrView kernel bumping the written tensors' versions
 
 
-def _registration(op: OpSpec, qualname: str) -> Registration:
+def _registration(spec: ProjectSpec, op: OpSpec, qualname: str, files) -> Registration:
     schema = op.schema
     tag = op.tags[0] if op.tags else ""
     # With a tag, custom_op gets the schema spelled out: the aliased return must not depend on inference.
@@ -154,8 +162,53 @@ def _registration(op: OpSpec, qualname: str) -> Registration:
         tag_fake_note={"inplace": "it returns its first argument", "out": "it returns its out= arguments",
                        "": ""}[tag],
         side_effect=not schema.returns and not schema.is_mutable,
+        cpu_impl=f"_{files.cpu_kernel}_contiguous" if op.contiguous else files.cpu_kernel,
+        device_impl=(f"_{files.device_kernel}_contiguous" if op.contiguous else files.device_kernel)
+        if files.device_kernel else None,
+        wrappers=_contiguous_wrappers(op, qualname, files),
+        bump_versions=_bump_versions(spec, op, qualname),
     )
 
+
+def _contiguous_wrappers(op: OpSpec, qualname: str, files) -> str:
+    """For `ops[i].contiguous`: each kernel behind a function that passes those inputs contiguous."""
+    if not op.contiguous:
+        return ""
+    sig = signature(op)
+    args = [f"{a.name}.contiguous()" if a.name in op.contiguous else a.name for a in op.schema.arguments]
+    args = [arg if not a.kwarg_only else f"{a.name}={arg}" for a, arg in zip(op.schema.arguments, args, strict=True)]
+    functions = []
+    for kernel in filter(None, (files.cpu_kernel, files.device_kernel)):
+        doc = docstring("\n".join(comment_lines(f"{kernel} with {', '.join(op.contiguous)} contiguous "
+                                                 f"(ops[{op.index}].contiguous in opgen.yaml).", 100)), "    ")
+        functions.append(define(f"_{kernel}_contiguous", list(sig.parameters), sig.returns) + f"\n    {doc}\n    "
+                         + call(f"return {kernel}", args, "    "))
+    return "\n\n\n".join(functions)
+
+
+def _bump_versions(spec: ProjectSpec, op: OpSpec, qualname: str) -> str:
+    """Library style, an op that writes arguments: an ADInplaceOrView kernel that bumps their version counters, as
+    custom_op registers one. Without it a kernel writing memory directly (a device kernel) leaves `_version` as it
+    was, and a tensor autograd saved for backward is silently used with its new values."""
+    if not STYLES[spec.style].infers_schema and op.schema.mutated_args:
+        stem = op_stem(op.schema)
+        sig = signature(op)
+        lines = [define(f"_{stem}_written", ["keyset", *sig.parameters], sig.returns),
+                 "    " + docstring("\n".join(comment_lines(f"The version counters of what {qualname} writes, bumped as "
+                                                          "for an in-place aten op.", 100)), "    ")]
+        for arg in op.schema.mutated_args:
+            optional = isinstance(strip_alias(arg.type), OptionalType)
+            listed = isinstance(strip_alias(arg.type), ListType)
+            target = f"[t for t in {arg.name} if t is not None]" if listed else arg.name
+            lines += ([f"    if {arg.name} is not None:", f"        torch.autograd.graph.increment_version({target})"]
+                      if optional else [f"    torch.autograd.graph.increment_version({target})"])
+        overload = f"torch.ops.{spec.namespace}.{op.schema.name}.{op.schema.overload_or_default}"
+        lines.append("    " + call(f"return {overload}.redispatch",
+                                    ["keyset & torch._C._after_ADInplaceOrView_keyset", *sig.call_args], "    "))
+        lines += ["", "", call("lib.impl", [literal(op.schema.op_name), f"_{stem}_written", '"ADInplaceOrView"',
+                                           "with_keyset=True"])]
+        return "\n".join(lines)
+    return ""
 
 def _tag_guard(op: OpSpec, qualname: str, tag: str) -> str:
     """Module-level code refusing to import on a torch without the tag (torch_npu pins older torch)."""
@@ -164,6 +217,23 @@ def _tag_guard(op: OpSpec, qualname: str, tag: str) -> str:
                f"torch.Tag.{tag} (it came in torch 2.13): upgrade torch, or remove {field} and re-run `opgen new`, "
                "which then drops the aliased return")
     return f"if not hasattr(torch.Tag, {literal(tag)}):\n    " + string_call("raise RuntimeError(", message, ")", "    ")
+
+
+@dataclass(frozen=True)
+class Reference:
+    """The spec's `reference:` as a function of <package>/reference.py, the tests' oracle (opgen-owned)."""
+
+    function: str  # "" without `reference:`
+    lines: tuple[str, ...]
+    imports: tuple[str, ...]
+
+
+def _reference(op: OpSpec, stem: str) -> Reference:
+    if op.reference is None:
+        return Reference("", (), ())
+    sig = signature(op)
+    lines = reference_lines(op)
+    return Reference(stem, tuple(lines), tuple(_imports("\n".join(lines), ", ".join(sig.parameters) + sig.returns)))
 
 
 @dataclass(frozen=True)
@@ -189,7 +259,7 @@ def _kernels(spec: ProjectSpec, op: OpSpec, qualname: str, files) -> Kernels:
         device_raise=string_call("raise NotImplementedError(", f"{qualname} has no {DEVICE_NAMES[spec.device]} kernel "
                                  f"yet: write it in {files.device_kernel_path}", ")", "    "),
         has_reference=reference is not None,
-        cpu_body=tuple(textwrap.dedent(reference).strip("\n").split("\n")) if reference else (),
+        cpu_body=tuple(kernel_lines(op)) if reference else (),
         cpu_raise=string_call("raise NotImplementedError(", f"{qualname} has no CPU reference kernel yet: write it in "
                               f"{files.cpu_kernel_path} (or give ops[{op.index}].reference in opgen.yaml before the "
                               "first generation)", ")", "    "),
@@ -276,6 +346,7 @@ class TestModule:
     tiers are not run."""
 
     uses_number: bool  # a semantics function's parameter is a Scalar
+    uses_reference: bool  # some op has `reference:`: the tests import <package>/reference.py
     npu_unavailable: str
     cuda_unavailable: str
     no_autograd_note: tuple[str, ...]
@@ -286,6 +357,7 @@ def _test_module(spec: ProjectSpec, ops: list[dict]) -> TestModule:
                for device in ("npu", "cuda")}
     return TestModule(
         uses_number=any("Number" in op["tests"]["semantics_def"] + op["tests"]["bounds_def"] for op in ops),
+        uses_reference=any(op["reference"]["function"] for op in ops),
         npu_unavailable="checks.npu_unavailable()" if spec.device == "npu" else skipped["npu"],
         cuda_unavailable="checks.cuda_unavailable()" if spec.device == "cuda" else skipped["cuda"],
         no_autograd_note=tuple(_no_autograd_note([op["qualname"] for op in ops if not op["autograd"]["enabled"]])),
@@ -365,6 +437,10 @@ def _op_lines(spec: ProjectSpec, op: OpSpec, constant: str, files) -> list[str]:
         fields.append(f"tag={literal(op.tags[0])}")
     if op.is_dynamic:
         fields.append("dynamic=True")
+    if op.reference is not None:
+        fields.append(f"reference=reference.{op_stem(op.schema)}")
+    if op.dtypes:
+        fields.append("dtypes=" + tuple_text([f"torch.{dtype}" for dtype in op.dtypes]))
     if op.tolerances:
         fields.append("tolerances={" + ", ".join(f"torch.{dtype}: ({rtol!r}, {atol!r})"
                                                  for dtype, rtol, atol in op.tolerances) + "}")

@@ -98,7 +98,8 @@ def two_sizes(op: OpSpec) -> TwoSizes | None:
     structure = [_structure(example.values) for example in op.examples]
     for a in range(len(op.examples)):
         for b in range(a + 1, len(op.examples)):
-            if structure[a] == structure[b] and op.examples[a].values != op.examples[b].values:
+            if structure[a] == structure[b] and op.examples[a].values != op.examples[b].values and not _specialised(
+                    op.examples[a].values, op.examples[b].values):
                 return TwoSizes(doc=f"ops[{op.index}].examples[{a}] and [{b}]", pair=(a, b))
     if not op.examples:
         return None
@@ -113,6 +114,27 @@ def two_sizes(op: OpSpec) -> TwoSizes | None:
     lines = tuple(line for example in (op.examples[0], doubled) for line in call_lines(op, example))
     return TwoSizes(doc=f"ops[{op.index}].examples[0], and it with last size {last} doubled (by opgen)", lines=lines,
                     derived=True, uses_generator=any(t.shape is not None for t in tensors))
+
+
+def _specialised(a: dict, b: dict) -> bool:
+    """A size that differs between the two calls is 0 or 1 in one of them: torch.compile specialises 0 and 1, so
+    the pair would compile twice whatever the fake function does."""
+    for name, value in a.items():
+        for x, y in zip(_tensor_values(value), _tensor_values(b[name]), strict=True):
+            sizes = zip(_shape(x), _shape(y), strict=False)
+            if any(m != n and min(m, n) <= 1 for m, n in sizes):
+                return True
+    return False
+
+
+def _shape(tensor: TensorValue) -> tuple[int, ...]:
+    if tensor.shape is not None:
+        return tuple(tensor.shape)
+    shape, values = [], tensor.values
+    while isinstance(values, tuple):
+        shape.append(len(values))
+        values = values[0] if values else None
+    return tuple(shape)
 
 
 def _structure(values: dict) -> tuple:

@@ -708,6 +708,8 @@ def _default_problem(typ: Type, value) -> str | None:
             return f"a {strip_alias(elem)}[] argument cannot have a list default"
         if isinstance(value, tuple):
             for item in value:
+                if item is None:  # torch's parser takes `Tensor x=None`, but asserts on a None in a list
+                    return "a list default cannot hold None"
                 problem = _default_problem(elem, item)
                 if problem:
                     return problem

@@ -81,7 +81,8 @@ from .nodes import (
 )
 
 SPEC_KEYS = ("namespace", "style", "device", "package", "target", "ops")
-OP_KEYS = ("schema", "doc", "tags", "outputs", "reference", "autograd", "examples", "tolerances", "op_plugin")
+OP_KEYS = ("schema", "doc", "tags", "outputs", "reference", "autograd", "examples", "tolerances", "dtypes", "contiguous",
+           "op_plugin")
 AUTOGRAD_KEYS = ("setup_context", "backward")
 OUTPUT_KEYS = ("shape", "dtype", "like")
 TENSOR_KEYS = ("shape", "dtype", "values")
@@ -231,6 +232,10 @@ def _op(source: _Source, node: Node, index: int, namespace: str, style: str) -> 
         reference = _string(source, fields["reference"][1], f"{where}.reference")
         _check_body(source, fields["reference"][1], reference, f"{where}.reference", ["def _reference():"],
                     "write the body of a function whose parameters are the op's arguments")
+        if re.search(r"\.view\(", reference):
+            notes.append(f"{where}.reference calls .view(), which fails on a non-contiguous input (the generated tests "
+                         f"pass some): use .reshape, or declare the inputs the kernel needs contiguous in "
+                         f"{where}.contiguous")
     autograd = _autograd(source, fields["autograd"], schema, schema_node, where) if "autograd" in fields else None
     if tags and "outputs" in fields:
         raise source.error(fields["outputs"][0], f"{where}.outputs: the op is tagged torch.Tag.{tags[0]}, so it "
@@ -251,8 +256,11 @@ def _op(source: _Source, node: Node, index: int, namespace: str, style: str) -> 
 
         op_plugin = parse_op_plugin(source, fields["op_plugin"][1], schema, where)
     tolerances = _tolerances(source, fields["tolerances"][1], f"{where}.tolerances") if "tolerances" in fields else ()
+    dtypes = _dtypes(source, fields["dtypes"][1], f"{where}.dtypes") if "dtypes" in fields else ()
+    contiguous = _contiguous(source, fields["contiguous"][1], schema, f"{where}.contiguous") \
+        if "contiguous" in fields else ()
     return OpSpec(index, schema, doc, outputs, reference, examples, tuple(notes), tags, autograd, tolerances,
-                  op_plugin)
+                  op_plugin, dtypes, contiguous)
 
 
 def _tags(source: _Source, node: Node, where: str) -> tuple[str, ...]:
@@ -613,6 +621,48 @@ def _tolerances(source: _Source, node: Node, field: str) -> tuple[tuple[str, flo
         found.append((DTYPES[word], _tolerance(source, entries["rtol"][1], f"{field}.{word}.rtol"),
                       _tolerance(source, entries["atol"][1], f"{field}.{word}.atol")))
     return tuple(sorted(found))
+
+
+FLOATING_DTYPES = ("float16", "bfloat16", "float32", "float64")
+
+
+def _dtypes(source: _Source, node: Node, field: str) -> tuple[str, ...]:
+    """`dtypes: [float16, float32]`: the floating dtypes the op supports (the tests sweep these, not all three of
+    float16, bfloat16 and float32)."""
+    if not isinstance(node, SequenceNode) or not node.value:
+        raise source.error(node, f"{field} must be a list of floating dtype names", "e.g. `dtypes: [float16, float32]`")
+    found: list[str] = []
+    for item in node.value:
+        word = _scalar(item)
+        name = DTYPES.get(word) if isinstance(word, str) else None
+        if name not in FLOATING_DTYPES:
+            raise source.error(item, f"{field}: {word!r} is not a floating dtype", f"one of: {', '.join(FLOATING_DTYPES)}")
+        if name in found:
+            raise source.error(item, f"{field}: {name} is listed twice", "list each dtype once")
+        found.append(name)
+    return tuple(found)
+
+
+def _contiguous(source: _Source, node: Node, schema: Schema, field: str) -> tuple[str, ...]:
+    """`contiguous: [x]`: inputs the kernels need contiguous; the generated registration passes them so."""
+    tensors = [a.name for a in schema.arguments if base_name(a.type) == "Tensor" and not isinstance(
+        strip_alias(a.type), ListType)]
+    if not isinstance(node, SequenceNode) or not node.value:
+        raise source.error(node, f"{field} must be a list of tensor argument names", f"e.g. `contiguous: "
+                           f"[{(tensors or ['x'])[0]}]`")
+    found: list[str] = []
+    for item in node.value:
+        name = _scalar(item)
+        argument = schema.argument(name) if isinstance(name, str) else None
+        if argument is None or name not in tensors:
+            raise source.error(item, f"{field}: {name!r} is not a tensor argument of {schema.qualified_name}",
+                               "tensor arguments: " + (", ".join(tensors) or "none"))
+        if argument.is_write:
+            raise source.error(item, f"{field}: {name!r} is written (Tensor(a!)): a contiguous copy would take the "
+                               "kernel's writes", "make the kernel handle any strides of it (or copy back itself)")
+        if name not in found:
+            found.append(name)
+    return tuple(found)
 
 
 def _value_hint(t) -> str:

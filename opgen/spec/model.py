@@ -103,6 +103,8 @@ class OpSpec:
     # `ops[i].tolerances`: torch dtype name -> (rtol, atol) of the device kernel against the CPU reference
     tolerances: tuple[tuple[str, float, float], ...] = ()
     op_plugin: object = None  # `ops[i].op_plugin` (opgen.spec.op_plugin.OpPluginSpec), for --target op_plugin
+    dtypes: tuple[str, ...] = ()  # `ops[i].dtypes`: the floating dtypes the tests sweep (empty: float16, bfloat16, float32)
+    contiguous: tuple[str, ...] = ()  # `ops[i].contiguous`: inputs the registration makes contiguous for the kernels
 
     @property
     def undescribable_returns(self) -> list[str]:

@@ -25,6 +25,7 @@ import torch
 from torch._dynamo.backends.common import aot_autograd
 from torch._higher_order_ops.auto_functionalize import auto_functionalized, auto_functionalized_v2
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental import _config as symbolic_shapes_config
 from torch.fx.experimental.symbolic_shapes import ShapeEnv, free_unbacked_symbols
 
 Call = dict[str, Any]
@@ -41,6 +42,7 @@ TOLERANCES = {torch.float16: (1e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5), torch
 DEVICE_TOLERANCES = {torch.float16: (1e-2, 1e-3), torch.bfloat16: (5e-2, 1e-2), torch.float32: (1e-4, 1e-5),
                      torch.float64: (1e-7, 1e-7)}
 SENTINEL = -77  # what written buffers are filled with before the call, so that any write shows
+SWEPT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)  # the oracle tier runs every example in each
 # Copies npugraph_ex is known to leave for ops that return a mutated argument (`tags:` in opgen.yaml).
 KNOWN_COPIES = {
     "inplace": "npugraph_ex 2.13.0 leaves `copy_(x, <the op's result>)` after a torch.Tag.inplace op, a copy of the "
@@ -91,7 +93,9 @@ class Op:
     returned: tuple[str, ...] = ()  # a torch.Tag.inplace/out op: the argument each output is
     tag: str = ""  # "inplace", "out" or ""
     dynamic: bool = False  # an output size is data-dependent (`dynamic` in the semantics)
-    tolerances: dict | None = None  # {dtype: (rtol, atol)}: the device kernel vs the CPU kernel
+    tolerances: dict | None = None  # {dtype: (rtol, atol)}: a kernel against the reference (`ops[i].tolerances`)
+    reference: Callable | None = None  # the spec's `reference:` (<package>/reference.py): the independent oracle
+    dtypes: tuple[torch.dtype, ...] = ()  # `ops[i].dtypes`: the floating dtypes swept (default: SWEPT_DTYPES)
 
     @property
     def qualname(self) -> str:
@@ -133,6 +137,10 @@ class Op:
 
     def __call__(self, call: Call):
         return self.overload(**call)
+
+    def tolerance(self, dtype: torch.dtype) -> tuple[float, float]:
+        """(rtol, atol) of a kernel against the reference for `dtype` (other dtypes compare exactly)."""
+        return {**DEVICE_TOLERANCES, **(self.tolerances or {})}.get(dtype, (0.0, 0.0))
 
 
 @dataclass(frozen=True)
@@ -445,13 +453,17 @@ def _named_value(op: Op, name: str, result, call: Call):
 
 def assert_writes(op: Op, calls: Sequence[Call]) -> None:
     """Every argument the schema marks written is changed on some example (its buffer filled with SENTINEL first,
-    so that any write shows); no other tensor argument is ever changed."""
+    so that any write shows) in its own memory (no `set_` to other storage); no other tensor argument is ever
+    changed, not even and back (its version counter stays)."""
     written, changed = op.written, set()
     for number, call in enumerate(calls):
         call = clone(call)
         for name in written:
             tensor_map(lambda t: t.fill_(SENTINEL if t.dtype != torch.bool else True), call[name])
         before = clone(call)
+        memory = {name: [(t.untyped_storage().data_ptr(), t.untyped_storage().nbytes()) for t in tensors(call[name])]
+                  for name in written}
+        versions = {name: [t._version for t in tensors(value)] for name, value in call.items() if name not in written}
         run(op, call, _example(op, number, f" (written arguments filled with {SENTINEL})"))
         for name, value in call.items():
             if all(same(a, b) for a, b in zip(tensors(value), tensors(before[name]), strict=True)):
@@ -462,12 +474,204 @@ def assert_writes(op: Op, calls: Sequence[Call]) -> None:
                     f"opgen.yaml does not mark it written: declare it `Tensor(a!) {name}`, or make the kernel leave "
                     "it alone", "undeclared-mutation")
             changed.add(name)
+        _assert_same_memory(op, number, call, memory, versions)
     never = [op.describe_argument(name) for name in written if name not in changed]
     if never:
         raise CheckFailed(
             f"{op.field}.schema in opgen.yaml marks {', '.join(never)} written (Tensor(a!)), but {op.kernel} changed "
             f"it on no example ({len(calls)} tried, the buffer filled with {SENTINEL} first): the kernel misses the "
             "write, or the schema over-declares the mutation", "missing-write")
+
+
+def _assert_same_memory(op: Op, number: int, call: Call, memory: dict, versions: dict) -> None:
+    for name, places in memory.items():
+        now = [(t.untyped_storage().data_ptr(), t.untyped_storage().nbytes()) for t in tensors(call[name])]
+        if now != places:
+            raise CheckFailed(f"{op.kernel} swapped the memory of {name!r} in {op.field}.examples[{number}] (set_, or "
+                              "resize_ of the caller's tensor): the caller's buffer is not written, and a captured "
+                              "graph keeps the old address; write into it in place", "storage-swapped")
+    for name, before in versions.items():
+        if [t._version for t in tensors(call[name])] != before:
+            raise CheckFailed(f"{op.kernel} wrote argument {name!r} in {op.field}.examples[{number}] in place (and "
+                              f"maybe restored it), but {op.field}.schema in opgen.yaml does not mark it written: "
+                              f"declare it `Tensor(a!) {name}`, or compute on a copy", "undeclared-mutation")
+
+
+# --- the independent oracle: the spec's `reference:` ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One call of the oracle tier: an example, or an example changed in one way (`label` says how)."""
+
+    label: str
+    call: Call
+    kind: str = "example"  # "example", "dtype", "default" or "size": how it was changed
+
+
+def variants(op: Op, examples: Callable[[int], list[Call]]) -> list[Variant]:
+    """Every example with three seeds of its random values (exact index tensors permuted), and changed one way at
+    a time: in each floating dtype of the sweep, each defaulted scalar moved off its default, each size of its
+    random tensors made odd and larger than 1. Sizes an exact-valued tensor has are left alone."""
+    by_seed = [examples(seed) for seed in (0, 1, 2)]
+    found = []
+    for index, base in enumerate(by_seed[0]):
+        exact = {name for name, value in base.items() if _same_values(value, by_seed[1][index][name])}
+        where = f"examples[{index}]"
+        for seed in (0, 1, 2):
+            permuted = ", index tensors permuted" if seed and exact else ""
+            call = _permuted_indices(by_seed[seed][index], exact, seed)
+            found.append(Variant(f"{where}, seed {seed}{permuted}", call))
+        found += _dtype_variants(op, where, base, exact)
+        found += _default_variants(op, where, base) if index == 0 else []
+        found += _size_variants(where, base, exact)
+    return found
+
+
+def _same_values(a, b) -> bool:
+    ta, tb = tensors(a), tensors(b)
+    return len(ta) == len(tb) and all(same(x, y) for x, y in zip(ta, tb, strict=True))
+
+
+def _permuted_indices(call: Call, exact: set, seed: int) -> Call:
+    """Exact integer tensors of distinct values (slots, indices) in another order per seed: still distinct and in
+    range, so a kernel that froze or reordered them shows."""
+    def permute(t: torch.Tensor) -> torch.Tensor:
+        if seed == 0 or t.dim() != 1 or t.numel() < 2 or t.is_floating_point() or t.dtype == torch.bool:
+            return t
+        if t.unique().numel() != t.numel():
+            return t
+        return t[torch.randperm(t.numel(), generator=torch.Generator().manual_seed(seed))]
+    return {name: tensor_map(permute, value) if name in exact else value for name, value in call.items()}
+
+
+def _main_dtype(call: Call) -> torch.dtype | None:
+    return next((t.dtype for t in tensors(call) if t.is_floating_point()), None)
+
+
+def _dtype_variants(op: Op, where: str, call: Call, exact: set) -> list[Variant]:
+    """The example's floating tensors (those of its first one's dtype) in each swept dtype: random ones drawn
+    anew in it (a float16 draw cast up would hide float16 arithmetic), exact ones cast."""
+    main = _main_dtype(call)
+    if main is None:
+        return []
+    found = []
+    for dtype in (op.dtypes or SWEPT_DTYPES):
+        if dtype == main:
+            continue
+        g = torch.Generator().manual_seed(len(found))
+
+        def convert(t: torch.Tensor, dtype=dtype, g=g) -> torch.Tensor:
+            return t if t.dtype != main else random_tensor(tuple(t.shape), dtype, g)
+        changed = {name: tensor_map(lambda t, d=dtype: t.to(d) if t.dtype == main else t, value) if name in exact
+                   else tensor_map(convert, value) for name, value in call.items()}
+        found.append(Variant(f"{where} in {str(dtype).removeprefix('torch.')}", changed, "dtype"))
+    return found
+
+
+def _moved(default):
+    """Another value of a defaulted scalar: far enough from the default that a kernel ignoring it shows."""
+    if isinstance(default, bool):
+        return not default
+    if isinstance(default, int):
+        return default + 1
+    if isinstance(default, float):
+        return 0.5 if abs(default) < 0.1 else 2 * default
+    return None
+
+
+def _default_variants(op: Op, where: str, call: Call) -> list[Variant]:
+    found = []
+    for argument in op.arguments:
+        if not argument.has_default_value() or str(argument.type) not in ("float", "int", "SymInt", "bool"):
+            continue
+        default = argument.default_value
+        if call.get(argument.name, default) != default or _moved(default) is None:
+            continue
+        found.append(Variant(f"{where} with {argument.name}={_moved(default)!r} (its default is {default!r})",
+                             {**call, argument.name: _moved(default)}, "default"))
+    return found
+
+
+def _size_variants(where: str, call: Call, exact: set) -> list[Variant]:
+    frozen = {size for name in exact for t in tensors(call[name]) for size in t.shape}
+    sizes = sorted({size for name, value in call.items() if name not in exact for t in tensors(value)
+                    for size in t.shape} - frozen - {0})
+    found = []
+    for size in sizes:
+        new = 3 if size == 1 else size + 1 if size % 2 == 0 else size + 2
+        g = torch.Generator().manual_seed(size)
+
+        def resized(t: torch.Tensor, size=size, new=new, g=g) -> torch.Tensor:
+            if size not in t.shape:
+                return t
+            return random_tensor(tuple(new if s == size else s for s in t.shape), t.dtype, g)
+        changed = {name: value if name in exact else tensor_map(resized, value) for name, value in call.items()}
+        found.append(Variant(f"{where} with its size {size} as {new}", changed, "size"))
+    return found
+
+
+def assert_matches_reference(op: Op, examples: Callable[[int], list[Call]]) -> None:
+    """The CPU kernel against the spec's `reference:` (the oracle) on every variant of every example: outputs
+    and every written argument, all of it (an untouched row must stay as it was); a variant the reference refuses
+    is no input of the op. Outputs of earlier calls must not change later (a reused workspace)."""
+    if op.reference is None:
+        skip(f"no `reference:` in {op.field} of opgen.yaml: nothing independent of the kernel to compare it with "
+             "(add the op's reference implementation; docs/spec.md)")
+    problems, kept, ran = [], [], 0
+    for variant in variants(op, examples):
+        reference_call, kernel_call = clone(variant.call), clone(variant.call)
+        expected = _reference_result(op, reference_call)
+        if expected is _REFUSED:
+            continue
+        try:
+            actual = op(kernel_call)
+        except Exception as error:
+            hint = f"; if the op takes fewer dtypes, list them in {op.field}.dtypes" if variant.kind == "dtype" else ""
+            raise CheckFailed(f"{op.kernel} fails on {op.field}.{variant.label}, which {op.field}.reference accepts: "
+                              f"{type(error).__name__}: {error}{hint}", "kernel-raised") from error
+        ran += 1
+        problems += _differences(op, variant.label, actual, expected, kernel_call, reference_call)
+        kept.append((variant.label, actual, clone(actual)))
+    for label, actual, copy in kept:
+        if not _same_values(actual, copy):
+            problems.append(f"the outputs of {op.field}.{label} changed during later calls: {op.kernel} returns "
+                            "memory it reuses (a module-level workspace or cache); return a new tensor each call")
+    assert ran, f"{op.field}.reference refused every example: check the examples in opgen.yaml"
+    if problems:
+        raise CheckFailed(f"{op.kernel} disagrees with {op.field}.reference in opgen.yaml (<package>/reference.py), "
+                          f"the independent oracle, on {len(problems)} of {ran} calls:\n" + "\n".join(problems[:8]),
+                          "wrong-values")
+
+
+_REFUSED = object()
+
+
+def _reference_result(op: Op, call: Call):
+    """The reference's result, or _REFUSED: the reference defines what inputs the op takes."""
+    try:
+        return op.reference(**call)
+    except Exception:  # noqa: BLE001
+        return _REFUSED
+
+
+def _differences(op: Op, label: str, actual, expected, kernel_call: Call, reference_call: Call) -> list[str]:
+    where = f"{op.field}.{label}"
+    got, want = tensors(actual), tensors(expected)
+    if len(got) != len(want):
+        return [f"{where}: {len(got)} output tensors, the reference {len(want)}"]
+    found = []
+    pairs = [(op.output_field(i), a, b) for i, (a, b) in enumerate(zip(got, want, strict=True))]
+    pairs += [(f"argument {name!r} (written)", a, b) for name in op.written
+              for a, b in zip(tensors(kernel_call[name]), tensors(reference_call[name]), strict=True)]
+    for what, a, b in pairs:
+        if a.dtype != b.dtype:
+            found.append(f"{where}: {what}: dtype {a.dtype}, the reference gives {b.dtype}")
+            continue
+        problem = mismatch(a, b, op.tolerance(a.dtype))
+        if problem:
+            found.append(f"{where}: {what}: {problem}")
+    return found
 
 
 def opcheck(op: Op, calls: Sequence[Call], test_utils: Sequence[str] | None = None) -> None:
@@ -501,38 +705,138 @@ def assert_compiled_matches_eager(op: Op, calls: Sequence[Call]) -> None:
             torch.testing.assert_close(output, call[name])
 
 
-def non_contiguous(call: Call, keep: Sequence[str] = ()) -> Call:
-    """The same values in non-contiguous tensors: rank >= 2 transposed in memory, rank 1 every other element.
-    `keep`: arguments left as they are."""
-    def variant(t: torch.Tensor) -> torch.Tensor:
-        if t.dim() >= 2:
-            return t.transpose(-1, -2).contiguous().transpose(-1, -2)
-        if t.dim() == 1 and t.numel() > 1:
-            wide = t.new_zeros(2 * t.numel())
-            wide[::2] = t
-            return wide[::2]
+def _transposed(t: torch.Tensor) -> torch.Tensor:
+    """The same values, rank >= 2 transposed in memory, rank 1 every other element of a wider tensor."""
+    if t.dim() >= 2:
+        return t.transpose(-1, -2).contiguous().transpose(-1, -2)
+    if t.dim() == 1 and t.numel() > 1:
+        wide = t.new_zeros(2 * t.numel())
+        wide[::2] = t
+        return wide[::2]
+    return t
+
+
+def _permuted(t: torch.Tensor) -> torch.Tensor:
+    """The same values with every dim of rank >= 3 reversed in memory (not only the last two)."""
+    if t.dim() < 3:
         return t
-    return {name: value if name in keep else tensor_map(variant, value) for name, value in call.items()}
+    order = tuple(reversed(range(t.dim())))
+    return t.permute(order).contiguous().permute(order)
+
+
+def _channels_last(t: torch.Tensor) -> torch.Tensor:
+    return t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 else t
+
+
+def _expanded(t: torch.Tensor) -> torch.Tensor:
+    """A stride-0 tensor (row 0 repeated), for a floating input the op only reads."""
+    return t[:1].expand(t.shape) if t.is_floating_point() and t.dim() and t.shape[0] > 1 else t
+
+
+def non_contiguous(call: Call, keep: Sequence[str] = ()) -> Call:
+    """The same values in non-contiguous tensors (`_transposed`); `keep`: arguments left as they are."""
+    return {name: value if name in keep else tensor_map(_transposed, value) for name, value in call.items()}
+
+
+def layouts(op: Op, call: Call) -> list[tuple[str, Call, Call]]:
+    """(label, the call in that layout, the same values contiguous) for each layout some input of `call` can take:
+    transposed, permuted (rank >= 3), channels_last (4-D), expanded (stride 0, floating inputs the op only reads).
+    out= tensors stay as they are (Dynamo refuses non-contiguous ones)."""
+    keep = set(op.returned if op.tag == "out" else ())
+    found = []
+    for label, change, only_read in (("transposed", _transposed, False), ("permuted", _permuted, False),
+                                     ("channels_last", _channels_last, False), ("expanded", _expanded, True)):
+        skipped = keep | (set(op.written) if only_read else set())
+        changed = {name: value if name in skipped else tensor_map(change, value) for name, value in call.items()}
+        if any(a is not b for name in call for a, b in zip(tensors(changed[name]), tensors(call[name]), strict=True)):
+            dense = tensor_map(lambda t: t.contiguous(), changed)
+            found.append((label, changed, dense))
+    return found
 
 
 def assert_non_contiguous_inputs(op: Op, call: Call) -> None:
-    """opcheck and compiled == eager with non-contiguous inputs (same values): the fake's strides must be the
-    kernel's (`like:` in opgen.yaml keeps an input's layout). out= tensors stay: Dynamo refuses non-contiguous ones."""
-    strided = non_contiguous(call, keep=op.returned if op.tag == "out" else ())
-    opcheck(op, [strided])
-    assert_compiled_matches_eager(op, [strided])
+    """The CPU kernel on inputs in other layouts (same values) gives what it gives on contiguous ones, outputs in
+    the strides the fake says (contiguous unless `like:` in opgen.yaml keeps an input's layout); opcheck and
+    compiled == eager on the transposed layout."""
+    for label, strided, dense in layouts(op, call):
+        expected_call = clone(dense)
+        expected = op(expected_call)
+        actual_call = {name: value if name not in op.written else clone(value) for name, value in strided.items()}
+        try:
+            actual = op(actual_call)
+        except Exception as error:
+            raise CheckFailed(_strided_failure(op, label, strided, dense, error), "kernel-needs-contiguous") from error
+        for what, a, b in _pairs(op, actual, expected, actual_call, expected_call):
+            problem = mismatch(a, b, op.tolerance(a.dtype))
+            if problem:
+                raise CheckFailed(f"{op.kernel} gives other values for {label} inputs than for contiguous ones "
+                                  f"({op.field}.examples[0]): {what}: {problem}; it reads memory in storage order "
+                                  "(view, data_ptr, as_strided): follow the strides, or declare the inputs it needs "
+                                  f"contiguous in {op.field}.contiguous", "kernel-reads-layout")
+        _assert_fake_strides(op, label, strided, actual)
+    transposed = non_contiguous(call, keep=op.returned if op.tag == "out" else ())
+    opcheck(op, [transposed])
+    assert_compiled_matches_eager(op, [transposed])
+
+
+def _pairs(op: Op, actual, expected, actual_call: Call, expected_call: Call) -> list:
+    """(what, a, b): each output and each written argument of two calls of the op."""
+    pairs = [(op.output_field(i), a, b) for i, (a, b) in
+             enumerate(zip(tensors(actual), tensors(expected), strict=True))]
+    return pairs + [(f"argument {name!r}", a, b) for name in op.written
+                    for a, b in zip(tensors(actual_call[name]), tensors(expected_call[name]), strict=True)]
+
+
+def _strided_failure(op: Op, label: str, strided: Call, dense: Call, error: Exception) -> str:
+    """The kernel raised on a layout: find the one argument to blame, and say both fixes."""
+    for name in strided:
+        one = {**dense, name: strided[name]}
+        try:
+            op(clone(one) if name in op.written else one)
+        except Exception:  # noqa: BLE001  (this argument alone makes it fail)
+            fix = ("write through a contiguous copy and copy_ it back (the caller's tensor must be written)"
+                   if name in op.written else f"declare `contiguous: [{name}]` in {op.field} so that the generated "
+                   "registration passes it contiguous")
+            return (f"{op.kernel} fails on a {label} {name!r} ({type(error).__name__}: {error}): make the kernel take "
+                    f"any strides (e.g. .reshape instead of .view), or {fix}")
+    return f"{op.kernel} fails on {label} inputs: {type(error).__name__}: {error}"
+
+
+def _significant_strides(t: torch.Tensor) -> tuple:
+    return tuple(stride if size > 1 else None for size, stride in zip(t.shape, t.stride(), strict=True))
+
+
+def _assert_fake_strides(op: Op, label: str, call: Call, actual) -> None:
+    """The fake function's output strides on these inputs are the kernel's (what torch.compile plans with); a
+    data-dependent output size has no strides to compare before it runs."""
+    if op.dynamic:
+        return
+    with FakeTensorMode() as mode:
+        fakes = tensor_map(mode.from_tensor, call)
+        predicted = op(fakes)
+    for index, (fake, real) in enumerate(zip(tensors(predicted), tensors(actual), strict=True)):
+        if fake.numel() and _significant_strides(fake) != _significant_strides(real):
+            raise CheckFailed(
+                f"opgen.yaml: {op.output_field(index)}: on {label} inputs the fake function gives strides "
+                f"{fake.stride()}, the CPU kernel ({op.kernel}) returns {real.stride()}: either declare the layout in "
+                f"the spec (`like: <input>` keeps that input's strides; without it the output is contiguous) or make "
+                "the kernel return the declared layout (.contiguous())", "fake-wrong-strides")
 
 
 def assert_compiles_once(op: Op, calls: Sequence[Call], derived: bool) -> None:
     """torch.compile(dynamic=True) makes ONE graph for calls of two sizes (the fake specialises on no size), and
     each compiled result (mutated inputs included) equals eager. `derived`: opgen made the second call.
-    (The backend may be called more than once for the first call: Dynamo can restart its analysis.)"""
+
+    Sizes that differ between the calls are never 0 or 1 (torch.compile specialises those; opgen picks the calls
+    so), and duck sizing is off (it would give two sizes equal in one call one symbol, and compile again when
+    they differ in the other): a second graph is then the fake's doing. (The backend may be called more than once
+    for the first call: Dynamo can restart its analysis.)"""
     if derived:
         try:
             op(clone(calls[1]))
         except (RuntimeError, IndexError, ValueError, TypeError) as error:  # torch's errors on mismatched sizes
             skip(f"opgen doubled the last size of {op.field}.examples[0], but the CPU kernel refuses that call "
-                 f"({type(error).__name__}): add an example of another size to {op.field}.examples")
+                 f"({type(error).__name__}): add an example of other sizes (none 0 or 1) to {op.field}.examples")
     torch.compiler.reset()
     graphs = []
     aot_eager = torch._dynamo.lookup_backend("aot_eager")
@@ -543,16 +847,18 @@ def assert_compiles_once(op: Op, calls: Sequence[Call], derived: bool) -> None:
 
     compiled = torch.compile(lambda **kwargs: op.overload(**kwargs), backend=backend, fullgraph=True, dynamic=True)
     compiled_first = None
-    for call in calls:
-        eager_call = clone(call)
-        torch.testing.assert_close(compiled(**call), op(eager_call))
-        torch.testing.assert_close(tensors(call), tensors(eager_call))
-        compiled_first = len(graphs) if compiled_first is None else compiled_first
+    with symbolic_shapes_config.patch(use_duck_shape=False):  # no public switch: the config `dynamic=True` reads
+        for call in calls:
+            eager_call = clone(call)
+            torch.testing.assert_close(compiled(**call), op(eager_call))
+            torch.testing.assert_close(tensors(call), tensors(eager_call))
+            compiled_first = len(graphs) if compiled_first is None else compiled_first
     sizes = [[tuple(t.shape) for t in tensors(call)] for call in calls]
+    described = (f"it is generated from {op.field}.outputs in opgen.yaml" if op.outputs and not op.returned
+                 else "for this op it is torch's own (a tagged op) or hand-written")
     assert len(graphs) == compiled_first, (
         f"torch.compile(dynamic=True) compiled again for the second of the sizes {sizes}: the fake function "
-        "specialises on a size (int(size), a Python comparison of sizes, ...); it is generated from "
-        f"{op.field}.outputs in opgen.yaml")
+        f"specialises on a size (int(size), a Python comparison of sizes, ...); {described}")
 
 
 # --- autograd (`autograd:` in opgen.yaml) -----------------------------------------------------------
@@ -626,6 +932,8 @@ def _captured(group: str, prefix: str) -> int:
 def _assert_matches_reference(op: Op, actual, reference, what: str) -> None:
     """The device kernel's tensors against the CPU reference kernel's, per-dtype tolerances."""
     got_all, want_all = tensors(actual), tensors(reference)
+    devices = {t.device for t in got_all}
+    assert len(devices) <= 1, f"{what}: tensors on several devices {sorted(map(str, devices))}"
     assert len(got_all) == len(want_all), (
         f"{what}: {len(got_all)} tensors, the CPU reference kernel gives {len(want_all)}")
     for index, (got, want) in enumerate(zip(got_all, want_all, strict=True)):
@@ -655,7 +963,7 @@ def _calls_with_reused_buffers(op: Op, make_call: Callable[[int], Call], seeds: 
 
 def assert_capture_replay(op: Op, make_call: Callable[[int], Call], device: str, **compile_options) -> None:
     """Call 1 captures (then replays), calls 2 and 3 replay with new values; written buffers are reused.
-    Outputs and written buffers are compared with the CPU reference kernel run on the same inputs."""
+    Outputs and written buffers are compared with the spec's reference (else the CPU kernel) on the same inputs."""
     torch.compiler.reset()
     torch._dynamo.utils.counters.clear()
     compiled = torch.compile(lambda **kwargs: op.overload(**kwargs), fullgraph=True, dynamic=False, **compile_options)
@@ -669,7 +977,7 @@ def assert_capture_replay(op: Op, make_call: Callable[[int], Call], device: str,
     with torch.no_grad():
         for seed, call in enumerate(_calls_with_reused_buffers(op, on_device, (0, 1, 2), static)):
             cpu_call = tensor_map(lambda t: t.to("cpu"), call)  # copies
-            expected = op(cpu_call)
+            expected = op.reference(**cpu_call) if op.reference is not None else op(cpu_call)
             actual = clone(compiled(**call))  # the next replay overwrites graph outputs
             _assert_matches_reference(op, actual, expected, f"{device} call {seed}: output")
             for name in op.written:

@@ -33,6 +33,9 @@ from torch.types import Number
 {% endif %}
 
 import {{ cookiecutter._opgen.package }}  # registers the operators
+{% if t.uses_reference %}
+from {{ cookiecutter._opgen.package }} import reference
+{% endif %}
 
 NPU_UNAVAILABLE = {{ t.npu_unavailable }}
 CUDA_UNAVAILABLE = {{ t.cuda_unavailable }}
@@ -140,6 +143,14 @@ def test_{{ op.stem }}_matches_expected_values():
     {{ call("checks.assert_expected", [c, o.examples ~ "()", o.expected], "    ") }}
 {% else %}
     {{ o.skips.no_expect }}
+{% endif %}
+
+
+def test_{{ op.stem }}_matches_the_reference():
+{% if not o.example_lines %}
+    {{ o.skips.no_example }}
+{% else %}
+    {{ call("checks.assert_matches_reference", [c, o.examples], "    ") }}
 {% endif %}
 
 

@@ -29,6 +29,11 @@ lib = torch.library.Library({{ cookiecutter._opgen.namespace_literal }}, "FRAGME
 npu_lib = torch.library.Library({{ cookiecutter._opgen.namespace_literal }}, "IMPL")
 {% endif %}
 {% for op in cookiecutter._opgen.ops %}
+{% if op.registration.wrappers %}
+
+
+{{ op.registration.wrappers }}
+{% endif %}
 {% if custom_op %}
 {% if op.registration.tag_guard %}
 
@@ -50,13 +55,13 @@ npu_lib = torch.library.Library({{ cookiecutter._opgen.namespace_literal }}, "IM
 )
 {{ define(op.stem, op.signature.parameters, op.signature.returns) }}
     {{ op.doc }}
-    {{ call("return " ~ op.stem ~ "_cpu", op.signature.call_args, "    ") }}
+    {{ call("return " ~ op.registration.cpu_impl, op.signature.call_args, "    ") }}
 
 
 {% if cookiecutter._opgen.npu %}
-{{ call("npu_lib.impl", [op.op_name_literal, op.stem ~ "_npu", '"PrivateUse1"']) }}
+{{ call("npu_lib.impl", [op.op_name_literal, op.registration.device_impl, '"PrivateUse1"']) }}
 {% elif op.kernels.device %}
-{{ call(op.stem ~ ".register_kernel", [op.kernels.device_type_literal, op.files.device_kernel]) }}
+{{ call(op.stem ~ ".register_kernel", [op.kernels.device_type_literal, op.registration.device_impl]) }}
 {% endif %}
 {% else %}
 
@@ -66,9 +71,17 @@ npu_lib = torch.library.Library({{ cookiecutter._opgen.namespace_literal }}, "IM
 {{ op.registration.tag_guard }}
 {% endif %}
 {{ call("lib.define", [op.registration.signature_literal, "tags=(" ~ ("torch.Tag." ~ op.registration.tag ~ ", " if op.registration.tag else "") ~ "torch.Tag.pt2_compliant_tag" ~ ("" if op.registration.tag else ",") ~ ")"]) }}
-{{ call("lib.impl", [op.op_name_literal, op.files.cpu_kernel, '"CPU"']) }}
+{{ call("lib.impl", [op.op_name_literal, op.registration.cpu_impl, '"CPU"']) }}
 {% if op.kernels.device %}
-{{ call("lib.impl", [op.op_name_literal, op.files.device_kernel, cookiecutter._opgen.dispatch_key_literal]) }}
+{{ call("lib.impl", [op.op_name_literal, op.registration.device_impl, cookiecutter._opgen.dispatch_key_literal]) }}
+{% endif %}
+{% if op.registration.bump_versions %}
+
+
+# A kernel that writes memory directly (as a device kernel does) leaves autograd's version counters as they were:
+# a tensor saved for backward and then overwritten here would be used with its new values, silently. custom_op
+# bumps them in the same way.
+{{ op.registration.bump_versions }}
 {% endif %}
 {% endif %}
 {% if op.fake.trivial %}

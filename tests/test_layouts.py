@@ -1,0 +1,76 @@
+"""Layouts by declaration, through generated projects: an output is contiguous unless the spec says `like:`, the CPU
+kernel opgen writes from `reference:` returns what the spec declares, and an input the kernel needs contiguous is
+declared (`contiguous: [x]`) and passed so by the registration. Specs a new user writes, whose reference keeps an
+input's layout, generate projects that pass; a kernel that fails on strided inputs is told both fixes."""
+
+from __future__ import annotations
+
+import pytest
+from new_helpers import STYLES, opgen, run_generated_tests
+
+pytestmark = pytest.mark.slow  # generates projects and runs their tests
+
+KEEPS_LAYOUT = """\
+namespace: {namespace}
+style: {style}
+device: cpu
+ops:
+  - schema: "first(Tensor[] xs) -> Tensor"
+    outputs: {{out0: {{shape: "xs[0].shape", dtype: "xs[0].dtype"}}}}
+    reference: |
+      return xs[0].clone()
+    examples: [{{xs: [{{shape: [4, 3]}}, {{shape: [4, 3]}}]}}]
+  - schema: "swiglu(Tensor x) -> Tensor"
+    outputs: {{out0: {{shape: "x.shape[:-1] + [x.shape[-1] // 2]", dtype: "x.dtype"}}}}
+    reference: |
+      a, b = x.chunk(2, dim=-1)
+      return torch.nn.functional.silu(a) * b
+    examples: [{{x: {{shape: [4, 16]}}}}]
+"""
+
+VIEWS = """\
+namespace: {namespace}
+style: {style}
+device: cpu
+ops:
+  - schema: "{op}(Tensor(a!) cache, Tensor rows, Tensor index) -> ()"
+    reference: |
+      cache.index_copy_(0, index, rows.view(-1, cache.shape[-1]))
+    examples: [{{cache: {{shape: [8, 6]}}, rows: {{shape: [2, 3, 2]}}, index: {{values: [5, 1]}}}}]
+{contiguous}"""
+
+
+def _project(tmp_path, text: str, name: str):
+    spec = tmp_path / f"{name}.yaml"
+    spec.write_text(text, encoding="utf-8")
+    done = opgen("new", str(spec), "-o", str(tmp_path / name))
+    assert done.returncode == 0, done.stderr
+    return tmp_path / name, done
+
+
+def test_references_that_keep_an_inputs_layout_generate_passing_projects(tmp_path):
+    projects = [_project(tmp_path, KEEPS_LAYOUT.format(namespace=f"keep_{style}", style=style), style)[0]
+                for style in STYLES]
+    kernel = (projects[0] / "keep_library" / "kernels" / "first_cpu.py").read_text(encoding="utf-8")
+    assert "return xs[0].clone().contiguous()" in kernel  # what the spec declares: no `like:`, a contiguous output
+    results = run_generated_tests(projects, tmp_path / "junit.xml")
+    failed = {name: result["message"][:600] for name, result in results.items() if result["outcome"] == "failed"}
+    assert not failed, failed
+    assert results["test_swiglu_non_contiguous_inputs"]["outcome"] == "passed"
+
+
+def test_a_view_of_a_strided_input_is_told_both_fixes_and_the_declaration_makes_it_pass(tmp_path):
+    bare, done = _project(tmp_path, VIEWS.format(namespace="views", op="put_rows", style="library", contiguous=""),
+                          "bare")
+    assert "ops[0].reference calls .view(" in done.stderr  # said at generation, before any test runs
+    declared, _ = _project(tmp_path, VIEWS.format(namespace="views_ok", op="put_rows_ok", style="custom_op",
+                                                  contiguous="    contiguous: [rows]\n"), "declared")
+    results = run_generated_tests([bare, declared], tmp_path / "junit.xml")
+    failed = results["test_put_rows_non_contiguous_inputs"]
+    assert failed["outcome"] == "failed", failed
+    message = failed["message"]
+    assert "fails on a transposed 'rows'" in message and "view size is not compatible" in message, message
+    assert "e.g. .reshape instead of .view" in message and "declare `contiguous: [rows]` in ops[0]" in message, message
+    assert results["test_put_rows_ok_non_contiguous_inputs"]["outcome"] == "passed", results
+    others = {name: r["outcome"] for name, r in results.items() if r["outcome"] == "failed"}
+    assert others == {"test_put_rows_non_contiguous_inputs": "failed"}, others
