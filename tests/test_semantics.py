@@ -140,6 +140,22 @@ SHAPE_CASES = [
     ("reduce(x.shape[:0], [-1], True)", {}, []),
     ("reduce(bias.shape, size) if bias is not None else []", {"bias": torch.randn(6, 2), "size": [-1]}, [6]),
     ("[len(xs)] + reduce(xs[0], [0])", {}, [3, 3]),
+    # Python's `%`, `//`, negative indices and slice bounds that are not literals: the C++ must agree
+    ("[n % 4, (n - 1) // 2 + 5]", {"n": -3}, [1, 3]),
+    ("[n % 4, (n - 1) // 2 + 5]", {"n": 3}, [3, 6]),
+    ("[x.shape[2] // n + 9, x.shape[2] % n + 5]", {"n": -3}, [7, 3]),
+    ("x.shape[:n % x.dim()] + [x.shape[n] // 2] + x.shape[n % x.dim() + 1:]", {"n": -1}, [2, 3, 2]),
+    ("x.shape[:n % x.dim()] + [x.shape[n] // 2] + x.shape[n % x.dim() + 1:]", {"n": 1}, [2, 1, 4]),
+    ("x.shape[:n % x.dim()] + [x.shape[n] // 2] + x.shape[n % x.dim() + 1:]", {"n": -2}, [2, 1, 4]),
+    ("x.shape[:n]", {"n": -1}, [2, 3]),
+    ("x.shape[n:]", {"n": -2}, [3, 4]),
+    ("x.shape[:n]", {"n": 5}, [2, 3, 4]),
+    ("x.shape[n:]", {"n": -7}, [2, 3, 4]),
+    ("x.shape[n:n + 2]", {"n": -3}, [2, 3]),
+    ("x.shape[1:n]", {"n": -3}, []),
+    ("size[n:]", {"n": -1}, [8]),
+    ("[size[n], xs[n].shape[1]]", {"n": -1}, [8, 3]),
+    ("[size[n], xs[n].shape[1]]", {"n": 0}, [7, 3]),
 ]
 
 

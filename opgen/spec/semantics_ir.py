@@ -153,6 +153,11 @@ class Node:
     def py_is_list(self) -> bool:
         return False
 
+    # Whether an int (or every int of a size list) is known to be >= 0: then C++'s `/`, `%`, `[i]` and
+    # slice bounds mean what Python's do, and the C++ can say it plainly.
+    def nonneg(self) -> bool:
+        return False
+
 
 def _member(c: _Cpp, obj: Node, member: str) -> str:
     if getattr(obj, "deref", False):  # a present c10::optional
@@ -207,6 +212,9 @@ class Const(Node):
             return json.dumps(self.value, ensure_ascii=False), CPP_ATOM  # JSON escapes are valid C++ escapes
         return str(self.value), (CPP_UNARY if self.value < 0 else CPP_ATOM)
 
+    def nonneg(self):
+        return isinstance(self.value, int) and not isinstance(self.value, bool) and self.value >= 0
+
 
 @dataclass(frozen=True)
 class DtypeName(Node):
@@ -237,6 +245,9 @@ class TensorAttr(Node):
     def cpp(self, c):
         return _member(c, self.obj, _TENSOR_ATTRS[self.attr][1]), CPP_POSTFIX
 
+    def nonneg(self):
+        return self.attr in ("shape", "dim", "numel")
+
 
 @dataclass(frozen=True)
 class SizeAt(Node):
@@ -252,7 +263,11 @@ class SizeAt(Node):
         return f"{p.at(self.obj, PY_POSTFIX)}.shape[{p.at(self.index, 0)}]", PY_POSTFIX
 
     def cpp(self, c):
+        # at::Tensor::size(dim) wraps a negative dim itself
         return _member(c, self.obj, f"size({c.at(self.index, 0)})"), CPP_POSTFIX
+
+    def nonneg(self):
+        return True
 
 
 def _negative_literal(node: Node) -> int | None:
@@ -279,6 +294,11 @@ class Index(Node):
         if self.seq.ty.elem_optional:  # c10::List<c10::optional<at::Tensor>>
             text = self.cpp_optional(c)
             return (f"{text}.value()" if self.deref else text), CPP_POSTFIX
+        if _negative_literal(self.index) is None and not self.index.nonneg():
+            # Python counts a negative index from the end; C++ containers do not
+            seq, i = c.local("seq"), c.local("i")
+            return (f"[&] {{ const auto& {seq} = {c.at(self.seq, CPP_COND)}; const int64_t {i} = {c.at(self.index, CPP_COND)}; "
+                    f"return {seq}[{i} < 0 ? {i} + static_cast<int64_t>({seq}.size()) : {i}]; }}()"), CPP_POSTFIX
         return f"{c.at(self.seq, CPP_POSTFIX)}[{self._cpp_index(c)}]", CPP_POSTFIX
 
     def cpp_optional(self, c):
@@ -287,7 +307,15 @@ class Index(Node):
     def _cpp_index(self, c):
         # C++ containers do not count from the end: a literal negative index becomes `size - k`.
         negative = _negative_literal(self.index)
-        return f"{_cpp_len(c, self.seq)} - {-negative}" if negative is not None else c.at(self.index, 0)
+        if negative is not None:
+            return f"{_cpp_len(c, self.seq)} - {-negative}"
+        if not self.index.nonneg():  # (a c10::List's get() is only reached here for a Tensor?[] list)
+            i = c.at(self.index, CPP_COND)
+            return f"{i} < 0 ? {i} + {_cpp_len(c, self.seq)} : {i}"
+        return c.at(self.index, 0)
+
+    def nonneg(self):
+        return self.ty.kind == "int" and self.seq.nonneg()
 
 
 @dataclass(frozen=True)
@@ -305,7 +333,10 @@ class Slice(Node):
         return f"{p.at(self.seq, PY_POSTFIX)}[{lower}:{upper}]", PY_POSTFIX
 
     def cpp(self, c):
-        # ArrayRef::slice(start, length); Python's negative bounds count from the end.
+        if any(b is not None and _negative_literal(b) is None and not b.nonneg() for b in (self.lower, self.upper)):
+            return self._cpp_python_bounds(c), CPP_POSTFIX
+
+        # ArrayRef::slice(start, length); a literal negative bound counts from the end.
         def bound(node: Node) -> str:
             negative = _negative_literal(node)
             if negative is not None:
@@ -326,8 +357,25 @@ class Slice(Node):
             return f"{SIZE_VECTOR}({text})", CPP_POSTFIX
         return text, CPP_POSTFIX
 
+    def _cpp_python_bounds(self, c) -> str:
+        """A bound that may be negative at run time: Python's rules (count from the end, clamp to the list)."""
+        seq, n, clamp, lo, hi, b = (c.local(name) for name in ("seq", "n", "clamp", "lo", "hi", "b"))
+        lower = "0" if self.lower is None else c.at(self.lower, CPP_COND)
+        upper = n if self.upper is None else c.at(self.upper, CPP_COND)
+        return (f"[&] {{ const auto& {seq} = {c.at(self.seq, CPP_COND)}; "
+                f"const int64_t {n} = static_cast<int64_t>({seq}.size()); "
+                f"auto {clamp} = [{n}](int64_t {b}) {{ return {b} < 0 ? std::max<int64_t>({b} + {n}, 0) : "
+                f"std::min<int64_t>({b}, {n}); }}; const int64_t {lo} = {clamp}({lower}); "
+                f"const int64_t {hi} = std::max<int64_t>({lo}, {clamp}({upper})); "
+                f"return {SIZE_VECTOR}({seq}.begin() + {lo}, {seq}.begin() + {hi}); }}()")
+
     def cpp_kind(self):
+        if any(b is not None and _negative_literal(b) is None and not b.nonneg() for b in (self.lower, self.upper)):
+            return "vec"
         return "ref" if self.seq.cpp_kind() == "ref" else "vec"
+
+    def nonneg(self):
+        return self.seq.nonneg()
 
 
 @dataclass(frozen=True)
@@ -342,6 +390,9 @@ class Len(Node):
 
     def cpp(self, c):
         return _cpp_len(c, self.seq), CPP_POSTFIX
+
+    def nonneg(self):
+        return True
 
 
 @dataclass(frozen=True)
@@ -362,6 +413,9 @@ class ListLit(Node):
 
     def py_is_list(self):
         return True
+
+    def nonneg(self):
+        return all(item.nonneg() for item in self.items)
 
 
 @dataclass(frozen=True)
@@ -399,6 +453,9 @@ class Concat(Node):
     def py_is_list(self):
         return True
 
+    def nonneg(self):
+        return all(part.nonneg() for part in self.parts)
+
 
 @dataclass(frozen=True)
 class Repeat(Node):
@@ -429,10 +486,20 @@ class Repeat(Node):
     def py_is_list(self):
         return self.seq.py_is_list()
 
+    def nonneg(self):
+        return self.seq.nonneg()
+
 
 _PY_BINARY = {"+": PY_ADD, "-": PY_ADD, "*": PY_MUL, "//": PY_MUL, "%": PY_MUL}
 _CPP_BINARY = {"+": ("+", CPP_ADD), "-": ("-", CPP_ADD), "*": ("*", CPP_MUL), "//": ("/", CPP_MUL),
                "%": ("%", CPP_MUL)}
+# Python's floor division and modulo for operands of any sign (C++'s `/` and `%` truncate towards zero).
+_CPP_FLOOR = {
+    "//": "[](int64_t {a}, int64_t {b}) {{ const int64_t {q} = {a} / {b}; "
+          "return {a} % {b} != 0 && ({a} < 0) != ({b} < 0) ? {q} - 1 : {q}; }}({left}, {right})",
+    "%": "[](int64_t {a}, int64_t {b}) {{ const int64_t {q} = {a} % {b}; "
+         "return {q} != 0 && ({q} < 0) != ({b} < 0) ? {q} + {b} : {q}; }}({left}, {right})",
+}
 
 
 @dataclass(frozen=True)
@@ -449,8 +516,20 @@ class BinOp(Node):
         return f"{p.at(self.left, prec)} {self.op} {p.at(self.right, prec + 1)}", prec
 
     def cpp(self, c):
+        if self.op == "%" and self.right.nonneg() and not self.left.nonneg():  # a positive divisor: no lambda
+            right = c.at(self.right, CPP_MUL + 1)
+            return f"({c.at(self.left, CPP_MUL)} % {right} + {right}) % {right}", CPP_MUL
+        if self.op in _CPP_FLOOR and not (self.left.nonneg() and self.right.nonneg()):
+            a, b, q = c.local("a"), c.local("b"), c.local("q")
+            return _CPP_FLOOR[self.op].format(a=a, b=b, q=q, left=c.at(self.left, CPP_COND),
+                                              right=c.at(self.right, CPP_COND)), CPP_POSTFIX
         op, prec = _CPP_BINARY[self.op]
         return f"{c.at(self.left, prec)} {op} {c.at(self.right, prec + 1)}", prec
+
+    def nonneg(self):
+        if self.op == "%":  # Python's `a % b` has the sign of b
+            return self.right.nonneg()
+        return self.op != "-" and self.left.nonneg() and self.right.nonneg()
 
 
 @dataclass(frozen=True)
@@ -573,6 +652,9 @@ class IfExp(Node):
     def py_is_list(self):
         return self.then.py_is_list() and self.orelse.py_is_list()
 
+    def nonneg(self):
+        return self.then.nonneg() and self.orelse.nonneg()
+
 
 def _fold(function: str, args: list[str]) -> str:
     text = args[0]
@@ -613,6 +695,11 @@ class Call(Node):
         if self.function == "broadcast" and len(self.args) == 1:
             return self.args[0].cpp_kind()
         return "std"
+
+    def nonneg(self):
+        if self.function == "max":
+            return any(a.nonneg() for a in self.args)
+        return self.function in ("broadcast", "min") and all(a.nonneg() for a in self.args)
 
 
 @dataclass(frozen=True)
@@ -681,6 +768,9 @@ class Reduce(Node):
 
     def py_is_list(self):
         return True
+
+    def nonneg(self):
+        return self.shape.nonneg()
 
 
 @dataclass(frozen=True)
