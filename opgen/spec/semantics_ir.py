@@ -10,24 +10,23 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-# One table for the dtype fact: spelling in a spec -> (torch attribute, ATen constant).
-DTYPES: dict[str, tuple[str, str]] = {
-    "float32": ("float32", "at::kFloat"),
-    "float16": ("float16", "at::kHalf"),
-    "bfloat16": ("bfloat16", "at::kBFloat16"),
-    "float64": ("float64", "at::kDouble"),
-    "int64": ("int64", "at::kLong"),
-    "int32": ("int32", "at::kInt"),
-    "int16": ("int16", "at::kShort"),
-    "int8": ("int8", "at::kChar"),
-    "uint8": ("uint8", "at::kByte"),
-    "bool": ("bool", "at::kBool"),
-    "complex64": ("complex64", "at::kComplexFloat"),
-    "complex128": ("complex128", "at::kComplexDouble"),
+# One table for the dtype fact: spelling in a spec -> (torch attribute, ATen constant). Every dtype torch 2.13
+# has (float8, packed low-bit and quantized ones included); aliases as torch spells them (`torch.half`).
+_ATEN_NAMES = {
+    "float32": "Float", "float16": "Half", "bfloat16": "BFloat16", "float64": "Double",
+    "float8_e4m3fn": "Float8_e4m3fn", "float8_e5m2": "Float8_e5m2", "float8_e4m3fnuz": "Float8_e4m3fnuz",
+    "float8_e5m2fnuz": "Float8_e5m2fnuz", "float8_e8m0fnu": "Float8_e8m0fnu", "float4_e2m1fn_x2": "Float4_e2m1fn_x2",
+    "int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char",
+    "uint8": "Byte", "uint16": "UInt16", "uint32": "UInt32", "uint64": "UInt64",
+    "bool": "Bool", "complex32": "ComplexHalf", "complex64": "ComplexFloat", "complex128": "ComplexDouble",
+    "qint8": "QInt8", "quint8": "QUInt8", "qint32": "QInt32", "quint4x2": "QUInt4x2", "quint2x4": "QUInt2x4",
+    "bits1x8": "Bits1x8", "bits2x4": "Bits2x4", "bits4x2": "Bits4x2", "bits8": "Bits8", "bits16": "Bits16",
+    **{f"uint{n}": f"UInt{n}" for n in range(1, 8)}, **{f"int{n}": f"Int{n}" for n in range(1, 8)},
 }
+DTYPES: dict[str, tuple[str, str]] = {name: (name, f"at::k{aten}") for name, aten in _ATEN_NAMES.items()}
 DTYPE_ALIASES: dict[str, str] = {
     "float": "float32", "half": "float16", "double": "float64", "long": "int64", "int": "int32",
-    "short": "int16", "cfloat": "complex64", "cdouble": "complex128",
+    "short": "int16", "cfloat": "complex64", "cdouble": "complex128", "chalf": "complex32", "bit": "uint1",
 }
 
 # Binding strength, higher binds tighter (Python reference §6.17, C++ [expr] grammar).
@@ -79,9 +78,24 @@ class PyContext:
         self.names = dict(names or {})
         self.reserved = set(reserved) | set(self.names.values())
         self._next = 0
+        self._table: str | None = None
 
     def name(self, argument: str) -> str:
         return self.names.get(argument, argument)
+
+    def table(self, table: tuple[tuple[int, str], ...], printer: _Py) -> str:
+        """The variable holding the spec's `dtype_codes`, assigned (by `printer`) the first time a rule reads it."""
+        if self._table is None:
+            self._table = "dtype_codes"
+            while self._table in self.reserved:
+                self._table += "_"
+            self.reserved.add(self._table)
+            items = [f"{number}: torch.{DTYPES[name][0]}" for number, name in table]
+            line = f"{self._table} = {{{', '.join(items)}}}"
+            if len(line) + 4 > 120:  # one entry per line; a statement's later lines carry their own indentation
+                line = f"{self._table} = {{\n" + "".join(f"        {item},\n" for item in items) + "    }"
+            printer.statements.append(line)
+        return self._table
 
     def fresh(self) -> str:
         while True:
@@ -228,13 +242,14 @@ class DtypeName(Node):
 
 
 _TENSOR_ATTRS = {"shape": ("shape", "sizes()"), "dtype": ("dtype", "scalar_type()"),
-                 "dim": ("dim()", "dim()"), "numel": ("numel()", "numel()")}
+                 "dim": ("dim()", "dim()"), "numel": ("numel()", "numel()"),
+                 "is_contiguous": ("is_contiguous()", "is_contiguous()")}
 
 
 @dataclass(frozen=True)
 class TensorAttr(Node):
     obj: Node = None
-    attr: str = ""  # shape | dtype | dim | numel
+    attr: str = ""  # shape | dtype | dim | numel | is_contiguous
 
     def children(self):
         return (self.obj,)
@@ -817,3 +832,152 @@ class DtypeFallback(Node):
 
     def cpp(self, c):
         return _member(c, self.optional, f"value_or({c.at(self.fallback, CPP_COND)})"), CPP_POSTFIX
+
+
+# ---------------------------------------------------------------------------------------------
+# Names a rule reads besides the arguments: `let:` bindings and the element index of a Tensor[] return
+
+
+@dataclass(frozen=True)
+class Bound(Node):
+    """A `let:` name: Python reads the variable the fake assigned first; C++ inlines the expression."""
+
+    name: str = ""
+    value: Node = None
+
+    def children(self):
+        return (self.value,)
+
+    def py(self, p):
+        return self.name, PY_ATOM
+
+    def cpp(self, c):
+        return self.value.cpp(c)
+
+    def cpp_kind(self):
+        return self.value.cpp_kind()
+
+    def py_is_list(self):
+        return self.value.py_is_list()
+
+    def nonneg(self):
+        return self.value.nonneg()
+
+
+@dataclass(frozen=True)
+class Local(Node):
+    """The element index of a `Tensor[]` return's rules (`i` in `xs[i].shape`): a loop variable in both languages."""
+
+    name: str = ""
+
+    def py(self, p):
+        return self.name, PY_ATOM
+
+    def cpp(self, c):
+        return self.name, CPP_ATOM
+
+    def nonneg(self):
+        return True
+
+
+# ---------------------------------------------------------------------------------------------
+# Dimension helpers: wrap a dim, replace / insert / remove the size at a dim
+
+
+def _rank_py(p: _Py, shape: Node, extra: str = "") -> str:
+    rank = f"{p.at(shape.obj, PY_POSTFIX)}.dim()" if isinstance(shape, TensorAttr) else f"len({p.at(shape, PY_COND)})"
+    return f"({rank}{extra})" if extra else rank
+
+
+@dataclass(frozen=True)
+class WrapDim(Node):
+    """`wrap_dim(dim, rank)`: a dim in [-rank, rank) counted from 0 (Python `%`, C++ `c10::maybe_wrap_dim`)."""
+
+    dim: Node = None
+    rank: Node = None
+
+    def children(self):
+        return (self.dim, self.rank)
+
+    def py(self, p):
+        return f"{p.at(self.dim, PY_MUL)} % {p.at(self.rank, PY_MUL + 1)}", PY_MUL
+
+    def cpp(self, c):
+        return f"c10::maybe_wrap_dim({c.at(self.dim, CPP_COND)}, {c.at(self.rank, CPP_COND)}, false)", CPP_POSTFIX
+
+    def nonneg(self):
+        return True
+
+
+@dataclass(frozen=True)
+class SizeEdit(Node):
+    """`replace_size(shape, dim, size)`, `insert_size(shape, dim, size)`, `remove_size(shape, dim)`.
+
+    A negative dim counts from the end, as in torch (`insert` as `unsqueeze`: over rank + 1 places).
+    """
+
+    edit: str = "replace"  # replace | insert | remove
+    shape: Node = None
+    dim: Node = None
+    size: Node | None = None
+
+    def children(self):
+        return (self.shape, self.dim, self.size)
+
+    def py(self, p):
+        shape = p.at(self.shape, PY_COND)
+        i, s = p.local("i"), p.local("s")
+        if self.edit == "insert":
+            where = f"{p.at(self.dim, PY_MUL)} % {_rank_py(p, self.shape, ' + 1')}"
+            shape = p.at(self.shape, PY_POSTFIX)
+            return f"[*{shape}[:{where}], {p.at(self.size, PY_COND)}, *{shape}[{where}:]]", PY_ATOM
+        where = f"{p.at(self.dim, PY_MUL)} % {_rank_py(p, self.shape)}"
+        if self.edit == "remove":
+            return f"[{s} for {i}, {s} in enumerate({shape}) if {i} != {where}]", PY_ATOM
+        return f"[{p.at(self.size, PY_COND + 1)} if {i} == {where} else {s} for {i}, {s} in enumerate({shape})]", PY_ATOM
+
+    def cpp(self, c):
+        shape, sizes = c.local("shape"), c.local("sizes")
+        rank = f"static_cast<int64_t>({sizes}.size())"
+        dim = c.at(self.dim, CPP_COND)
+        edit = {
+            "replace": f"{sizes}[c10::maybe_wrap_dim({dim}, {rank}, false)] = {c.at(self.size, CPP_COND) if self.size else ''};",
+            "insert": f"{sizes}.insert({sizes}.begin() + c10::maybe_wrap_dim({dim}, {rank} + 1, false), "
+                      f"{c.at(self.size, CPP_COND) if self.size else ''});",
+            "remove": f"{sizes}.erase({sizes}.begin() + c10::maybe_wrap_dim({dim}, {rank}, false));",
+        }[self.edit]
+        return (f"[&] {{ const auto& {shape} = {c.at(self.shape, CPP_COND)}; "
+                f"{SIZE_VECTOR} {sizes}({shape}.begin(), {shape}.end()); {edit} return {sizes}; }}()"), CPP_POSTFIX
+
+    def cpp_kind(self):
+        return "vec"
+
+    def py_is_list(self):
+        return True
+
+    def nonneg(self):
+        return self.shape.nonneg() and (self.size is None or self.size.nonneg())
+
+
+# ---------------------------------------------------------------------------------------------
+# A dtype given as an int code (`from_code(dst_type)`), by the spec's `dtype_codes:` table
+
+
+@dataclass(frozen=True)
+class FromCode(Node):
+    code: Node = None
+    table: tuple[tuple[int, str], ...] = ()  # (code, canonical dtype name), as the spec lists them
+
+    def children(self):
+        return (self.code,)
+
+    def py(self, p):
+        return f"{p.ctx.table(self.table, p)}[{p.at(self.code, 0)}]", PY_POSTFIX
+
+    def cpp(self, c):
+        code = c.local("code")
+        cases = " ".join(f"case {number}: return {DTYPES[name][1]};" for number, name in self.table)
+        return (f"[&]() -> at::ScalarType {{ const int64_t {code} = {c.at(self.code, CPP_COND)}; "
+                f"switch ({code}) {{ {cases} }} "
+                f'TORCH_CHECK(false, "dtype code ", {code}, " is not in the dtype_codes of the spec"); '
+                "return at::ScalarType::Undefined; }()"), CPP_POSTFIX
