@@ -238,9 +238,9 @@ def test_expect_reads_whole_tensors_rows_and_tolerances():
     assert (out.argument, out.values) == ("out", (2.0, 4.0))
     assert op.tolerances == (("float16", 0.01, 0.001),)
     lines = project_context(spec)["_opgen"]["ops"][0]["expect_lines"]
-    assert lines[0] == '(0, "y", 0, None, [[1.0, float("nan")]], None, None, None),'
-    assert lines[2] == '(0, "cache", None, 0, None, {-1: [1, 2], 0: [0, 0]}, None, None),'
-    assert lines[3] == '(0, "out", None, "out", [2.0, 4.0], None, None, None),'
+    assert lines[0] == '(0, "y", 0, None, None, None, [[1.0, float("nan")]], None, None, None),'
+    assert lines[2] == '(0, "cache", None, 0, None, None, None, {-1: [1, 2], 0: [0, 0]}, None, None),'
+    assert lines[3] == '(0, "out", None, "out", None, None, [2.0, 4.0], None, None, None),'
 
 
 def test_long_expected_values_are_wrapped_and_stay_python():
@@ -252,7 +252,7 @@ def test_long_expected_values_are_wrapped_and_stay_python():
     lines = project_context(spec)["_opgen"]["ops"][0]["expect_lines"]
     assert all(len(line) + 8 <= 120 for line in lines)
     value = ast.literal_eval("[" + "\n".join(lines) + "]")
-    assert value[0][4] == [[1.25] * 40] * 2 and value[1][5] == {3: [1.25] * 40}
+    assert value[0][6] == [[1.25] * 40] * 2 and value[1][7] == {3: [1.25] * 40}
 
 
 @pytest.mark.parametrize("entries, message", [
@@ -287,8 +287,9 @@ def test_like_gives_shape_dtype_and_layout_of_an_argument():
 
 
 @pytest.mark.parametrize("entry, message", [
-    ("{like: z}", "spec.yaml:4:25: ops[0].outputs.a.like must name a Tensor argument"),
-    ("{like: x, dtype: float32}", "spec.yaml:4:25: ops[0].outputs.a: `like` gives the shape and dtype already"),
+    ("{like: z}", "spec.yaml:4:25: ops[0].outputs.a.like: unknown name `z`"),
+    ("{like: n}", "spec.yaml:4:25: ops[0].outputs.a.like: `like` must be a tensor, got an int: `n`"),
+    ('{like: x, shape: "[1]"}', "spec.yaml:4:28: ops[0].outputs.a: `like` gives the shape (and layout) already"),
 ])
 def test_like_errors_are_located(entry, message):
     with pytest.raises(OpgenError) as caught:

@@ -17,7 +17,6 @@ import yaml
 from ..errors import OpgenError
 from ..render.context import (
     _example_lines,
-    _fake_and_expected,
     _reference_body,
     call_text,
     docstring,
@@ -26,6 +25,7 @@ from ..render.context import (
     string_call,
 )
 from ..schema.model import BaseType, ListType, OptionalType, strip_alias
+from ..spec.fake import fake_and_expected
 from ..spec.model import ProjectSpec
 from ..spec.op_plugin import ALL_VERSIONS
 from . import cpp
@@ -229,7 +229,7 @@ def meta_source(schema, op, returns_self: bool = False) -> str:
     if returns_self:
         body = [f"return {schema.arguments[0].name}"]
     else:
-        body, _ = _fake_and_expected(op)
+        body, _ = fake_and_expected(op)
     head = f"@impl(m, {literal(schema.op_name)})\ndef {meta_name(schema)}({meta_parameters(schema)}):"
     return head + "\n" + "\n".join(f"    {line}" for line in body)  # a wrapped line carries its own indentation
 

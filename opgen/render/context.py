@@ -16,9 +16,10 @@ from dataclasses import replace
 from .. import __version__
 from ..contract import custom_op_explicit_schema_reasons, mutates_args
 from ..drift import owned_functions, schema_parameters
-from ..schema.model import BaseType, EnumWord, ListType, OptionalType, format_default, strip_alias
+from ..schema.model import BaseType, EnumWord, OptionalType, format_default, strip_alias
 from ..schema.types import python_annotation
 from ..spec.autograd import backward_header, function_source, setup_context_header
+from ..spec.fake import fake_and_expected
 from ..spec.model import DEVICES, Example, OpSpec, ProjectSpec, TensorValue
 
 DEVICE_NAMES = {"npu": "NPU", "cuda": "CUDA", "cpu": "CPU"}
@@ -99,11 +100,11 @@ def op_context(spec: ProjectSpec, op: OpSpec) -> dict:
     device_kernel_path = f"{package}/kernels/{stem}_{spec.device}.py"
     cpu_kernel_path = f"{package}/kernels/{stem}_cpu.py"
     todo_path = f"{package}/fakes/{stem}.py"
-    tag = op.tags[0] if op.tags else ""
+    tag = op.aliasing_tag
     # With a tag, custom_op gets the schema spelled out: the aliased return must not depend on inference.
     explicit = custom_op_explicit_schema_reasons(schema) or bool(tag)
     mutated = mutates_args(schema)
-    fake_lines, expected_lines = _fake_and_expected(op) if not missing and not tag else ([], [])
+    fake_lines, expected_lines = fake_and_expected(op) if not missing and not tag else ([], [])
     if tag:
         expected_lines = [_expected_returned(op)]
     examples = [line for example in op.examples for line in _example_lines(op, example)]
@@ -182,7 +183,7 @@ def op_context(spec: ProjectSpec, op: OpSpec) -> dict:
         "expect_lines": _expect_lines(op),
         "signature_asserts": [call_text("_assert_signature", [f"{spec.package}.{path[len(spec.package) + 1:-3].replace('/', '.')}.{name}",
                                                              literal(path), literal(f"ops[{op.index}].schema"),
-                                                             literal(schema_parameters(op))], "    ")
+                                                             _signature_literal(schema_parameters(op), " " * 8)], "    ")
                               for path, name in owned_functions(spec, op)],
         **_two_sizes(op),
         "no_two_sizes_skip": string_call("pytest.skip(", f"no two calls of {qualname} that differ only in sizes, and "
@@ -204,6 +205,11 @@ def op_context(spec: ProjectSpec, op: OpSpec) -> dict:
         "returned_keys": _returned_keys(op) if tag else "",
         "tolerances": _tolerances(op),
         "tag_names": [f"torch.Tag.{t}" for t in (*op.tags, "pt2_compliant_tag")],
+        # the tags the op is defined with (issue 21: `nondeterministic_seeded` as well as inplace/out)
+        "define_tags": tuple_text([f"torch.Tag.{t}" for t in (*op.tags, "pt2_compliant_tag")]),
+        "custom_op_tags": (f"torch.Tag.{op.tags[0]}" if len(op.tags) == 1
+                           else tuple_text([f"torch.Tag.{t}" for t in op.tags]) if op.tags else ""),
+        "random": op.random,
         "no_device_kernel_message": literal(f"ops.py registers no {DEVICE_NAMES[spec.device]} kernel"),
         "dynamic_skip": string_call("@pytest.mark.skip(reason=", f"{qualname} has a data-dependent output size "
                                     "(`dynamic`); a captured graph cannot return a size known only at run time", ")"),
@@ -381,66 +387,6 @@ def _return_annotation(op: OpSpec) -> str:
     return "tuple[" + ", ".join(parts) + "]"
 
 
-def _fake_and_expected(op: OpSpec) -> tuple[list[str], list[str]]:
-    """The fake function's body from the semantics, and the test's `expected` body: the same rules on
-    real inputs, outputs as meta tensors (None where a size is data-dependent and so unknown)."""
-    from ..spec.semantics_ir import PyContext
-
-    reserved = {a.name for a in op.schema.arguments} | {"torch"}
-    variables = {out.name: out.name if out.name not in reserved else f"{out.name}_" for out in op.outputs}
-    ctx = PyContext(names=variables, reserved=reserved)
-    expected_ctx = PyContext(names=variables, reserved=reserved)
-    device = _device_expr(op)
-    body: list[str] = []
-    expected_body: list[str] = []
-    expected_items = []
-    unknown: set[str] = set()  # outputs whose size the test cannot know in advance
-    for out in op.outputs:
-        var = variables[out.name]
-        statements, shape = out.shape_rule.python(ctx)
-        dtype = out.dtype_rule.python(ctx)
-        body.extend(statements)
-        if out.like:  # the input's layout (strides) too, as a kernel computing elementwise from it keeps it
-            body.append(f"{var} = torch.empty_like({out.like})")
-        else:
-            body.append(call_text(f"{var} = torch.empty", [shape, f"dtype={dtype}", f"device={device}"], "    "))
-        shape_unknown = out.shape_rule.is_dynamic or bool(out.shape_rule.uses_outputs & unknown)
-        dtype_unknown = bool(out.dtype_rule.uses_outputs & unknown)
-        if shape_unknown:
-            unknown.add(out.name)
-            expected_dtype = "None" if dtype_unknown else out.dtype_rule.python(expected_ctx)
-            expected_items.append(f"(None, {expected_dtype})")
-            continue
-        more, expected_shape = out.shape_rule.python(expected_ctx)
-        expected_body.extend(more)
-        expected_body.append(call_text(f"{var} = torch.empty", [expected_shape, f"dtype={out.dtype_rule.python(expected_ctx)}",
-                                                                 'device="meta"'], "    "))
-        expected_items.append(f"({var}.shape, {var}.dtype)")
-    names = list(variables.values())
-    if not names:
-        body.append("return None")
-    elif len(names) == 1 and not op.schema.returns_tuple:
-        body.append(f"return {names[0]}")
-    else:
-        body.append("return " + ", ".join(names) + ("," if len(names) == 1 else ""))
-    line = "return [" + ", ".join(expected_items) + "]"
-    if len(line) + 4 > LINE_LENGTH:
-        line = "return [\n" + "".join(f"        {item},\n" for item in expected_items) + "    ]"
-    expected_body.append(line)
-    return body, expected_body
-
-
-def _device_expr(op: OpSpec) -> str:
-    """Where fake outputs live: the device of the first tensor input."""
-    for arg in op.schema.arguments:
-        t = strip_alias(arg.type)
-        if t == BaseType("Tensor"):
-            return f"{arg.name}.device"
-        if isinstance(t, ListType) and t.elem == BaseType("Tensor"):
-            return f"{arg.name}[0].device"
-    return "'cpu'"
-
-
 def _reference_body(reference: str) -> list[str]:
     return textwrap.dedent(reference).strip("\n").split("\n")
 
@@ -462,7 +408,7 @@ def _bounds_lines(op: OpSpec) -> list[str]:
     function creates them), None where the spec gives no bound or the bound reads another output."""
     from ..spec.semantics_ir import Dynamic, PyContext, _Py
 
-    if op.missing_semantics or op.tags:
+    if op.missing_semantics or op.aliasing_tag:
         return []
     items = []
     printer = _Py(PyContext(reserved={a.name for a in op.schema.arguments}))
@@ -585,8 +531,9 @@ def _expect_lines(op: OpSpec) -> list[str]:
                 literal(item.argument) if isinstance(item.argument, str) else str(item.argument))
             rows = None if item.rows is None else "{" + ", ".join(f"{row}: {_numbers(values)}"
                                                                   for row, values in item.rows) + "}"
-            parts = [str(number), literal(item.name), repr(item.output), str(argument),
-                     _numbers(item.values) if item.rows is None else "None", str(rows), repr(item.rtol), repr(item.atol)]
+            parts = [str(number), literal(item.name), repr(item.output), str(argument), repr(item.element),
+                     repr(item.length), _numbers(item.values) if item.rows is None else "None", str(rows),
+                     repr(item.rtol), repr(item.atol)]
             line = "(" + ", ".join(parts) + "),"
             if len(line) + 8 <= LINE_LENGTH:
                 lines.append(line)

@@ -270,7 +270,10 @@ def _parse(text: str, schema: Schema, kind: type[_Rule], scope: Scope):
         value = checker.value(tree, frozenset(), dynamic_ok=scope.index is None)
         coerce, what = _KIND_CHECKS[kind]
         if kind is TensorRule:
-            node = checker.tensor(value, tree, "like")
+            node = checker.present(value, tree)
+            if node.ty.kind != "tensor":
+                checker.fail(tree, f"`like` must be a tensor, got {node.ty.describe()}: `{checker.code(tree)}`",
+                             "name a Tensor argument, a tensor of a Tensor[] (`xs[0]`, `xs[i]`) or a `let:` tensor")
         else:
             node = getattr(checker, coerce)(value, tree, what)
         if kind is not ShapeRule:

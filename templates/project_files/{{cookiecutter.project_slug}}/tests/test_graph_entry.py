@@ -189,15 +189,22 @@ def _run(op, call, kernel: str, where: str):
 
 def _assert_expected(op, calls, expected: list, field: str, kernel: str) -> None:
     """`expect:` of the examples against the CPU kernel. Each entry: (example index, name, output index
-    (None: the only return), argument (position or keyword; None: an output), values, rows, rtol, atol)."""
+    (None: the only return), argument (position or keyword; None: an output), element and length (a tensor
+    of a Tensor[]; None: a tensor), values, rows, rtol, atol)."""
     problems, results = [], {}
-    for number, name, output, argument, values, rows, rtol, atol in expected:
+    for number, name, output, argument, element, length, values, rows, rtol, atol in expected:
         if number not in results:
             call = _clone(calls[number])
             results[number] = (_run(op, call, kernel, f"{field}.examples[{number}]"), call)
         result, call = results[number]
         actual = _get(call, argument) if argument is not None else result if output is None else result[output]
         where = f"opgen.yaml: {field}.examples[{number}].expect.{name}"
+        if element is not None:
+            if not isinstance(actual, (list, tuple)) or len(actual) != length:
+                count = f"{len(actual)} tensors" if isinstance(actual, (list, tuple)) else type(actual).__name__
+                problems.append(f"{where}: {count}, the spec expects {length}")
+                continue
+            actual, where = actual[element], f"{where}[{element}]"
         default = TOLERANCES.get(getattr(actual, "dtype", None), (0.0, 0.0))
         tolerance = (default[0] if rtol is None else rtol, default[1] if atol is None else atol)
         for row, want in (rows.items() if rows is not None else [(None, values)]):
@@ -266,14 +273,26 @@ def _assert_fake_device(op, call, fields: tuple, bounds: list = ()) -> None:
             f"the bound is missing (the fake is generated from {fields[0].split('.outputs')[0]}.outputs in opgen.yaml)")
 
 
+def _flat(expected: list, fields: tuple) -> tuple[list, list]:
+    """(shape, dtype) and spec field of each output tensor: a Tensor[] output's (a list) one by one, `field[j]`."""
+    pairs, names = [], []
+    for index, item in enumerate(expected):
+        field = fields[index] if index < len(fields) else f"output {index}"
+        items = item if isinstance(item, list) else [item]
+        pairs += items
+        names += [f"{field}[{j}]" for j in range(len(items))] if isinstance(item, list) else [field]
+    return pairs, names
+
+
 def _assert_follows_semantics(op, calls, expected, fields: tuple, field: str, kernel: str) -> None:
     """On every example the CPU kernel's outputs have the shapes and dtypes the spec's semantics give."""
     for number, (args, kwargs) in enumerate(calls):
         args, kwargs = _clone((args, kwargs))
-        want = expected(*args, **kwargs)
+        want, names = _flat(expected(*args, **kwargs), fields)
         got = _tensors(_run(op, (args, kwargs), kernel, f"{field}.examples[{number}]"))
-        assert len(got) == len(want), f"{kernel} returns {len(got)} tensors, the schema {len(want)}"
-        for output, value, (shape, dtype) in zip(fields, got, want):
+        assert len(got) == len(want), (f"{kernel} returns {len(got)} tensors on example {number}, the spec's semantics "
+                                       f"{len(want)} ({', '.join(fields)})")
+        for output, value, (shape, dtype) in zip(names, got, want):
             where = f"opgen.yaml: {output}"
             assert dtype is None or value.dtype == dtype, (
                 f"{where}.dtype gives {dtype} on example {number}, the CPU kernel ({kernel}) returns {value.dtype}")
@@ -367,9 +386,11 @@ def _graph_outputs(graph: torch.fx.GraphModule) -> list:
 def _assert_metadata(outputs: list, expected: list, fields: tuple = ()) -> None:
     """Fake outputs have the shapes and dtypes the spec's semantics give (None: data-dependent, unknown).
     `fields`: the spec field of each output (`ops[0].outputs.y`), for the messages (example 0)."""
-    assert len(outputs) == len(expected)
+    expected, names = _flat(expected, fields)
+    assert len(outputs) == len(expected), (f"the fake gives {len(outputs)} tensors on example 0, the spec's semantics "
+                                           f"{len(expected)} ({', '.join(fields)})")
     for index, (value, (shape, dtype)) in enumerate(zip(outputs, expected)):
-        field = f"opgen.yaml: {fields[index]}" if index < len(fields) else f"output {index}"
+        field = f"opgen.yaml: {names[index]}"
         assert dtype is None or value.dtype == dtype, (
             f"{field}.dtype: the fake gives {value.dtype} on example 0, the spec says {dtype}")
         if shape is None:
@@ -380,17 +401,31 @@ def _assert_metadata(outputs: list, expected: list, fields: tuple = ()) -> None:
                 f"{field}.shape: the fake gives {actual} on example 0, the spec says {tuple(shape)}")
 
 
-def _compiled_matches_eager(op, calls, returned: tuple = ()) -> None:
-    """`returned`: for a torch.Tag.inplace/out op, the argument (position or name) each output is."""
+def _seeded(fn, seeded: bool):
+    """`fn`, run after torch.manual_seed(0) when `seeded` (a torch.Tag.nondeterministic_seeded op): then two runs
+    of the same kernel draw the same random numbers, and compiled == eager compares like with like."""
+    if not seeded:
+        return fn
+
+    def run(*args, **kwargs):
+        torch.manual_seed(0)
+        return fn(*args, **kwargs)
+    return run
+
+
+def _compiled_matches_eager(op, calls, returned: tuple = (), seeded: bool = False) -> None:
+    """`returned`: for a torch.Tag.inplace/out op, the argument (position or name) each output is; `seeded`: the op
+    draws random numbers (each run starts from one seed)."""
     torch._dynamo.reset()
 
     def fn(*args, **kwargs):
         return op(*args, **kwargs)
 
-    compiled = torch.compile(fn, backend="aot_eager", fullgraph=True, dynamic=False)
+    compiled = _seeded(torch.compile(fn, backend="aot_eager", fullgraph=True, dynamic=False), seeded)
+    eager = _seeded(fn, seeded)
     for args, kwargs in calls:
         eager_args, eager_kwargs = _clone((args, kwargs))
-        expected = fn(*eager_args, **eager_kwargs)
+        expected = eager(*eager_args, **eager_kwargs)
         actual = compiled(*args, **kwargs)
         torch.testing.assert_close(actual, expected)
         # inputs the op mutates must be mutated the same way
@@ -419,7 +454,7 @@ def _non_contiguous(call, keep: tuple = ()):
     return changed
 
 
-def _compiles_once(op, calls, field: str, derived: bool) -> None:
+def _compiles_once(op, calls, field: str, derived: bool, seeded: bool = False) -> None:
     """torch.compile(dynamic=True) makes ONE graph for calls of two sizes (the fake specialises on no size),
     and each compiled result (mutated inputs included) equals eager. `derived`: opgen made the second call.
     (The backend may be called more than once for the first call: Dynamo can restart its analysis.)"""
@@ -441,11 +476,11 @@ def _compiles_once(op, calls, field: str, derived: bool) -> None:
     def fn(*args, **kwargs):
         return op(*args, **kwargs)
 
-    compiled = torch.compile(fn, backend=backend, fullgraph=True, dynamic=True)
+    compiled = _seeded(torch.compile(fn, backend=backend, fullgraph=True, dynamic=True), seeded)
     compiled_first = None
     for args, kwargs in calls:
         eager_args, eager_kwargs = _clone((args, kwargs))
-        torch.testing.assert_close(compiled(*args, **kwargs), fn(*eager_args, **eager_kwargs))
+        torch.testing.assert_close(compiled(*args, **kwargs), _seeded(fn, seeded)(*eager_args, **eager_kwargs))
         torch.testing.assert_close(_tensors((args, kwargs)), _tensors((eager_args, eager_kwargs)))
         compiled_first = len(graphs) if compiled_first is None else compiled_first
     sizes = [[tuple(t.shape) for t in _tensors(call)] for call in calls]
@@ -459,19 +494,41 @@ def _captured(group: str, prefix: str) -> int:
     return sum(count for key, count in torch._dynamo.utils.counters[group].items() if key.startswith(prefix))
 
 
-def _assert_matches_reference(actual, reference, tolerances: dict, what: str) -> None:
-    """The device kernel's tensors against the CPU reference kernel's, per-dtype tolerances."""
+def _assert_matches_reference(actual, reference, tolerances: dict, what: str, random: bool = False) -> None:
+    """The device kernel's tensors against the CPU reference kernel's, per-dtype tolerances; for a random op
+    (`random`: another generator draws other numbers) their distributions instead."""
     for index, (got, want) in enumerate(zip(_tensors(actual), _tensors(reference))):
         assert got.dtype == want.dtype, (
             f"{what} {index}: dtype {got.dtype}, the CPU reference kernel gives {want.dtype}")
-        problem = _mismatch(got, want, {**DEVICE_TOLERANCES, **tolerances}.get(got.dtype))
+        if random:
+            problem = _distribution_mismatch(got, want)
+        else:
+            problem = _mismatch(got, want, {**DEVICE_TOLERANCES, **tolerances}.get(got.dtype))
         assert problem is None, f"{what} {index} differs from the CPU reference kernel's: {problem}"
 
 
+def _distribution_mismatch(actual: torch.Tensor, expected: torch.Tensor) -> str | None:
+    """None when two draws of a random op look like one distribution: the same shape, means within four
+    standard errors and spreads within 25% (a loose test: a few hundred values tell a wrong distribution)."""
+    if tuple(actual.shape) != tuple(expected.shape):
+        return f"shape {tuple(actual.shape)}, expected {tuple(expected.shape)}"
+    got, want = actual.detach().cpu().double().flatten(), expected.detach().cpu().double().flatten()
+    if got.numel() < 2:
+        return None
+    spread = float(want.std())
+    error = 4 * max(spread, float(got.std()), 1e-12) / got.numel() ** 0.5
+    if abs(float(got.mean()) - float(want.mean())) > error:
+        return f"mean {float(got.mean()):.6g}, the reference draws have {float(want.mean()):.6g} (+- {error:.3g})"
+    if spread > 0 and not 0.75 <= float(got.std()) / spread <= 1.25:
+        return f"standard deviation {float(got.std()):.6g}, the reference draws have {spread:.6g}"
+    return None
+
+
 def _capture_replay(op, make_call, mutated: tuple, device: str, tolerances: dict | None = None,
-                    **compile_options) -> None:
+                    random: bool = False, **compile_options) -> None:
     """Call 1 captures (then replays), calls 2 and 3 replay with new values; mutated buffers are reused.
-    Outputs and mutated buffers are compared with the CPU reference kernel run on the same inputs."""
+    Outputs and mutated buffers are compared with the CPU reference kernel run on the same inputs (their
+    distributions for a `random` op)."""
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
 
@@ -495,11 +552,11 @@ def _capture_replay(op, make_call, mutated: tuple, device: str, tolerances: dict
             cpu_call = _to(call, "cpu")  # copies
             expected = fn(*cpu_call[0], **cpu_call[1])
             actual = _clone(compiled(*call[0], **call[1]))  # the next replay overwrites graph outputs
-            _assert_matches_reference(actual, expected, tolerances or {}, f"{device} call {seed}: output")
+            _assert_matches_reference(actual, expected, tolerances or {}, f"{device} call {seed}: output", random)
             for key in mutated:
                 assert _get(call, key) is buffers[key]
                 _assert_matches_reference(buffers[key], _get(cpu_call, key), tolerances or {},
-                                          f"{device} call {seed}: mutated argument {key!r}, tensor")
+                                          f"{device} call {seed}: mutated argument {key!r}, tensor", random)
             if device == "npu":
                 captured = _captured("npugraph_ex", "captured_")
                 if captured_first is None:
@@ -594,7 +651,7 @@ def _assert_outputs_are_what_the_graph_says(graph: torch.fx.GraphModule, outputs
 
 
 def _npugraph_ex_compiles_on_cpu(loader, op, make_call, mutated: tuple, tag: str = "", fn=None,
-                                 options: dict | None = None) -> None:
+                                 options: dict | None = None, seeded: bool = False) -> None:
     """npugraph_ex's own backend (fullgraph, static shapes), three calls with new values and reused mutated
     buffers, each compared with eager (outputs and every input); one graph, the op in it, in place.
 
@@ -603,7 +660,8 @@ def _npugraph_ex_compiles_on_cpu(loader, op, make_call, mutated: tuple, tag: str
     fn = fn or (lambda *args, **kwargs: op(*args, **kwargs))
     torch._dynamo.reset()
     with loader.Session() as session, torch.no_grad():
-        compiled = torch.compile(fn, backend=session.backend(**(options or {})), fullgraph=True, dynamic=False)
+        compiled = _seeded(torch.compile(fn, backend=session.backend(**(options or {})), fullgraph=True,
+                                         dynamic=False), seeded)
         buffers = {}
         for seed in (0, 1, 2):
             call = make_call(seed)
@@ -615,7 +673,7 @@ def _npugraph_ex_compiles_on_cpu(loader, op, make_call, mutated: tuple, tag: str
                     buffers[key] = _get(call, key)
             eager_call = _clone(call)
             try:
-                expected = fn(*eager_call[0], **eager_call[1])
+                expected = _seeded(fn, seeded)(*eager_call[0], **eager_call[1])
             except NotImplementedError as error:
                 if "no CPU reference kernel yet" in str(error):
                     pytest.skip(str(error))
@@ -682,7 +740,7 @@ def _{{ op.stem }}_two_sizes() -> list:
 
 
 def _{{ op.stem }}_expect() -> list:
-    """`expect:` of ops[{{ op.index }}].examples: (example, name, output, argument, values, rows, rtol, atol)."""
+    """`expect:` of ops[{{ op.index }}].examples: (example, name, output, argument, element, length, values, rows, rtol, atol)."""
     return [
 {% for line in op.expect_lines %}
         {{ line }}
@@ -822,7 +880,7 @@ def test_{{ op.stem }}_compiled_matches_eager():
 {% if not op.has_examples %}
     {{ op.no_example_skip }}
 {% else %}
-    {{ py.call("_compiled_matches_eager", [op.overload, "_" ~ op.stem ~ "_calls()"] + (["returned=" ~ op.returned_keys] if op.tag else []), "    ") }}
+    {{ py.call("_compiled_matches_eager", [op.overload, "_" ~ op.stem ~ "_calls()"] + (["returned=" ~ op.returned_keys] if op.tag else []) + (["seeded=True"] if op.random else []), "    ") }}
 {% endif %}
 
 
@@ -834,13 +892,13 @@ def test_{{ op.stem }}_non_contiguous_inputs():
 {% else %}
     args, kwargs = {{ py.call("_non_contiguous", ["_" ~ op.stem ~ "_calls()[0]"] + (["keep=" ~ op.returned_keys] if op.tag == "out" else []), "    ") }}
     {{ py.call("_opcheck", [op.overload, "args", "kwargs", op.opcheck_utils, op.spec_field_literal, op.cpu_kernel_path_literal], "    ") }}
-    {{ py.call("_compiled_matches_eager", [op.overload, "[(args, kwargs)]"] + (["returned=" ~ op.returned_keys] if op.tag else []), "    ") }}
+    {{ py.call("_compiled_matches_eager", [op.overload, "[(args, kwargs)]"] + (["returned=" ~ op.returned_keys] if op.tag else []) + (["seeded=True"] if op.random else []), "    ") }}
 {% endif %}
 
 
 def test_{{ op.stem }}_compiles_once_for_two_sizes():
 {% if op.two_sizes_lines %}
-    {{ py.call("_compiles_once", [op.overload, "_" ~ op.stem ~ "_two_sizes()", op.spec_field_literal, "derived=" ~ op.two_sizes_derived], "    ") }}
+    {{ py.call("_compiles_once", [op.overload, "_" ~ op.stem ~ "_two_sizes()", op.spec_field_literal, "derived=" ~ op.two_sizes_derived] + (["seeded=True"] if op.random else []), "    ") }}
 {% else %}
     {{ op.no_two_sizes_skip }}
 {% endif %}
@@ -855,7 +913,7 @@ def test_{{ op.stem }}_npugraph_ex_capture_replay():
 {% if not op.has_examples %}
     {{ op.no_example_skip }}
 {% else %}
-    {{ py.call("_capture_replay", [op.overload, "lambda seed: _" ~ op.stem ~ "_calls(seed)[0]", op.mutated_keys, '"npu"'] + op.tolerances + ['backend="npugraph_ex"'], "    ") }}
+    {{ py.call("_capture_replay", [op.overload, "lambda seed: _" ~ op.stem ~ "_calls(seed)[0]", op.mutated_keys, '"npu"'] + op.tolerances + (["random=True"] if op.random else []) + ['backend="npugraph_ex"'], "    ") }}
 {% endif %}
 
 
@@ -868,7 +926,7 @@ def test_{{ op.stem }}_cuda_graphs_capture_replay():
 {% if not op.has_examples %}
     {{ op.no_example_skip }}
 {% else %}
-    {{ py.call("_capture_replay", [op.overload, "lambda seed: _" ~ op.stem ~ "_calls(seed)[0]", op.mutated_keys, '"cuda"'] + op.tolerances + ['mode="reduce-overhead"'], "    ") }}
+    {{ py.call("_capture_replay", [op.overload, "lambda seed: _" ~ op.stem ~ "_calls(seed)[0]", op.mutated_keys, '"cuda"'] + op.tolerances + (["random=True"] if op.random else []) + ['mode="reduce-overhead"'], "    ") }}
 {% endif %}
 
 
@@ -891,6 +949,9 @@ def test_{{ op.stem }}_npugraph_ex_compiles_on_cpu(npugraph_ex_cpu):
         {{ op.mutated_keys }},
 {% if op.tag %}
         tag="{{ op.tag }}",
+{% endif %}
+{% if op.random %}
+        seeded=True,
 {% endif %}
     )
 {% endif %}

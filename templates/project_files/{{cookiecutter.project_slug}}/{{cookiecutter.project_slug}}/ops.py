@@ -45,8 +45,8 @@ npu_lib = torch.library.Library({{ cookiecutter._opgen.namespace_literal }}, "IM
 {% if op.custom_op_schema_line %}
     {{ op.custom_op_schema_line }}
 {% endif %}
-{% if op.tag %}
-    tags=torch.Tag.{{ op.tag }},
+{% if op.custom_op_tags %}
+    tags={{ op.custom_op_tags }},
 {% endif %}
 )
 {{ py.define(op.stem, op.parameters, op.returns) }}
@@ -66,7 +66,7 @@ npu_lib = torch.library.Library({{ cookiecutter._opgen.namespace_literal }}, "IM
 {% if op.tag_guard %}
 {{ op.tag_guard }}
 {% endif %}
-{{ py.call("lib.define", [op.signature_literal, "tags=(" ~ ("torch.Tag." ~ op.tag ~ ", " if op.tag else "") ~ "torch.Tag.pt2_compliant_tag" ~ ("" if op.tag else ",") ~ ")"]) }}
+{{ py.call("lib.define", [op.signature_literal, "tags=" ~ op.define_tags]) }}
 {{ py.call("lib.impl", [op.op_name_literal, op.cpu_kernel, '"CPU"']) }}
 {% if op.kernel_device %}
 {{ py.call("lib.impl", [op.op_name_literal, op.device_kernel, cookiecutter._opgen.dispatch_key_literal]) }}
