@@ -150,7 +150,8 @@ def _rows(source: _Source, node: Node, where: str) -> tuple[tuple[int, object], 
     for row_key, row_value in node.value:
         row = _scalar(row_key)
         if not isinstance(row, int) or isinstance(row, bool):
-            raise source.error(row_key, f"{where}.rows: {row!r} is not a row index (an integer)")
+            raise source.error(row_key, f"{where}.rows: {row!r} is not a row index (an integer)",
+                               "e.g. {rows: {0: [1.0, 2.0], -1: [3.0, 4.0]}}")
         if any(r == row for r, _ in rows):
             raise source.error(row_key, f"{where}.rows: row {row} is given twice", "keep one")
         rows.append((row, _numbers(source, row_value, f"{where}.rows.{row}")))
@@ -207,7 +208,8 @@ def example_value(source: _Source, node: Node, t, field: str):
         return example_value(source, node, t.elem, field)
     if isinstance(t, ListType):
         if not isinstance(node, SequenceNode):
-            raise source.error(node, f"{field} must be a list ({_value_hint(t)}), not {_kind(node)}")
+            raise source.error(node, f"{field} must be a list ({_value_hint(t)}), not {_kind(node)}",
+                               "write the items in brackets: [...]")
         # `int[2]`'s size is a hint torch does not enforce: any length is accepted, as by torch
         return tuple(example_value(source, item, t.elem, f"{field}[{i}]") for i, item in enumerate(node.value))
     name = t.name if isinstance(t, BaseType) else None
@@ -218,7 +220,8 @@ def example_value(source: _Source, node: Node, t, field: str):
                            "leave the argument out to use its default")
     value = _SCALARS[name](_scalar(node) if isinstance(node, ScalarNode) else node)
     if value is None:
-        raise source.error(node, f"{field} must be {_value_hint(t)}, not {_kind(node)}")
+        raise source.error(node, f"{field} must be {_value_hint(t)}, not {_kind(node)}",
+                           f"the argument is '{t}' in the schema")
     if name == "ScalarType":
         return EnumWord(DTYPES[_dtype_word(source, node, field, value)])
     return value
@@ -279,7 +282,8 @@ def _tensor_value(source: _Source, node: Node, field: str) -> TensorValue:
     values = yaml.safe_load(yaml.serialize(entries["values"][1]))
     flat = list(_flatten(values))
     if not flat and not isinstance(values, list) or any(isinstance(v, (str, type(None), dict)) for v in flat):
-        raise source.error(entries["values"][1], f"{field}.values must be a number or (nested) list of numbers")
+        raise source.error(entries["values"][1], f"{field}.values must be a number or (nested) list of numbers",
+                           "e.g. {values: [[1.0, 2.0], [3.0, 4.0]]}")
     if dtype is None:
         dtype = "bool" if all(isinstance(v, bool) for v in flat) and flat else (
             "int64" if all(isinstance(v, int) for v in flat) else "float32")
@@ -290,7 +294,8 @@ def _shape(source: _Source, node: Node, field: str) -> tuple[int, ...]:
     items = node.value if isinstance(node, SequenceNode) else None
     dims = [_scalar(item) if isinstance(item, ScalarNode) else None for item in (items or [])]
     if items is None or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims):
-        raise source.error(node, f"{field}.shape must be a list of sizes >= 0, such as [4, 8]")
+        raise source.error(node, f"{field}.shape must be a list of sizes >= 0, such as [4, 8]",
+                           "a 0-dim tensor has shape []")
     return tuple(dims)
 
 
