@@ -290,7 +290,8 @@ BAD_SPECS = {
         style: custom_op
         ops:
           - schema: "f(Tensor x, *, Tensor bias) -> Tensor"
-        """, "bad.yaml:4:29: ops[0].schema [OPG106]", "use the Library style"),
+        """, "bad.yaml:4:29: ops[0].schema [OPG106]", ("the Library style registers them: set `style: library` in the "
+            "spec (or pass `--style library` to `opgen new`)")),
     "bad style": ("""
         namespace: a
         style: libary
