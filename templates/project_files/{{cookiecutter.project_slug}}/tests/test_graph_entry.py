@@ -770,7 +770,8 @@ def _{{ op.stem }}_expect() -> list:
 def test_{{ op.stem }}_is_registered():
     assert callable({{ cookiecutter._opgen.package }}.{{ op.function }})
     {{ py.call("assert torch._C._dispatch_has_kernel_for_dispatch_key", [op.qualname_literal, '"CPU"'], "    ") }}
-    {{ py.call("assert set", [op.overload ~ ".tags"], "    ", " == {" ~ op.tag_names | join(", ") ~ '}, "the tags of the registration in ops.py"') }}
+    tags = {{ "{" ~ op.tag_names | join(", ") ~ "}" }}
+    {{ py.call("assert set", [op.overload ~ ".tags"], "    ", ' == tags, "the tags of the registration in ops.py"') }}
     {{ py.call("_assert_schema", [op.overload, op.schema_literal, op.schema_field_literal], "    ") }}
 {% for line in op.signature_asserts %}
     {{ line }}
