@@ -306,3 +306,58 @@ def test_long_rules_are_wrapped_inside_brackets():
     long = "x = [" + " + ".join(["weight.shape[2]"] * 8) + " for i in range(n)]"
     assert wrap(long, 4) == ["    x = [", "        weight.shape[2]", *["        + weight.shape[2]"] * 7,
                              "        for i in range(n)", "    ]"]
+
+
+# --- generated projects: expect: on Tensor[] returns and Tensor(a!)[] arguments ----------------------
+
+LIST_PROJECT = """
+namespace: lists
+ops:
+  - schema: "fill_all(Tensor(a!)[] xs, float v) -> ()"
+    reference: |
+      for x in xs:
+          x.fill_(v)
+    examples:
+      - xs: [{shape: [2]}, {shape: [3]}]
+        v: 2.0
+        expect: {xs: [[2.0, 2.0], {values: [2.0, 2.0, 2.0]}]}
+  - schema: "chunks(Tensor x, int n) -> Tensor[]"
+    outputs: {out0: {length: "n", shape: "[x.shape[0] // n]", dtype: x}}
+    reference: |
+      return [c.clone() for c in x.chunk(n)]
+    examples:
+      - x: {values: [1.0, 2.0, 3.0, 4.0]}
+        n: 2
+        expect: {out0: [[1.0, 2.0], [3.0, 4.0]]}
+"""
+
+
+def _run_project(tmp_path, name: str, text: str) -> dict:
+    from new_helpers import opgen, run_generated_tests
+
+    spec = tmp_path / f"{name}.yaml"
+    spec.write_text(text)
+    done = opgen("new", str(spec), "-o", str(tmp_path / name))
+    assert done.returncode == 0, done.stderr
+    return run_generated_tests([tmp_path / name], tmp_path / f"{name}.xml")
+
+
+@pytest.mark.slow
+def test_expect_checks_each_tensor_of_a_list_and_names_it(tmp_path):
+    """`expect:` on a Tensor(a!)[] argument used to be accepted and then always fail ("got list, expected a
+    tensor"): it now checks each tensor. A kernel that misses one tensor's write, or returns one tensor too many,
+    fails naming the spec field; the correct kernels pass."""
+    good = _run_project(tmp_path, "good", LIST_PROJECT)
+    assert {name: r["outcome"] for name, r in good.items() if r["outcome"] in ("failed", "error")} == {}
+    assert good["test_fill_all_matches_expected_values"]["outcome"] == "passed"
+    assert good["test_chunks_matches_expected_values"]["outcome"] == "passed"
+    planted = LIST_PROJECT.replace("for x in xs:\n          x.fill_(v)", "xs[0].fill_(v)").replace(
+        "for c in x.chunk(n)]", "for c in x.chunk(n)] + [x[:1].clone()]")
+    bad = _run_project(tmp_path, "bad", planted)
+    message = bad["test_fill_all_matches_expected_values"]["message"]
+    assert "opgen.yaml: ops[0].examples[0].expect.xs[1]: 3 of 3 values differ" in message
+    assert "expect.xs[0]" not in message
+    assert "opgen.yaml: ops[1].examples[0].expect.out0: 3 tensors, the spec expects 2" in \
+        bad["test_chunks_matches_expected_values"]["message"]
+    assert "returns 3 tensors on example 0, the spec's semantics 2" in \
+        bad["test_chunks_kernel_follows_the_semantics"]["message"]
