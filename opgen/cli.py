@@ -47,11 +47,14 @@ def main() -> None:
 @click.argument("schema", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (one object per line when SCHEMA is '-').")
 @click.option("--code", "code", metavar="OPGxxx", help="Explain a diagnostic code instead of a schema.")
+@click.option("--tag", "tags", multiple=True, metavar="TAG",
+              help="A torch.Tag the op is defined with (inplace, out, nondeterministic_seeded; repeatable), as "
+              "`tags:` in a spec: `-> Tensor(a!)` is valid with inplace or out.")
 @handle_errors
-def explain(schema: str | None, as_json: bool, code: str | None) -> None:
+def explain(schema: str | None, as_json: bool, code: str | None, tags: tuple[str, ...]) -> None:
     """Show how opgen reads SCHEMA: canonical form, types, mutation, diagnostics.
 
-    SCHEMA '-' reads one schema per line from standard input.
+    SCHEMA '-' reads one schema per line from standard input (each with the --tag options).
     Exit codes: 0 valid, 1 valid with error diagnostics, 2 unparseable or bad usage.
     """
     from .explain import describe, describe_line, explain_code, render_text
@@ -64,13 +67,14 @@ def explain(schema: str | None, as_json: bool, code: str | None) -> None:
         return
     if schema is None:
         raise click.UsageError("missing SCHEMA (or --code OPGxxx)")
+    tags = _explain_tags(tags)
     if schema == "-":
         worst = EXIT_OK
         for raw in sys.stdin:
             line = raw.rstrip("\r\n")
             if not line.strip():
                 continue
-            info = describe_line(line)
+            info = describe_line(line, tags)
             if "error" in info:
                 worst = EXIT_USAGE
             elif info["has_errors"] and worst == EXIT_OK:
@@ -80,12 +84,30 @@ def explain(schema: str | None, as_json: bool, code: str | None) -> None:
             else:
                 _print_human(info)
         sys.exit(worst)
-    info = describe(parse_schema(schema))
+    info = describe(parse_schema(schema), tags)
     if as_json:
         click.echo(json.dumps(info, indent=2))
     else:
         click.echo(render_text(info, color=True))
     sys.exit(EXIT_FINDINGS if info["has_errors"] else EXIT_OK)
+
+
+def _explain_tags(tags: tuple[str, ...]) -> tuple[str, ...]:
+    """The --tag values, checked as a spec's `tags:` are (a name torch has, one aliasing tag at most)."""
+    import difflib
+
+    from .contract import ALIASING_TAGS
+    from .spec.model import RANDOM_TAG, TAGS
+
+    for tag in tags:
+        if tag not in TAGS:
+            close = difflib.get_close_matches(tag.removeprefix("torch.Tag."), TAGS, n=1, cutoff=0.5)
+            close = [RANDOM_TAG] if tag in ("random", "rng") else close
+            raise click.UsageError(f"unknown --tag {tag!r}" + (f"; did you mean {close[0]!r}?" if close else "")
+                                   + f" (opgen knows: {', '.join(TAGS)})")
+    if len({tag for tag in tags if tag in ALIASING_TAGS}) > 1:
+        raise click.UsageError("--tag inplace and --tag out exclude each other: an op is one or the other")
+    return tuple(dict.fromkeys(tags))
 
 
 def _print_human(info: dict) -> None:

@@ -246,15 +246,25 @@ def _kwarg_only_tensor(schema: Schema, facts: SchemaFacts) -> Iterator[Diagnosti
     if kw_tensors and "out" not in facts.possible_tags and not _style_can(facts.style, "keyword_only_tensors"):
         yield diag(KWARG_ONLY_TENSOR, f"{facts.op}: keyword-only tensor argument(s) "
                    f"{', '.join(map(repr, kw_tensors))} cannot be registered with custom_op",
-                   hint="use the Library style, or make them positional", op=facts.op, part=("arg", kw_tensors[0]))
+                   hint=KWARG_ONLY_HINTS[facts.generating], op=facts.op, part=("arg", kw_tensors[0]))
+
+
+# how to get such an op anyway: from a spec (generation refuses it for custom_op), or in code under lint
+KWARG_ONLY_HINTS = {
+    True: "the Library style registers them: set `style: library` in the spec (or pass `--style library` to "
+          "`opgen new`); or make them positional",
+    False: "the Library style registers them: torch.library.Library(ns, \"FRAGMENT\") with define() and impl() "
+           "instead of custom_op; or make them positional",
+}
 
 
 KWARG_ONLY_TENSOR = rule(
     "OPG106", "kwarg-only-tensor", WARNING, "keyword-only Tensor argument: only the Library style can register it",
     """
 `torch.library.custom_op` refuses keyword-only Tensor arguments ("custom_op with kwarg-only Tensor
-args") unless the op is tagged `torch.Tag.out`, and `register_autograd` refuses them too. Generate
-with `style: library`, or make the tensor positional.
+args") unless the op is tagged `torch.Tag.out`, and `register_autograd` refuses them too. The Library
+style (`Library.define` + `impl`) registers them: generate with `style: library` in the spec, or
+`opgen new SPEC --style library`; or make the tensor positional.
 """, bad="f(Tensor x, *, Tensor bias) -> Tensor", good="f(Tensor x, Tensor? bias=None) -> Tensor", check=_kwarg_only_tensor, fatal_styles=frozenset({"custom_op"}), aten_yaml=False)
 
 def _not_inferrable(schema: Schema, facts: SchemaFacts) -> Iterator[Diagnostic]:

@@ -12,10 +12,12 @@ from .schema.model import format_default
 from .schema.types import cpp_type, python_annotation
 
 
-def describe(schema: Schema) -> dict:
-    diagnostics = check_schema(schema)
+def describe(schema: Schema, tags: tuple[str, ...] = ()) -> dict:
+    """What opgen makes of `schema`, defined with the torch.Tag names `tags` (as a spec's `tags:`)."""
+    diagnostics = check_schema(schema, tags=tags)
     return {
         "canonical": str(schema),
+        "tags": list(tags),
         "namespace": schema.namespace,
         "name": schema.name,
         "overload": schema.overload,
@@ -42,12 +44,12 @@ def describe(schema: Schema) -> dict:
     }
 
 
-def describe_line(text: str) -> dict:
+def describe_line(text: str, tags: tuple[str, ...] = ()) -> dict:
     """One line of `opgen explain --json -`: the description, or the parse error."""
     from .schema import SchemaError
 
     try:
-        return describe(parse_schema(text))
+        return describe(parse_schema(text), tags)
     except SchemaError as error:
         return {"input": text, "error": {"message": error.message, "column": error.column, "hint": error.hint}}
 
@@ -78,6 +80,8 @@ def render_text(info: dict, color: bool = False) -> str:
     returns = [f"{r['type']} {r['name']}" if r["name"] else r["type"] for r in info["returns"]]
     lines.append("returns: " + (", ".join(returns) if returns else "()"))
     mutated = info["mutates_args"]
+    if info.get("tags"):
+        lines.append("tags: " + ", ".join(f"torch.Tag.{tag}" for tag in info["tags"]))
     lines.append("custom_op mutates_args: " + ("(" + ", ".join(f'"{m}"' for m in mutated)
                                                + ("," if len(mutated) == 1 else "") + ")" if mutated else "()"))
     lines.append("")

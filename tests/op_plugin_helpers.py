@@ -33,7 +33,13 @@ EXAMPLES = sorted((REPO / "examples" / "op_plugin").glob("*.yaml"))
 TORCH_VERSION = importlib.metadata.version("torch").split("+")[0]  # the version filter runs for this torch
 CPP_DTYPES = {"float16": "at::kHalf", "bfloat16": "at::kBFloat16", "float32": "at::kFloat", "float64": "at::kDouble",
               "int64": "at::kLong", "int32": "at::kInt", "int16": "at::kShort", "int8": "at::kChar",
-              "uint8": "at::kByte", "bool": "at::kBool"}
+              "uint8": "at::kByte", "bool": "at::kBool", "float8_e5m2": "at::kFloat8_e5m2",
+              "float8_e4m3fn": "at::kFloat8_e4m3fn"}
+
+
+def _cpp_tensor(value) -> str:
+    shape = list(value.shape) if value.shape is not None else _nested_shape(value.values)
+    return f"at::Tensor{{{{{', '.join(map(str, shape))}}}, {CPP_DTYPES[value.dtype]}}}"
 
 
 def extract_torchnpugen(target: Path) -> Path:
@@ -75,12 +81,18 @@ def cpp_inputs(schema, example) -> list[str]:
         value = example.values.get(arg.name, arg.default)
         base = strip_alias(arg.type)
         if isinstance(value, TensorValue):
-            shape = list(value.shape) if value.shape is not None else _nested_shape(value.values)
-            lines.append(f"at::Tensor a{number}{{{{{', '.join(map(str, shape))}}}, {CPP_DTYPES[value.dtype]}}};")
+            lines.append(f"at::Tensor a{number} = {_cpp_tensor(value)};")
+        elif isinstance(value, tuple) and value and all(isinstance(v, TensorValue) for v in value):  # Tensor[]
+            lines.append(f"std::vector<at::Tensor> v{number}{{{', '.join(_cpp_tensor(v) for v in value)}}};")
+            lines.append(f"at::TensorList a{number}(v{number});")
+        elif value is None and isinstance(base, OptionalType) and _is_tensor_list(base.elem):
+            lines.append(f"c10::optional<at::TensorList> a{number};")
         elif base == BaseType("float"):
             lines.append(f"double a{number} = {float(value)!r};")
         elif base in (BaseType("int"), BaseType("SymInt")):
             lines.append(f"int64_t a{number} = {int(value)};")
+        elif isinstance(base, OptionalType) and base.elem in (BaseType("int"), BaseType("SymInt")):
+            lines.append(f"c10::optional<int64_t> a{number}" + (";" if value is None else f" = {int(value)};"))
         elif base == BaseType("bool"):
             lines.append(f"bool a{number} = {'true' if value else 'false'};")
         elif isinstance(base, OptionalType) and isinstance(base.elem, ListType) and value is None:
@@ -91,6 +103,12 @@ def cpp_inputs(schema, example) -> list[str]:
         else:
             raise AssertionError(f"the harness cannot build argument {arg.name!r} of type '{arg.type}'")
     return lines
+
+
+def _is_tensor_list(t) -> bool:
+    from opgen.schema.model import BaseType, ListType, strip_alias
+
+    return strip_alias(t) == ListType(BaseType("Tensor"))
 
 
 def run_kernels(code: str, calls: list[tuple[str, object, object]], work: Path) -> list[str]:
@@ -142,13 +160,16 @@ def meta_outputs(meta_file: Path, name: str, schema, example) -> list[str]:
             break
     else:
         raise AssertionError(f"no Meta function for {name}")
-    args = []
-    for arg in schema.arguments:
-        value = example.values.get(arg.name, arg.default)
+    def meta(value):
         if isinstance(value, TensorValue):
             shape = list(value.shape) if value.shape is not None else _nested_shape(value.values)
-            value = torch.empty(shape, dtype=getattr(torch, value.dtype), device="meta")
-        args.append(value)
-    result = function(*args)
-    outputs = [] if result is None else (list(result) if isinstance(result, tuple) else [result])
+            return torch.empty(shape, dtype=getattr(torch, value.dtype), device="meta")
+        if isinstance(value, tuple) and value and all(isinstance(v, TensorValue) for v in value):
+            return [meta(v) for v in value]
+        return value
+
+    args = [meta(example.values.get(a.name, a.default)) for a in schema.arguments if not a.kwarg_only]
+    kwargs = {a.name: meta(example.values.get(a.name, a.default)) for a in schema.arguments if a.kwarg_only}
+    result = function(*args, **kwargs)
+    outputs = [t for t in torch.utils._pytree.tree_leaves(result) if isinstance(t, torch.Tensor)]
     return [f"[{', '.join(str(s) for s in out.shape)}] {str(out.dtype).removeprefix('torch.')}" for out in outputs]

@@ -141,3 +141,38 @@ def test_bad_usage_exits_2_without_traceback(run_opgen, args, fragment):
 def test_unknown_code_lists_the_known_ones(run_opgen):
     result = run_opgen("explain", "--code", "OPG999")
     assert "= hint: known codes: " in result.stderr and "OPG102" in result.stderr
+
+
+def test_tags_make_an_aliased_return_valid_as_in_a_spec(run_opgen):
+    """torch_npu's `npu_sim_exponential_(...) -> Tensor(a!)` is valid with `tags: [inplace]`: so with --tag."""
+    schema = "npu_sim_exponential_(Tensor(a!) self, float lambd=1, *, Generator? generator=None) -> Tensor(a!)"
+    assert run_opgen("explain", schema).returncode == 1  # the look-alike without the tag: OPG102
+    result = run_opgen("explain", "--tag", "inplace", "--tag", "nondeterministic_seeded", schema)
+    assert result.returncode == 0, result.stdout
+    assert "tags: torch.Tag.inplace, torch.Tag.nondeterministic_seeded" in result.stdout.splitlines()
+    assert "OPG102" not in result.stdout
+    info = json.loads(run_opgen("explain", "--json", "--tag", "out", "f.out(Tensor x, *, Tensor(a!) out) -> "
+                                "Tensor(a!)").stdout)
+    assert info["tags"] == ["out"] and not info["has_errors"]
+
+
+def test_a_tag_whose_contract_the_schema_breaks_is_an_error(run_opgen):
+    result = run_opgen("explain", "--tag", "inplace", "f_(Tensor(a!) x, Tensor(b!) y) -> Tensor(a!)")
+    assert result.returncode == 1 and "error OPG112:" in result.stdout
+
+
+def test_tags_apply_to_every_line_of_a_batch(run_opgen):
+    lines = "scale_(Tensor(a!) x, float s) -> Tensor(a!)\nf(Tensor x) -> Tensor\n"
+    result = run_opgen("explain", "--json", "--tag", "inplace", "-", input=lines)
+    infos = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [i["tags"] for i in infos] == [["inplace"], ["inplace"]]
+    assert not any(d["code"] == "OPG102" for d in infos[0]["diagnostics"])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--tag", "random"], "unknown --tag 'random'; did you mean 'nondeterministic_seeded'?"),
+    (["--tag", "inplace", "--tag", "out"], "--tag inplace and --tag out exclude each other"),
+])
+def test_bad_tags_are_usage_errors(run_opgen, args, message):
+    result = run_opgen("explain", *args, "f(Tensor x) -> Tensor")
+    assert result.returncode == 2 and message in result.stderr

@@ -375,14 +375,49 @@ def test_layouts_catch_a_kernel_reading_storage_order_and_one_needing_contiguous
     assert "channels_last" in [label for label, _, _ in checks.layouts(LIKE, image)]
 
 
+def _noise_reference(x, s=1.0):
+    return torch.rand_like(x) * s
+
+
+def _random_op(name: str, kernel) -> checks.Op:
+    op = define(f"{name}(Tensor x, float s=1.0) -> Tensor", kernel,
+                lambda x, s=1.0: torch.empty(x.shape, dtype=x.dtype, device=x.device),
+                tags=(torch.Tag.nondeterministic_seeded, torch.Tag.pt2_compliant_tag))
+    return checks.Op(op.overload, field="ops[0]", cpu_kernel=op.cpu_kernel, outputs=op.outputs,
+                     reference=_noise_reference, random=True)
+
+
+def noise_examples(seed: int = 0) -> list[dict]:
+    return [{"x": checks.random_tensor((16, 32), torch.float32, torch.Generator().manual_seed(seed))}]
+
+
+def test_a_random_op_is_compared_by_seed_or_by_its_distribution():
+    checks.assert_matches_reference(_random_op("noise_same", _noise_reference), noise_examples)  # same draws
+    other_order = _random_op("noise_other_order", lambda x, s=1.0: torch.rand(x.shape[::-1]).t().contiguous() * s)
+    checks.assert_matches_reference(other_order, noise_examples)  # other draws, the same distribution
+    doubled = _random_op("noise_doubled", lambda x, s=1.0: torch.rand_like(x) * s * 2)
+    with pytest.raises(checks.CheckFailed, match=r"ops\[0\].outputs.out0 \(16 draws\): mean .*unlike the reference"):
+        checks.assert_matches_reference(doubled, noise_examples)
+    checks.assert_non_contiguous_inputs(other_order, noise_examples()[0])  # its draws follow memory order: fine
+
+
 # --- capture & replay: the logic on CPU (aot_eager standing in for the device's graphs) -------------
 
 
 def test_capture_replay_compares_with_the_cpu_kernel_and_reuses_written_buffers():
     checks.assert_capture_replay(UPDATE, xy_call, "cpu", backend="aot_eager")
     checks.assert_capture_replay(DOUBLE, x_call, "cpu", backend="aot_eager")
-    with pytest.raises(AssertionError, match="cpu call 0: output 0 differs from the CPU reference kernel's"):
+    with pytest.raises(AssertionError, match="cpu call 0: output 0 differs from the reference's"):
         checks.assert_capture_replay(STATEFUL, x_call, "cpu", backend="aot_eager")
+
+
+def test_capture_replay_checks_the_outputs_device_before_comparing_values():
+    """A kernel that leaves its output on another device fails before anything moves to CPU to compare
+    (the planted kernel returns a meta tensor; its fake says cpu)."""
+    elsewhere = define("elsewhere(Tensor x) -> Tensor", lambda x: torch.empty_like(x, device="meta"),
+                       lambda x: torch.empty_like(x))
+    with pytest.raises(AssertionError, match="cpu call 0: output 0 is on meta, not on cpu"):
+        checks.assert_capture_replay(elsewhere, x_call, "cpu", backend="eager")
 
 
 # --- npugraph_ex's compiler on CPU -----------------------------------------------------------------

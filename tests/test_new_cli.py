@@ -149,17 +149,21 @@ def test_no_spec_outside_a_project_is_a_usage_error(tmp_path):
 
 
 def test_a_return_the_semantics_cannot_describe_gets_a_by_hand_todo(tmp_path):
-    """`-> Tensor[]` has no `outputs:` entry to fill (the spec refuses one): the TODO fake says to write it by
-    hand, not to fill a field (the look-alike, `-> Tensor` without semantics, names the fields)."""
+    """`-> SymInt` has no `outputs:` entry to fill (the spec refuses one): the TODO fake says to write it by
+    hand, not to fill a field (the look-alike, `-> Tensor[]` without semantics, names the fields)."""
     target = tmp_path / "q"
-    done = opgen("new", "--schema", "quick::chunks(Tensor x, int n) -> Tensor[]", "-o", str(target))
+    done = opgen("new", "--schema", "quick::count(Tensor x) -> SymInt", "-o", str(target))
     assert done.returncode == 0, done.stderr
-    todo = (target / "quick" / "fakes" / "chunks.py").read_text()
+    todo = (target / "quick" / "fakes" / "count.py").read_text()
     message = next(ast.literal_eval(n.exc.args[0]) for n in ast.walk(ast.parse(todo)) if isinstance(n, ast.Raise))
-    assert message == ("quick::chunks has no fake function: the spec's semantics cannot describe its returns "
-                       "('Tensor[]'), so write the fake function by hand in quick/fakes/chunks.py")
-    assert "cannot describe the op's returns (list[torch.Tensor]), so this\nfunction is written by hand" in todo
+    assert message == ("quick::count has no fake function: the spec's semantics cannot describe its returns "
+                       "('SymInt'), so write the fake function by hand in quick/fakes/count.py")
+    assert "cannot describe the op's returns (int), so this\nfunction is written by hand" in todo
     assert "fill them in opgen.yaml" not in todo
+    done = opgen("new", "--schema", "quick::chunks(Tensor x, int n) -> Tensor[]", "-o", str(tmp_path / "l"))
+    assert done.returncode == 0, done.stderr
+    todo = (tmp_path / "l" / "quick" / "fakes" / "chunks.py").read_text()
+    assert "    ops[0].outputs.out0.length\n    ops[0].outputs.out0.shape\n    ops[0].outputs.out0.dtype\n" in todo
 
 
 def test_missing_out_dir_is_a_usage_error(tmp_path):
@@ -286,7 +290,8 @@ BAD_SPECS = {
         style: custom_op
         ops:
           - schema: "f(Tensor x, *, Tensor bias) -> Tensor"
-        """, "bad.yaml:4:29: ops[0].schema [OPG106]", "use the Library style"),
+        """, "bad.yaml:4:29: ops[0].schema [OPG106]", ("the Library style registers them: set `style: library` in the "
+            "spec (or pass `--style library` to `opgen new`)")),
     "bad style": ("""
         namespace: a
         style: libary
@@ -334,7 +339,7 @@ BAD_SPECS = {
           - schema: "f_(Tensor(a!) x, Tensor(b!) y) -> Tensor(a!)"
             tags: [inplace]
         """, ("bad.yaml:3:31: ops[0].schema [OPG112]: Tag.inplace allows only the first positional argument to be "
-        "mutated, not also 'y'"), "remove `ops[0].tags`"),
+        "mutated, not also 'y'"), "remove `inplace` from `ops[0].tags`"),
     "out tag on a positional out": ("""
         namespace: a
         ops:

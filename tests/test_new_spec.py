@@ -290,8 +290,9 @@ def test_like_gives_shape_dtype_and_layout_of_an_argument():
 
 
 @pytest.mark.parametrize("entry, message", [
-    ("{like: z}", "spec.yaml:4:25: ops[0].outputs.a.like must name a Tensor argument"),
-    ("{like: x, dtype: float32}", "spec.yaml:4:25: ops[0].outputs.a: `like` gives the shape and dtype already"),
+    ("{like: z}", "spec.yaml:4:25: ops[0].outputs.a.like: unknown name `z`"),
+    ("{like: n}", "spec.yaml:4:25: ops[0].outputs.a.like: `like` must be a tensor, got an int: `n`"),
+    ('{like: x, shape: "[1]"}', "spec.yaml:4:28: ops[0].outputs.a: `like` gives the shape (and layout) already"),
 ])
 def test_like_errors_are_located(entry, message):
     with pytest.raises(OpgenError) as caught:
@@ -336,3 +337,24 @@ def test_dynamic_tier_pairs_two_examples_or_doubles_the_last_size():
     assert '"key": checks.random_tensor((2, 32), torch.float32, g)' in derived
     assert '"slots": torch.tensor([1, 5], dtype=torch.int64)' in derived  # its last size (2) is not 16: kept
     assert not g_pair["derived"] and g_pair["pair"] == [0, 2] and g_pair["lines"] == []
+
+
+def test_the_two_sizes_pair_never_uses_sizes_0_or_1():
+    """torch.compile specialises sizes 0 and 1: a pair differing there would compile twice whatever the fake does
+    (a false failure); examples 1 and 2 differ only in sizes above 1."""
+    spec = load("""
+        namespace: ns
+        ops:
+          - schema: "g(Tensor x) -> Tensor"
+            examples:
+              - {x: {shape: [1, 8]}}
+              - {x: {shape: [4, 8]}}
+              - {x: {shape: [6, 8]}}
+          - schema: "h(Tensor x) -> Tensor"
+            examples:
+              - {x: {shape: [1, 8]}}
+              - {x: {shape: [4, 8]}}
+        """)
+    g, h = (op["tests"]["two_sizes"] for op in project_context(spec)["_opgen"]["ops"])
+    assert g["pair"] == [1, 2] and not g["derived"]
+    assert h["derived"] and h["pair"] is None  # example 0 with its last size doubled instead

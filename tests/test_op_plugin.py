@@ -212,6 +212,60 @@ def test_mutating_kernel_and_twin_sizes_agree_with_meta(generated, tmp_path):
     assert want == ["[4] float32", "[32, 2, 16] float16", "[32, 2, 16] float16"]
 
 
+ISSUE_21_SPEC = """\
+namespace: npu
+dtype_codes: {1: int8, 5: float16, 24: float8_e4m3fn}
+ops:
+  - schema: "npu_sig_list(Tensor[] x, Tensor[] weight, *, int dim=-1, int? dst_type=None) -> Tensor[]"
+    let: {last: "weight[0].shape[-1]"}
+    outputs:
+      out0:
+        length: "len(x)"
+        shape: "replace_size(x[i].shape, dim, last * 2 if weight[i].dim() == 3 else weight[i].shape[1])"
+        dtype: "from_code(dst_type) if dst_type is not None else x[i].dtype"
+    examples:
+      - {x: [{shape: [4, 8]}, {shape: [3, 8]}], weight: [{shape: [8, 5]}, {shape: [8, 6]}]}
+      - {x: [{shape: [4, 8]}], weight: [{shape: [2, 8, 7]}], dim: 0, dst_type: 24}
+      - {x: [{shape: [4, 8, 3], dtype: float16}], weight: [{shape: [8, 5]}], dim: -2, dst_type: 1}
+  - schema: "npu_swiglu(Tensor self, int dim=-1) -> Tensor"
+    let: {d: "wrap_dim(dim, self)"}
+    outputs: {out0: {shape: "replace_size(self.shape, d, self.shape[d] // 2)", dtype: self}}
+    op_plugin: {kernel: opapi}
+    examples:
+      - {self: {shape: [4, 2048]}}
+      - {self: {shape: [4, 6, 8]}, dim: 0}
+      - {self: {shape: [4, 6, 8]}, dim: -2}
+      - {self: {shape: [4, 6, 8]}, dim: 2}
+  - schema: "npu_sig_fold(Tensor self, int dim=-1, int k=2) -> Tensor"
+    outputs: {out0: {shape: "insert_size(remove_size(self.shape, dim), dim % (self.dim() - 1) if dim < 0 else dim, (dim - 9) // k + 7 + (dim - 9) % k)", dtype: self}}
+    op_plugin: {kernel: opapi}
+    examples:
+      - {self: {shape: [4, 6, 8]}, k: 3}
+      - {self: {shape: [4, 6, 8]}, dim: -3, k: 5}
+      - {self: {shape: [4, 6, 8]}, dim: 1, k: -3}
+"""
+
+
+def test_issue_21_constructs_agree_between_the_opapi_kernel_and_the_meta_function(tmp_path):
+    """A Tensor[] return, `let:`, the dimension helpers, `from_code` and Python's `%`/`//` on negative dims: g++ runs
+    the OpApi kernels' allocation on every example and the Meta function must give the same sizes and dtypes."""
+    spec_path = tmp_path / "issue21.yaml"
+    spec_path.write_text(ISSUE_21_SPEC)
+    root = generate(spec_path, tmp_path / "out")
+    spec = load_spec(str(spec_path))
+    code = "\n".join(path.read_text() for path in sorted((root / "op_plugin/ops/opapi").glob("*.cpp")))
+    meta = root / "op_plugin/python/meta/_meta_registrations.py"
+    got, want = [], []
+    for entry in plugin_ops(spec):
+        calls = [(entry.name, entry.schema, ex) for ex in entry.source.examples]
+        got += [line for line in run_kernels(code, calls, tmp_path / entry.name) if not line.startswith("==")]
+        want += [line for ex in entry.source.examples for line in meta_outputs(meta, entry.name, entry.schema, ex)]
+    assert got == want
+    assert want == ["[4, 5] float32", "[3, 6] float32", "[14, 8] float8_e4m3fn", "[4, 5, 3] int8",
+                    "[4, 1024] float32", "[2, 6, 8] float32", "[4, 3, 8] float32", "[4, 6, 4] float32",
+                    "[4, 5, 6] float32", "[6, 7, 8] float32", "[4, 7, 8] float32"]
+
+
 def test_harness_catches_a_planted_size_difference(generated, tmp_path):
     root = generated["rms_norm"]
     spec = load_spec(str(REPO / "examples/op_plugin/rms_norm.yaml"))
@@ -242,6 +296,9 @@ ops:
       new_params: {cache_mode: '"Norm"'}
       internal_format_opapi: true
       versions: [v2.5, newest]
+  - schema: "npu_sig_d(Tensor[] x, *, Tensor[]? bias=None, SymInt[] sizes=[], Generator? generator=None, bool[2] mask, SymInt? k=None) -> Tensor[]"
+    tags: [nondeterministic_seeded]
+    outputs: {out0: {length: "len(x)", shape: "x[i].shape", dtype: "x[i]"}}
 """
 
 
@@ -418,3 +475,21 @@ def test_plain_cookiecutter_renders_the_demo_like_opgen(tmp_path):
         rendered.update({k: v for k, v in snapshot(out / "op_plugin_contribution").items() if v.strip()})
     reference = generate(REPO / "examples/op_plugin/rms_norm.yaml", tmp_path / "reference")
     assert rendered == {k: v for k, v in snapshot(reference).items() if not k.startswith(".opgen/")}
+
+
+def test_an_op_drawing_random_numbers_needs_its_tag_as_torchgen_demands(tmp_path):
+    """torchgen raises "nondeterministic_seeded tag missing" for an op with a Generator argument (seen on
+    npu_sig_d above): opgen refuses it at the schema and names the tag; with the tag the YAML entry carries it."""
+    text = """\
+namespace: npu
+ops:
+  - schema: "npu_sample(Tensor x, *, Generator? generator=None) -> Tensor"
+    outputs: {out0: {like: x}}
+"""
+    error = refused(tmp_path, text)
+    assert "spec.yaml:3:13: ops[0]: torchgen requires the nondeterministic_seeded tag of an op with a Generator" in error
+    assert "tags: [nondeterministic_seeded]" in error
+    spec_path = tmp_path / "tagged.yaml"
+    spec_path.write_text(text.replace("    outputs:", "    tags: [nondeterministic_seeded]\n    outputs:"))
+    root = generate(spec_path, tmp_path / "out")
+    assert "    tags: nondeterministic_seeded\n" in (root / "op_plugin/config/op_plugin_functions.yaml").read_text()

@@ -15,8 +15,11 @@ from opgen.schema import parse_schema
 from opgen.spec.semantics import (
     DtypeRule,
     PyContext,
+    Scope,
     SemanticsError,
     ShapeRule,
+    binding_statements,
+    parse_binding,
     parse_dtype,
     parse_shape,
 )
@@ -26,6 +29,19 @@ SHAPE_SCHEMA = parse_schema(
     "t::f(Tensor x, Tensor gamma, Tensor a, Tensor b, Tensor[] xs, Tensor? bias, int n, bool flag, "
     "int[] size, str mode, int? k, float eps, Tensor?[] ys, int[1]? dim) -> Tensor"
 )
+
+
+def _bindings(schema, pairs):
+    """`let:` names as the loader builds them: each one may read the ones before it."""
+    bindings = []
+    for name, text in pairs:
+        bindings.append(parse_binding(name, text, schema, Scope(bindings=tuple(bindings))))
+    return tuple(bindings)
+
+
+# every shape rule below is checked in this scope: `let:` names and the element index are readable
+SHAPE_SCOPE = Scope(bindings=_bindings(SHAPE_SCHEMA, [("d", "wrap_dim(n, x)"), ("half", "x.shape[d] // 2"),
+                                                        ("w", "xs[0]"), ("rows", "x.shape[:-1]")]))
 
 
 def shape_inputs(**overrides):
@@ -49,9 +65,19 @@ def compile_fake(schema, *lines_and_exprs):
     return namespace["fake"], source
 
 
+def scoped_python(rule, scope, ctx=None):
+    """(statements, expression) of a rule, its `let:` names assigned first, as a fake function prints them."""
+    lets = binding_statements(scope.bindings, [rule], ctx)
+    if isinstance(rule, ShapeRule):
+        statements, expr = rule.python(ctx)
+    else:
+        statements, expr = rule.python_with_statements(ctx)
+    return lets + statements, expr
+
+
 def run_shape(text, schema=SHAPE_SCHEMA, **inputs):
-    rule = parse_shape(text, schema)
-    fake, _ = compile_fake(schema, rule.python())
+    rule = parse_shape(text, schema, scope=SHAPE_SCOPE)
+    fake, _ = compile_fake(schema, scoped_python(rule, SHAPE_SCOPE))
     (sizes,) = fake(**shape_inputs(**inputs))
     # The printed expression must be usable as the sizes of a new tensor.
     return list(torch.empty(sizes).shape)
@@ -140,6 +166,46 @@ SHAPE_CASES = [
     ("reduce(x.shape[:0], [-1], True)", {}, []),
     ("reduce(bias.shape, size) if bias is not None else []", {"bias": torch.randn(6, 2), "size": [-1]}, [6]),
     ("[len(xs)] + reduce(xs[0], [0])", {}, [3, 3]),
+    # Python's `%`, `//`, negative indices and slice bounds that are not literals: the C++ must agree
+    ("[n % 4, (n - 1) // 2 + 5]", {"n": -3}, [1, 3]),
+    ("[n % 4, (n - 1) // 2 + 5]", {"n": 3}, [3, 6]),
+    ("[x.shape[2] // n + 9, x.shape[2] % n + 5]", {"n": -3}, [7, 3]),
+    ("x.shape[:n % x.dim()] + [x.shape[n] // 2] + x.shape[n % x.dim() + 1:]", {"n": -1}, [2, 3, 2]),
+    ("x.shape[:n % x.dim()] + [x.shape[n] // 2] + x.shape[n % x.dim() + 1:]", {"n": 1}, [2, 1, 4]),
+    ("x.shape[:n % x.dim()] + [x.shape[n] // 2] + x.shape[n % x.dim() + 1:]", {"n": -2}, [2, 1, 4]),
+    ("x.shape[:n]", {"n": -1}, [2, 3]),
+    ("x.shape[n:]", {"n": -2}, [3, 4]),
+    ("x.shape[:n]", {"n": 5}, [2, 3, 4]),
+    ("x.shape[n:]", {"n": -7}, [2, 3, 4]),
+    ("x.shape[n:n + 2]", {"n": -3}, [2, 3]),
+    ("x.shape[1:n]", {"n": -3}, []),
+    ("size[n:]", {"n": -1}, [8]),
+    ("[size[n], xs[n].shape[1]]", {"n": -1}, [8, 3]),
+    ("[size[n], xs[n].shape[1]]", {"n": 0}, [7, 3]),
+    # dimension helpers (a negative dim counts from the end, as in torch)
+    ("replace_size(x.shape, n, 9)", {"n": -1}, [2, 3, 9]),
+    ("replace_size(x.shape, n, 9)", {"n": 0}, [9, 3, 4]),
+    ("replace_size(x, -1, x.shape[-1] // 2)", {}, [2, 3, 2]),
+    ("replace_size(xs[0], n, 5)", {"n": -1}, [2, 5]),
+    ("replace_size(size + [n], 0, 1)", {}, [1, 8, 3]),
+    ("insert_size(x.shape, n, 1)", {"n": -1}, [2, 3, 4, 1]),
+    ("insert_size(x.shape, n, 1)", {"n": 0}, [1, 2, 3, 4]),
+    ("insert_size(x.shape, n, 1)", {"n": 3}, [2, 3, 4, 1]),
+    ("insert_size(x.shape, n, 1)", {"n": -4}, [1, 2, 3, 4]),
+    ("insert_size(size, 1, n)", {}, [7, 3, 8]),
+    ("remove_size(x.shape, n)", {"n": -1}, [2, 3]),
+    ("remove_size(x.shape, n)", {"n": 1}, [2, 4]),
+    ("remove_size(size + [n], -1)", {}, [7, 8]),
+    ("[wrap_dim(n, x), wrap_dim(n, size), wrap_dim(n, 5), wrap_dim(n, x.shape[1:])]", {"n": -1}, [2, 1, 4, 1]),
+    ("[wrap_dim(n, x), wrap_dim(n, size), wrap_dim(n, 5)]", {"n": 1}, [1, 1, 1]),
+    ("x.shape[wrap_dim(n, x):]", {"n": -2}, [3, 4]),
+    ("[1] if x.is_contiguous() else [0]", {}, [1]),
+    ("[1] if x.is_contiguous() else [0]", {"x": torch.randn(4, 3, 2).transpose(0, 2)}, [0]),
+    # `let:` names (SHAPE_SCOPE): d = wrap_dim(n, x), half = x.shape[d] // 2, w = xs[0], rows = x.shape[:-1]
+    ("replace_size(x.shape, d, half)", {"n": -1}, [2, 3, 2]),
+    ("replace_size(x.shape, d, half)", {"n": 0}, [1, 3, 4]),
+    ("rows + [half, w.shape[1]]", {"n": 1}, [2, 3, 1, 3]),
+    ("[d] if flag else rows", {"n": -2}, [1]),
 ]
 
 
@@ -173,8 +239,8 @@ def test_shape_rule_python_runs_on_symbolic_fake_tensors(text, inputs, expected)
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-    rule = parse_shape(text, SHAPE_SCHEMA)
-    fake, _ = compile_fake(SHAPE_SCHEMA, rule.python())
+    rule = parse_shape(text, SHAPE_SCHEMA, scope=SHAPE_SCOPE)
+    fake, _ = compile_fake(SHAPE_SCHEMA, scoped_python(rule, SHAPE_SCOPE))
     real = shape_inputs(**inputs)
     with FakeTensorMode(shape_env=ShapeEnv()) as mode:
         def to_fake(value):
@@ -255,12 +321,16 @@ def test_generated_module_passes_ruff(tmp_path):
     import subprocess
     import sys
 
-    rules = [parse_shape(text, SHAPE_SCHEMA).python() for text, _, _ in SHAPE_CASES]
+    rules = [scoped_python(parse_shape(text, SHAPE_SCHEMA, scope=SHAPE_SCOPE), SHAPE_SCOPE) for text, _, _ in SHAPE_CASES]
     rules.append(parse_shape("[dynamic(max=x.shape[0]), dynamic(min=n)]", SHAPE_SCHEMA).python())
+    dtype_params = ", ".join(a.name for a in DTYPE_SCHEMA.arguments)
     params = ", ".join(a.name for a in SHAPE_SCHEMA.arguments)
     lines = ["import torch", ""]
     for number, (statements, expr) in enumerate(rules):
         lines += ["", f"def fake_{number}({params}):", *(f"    {s}" for s in statements), f"    return {expr}", ""]
+    for number, (text, _, _) in enumerate(DTYPE_CASES):
+        statements, expr = scoped_python(parse_dtype(text, DTYPE_SCHEMA, scope=DTYPE_SCOPE), DTYPE_SCOPE)
+        lines += ["", f"def dtype_{number}({dtype_params}):", *(f"    {s}" for s in statements), f"    return {expr}", ""]
     path = tmp_path / "fakes.py"
     path.write_text("\n".join(lines).rstrip() + "\n")
     result = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--isolated",
@@ -395,20 +465,25 @@ def test_an_output_not_yet_computed_is_a_clear_error():
 # dtype rules
 
 DTYPE_SCHEMA = parse_schema(
-    "t::g(Tensor x, Tensor h, Tensor i, ScalarType out_dtype, bool upcast, ScalarType? dtype=None) -> Tensor")
+    "t::g(Tensor x, Tensor h, Tensor i, ScalarType out_dtype, bool upcast, ScalarType? dtype=None, int code=1, "
+    "int? dst_type=None) -> Tensor")
+# torch_npu's codes (TORCH_DTYPE_ENUM_VALUE_TO_SCALAR_TYPE_MAP of its Meta functions), a few of them
+DTYPE_SCOPE = Scope(dtype_codes=((1, "int8"), (5, "float16"), (23, "float8_e5m2"), (24, "float8_e4m3fn"),
+                                 (290, "uint8"), (291, "float8_e5m2")),
+                    bindings=_bindings(DTYPE_SCHEMA, [("wide", "float32 if h.dtype == float16 else h")]))
 
 
 def dtype_inputs(**overrides):
     inputs = {"x": torch.randn(2), "h": torch.randn(2).half(), "i": torch.arange(2), "dtype": None,
-              "out_dtype": torch.int8, "upcast": True}
+              "out_dtype": torch.int8, "upcast": True, "code": 1, "dst_type": None}
     inputs.update(overrides)
     return inputs
 
 
 def run_dtype(text, **overrides):
     inputs = dtype_inputs(**overrides)
-    rule = parse_dtype(text, DTYPE_SCHEMA)
-    fake, _ = compile_fake(DTYPE_SCHEMA, ([], rule.python()))
+    rule = parse_dtype(text, DTYPE_SCHEMA, scope=DTYPE_SCOPE)
+    fake, _ = compile_fake(DTYPE_SCHEMA, scoped_python(rule, DTYPE_SCOPE))
     (dtype,) = fake(**inputs)
     assert isinstance(dtype, torch.dtype)
     return dtype
@@ -442,7 +517,19 @@ DTYPE_CASES = [
     ("float32 if upcast else h", {"upcast": False}, torch.float16),
     ("x if upcast else h", {"upcast": False}, torch.float16),
     ("promote(dtype or x, i)", {"dtype": torch.float64}, torch.float64),
+    ("float8_e4m3fn", {}, torch.float8_e4m3fn),
+    ("from_code(code)", {}, torch.int8),
+    ("from_code(code)", {"code": 24}, torch.float8_e4m3fn),
+    ("from_code(dst_type) if dst_type is not None else int8", {"dst_type": 291}, torch.float8_e5m2),
+    ("from_code(dst_type) if dst_type is not None else int8", {}, torch.int8),
+    ("float16 if from_code(code) == float16 else from_code(23)", {"code": 5}, torch.float16),
+    ("float16 if from_code(code) == float16 else from_code(23)", {}, torch.float8_e5m2),
+    ("wide", {}, torch.float32),
+    ("promote(wide, x)", {"h": torch.randn(2).bfloat16()}, torch.float32),
 ]
+# every dtype name and alias of the table, so that each one's ATen constant is compiled below
+DTYPE_CASES += [(name, {}, getattr(torch, name)) for name in [*DTYPES, *DTYPE_ALIASES] if (name, {}, getattr(torch, name))
+                not in DTYPE_CASES]
 
 
 @pytest.mark.parametrize(("text", "inputs", "expected"), DTYPE_CASES, ids=[c[0] for c in DTYPE_CASES])
@@ -467,6 +554,14 @@ def test_dtype_table_names_real_torch_dtypes():
         assert isinstance(getattr(torch, attribute), torch.dtype), name
     for alias, target in DTYPE_ALIASES.items():
         assert getattr(torch, alias) == getattr(torch, DTYPES[target][0]), alias
+
+
+def test_dtype_table_has_every_torch_dtype():
+    """float8, packed low-bit and quantized dtypes included (`float8_e4m3fn` once got "did you mean float64?")."""
+    everything = {value for value in vars(torch).values() if isinstance(value, torch.dtype)}
+    assert everything == {getattr(torch, attribute) for attribute, _ in DTYPES.values()}
+    spelled = {name for name, value in vars(torch).items() if isinstance(value, torch.dtype)}
+    assert spelled == {*DTYPES, *DTYPE_ALIASES}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -588,6 +683,22 @@ ERROR_CASES = [
     ("shape", "reduce(x.shape, [dynamic])", r"`dynamic` cannot be used here", 18, None),
     ("shape", "reduce(x.shape, [eps])", r"float arithmetic on sizes: `eps` is a float", 18, None),
     ("shape", "[reduce(x.shape, size)]", r"expected a list element \(an int\), got a list of sizes", 2, None),
+    # dimension helpers, `let:` names, dtype codes
+    ("shape", "replace_size(x.shape, n)", r"`replace_size\(\)` takes 3 arguments, got 2", 1, r"x.shape\[dim\] // 2"),
+    ("shape", "remove_size(x.shape, eps)", r"float arithmetic on sizes: `eps`", 22, None),
+    ("shape", "insert_size(mode, 0, 1)", r"the shape of `insert_size` must be a list of sizes, got a string", 13, None),
+    ("shape", "replace_size(x, 0, size)", r"expected the size of `replace_size` \(an int\), got a list", 20, r"size\[0\]"),
+    ("shape", "[wrap_dim(n, mode)]", r"expected a rank \(an int\), got a string", 14, None),
+    ("shape", "[wrap_dim(n, bias)]", r"`bias` is optional", 14, r"is not None"),
+    ("shape", "[x.is_contiguous]", r"`.is_contiguous` is a method: call it", 4, r"x.is_contiguous\(\)"),
+    ("shape", "[x.is_contiguos()]", r"unsupported attribute `.is_contiguos`", 4, r"did you mean `.is_contiguous`"),
+    ("shape", "[half + hlaf]", r"unknown name `hlaf`", 9, r"did you mean `half`\?.*`let:` names: d, half, w, rows"),
+    ("shape", "[w]", r"expected a list element \(an int\), got a tensor: `w`", 2, r"w.shape\[i\]"),
+    ("dtype", "from_code(code)", r"`from_code` needs the spec's `dtype_codes:` table", 1, r"dtype_codes: \{1: int8"),
+    ("dtype", "from_code(7)", r"dtype code 7 is not in the spec's `dtype_codes:`", 11, r"codes: 1, 5, 23"),
+    ("dtype", "from_code(dst_type)", r"`dst_type` is optional", 11, r"is not None"),
+    ("dtype", "from_code(x)", r"expected a dtype code \(an int\), got a tensor", 11, None),
+    ("dtype", "float8_e4m3", r"unknown name `float8_e4m3`", 1, r"did you mean `float8_e4m3fn`\?"),
 ]
 
 
@@ -600,8 +711,10 @@ def test_errors_have_message_column_and_hint(kind, text, message, column, hint):
     if kind == "dtype" and text.startswith("promote"):
         schema = SHAPE_SCHEMA
     parse = parse_shape if kind == "shape" else parse_dtype
+    # `from_code(code)` without a table is an error of its own; the other dtype codes have DTYPE_SCOPE's
+    scope = SHAPE_SCOPE if kind == "shape" else Scope() if text == "from_code(code)" else DTYPE_SCOPE
     with pytest.raises(SemanticsError) as info:
-        parse(text, schema)
+        parse(text, schema, scope=scope)
     error = info.value
     assert isinstance(error, OpgenError)
     assert re.search(message, error.message), error.render()
@@ -653,7 +766,7 @@ def test_non_ascii_text_keeps_character_columns():
 
 
 def cpp(text, schema=SHAPE_SCHEMA):
-    return parse_shape(text, schema).cpp()
+    return parse_shape(text, schema, scope=SHAPE_SCOPE).cpp()
 
 
 def test_cpp_snapshots():
@@ -716,9 +829,9 @@ def test_cpp_is_structurally_sane_for_every_shape_construct(text):
 
 @pytest.mark.parametrize("text", [c[0] for c in DTYPE_CASES])
 def test_cpp_is_structurally_sane_for_every_dtype_construct(text):
-    out = parse_dtype(text, DTYPE_SCHEMA).cpp()
+    out = parse_dtype(text, DTYPE_SCHEMA, scope=DTYPE_SCOPE).cpp()
     assert _balanced(out), out
-    assert not _PYTHON_ONLY.search(out), out
+    assert not _PYTHON_ONLY.search(re.sub(r'"[^"]*"', '""', out)), out
 
 
 def test_semantics_module_does_not_import_torch():
@@ -781,8 +894,8 @@ def compiled_rules(tmp_path_factory):
         pytest.skip("no C++ compiler (c++) on PATH: cannot compile the C++ printing")
     from torch.utils.cpp_extension import load_inline
 
-    shape_rules = [parse_shape(text, SHAPE_SCHEMA) for text, _, _ in SHAPE_CASES]
-    dtype_rules = [parse_dtype(text, DTYPE_SCHEMA) for text, _, _ in DTYPE_CASES]
+    shape_rules = [parse_shape(text, SHAPE_SCHEMA, scope=SHAPE_SCOPE) for text, _, _ in SHAPE_CASES]
+    dtype_rules = [parse_dtype(text, DTYPE_SCHEMA, scope=DTYPE_SCOPE) for text, _, _ in DTYPE_CASES]
     shape_source, shape_names = _cpp_module_source(SHAPE_SCHEMA, shape_rules, "shape")
     dtype_source, dtype_names = _cpp_module_source(DTYPE_SCHEMA, dtype_rules, "dtype")
     # one build directory for every xdist worker: torch's build lock makes the others wait for the first

@@ -199,7 +199,9 @@ TABLE: tuple[Signature, ...] = (
     # --- named by the worker (no exception) ---
     S("random-op", "npugraph_ex", "the kernel draws random numbers: not reproducible, and not capturable",
       ("torch.rand*/bernoulli/dropout inside the kernel", "a random seed or offset drawn on the host per call"),
-      "pass random values in as a tensor argument (generated outside the graph)", CAPTURE_UNSAFE.code),
+      "an op whose job is to sample: tag it torch.Tag.nondeterministic_seeded (opgen spec: `tags: "
+      "[nondeterministic_seeded]`), so that compiled and eager runs, and opgen check, compare seeded draws; any "
+      "other op: pass the random values in as a tensor argument (generated outside the graph)", CAPTURE_UNSAFE.code),
     S("cpu-sync-in-kernel", "ge-cann", "the kernel syncs with the host (.item(), .cpu(), ...): fails under capture",
       (("a `.item()`/`.tolist()`/`.cpu()`/`bool(tensor)` in the kernel (on NPU: 'Not allow to synchronize "
        "captured-stream', error 107027)"), "a Python branch on a tensor value"),

@@ -274,7 +274,8 @@ def _target(op: Op):
     if tag:
         sets = {frozenset(a.alias_info.before_set): a.name for a in schema.arguments if a.alias_info is not None}
         returned = tuple(sets.get(frozenset(r.alias_info.before_set), "") for r in schema.returns if r.alias_info)
-    return _checks().Op(op.overload, returned=returned, tag=tag, dynamic=op.dynamic)
+    random = torch.Tag.nondeterministic_seeded in tags  # its draws are compared seeded
+    return _checks().Op(op.overload, returned=returned, tag=tag, dynamic=op.dynamic, random=random)
 
 
 def _outcome_of_skip(error: BaseException) -> str | None:

@@ -196,7 +196,26 @@ def meta_coverage(source: str, meta_files: tuple[str, ...], as_json: bool, emit:
 
 
 def run_meta_coverage(source: str, meta_files: tuple[str, ...], as_json: bool, emit: bool) -> int:
-    root = Path(source)
+    yaml_path, metas = _inputs(Path(source), meta_files)
+    entries = load_entries(yaml_path)
+    names: set[str] = set()
+    for path in metas:
+        names |= registered_names(path)
+    missing_entries = [e for e in entries if not covered(e, names)]
+    emitted = {e.name: emit_meta(e) for e in missing_entries}
+    if emit:
+        click.echo(emitted_module(emitted))
+    elif as_json:
+        click.echo(json.dumps({"total": len({e.name for e in entries}),
+                               "covered": sorted({e.name for e in entries if covered(e, names)}),
+                               "missing": sorted(emitted), "emittable": _emittable(emitted)}))
+    else:
+        click.echo(_report(emitted, len({e.name for e in entries}), len(metas)))
+    return 1 if missing_entries else 0
+
+
+def _inputs(root: Path, meta_files: tuple[str, ...]) -> tuple[Path, list[Path]]:
+    """The YAML to read and the Meta files to look in (op-plugin's own under a checkout)."""
     yaml_path = root / YAML_IN_ROOT if root.is_dir() else root
     if root.is_dir() and not yaml_path.is_file():
         raise OpgenError(f"{root} has no {YAML_IN_ROOT}", hint="give an op-plugin checkout or the YAML file itself")
@@ -204,28 +223,21 @@ def run_meta_coverage(source: str, meta_files: tuple[str, ...], as_json: bool, e
                                               if root.is_dir() else [])
     if not metas:
         raise OpgenError("no Meta files to look in", hint="pass --meta FILE (repeatable)")
-    entries = load_entries(yaml_path)
-    names: set[str] = set()
-    for path in metas:
-        names |= registered_names(path)
-    covered_ops = sorted({e.name for e in entries if covered(e, names)})
-    missing_entries = [e for e in entries if not covered(e, names)]
-    missing = sorted({e.name for e in missing_entries})
-    emitted = {e.name: emit_meta(e) for e in missing_entries}
-    emittable = sorted(name for name, (code, _) in emitted.items() if code is not None)
-    if emit:
-        click.echo(emitted_module(emitted))
-    elif as_json:
-        click.echo(json.dumps({"total": len({e.name for e in entries}), "covered": covered_ops, "missing": missing,
-                               "emittable": emittable}))
-    else:
-        click.echo(f"{'op':<56} status")
-        for name in missing:
-            code, reason = emitted[name]
-            click.echo(f"{name:<56} missing ({'emittable' if code else reason})")
-        click.echo(f"{len(missing)} of {len({e.name for e in entries})} custom ops have no Meta/fake registration "
-                   f"({len(emittable)} emittable with --emit); {len(metas)} Meta file(s) read")
-    return 1 if missing else 0
+    return yaml_path, metas
+
+
+def _emittable(emitted: dict[str, tuple[str | None, str]]) -> list[str]:
+    return sorted(name for name, (code, _) in emitted.items() if code is not None)
+
+
+def _report(emitted: dict[str, tuple[str | None, str]], total: int, meta_count: int) -> str:
+    lines = [f"{'op':<56} status"]
+    for name in sorted(emitted):
+        code, reason = emitted[name]
+        lines.append(f"{name:<56} missing ({'emittable' if code else reason})")
+    lines.append(f"{len(emitted)} of {total} custom ops have no Meta/fake registration "
+                 f"({len(_emittable(emitted))} emittable with --emit); {meta_count} Meta file(s) read")
+    return "\n".join(lines)
 
 
 def emitted_module(emitted: dict[str, tuple[str | None, str]]) -> str:

@@ -13,9 +13,9 @@ import os
 from dataclasses import dataclass, replace
 
 from ..errors import OpgenError
-from ..schema.model import Argument, BaseType, Return, Schema, strip_alias
+from ..schema.model import Argument, BaseType, Return, Schema, base_name, strip_alias
 from ..schema.parser import parse_schema
-from ..spec.model import OpSpec, OutputSpec, ProjectSpec
+from ..spec.model import RANDOM_TAG, OpSpec, OutputSpec, ProjectSpec
 from ..spec.op_plugin import OpPluginSpec, gen_opapi_problem
 
 NAMESPACE = "npu"
@@ -102,6 +102,7 @@ def plugin_ops(spec: ProjectSpec) -> list[PluginOp]:
         config = op.op_plugin or OpPluginSpec()
         try:
             _check_semantics(op, where)
+            _check_random(op, where)
             kind = _kind(op, where)
             entry = _entry(op, kind, config, where)
         except _Refusal as refusal:
@@ -146,6 +147,19 @@ def _check_semantics(op: OpSpec, where: str) -> None:
         if out.shape_rule.uses_outputs or out.dtype_rule.uses_outputs:
             raise _Refusal(f"{where}.outputs.{out.name} reads another output: op-plugin allocates every output "
                            "from the inputs", "write the rule over the op's arguments", "outputs", out.name)
+
+
+def _check_random(op: OpSpec, where: str) -> None:
+    """torchgen refuses an op that may draw random numbers (a Generator argument, 'rand' in its name, 'dropout'
+    in its name or an argument's, backwards aside) without the nondeterministic_seeded tag."""
+    schema = op.schema
+    dropout = "dropout" in schema.name or any("dropout" in a.name for a in schema.arguments)
+    generator = any(base_name(a.type) == "Generator" for a in schema.arguments)
+    if op.random or not (generator or "rand" in schema.op_name or (dropout and "backward" not in schema.op_name)):
+        return
+    why = "a Generator argument" if generator else "'rand' in its name" if "rand" in schema.op_name else "'dropout'"
+    raise _Refusal(f"{where}: torchgen requires the nondeterministic_seeded tag of an op with {why} "
+                   "(\"nondeterministic_seeded tag missing\")", f"add it: `tags: [{RANDOM_TAG}]`", "schema")
 
 
 def _kind(op: OpSpec, where: str) -> str:

@@ -21,7 +21,7 @@ from ..render.fakes import fake_body
 from ..render.pyformat import call, docstring, literal, string_call
 from ..render.signature import python_default
 from ..schema.model import BaseType, ListType, OptionalType, strip_alias
-from ..spec.model import ProjectSpec
+from ..spec.model import RANDOM_TAG, ProjectSpec
 from ..spec.op_plugin import ALL_VERSIONS
 from . import cpp
 from .model import PluginOp, camel, plugin_ops
@@ -92,6 +92,8 @@ def yaml_entry(entry: PluginOp) -> list[str]:
     config = entry.config
     versions = versions_text(config.versions)
     lines = [f"  - func: {yaml_scalar(entry.func)}"]
+    if entry.source.random:  # torchgen requires the tag of an op with a Generator (checked by the model)
+        lines.append(f"    tags: {RANDOM_TAG}")
     if config.acl_op and entry.twin_of is None:
         lines.append(f"    acl_op: {versions}")
     lines.append(f"    op_api: {versions}")
@@ -164,9 +166,7 @@ def kernel_function(entry: PluginOp) -> str:
         if options_from is None:
             raise OpgenError(f"{entry.name}: no Tensor or Tensor[] argument to take the outputs' device from",
                              hint="write this kernel by hand; opgen allocates outputs like an input tensor")
-        body.append(f"auto {var}_size = {out.shape_rule.cpp()};")
-        body.append(f"at::Tensor {var} = npu_preparation::apply_tensor_without_format(")
-        body.append(f"    {var}_size, {options_from}.options().dtype({out.dtype_rule.cpp()}));")
+        body += _allocation(out, var, options_from)
     exec_args = [substitutions.get(name, name) for name in entry.exec_args]
     body.append(f"EXEC_NPU_CMD({', '.join([entry.aclnn, *exec_args])});")
     if entry.kind == "inplace":
@@ -177,6 +177,23 @@ def kernel_function(entry: PluginOp) -> str:
         body.append("return std::make_tuple(" + ", ".join(f"std::move({variables[o.name]})" for o in entry.outputs)
                     + ");")
     return cpp.signature(schema) + "\n{\n" + "".join(f"    {line}\n" for line in body) + "}"
+
+
+def _allocation(out, var: str, options_from: str) -> list[str]:
+    """The C++ lines allocating one output from its semantics; a Tensor[] one tensor by tensor, in a loop over
+    its element index."""
+    allocate = [f"auto {var}_size = {out.shape_rule.cpp()};",
+                f"at::Tensor {var} = npu_preparation::apply_tensor_without_format(",
+                f"    {var}_size, {options_from}.options().dtype({out.dtype_rule.cpp()}));"]
+    if not out.is_list:
+        return allocate
+    index, element = out.element_index, f"{var}_{out.element_index}"
+    allocate = [line.replace(f"at::Tensor {var} =", f"at::Tensor {element} =") for line in allocate]
+    return [f"std::vector<at::Tensor> {var};",
+            f"for (int64_t {index} = 0; {index} < {out.length_rule.cpp()}; ++{index}) {{",
+            *(f"    {line}" for line in allocate),
+            f"    {var}.push_back(std::move({element}));",
+            "}"]
 
 
 def _options_source(entry: PluginOp) -> str | None:

@@ -136,7 +136,9 @@ class Registration:
     signature_literal: str  # the schema without namespace (Library.define), on a line of its own
     mutates_args: str  # custom_op's mutates_args=
     custom_op_schema_line: str  # custom_op's schema= when inference would get it wrong, else ""
-    tag: str  # `ops[i].tags`: "inplace", "out" or ""
+    tag: str  # the aliasing tag of `ops[i].tags`: "inplace", "out" or ""
+    define_tags: str  # Library.define's tags=: every tag of the op, and pt2_compliant_tag
+    custom_op_tags: str  # custom_op's tags= ("" without tags)
     tag_guard: str  # module code refusing a torch without the tag
     tag_fake_note: str  # why there is no fake function (torch generates it for a tagged op)
     side_effect: bool  # returns nothing, mutates nothing: marked side-effecting
@@ -148,7 +150,7 @@ class Registration:
 
 def _registration(spec: ProjectSpec, op: OpSpec, qualname: str, files) -> Registration:
     schema = op.schema
-    tag = op.tags[0] if op.tags else ""
+    tag = op.aliasing_tag
     # With a tag, custom_op gets the schema spelled out: the aliased return must not depend on inference.
     explicit = custom_op_explicit_schema_reasons(schema) or bool(tag)
     tail = schema.signature(with_namespace=False)
@@ -158,6 +160,9 @@ def _registration(spec: ProjectSpec, op: OpSpec, qualname: str, files) -> Regist
         mutates_args=tuple_text([literal(n) for n in mutates_args(schema)]),
         custom_op_schema_line=string_call("schema=", tail, ",", "    ") if explicit else "",
         tag=tag,
+        define_tags=tuple_text([f"torch.Tag.{t}" for t in (*op.tags, "pt2_compliant_tag")]),
+        custom_op_tags=(f"torch.Tag.{op.tags[0]}" if len(op.tags) == 1
+                        else tuple_text([f"torch.Tag.{t}" for t in op.tags]) if op.tags else ""),
         tag_guard=_tag_guard(op, qualname, tag) if tag else "",
         tag_fake_note={"inplace": "it returns its first argument", "out": "it returns its out= arguments",
                        "": ""}[tag],
@@ -295,7 +300,7 @@ class Fake:
 def _fake(op: OpSpec, qualname: str, files) -> Fake:
     return Fake(
         lines=rule_code(op, op_stem(op.schema)).fake_lines,
-        trivial=bool(op.tags),
+        trivial=bool(op.aliasing_tag),
         todo=files.todo_fake,
         todo_fields=tuple(op.missing_semantics),
         todo_by_hand=bool(op.undescribable_returns),
@@ -432,9 +437,11 @@ def _op_lines(spec: ProjectSpec, op: OpSpec, constant: str, files) -> list[str]:
               f"cpu_kernel={literal(files.cpu_kernel_path)}"]
     if op.schema.returns:
         fields.append("outputs=" + _tuple_value([literal(name) for name in op.schema.return_names], "outputs="))
-    if op.tags:
+    if op.aliasing_tag:
         fields.append("returned=" + _tuple_value([literal(out.returns_argument) for out in op.outputs], "returned="))
-        fields.append(f"tag={literal(op.tags[0])}")
+        fields.append(f"tag={literal(op.aliasing_tag)}")
+    if op.random:
+        fields.append("random=True")
     if op.is_dynamic:
         fields.append("dynamic=True")
     if op.reference is not None:
@@ -455,12 +462,12 @@ def _tuple_value(items: list[str], lead: str) -> str:
 
 def _registered_lines(spec: ProjectSpec, op: OpSpec, constant: str, files) -> list[str]:
     """Registration: kernels at each dispatch key, the tags, the schema; the user's functions' signatures."""
-    keys = ['"CPU"'] + ([] if op.tags else ['"Meta"']) + ([literal(DEVICES[spec.device])] if files.device_kernel else [])
+    keys = ['"CPU"'] + ([] if op.aliasing_tag else ['"Meta"']) + ([literal(DEVICES[spec.device])] if files.device_kernel else [])
     tags = tuple_text([f"torch.Tag.{t}" for t in (*op.tags, "pt2_compliant_tag")])
     stem = op_stem(op.schema)
     lines = [f"assert callable({spec.package}.{stem})"]
-    if op.tags:
-        lines.append(f"# torch.Tag.{op.tags[0]}: torch generates the fake (no Meta kernel of ours)")
+    if op.aliasing_tag:
+        lines.append(f"# torch.Tag.{op.aliasing_tag}: torch generates the fake (no Meta kernel of ours)")
     args = [constant, tuple_text(keys), f"tags={tags}"] + (["side_effect=True"] if _side_effect(op) else [])
     lines.append(call("checks.assert_registered", args, "    "))
     for path, function in files.owned():

@@ -198,7 +198,9 @@ def expected_lines(op: OpSpec) -> list[str]:
                 parts.append(f"values={_numbers(item.values)}")
             else:
                 parts.append("rows={" + ", ".join(f"{row}: {_numbers(values)}" for row, values in item.rows) + "}")
-            parts += [f"{key}={value!r}" for key, value in (("rtol", item.rtol), ("atol", item.atol)) if value is not None]
+            parts += [f"{key}={value!r}" for key, value in (("rtol", item.rtol), ("atol", item.atol),
+                                                            ("element", item.element), ("length", item.length))
+                      if value is not None]
             line = "checks.Expected(" + ", ".join(parts) + "),"
             if len(line) + 4 <= LINE_LENGTH:
                 lines.append(line)

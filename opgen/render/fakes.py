@@ -8,8 +8,10 @@ from dataclasses import dataclass
 
 from ..schema.model import BaseType, ListType, strip_alias
 from ..schema.types import python_annotation
-from ..spec.model import OpSpec
-from .pyformat import LINE_LENGTH, call, define
+from ..spec.model import OpSpec, OutputSpec
+from ..spec.semantics import binding_statements
+from ..spec.semantics_ir import PyContext
+from .pyformat import define, wrap
 from .signature import python_default
 
 
@@ -28,11 +30,11 @@ class RuleCode:
 def rule_code(op: OpSpec, stem: str) -> RuleCode:
     if op.missing_semantics:
         return RuleCode()
-    if op.tags:  # torch generates the fake; the outputs are the returned arguments
+    if op.aliasing_tag:  # torch generates the fake; the outputs are the returned arguments
         body = ["return [" + ", ".join(f"({out.returns_argument}.shape, {out.returns_argument}.dtype)"
                                        for out in op.outputs) + "]"]
         return RuleCode(semantics_def=_keyword_def(op, f"{stem}_semantics", body), semantics_lines=tuple(body))
-    fake, semantics = _fake_and_semantics(op)
+    fake, semantics = fake_and_expected(op)
     bounds = _bounds_lines(op)
     return RuleCode(tuple(fake), _keyword_def(op, f"{stem}_semantics", semantics), tuple(semantics),
                     _keyword_def(op, f"{stem}_bounds", bounds) if bounds else "", tuple(bounds))
@@ -51,59 +53,17 @@ def _keyword_def(op: OpSpec, name: str, body: list[str]) -> str:
 
 def fake_body(op: OpSpec) -> list[str]:
     """The fake (Meta) function's body from the op's semantics (also op_plugin's Meta functions)."""
-    return _fake_and_semantics(op)[0]
+    return fake_and_expected(op)[0]
 
 
-def _fake_and_semantics(op: OpSpec) -> tuple[list[str], list[str]]:
-    """The fake function's body from the semantics, and the semantics function's: the same rules on real
-    inputs, outputs as meta tensors (None where a size is data-dependent and so unknown)."""
-    from ..spec.semantics_ir import PyContext
-
-    reserved = {a.name for a in op.schema.arguments} | {"torch"}
-    variables = {out.name: out.name if out.name not in reserved else f"{out.name}_" for out in op.outputs}
-    ctx = PyContext(names=variables, reserved=reserved)
-    expected_ctx = PyContext(names=variables, reserved=reserved)
-    device = _device_expr(op)
-    body: list[str] = []
-    expected_body: list[str] = []
-    expected_items = []
-    unknown: set[str] = set()  # outputs whose size the test cannot know in advance
-    for out in op.outputs:
-        var = variables[out.name]
-        statements, shape = out.shape_rule.python(ctx)
-        dtype = out.dtype_rule.python(ctx)
-        body.extend(statements)
-        if out.like:  # the input's layout (strides) too, as a kernel computing elementwise from it keeps it
-            body.append(f"{var} = torch.empty_like({out.like})")
-        else:
-            body.append(call(f"{var} = torch.empty", [shape, f"dtype={dtype}", f"device={device}"], "    "))
-        shape_unknown = out.shape_rule.is_dynamic or bool(out.shape_rule.uses_outputs & unknown)
-        dtype_unknown = bool(out.dtype_rule.uses_outputs & unknown)
-        if shape_unknown:
-            unknown.add(out.name)
-            expected_dtype = "None" if dtype_unknown else out.dtype_rule.python(expected_ctx)
-            expected_items.append(f"(None, {expected_dtype})")
-            continue
-        more, expected_shape = out.shape_rule.python(expected_ctx)
-        expected_body.extend(more)
-        expected_body.append(call(f"{var} = torch.empty", [expected_shape, f"dtype={out.dtype_rule.python(expected_ctx)}",
-                                                            'device="meta"'], "    "))
-        expected_items.append(f"({var}.shape, {var}.dtype)")
-    names = list(variables.values())
-    if not names:
-        body.append("return None")
-    elif len(names) == 1 and not op.schema.returns_tuple:
-        body.append(f"return {names[0]}")
-    else:
-        body.append("return " + ", ".join(names) + ("," if len(names) == 1 else ""))
-    line = "return [" + ", ".join(expected_items) + "]"
-    if len(line) + 4 > LINE_LENGTH:
-        line = "return [\n" + "".join(f"        {item},\n" for item in expected_items) + "    ]"
-    expected_body.append(line)
-    return body, expected_body
+def fake_and_expected(op: OpSpec) -> tuple[list[str], list[str]]:
+    """The fake function's body from the semantics, and the test's `expected` body: the same rules on
+    real inputs, each output's (shape, dtype) (None where a size is data-dependent and so unknown); a
+    Tensor[] output gives a list of them, one per tensor."""
+    return _Body(op, fake=True).lines(), _Body(op, fake=False).lines()
 
 
-def _device_expr(op: OpSpec) -> str:
+def device_expr(op: OpSpec) -> str:
     """Where fake outputs live: the device of the first tensor input."""
     for arg in op.schema.arguments:
         t = strip_alias(arg.type)
@@ -112,6 +72,96 @@ def _device_expr(op: OpSpec) -> str:
         if isinstance(t, ListType) and t.elem == BaseType("Tensor"):
             return f"{arg.name}[0].device"
     return "'cpu'"
+
+
+class _Body:
+    """One function body; `fake`: allocate the outputs (else: the expected (shape, dtype) of each)."""
+
+    def __init__(self, op: OpSpec, fake: bool) -> None:
+        self.op, self.fake = op, fake
+        reserved = {a.name for a in op.schema.arguments} | {"torch"} | {b.name for b in op.bindings}
+        self.variables = {out.name: out.name if out.name not in reserved else f"{out.name}_" for out in op.outputs}
+        self.ctx = PyContext(names=self.variables, reserved=reserved)
+        self.body: list[str] = []
+        self.unknown: set[str] = set()  # outputs whose size the test cannot know in advance
+        self.expected: list[str] = []
+
+    def lines(self) -> list[str]:
+        shown = [out for out in self.op.outputs if self._shown(out)]
+        read = [rule for out in self.op.outputs for rule in (out.rules if out in shown else (out.dtype_rule,))]
+        self.body += binding_statements(self.op.bindings, read, self.ctx)
+        for out in self.op.outputs:
+            if out not in shown:
+                dtype = "None" if out.dtype_rule.uses_outputs & self.unknown else self._expr(out.dtype_rule)
+                self.expected.append(f"(None, {dtype})")
+            elif out.is_list:
+                self._list_output(out)
+            else:
+                self._tensor_output(out)
+        return [_fit("", line) if "\n" not in line else line for line in self.body + self._end()]
+
+    def _shown(self, out: OutputSpec) -> bool:
+        """The expected function leaves out the shape of an output whose size is data-dependent (called once per
+        output, in order: an output whose shape reads an unknown one is unknown too)."""
+        if self.fake:
+            return True
+        unknown = out.shape_rule.is_dynamic or bool(out.shape_rule.uses_outputs & self.unknown)
+        if unknown:
+            self.unknown.add(out.name)
+        return not unknown
+
+    def _expr(self, rule) -> str:
+        statements, text = rule.python_with_statements(self.ctx)
+        self.body.extend(statements)
+        return text
+
+    def _shape(self, out: OutputSpec) -> str:
+        statements, text = out.shape_rule.python(self.ctx)
+        self.body.extend(statements)
+        return text
+
+    def _allocation(self, out: OutputSpec, device: str) -> str:
+        """`torch.empty(shape, dtype=..., device=...)`, or `torch.empty_like(x)` for `like: x`."""
+        if out.like is not None and self.fake:  # (the expected function only reads shapes and dtypes)
+            extra = [f"dtype={self._expr(out.dtype_rule)}"] if out.like_dtype else []
+            return _call("torch.empty_like", [self._expr(out.like), *extra])
+        shape = self._shape(out)
+        return _call("torch.empty", [shape, f"dtype={self._expr(out.dtype_rule)}", f"device={device}"])
+
+    def _tensor_output(self, out: OutputSpec) -> None:
+        var = self.variables[out.name]
+        device = device_expr(self.op) if self.fake else '"meta"'
+        self.body.append(f"{var} = {self._allocation(out, device)}")
+        self.expected.append(f"({var}.shape, {var}.dtype)")
+
+    def _list_output(self, out: OutputSpec) -> None:
+        """A Tensor[] return: one allocation per element, `out.element_index` running over `length`."""
+        var, index = self.variables[out.name], out.element_index
+        device = device_expr(self.op) if self.fake else '"meta"'
+        item = self._allocation(out, device)
+        loop = f"for {index} in range({self._expr(out.length_rule)})"
+        self.body.append(f"{var} = [{item} {loop}]")
+        element = "t" if "t" not in self.ctx.reserved else "t_"
+        self.expected.append(f"[({element}.shape, {element}.dtype) for {element} in {var}]")
+
+    def _end(self) -> list[str]:
+        if not self.fake:
+            return ["return [" + ", ".join(self.expected) + "]"]
+        names = list(self.variables.values())
+        if not names:
+            return ["return None"]
+        if len(names) == 1 and not self.op.schema.returns_tuple:
+            return [f"return {names[0]}"]
+        return ["return " + ", ".join(names) + ("," if len(names) == 1 else "")]
+
+
+def _call(head: str, args: list[str]) -> str:
+    return f"{head}({', '.join(args)})"
+
+
+def _fit(prefix: str, call: str) -> str:
+    """One statement of a function body, wrapped when too long (its later lines carry their own indentation)."""
+    return "\n".join(wrap(prefix + call, 4))[4:]
 
 
 def _bounds_lines(op: OpSpec) -> list[str]:

@@ -23,7 +23,8 @@ def reference_lines(op: OpSpec) -> list[str]:
 def kernel_lines(op: OpSpec) -> list[str]:
     """The CPU kernel's body: the reference with the returns of outputs without `like:` made contiguous."""
     lines = reference_lines(op)
-    contiguous = [out.like is None and out.returns_argument is None for out in op.outputs]
+    # (a Tensor[] output is a list: its tensors are whatever the reference made them)
+    contiguous = [out.like is None and out.returns_argument is None and not out.is_list for out in op.outputs]
     if not any(contiguous):
         return lines
     source = "\n".join(lines)

@@ -110,17 +110,77 @@ def comment_lines(text: str, width: int = LINE_LENGTH - 10) -> list[str]:
     return textwrap.wrap(text, width, break_on_hyphens=False)
 
 
-def split_top_level(text: str) -> list[str]:
-    """Split `a, b(c, d), [e, f]` at the commas outside brackets."""
-    items, depth, start = [], 0, 0
+# Where a too-long expression inside brackets may break, loosest binding first (one group at a time).
+_BREAKS = ((" if ", " else "), (" or ",), (" and ",), (" + ", " - "), (" * ", " // ", " % "))
+
+
+def wrap(text: str, indent: int, inside: bool = False) -> list[str]:
+    """`text` (one line of Python) as lines of at most LINE_LENGTH columns at `indent`, broken inside its
+    brackets: a comprehension's `for` on a line of its own, one item per line after a top-level comma (with a
+    trailing comma), and (`inside` brackets) before the loosest operator. A line that cannot break stays whole."""
+    if indent + len(text) <= LINE_LENGTH:
+        return [" " * indent + text]
+    if inside:
+        for separators in _BREAKS:
+            parts = split_top_level(text, separators, keep=True)
+            if len(parts) > 1:
+                return [line for part in parts for line in wrap(part, indent, inside=True)]
+    group = _first_group(text)
+    if group is None:
+        return [" " * indent + text]
+    opening, closing = group
+    content = text[opening + 1:closing]
+    if len(split_top_level(content, (" for ",))) > 1:  # a comprehension
+        pieces = split_top_level(content, (" for ",), keep=True)
+    else:
+        items = split_top_level(content)
+        pieces = [f"{item}," for item in items] if len(items) > 1 else [content]
+    lines = [" " * indent + text[:opening + 1]]
+    for piece in pieces:
+        lines += wrap(piece, indent + 4, inside=True)
+    return lines + wrap(text[closing:], indent, inside)
+
+
+def _first_group(text: str) -> tuple[int, int] | None:
+    """(opening, closing) index of the first top-level bracket pair with something inside."""
+    depth, opening, quote = 0, None, None
     for index, char in enumerate(text):
-        if char in "([{":
+        if quote:
+            quote = None if char == quote and text[index - 1] != "\\" else quote
+        elif char in "\"'":
+            quote = char
+        elif char in "([{":
+            if depth == 0:
+                opening = index
             depth += 1
         elif char in ")]}":
             depth -= 1
-        elif char == "," and depth == 0:
+            if depth == 0 and opening is not None and index > opening + 1:
+                return opening, index
+    return None
+
+
+def split_top_level(text: str, separators: tuple[str, ...] = (",",), keep: bool = False) -> list[str]:
+    """Split `a, b(c, d), [e, f]` at the separators outside brackets and strings; `keep`: each later part
+    starts with its separator (stripped of the space before it)."""
+    items, depth, start, quote, index = [], 0, 0, None, 0
+    while index < len(text):
+        char = text[index]
+        separator = next((sep for sep in separators if text.startswith(sep, index)), None)
+        if quote:
+            quote = None if char == quote and text[index - 1] != "\\" else quote
+        elif char in "\"'":
+            quote = char
+        elif char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+        elif depth == 0 and separator is not None:
             items.append(text[start:index].strip())
-            start = index + 1
+            start = index + (1 if keep else len(separator))
+            index += len(separator)
+            continue
+        index += 1
     if text[start:].strip():
         items.append(text[start:].strip())
     return items

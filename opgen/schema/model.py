@@ -132,10 +132,6 @@ def base_name(t: Type) -> str:
     return t.name
 
 
-def is_optional(t: Type) -> bool:
-    return isinstance(t, OptionalType)
-
-
 def is_tensor_like(t: Type) -> bool:
     """Tensor, Tensor?, Tensor[], Tensor?[] and Tensor[]?."""
     return base_name(t) == "Tensor" and not isinstance(t, (DictType, TupleType))

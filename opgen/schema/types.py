@@ -116,30 +116,48 @@ def inferred_return_ok(t: Type) -> bool:
     return canonical_type_text(t) in _INFERRABLE_RETURNS
 
 
-def cpp_type(arg: Argument) -> str | None:
-    """torchgen-style C++ parameter type; `at::Tensor &` for a mutated tensor."""
+def cpp_type(arg: Argument, symint: bool = True) -> str | None:
+    """torchgen-style C++ parameter type; `at::Tensor &` for a mutated tensor. `symint=False` gives the
+    native (non-SymInt) signature that op-plugin kernels are declared with: SymInt is spelled as int."""
     t = strip_alias(arg.type)
     if arg.is_write and isinstance(t, BaseType) and t.name == "Tensor":
         return "at::Tensor &"
     if arg.is_write and isinstance(t, OptionalType) and isinstance(t.elem, BaseType) and t.elem.name == "Tensor":
         return "const c10::optional<at::Tensor> &"
-    return _cpp(t)
+    return _cpp(t, symint)
 
 
-def _cpp(t: Type) -> str | None:
+def cpp_return_type(t: Type, mutable: bool = False) -> str | None:
+    """torchgen's C++ type of one return (`at::Tensor &` for a mutable alias), native (non-SymInt) spelling."""
+    t = strip_alias(t)
+    if t == BaseType("Tensor"):
+        return "at::Tensor &" if mutable else "at::Tensor"
+    if t == ListType(BaseType("Tensor")):
+        return "::std::vector<at::Tensor>"
+    if isinstance(t, BaseType) and t.name in ("int", "SymInt", "float", "bool"):
+        return _row(t.name, symint=False).cpp
+    return None
+
+
+def _row(name: str, symint: bool) -> TypeRow | None:
+    return TYPES.get("int" if name == "SymInt" and not symint else name)
+
+
+def _cpp(t: Type, symint: bool) -> str | None:
     if isinstance(t, BaseType):
-        row = TYPES.get(t.name)
+        row = _row(t.name, symint)
         return row.cpp if row else None
     if isinstance(t, OptionalType):
         elem = t.elem
         if isinstance(elem, BaseType):
-            row = TYPES.get(elem.name)
+            row = _row(elem.name, symint)
             return row.cpp_optional if row else None
         if isinstance(elem, ListType) and isinstance(elem.elem, BaseType):
-            special = _CPP_LIST_SPECIAL.get((elem.elem.name, "optional-list"))
+            name = "int" if elem.elem.name == "SymInt" and not symint else elem.elem.name
+            special = _CPP_LIST_SPECIAL.get((name, "optional-list"))
             if special:
                 return special
-            inner = _cpp(elem)
+            inner = _cpp(elem, symint)
             return None if inner is None else f"c10::optional<{inner}>"
         return None
     if isinstance(t, ListType):
@@ -149,24 +167,6 @@ def _cpp(t: Type) -> str | None:
         if isinstance(elem, BaseType):
             if elem.name == "bool" and t.size is not None:
                 return f"::std::array<bool,{t.size}>"
-            row = TYPES.get(elem.name)
+            row = _row(elem.name, symint)
             return row.cpp_list if row else None
     return None
-
-
-def cpp_return_type(types: list[Type]) -> str:
-    """C++ return type for a list of returns (`void`, one type, or a tuple)."""
-    if not types:
-        return "void"
-    parts = []
-    for t in types:
-        t = strip_alias(t)
-        if isinstance(t, BaseType) and t.name == "Tensor":
-            parts.append("at::Tensor")
-        elif isinstance(t, ListType) and isinstance(t.elem, BaseType) and t.elem.name == "Tensor":
-            parts.append("::std::vector<at::Tensor>")
-        elif isinstance(t, BaseType) and TYPES.get(t.name) and TYPES[t.name].cpp:
-            parts.append(TYPES[t.name].cpp.replace("const ", "").replace(" &", ""))
-        else:
-            parts.append("c10::IValue")
-    return parts[0] if len(parts) == 1 else "::std::tuple<" + ",".join(parts) + ">"

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..contract import ALIASING_TAGS
 from ..registration_styles import STYLES as _STYLES
 from ..schema.model import Schema
 from .semantics_ir import DTYPE_ALIASES
 from .semantics_ir import DTYPES as _SEMANTICS_DTYPES
 
 STYLES = tuple(_STYLES)
+# torch's tag for an op that draws random numbers (torch_npu's YAML marks its sampling ops with it)
+RANDOM_TAG = "nondeterministic_seeded"
+TAGS = (*ALIASING_TAGS, RANDOM_TAG)
 # Spec device -> the dispatch key its kernel is registered at (and the custom_op device type).
 DEVICES = {"npu": "PrivateUse1", "cuda": "CUDA", "cpu": "CPU"}
 DEFAULT_DEVICE = "npu"
@@ -52,6 +56,9 @@ class Expected:
     rows: tuple[tuple[int, object], ...] | None = None
     rtol: float | None = None
     atol: float | None = None
+    # a `Tensor[]` return or `Tensor(a!)[]` argument: which of its tensors, and how many the list must hold
+    element: int | None = None
+    length: int | None = None
 
 
 @dataclass(frozen=True)
@@ -65,20 +72,31 @@ class Example:
 
 @dataclass(frozen=True)
 class OutputSpec:
-    """Semantics of one returned tensor. `shape_rule`/`dtype_rule` are the parsed rules (None: missing)."""
+    """Semantics of one returned tensor, or of each tensor of a `Tensor[]` return (its rules read the element
+    index `index`, their number is `length_rule`). Rules are parsed (`opgen.spec.semantics`); None: missing."""
 
     name: str
     index: int
     shape_rule: object | None = None
     dtype_rule: object | None = None
-    supported: bool = True  # False for returns the semantics language cannot describe (Tensor[], int, ...)
+    supported: bool = True  # False for returns the semantics language cannot describe (int, Tensor?[], ...)
     returns_argument: str | None = None  # a tagged op returns this mutated argument itself: nothing to describe
-    like: str | None = None  # `like: x`: x's shape, dtype and layout (the fake is torch.empty_like(x))
+    like: object | None = None  # `like: x` (a TensorRule): x's shape and layout (the fake is torch.empty_like(x))
+    like_dtype: bool = False  # `like:` with a `dtype:` of its own (torch.empty_like(x, dtype=...))
+    is_list: bool = False  # a `Tensor[]` return
+    length_rule: object | None = None  # `length:` of a Tensor[] return (an IntRule)
+    element_index: str | None = None  # the name its per-element rules give the index of the element
 
     @property
     def complete(self) -> bool:
         return self.returns_argument is not None or (
-            self.supported and self.shape_rule is not None and self.dtype_rule is not None)
+            self.supported and self.shape_rule is not None and self.dtype_rule is not None
+            and (self.length_rule is not None or not self.is_list))
+
+    @property
+    def rules(self) -> tuple:
+        """Every rule of the output that is given."""
+        return tuple(r for r in (self.length_rule, self.like, self.shape_rule, self.dtype_rule) if r is not None)
 
 
 @dataclass(frozen=True)
@@ -98,17 +116,30 @@ class OpSpec:
     reference: str | None
     examples: tuple[Example, ...]
     notes: tuple[str, ...] = ()  # warnings about rewrites, shown by `opgen new`
-    tags: tuple[str, ...] = ()  # torch.Tag names ("inplace" or "out"): the aliased returns are kept
+    # torch.Tag names the op is defined with, as the spec lists them: "inplace" or "out" keep the aliased
+    # returns; "nondeterministic_seeded" says it draws random numbers
+    tags: tuple[str, ...] = ()
     autograd: AutogradSpec | None = None  # None: no backward (no Autograd-key registration at all)
     # `ops[i].tolerances`: torch dtype name -> (rtol, atol) of the device kernel against the CPU reference
     tolerances: tuple[tuple[str, float, float], ...] = ()
     op_plugin: object = None  # `ops[i].op_plugin` (opgen.spec.op_plugin.OpPluginSpec), for --target op_plugin
+    bindings: tuple = ()  # `ops[i].let`: the names its rules share (opgen.spec.semantics.Binding), in order
     dtypes: tuple[str, ...] = ()  # `ops[i].dtypes`: the floating dtypes the tests sweep (empty: float16, bfloat16, float32)
     contiguous: tuple[str, ...] = ()  # `ops[i].contiguous`: inputs the registration makes contiguous for the kernels
 
     @property
+    def aliasing_tag(self) -> str:
+        """"inplace" or "out" when the op keeps its aliased return(s), else ""."""
+        return next((tag for tag in self.tags if tag in ALIASING_TAGS), "")
+
+    @property
+    def random(self) -> bool:
+        """Tagged torch.Tag.nondeterministic_seeded: its outputs are random draws."""
+        return RANDOM_TAG in self.tags
+
+    @property
     def undescribable_returns(self) -> list[str]:
-        """The returns the semantics language cannot describe (`Tensor[]`, `int`, ...): only a hand-written
+        """The returns the semantics language cannot describe (`int`, `Tensor?[]`, ...): only a hand-written
         fake function covers them."""
         return [out.name for out in self.outputs if not out.supported and out.returns_argument is None]
 
@@ -123,6 +154,8 @@ class OpSpec:
             if not out.supported:
                 missing.append(prefix)
                 continue
+            if out.is_list and out.length_rule is None:
+                missing.append(prefix + ".length")
             if out.shape_rule is None:
                 missing.append(prefix + ".shape")
             if out.dtype_rule is None:
@@ -145,3 +178,4 @@ class ProjectSpec:
     path: str | None = None
     notes: tuple[str, ...] = ()  # warnings about the ops together (in-place twins)
     target: str = DEFAULT_TARGET
+    dtype_codes: tuple[tuple[int, str], ...] = ()  # `dtype_codes:`: int code -> dtype name, for from_code()

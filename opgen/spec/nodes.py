@@ -74,6 +74,22 @@ def _char_position(source: _Source, node: ScalarNode, offset: int) -> tuple[int,
     return mark.line, mark.column + 1
 
 
+def compose(source: _Source, what: str = "YAML") -> Node | None:
+    """The YAML node tree of the source text (None when empty); a syntax error is placed in the file."""
+    import yaml
+
+    try:
+        return yaml.compose(source.text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        problem = error.problem or error.context or "malformed YAML"
+        raise source.error(None, f"invalid {what}: {problem}", "check indentation and quoting; quote strings "
+                           "that contain ': ' or start with '{', '[' or '*'", line=mark.line if mark else 0,
+                           column=mark.column + 1 if mark else 1) from None
+    except yaml.YAMLError as error:
+        raise source.error(None, f"invalid {what}: {error}") from None
+
+
 def _mapping(source: _Source, node: Node, what: str, allowed: tuple[str, ...],
              required: tuple[str, ...] = ()) -> dict[str, tuple[ScalarNode, Node]]:
     if not isinstance(node, MappingNode):

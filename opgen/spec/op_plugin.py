@@ -54,100 +54,128 @@ def gen_opapi_problem(schema) -> str | None:
 
 def parse_op_plugin(source, node, schema, where: str) -> OpPluginSpec:
     """Check `ops[i].op_plugin` (a YAML node) against the op's schema; errors placed by `source`."""
-    from .nodes import _kind, _mapping, _scalar, _string
+    from .nodes import _mapping
 
     field = f"{where}.op_plugin"
     entries = _mapping(source, node, field, OP_PLUGIN_KEYS)
-    arg_names = [a.name for a in schema.arguments]
     values: dict = {}
-
-    def flag(key: str) -> None:
-        if key in entries:
-            value = _scalar(entries[key][1])
-            if not isinstance(value, bool):
-                raise source.error(entries[key][1], f"{field}.{key} must be true or false, not "
-                                   f"{_kind(entries[key][1])}")
-            values[key] = value
-
-    if "aclnn" in entries:
-        name = _string(source, entries["aclnn"][1], f"{field}.aclnn")
-        if not _ACLNN.match(name):
-            raise source.error(entries["aclnn"][1], f"{field}.aclnn {name!r} is not an aclnn function name",
-                               "write the C API name without GetWorkspaceSize, e.g. aclnnAddRmsNorm")
-        values["aclnn"] = name
-    if "kernel" in entries:
-        kernel = _string(source, entries["kernel"][1], f"{field}.kernel")
-        if kernel not in KERNELS:
-            raise source.error(entries["kernel"][1], f"{field}.kernel: unknown kernel kind {kernel!r}",
-                               "gen_opapi (torchnpugen writes the kernel from `gen_opapi:`) or opapi (opgen writes "
-                               "op_plugin/ops/opapi/<Name>KernelNpuOpApi.cpp)")
-        if kernel == "gen_opapi":
-            problem = gen_opapi_problem(schema)
-            if problem:
-                raise source.error(entries["kernel"][1], f"{field}.kernel: gen_opapi cannot describe this op: "
-                                   f"{problem}", "set `kernel: opapi`: opgen writes the kernel file instead")
-        values["kernel"] = kernel
     for key in ("acl_op", "exposed", "internal_format_opapi"):
-        flag(key)
+        if key in entries:
+            values[key] = _flag(source, entries[key][1], f"{field}.{key}")
+    if "aclnn" in entries:
+        values["aclnn"] = _aclnn(source, entries["aclnn"][1], f"{field}.aclnn")
+    if "kernel" in entries:
+        values["kernel"] = _kernel(source, entries["kernel"][1], f"{field}.kernel", schema)
     if "versions" in entries:
         values["versions"] = _versions(source, entries["versions"][1], f"{field}.versions")
-    new_params: list[tuple[str, str]] = []
+    arg_names = [a.name for a in schema.arguments]
     if "new_params" in entries:
-        params_node = entries["new_params"][1]
-        from yaml.nodes import MappingNode
-
-        if not isinstance(params_node, MappingNode):
-            raise source.error(params_node, f"{field}.new_params must map C++ local names to C++ expressions",
-                               "e.g. new_params: {cache_mode: '\"Norm\"'}")
-        for key_node, value_node in params_node.value:
-            name = _string(source, key_node, f"{field}.new_params key")
-            if not re.match(r"[A-Za-z_][A-Za-z0-9_]*\Z", name) or name in arg_names:
-                raise source.error(key_node, f"{field}.new_params: {name!r} is not a new C++ local name",
-                                   "use an identifier that is not an argument name")
-            text = _scalar(value_node)
-            text = str(text).lower() if isinstance(text, bool) else text
-            text = str(text) if isinstance(text, (int, float)) else text
-            if not isinstance(text, str) or not text.strip() or any(bad in text for bad in _CPP_FORBIDDEN):
-                raise source.error(value_node, f"{field}.new_params.{name} must be one C++ expression on one line",
-                                   "no ';', braces, '#' or comments, e.g. '\"Norm\"' or 'x.size(0) * 2'")
-            new_params.append((name, text))
-        values["new_params"] = tuple(new_params)
-    output_names = list(schema.return_names)
+        values["new_params"] = _new_params(source, entries["new_params"][1], f"{field}.new_params", arg_names)
     if "exec" in entries:
-        exec_node = entries["exec"][1]
-        from yaml.nodes import SequenceNode
-
-        if not isinstance(exec_node, SequenceNode) or not exec_node.value:
-            raise source.error(exec_node, f"{field}.exec must list the aclnn call's arguments in order",
-                               f"names of arguments, outputs or new_params: {', '.join(arg_names + output_names)}")
-        known = arg_names + output_names + [name for name, _ in new_params]
-        order = []
-        for item in exec_node.value:
-            name = _string(source, item, f"{field}.exec entry")
-            if name not in known:
-                import difflib
-
-                close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
-                raise source.error(item, f"{field}.exec: {name!r} is not an argument, output or new_params name "
-                                   f"of {schema.op_name}", (f"did you mean {close[0]!r}? " if close else "")
-                                   + f"known: {', '.join(known)}")
-            order.append(name)
-        values["exec_args"] = tuple(order)
+        known = arg_names + list(schema.return_names) + [
+            name for name, _ in values.get("new_params", ())]
+        values["exec_args"] = _exec(source, entries["exec"][1], f"{field}.exec", known, schema)
     if "backward" in entries:
         values["backward"] = _backward(source, entries["backward"][1], f"{field}.backward", arg_names)
     if "output_differentiability" in entries:
-        diff_node = entries["output_differentiability"][1]
-        from yaml.nodes import SequenceNode
-
-        flags = [_scalar(item) for item in diff_node.value] if isinstance(diff_node, SequenceNode) else None
-        if flags is None or len(flags) != len(schema.returns) or not all(isinstance(f, bool) for f in flags):
-            raise source.error(diff_node, f"{field}.output_differentiability must list true/false for each of the "
-                               f"{len(schema.returns)} return(s)", "e.g. [true, false]")
         if "backward" not in entries:
-            raise source.error(diff_node, f"{field}.output_differentiability without {field}.backward",
-                               "add `backward:` or remove it")
-        values["output_differentiability"] = tuple(flags)
+            raise source.error(entries["output_differentiability"][1], f"{field}.output_differentiability without "
+                               f"{field}.backward", "add `backward:` or remove it")
+        values["output_differentiability"] = _differentiability(
+            source, entries["output_differentiability"][1], f"{field}.output_differentiability", schema)
     return OpPluginSpec(**values)
+
+
+def _flag(source, node, field: str) -> bool:
+    from .nodes import _kind, _scalar
+
+    value = _scalar(node)
+    if not isinstance(value, bool):
+        raise source.error(node, f"{field} must be true or false, not {_kind(node)}")
+    return value
+
+
+def _aclnn(source, node, field: str) -> str:
+    from .nodes import _string
+
+    name = _string(source, node, field)
+    if not _ACLNN.match(name):
+        raise source.error(node, f"{field} {name!r} is not an aclnn function name",
+                           "write the C API name without GetWorkspaceSize, e.g. aclnnAddRmsNorm")
+    return name
+
+
+def _kernel(source, node, field: str, schema) -> str:
+    from .nodes import _string
+
+    kernel = _string(source, node, field)
+    if kernel not in KERNELS:
+        raise source.error(node, f"{field}: unknown kernel kind {kernel!r}",
+                           "gen_opapi (torchnpugen writes the kernel from `gen_opapi:`) or opapi (opgen writes "
+                           "op_plugin/ops/opapi/<Name>KernelNpuOpApi.cpp)")
+    problem = gen_opapi_problem(schema) if kernel == "gen_opapi" else None
+    if problem:
+        raise source.error(node, f"{field}: gen_opapi cannot describe this op: {problem}",
+                           "set `kernel: opapi`: opgen writes the kernel file instead")
+    return kernel
+
+
+def _new_params(source, node, field: str, arg_names: list[str]) -> tuple[tuple[str, str], ...]:
+    from yaml.nodes import MappingNode
+
+    from .nodes import _scalar, _string
+
+    if not isinstance(node, MappingNode):
+        raise source.error(node, f"{field} must map C++ local names to C++ expressions",
+                           "e.g. new_params: {cache_mode: '\"Norm\"'}")
+    found = []
+    for key_node, value_node in node.value:
+        name = _string(source, key_node, f"{field} key")
+        if not re.match(r"[A-Za-z_][A-Za-z0-9_]*\Z", name) or name in arg_names:
+            raise source.error(key_node, f"{field}: {name!r} is not a new C++ local name",
+                               "use an identifier that is not an argument name")
+        text = _scalar(value_node)
+        text = str(text).lower() if isinstance(text, bool) else text
+        text = str(text) if isinstance(text, (int, float)) else text
+        if not isinstance(text, str) or not text.strip() or any(bad in text for bad in _CPP_FORBIDDEN):
+            raise source.error(value_node, f"{field}.{name} must be one C++ expression on one line",
+                               "no ';', braces, '#' or comments, e.g. '\"Norm\"' or 'x.size(0) * 2'")
+        found.append((name, text))
+    return tuple(found)
+
+
+def _exec(source, node, field: str, known: list[str], schema) -> tuple[str, ...]:
+    import difflib
+
+    from yaml.nodes import SequenceNode
+
+    from .nodes import _string
+
+    if not isinstance(node, SequenceNode) or not node.value:
+        raise source.error(node, f"{field} must list the aclnn call's arguments in order",
+                           f"names of arguments, outputs or new_params: {', '.join(known)}")
+    order = []
+    for item in node.value:
+        name = _string(source, item, f"{field} entry")
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+            raise source.error(item, f"{field}: {name!r} is not an argument, output or new_params name of "
+                               f"{schema.op_name}", (f"did you mean {close[0]!r}? " if close else "")
+                               + f"known: {', '.join(known)}")
+        order.append(name)
+    return tuple(order)
+
+
+def _differentiability(source, node, field: str, schema) -> tuple[bool, ...]:
+    from yaml.nodes import SequenceNode
+
+    from .nodes import _scalar
+
+    flags = [_scalar(item) for item in node.value] if isinstance(node, SequenceNode) else None
+    if flags is None or len(flags) != len(schema.returns) or not all(isinstance(f, bool) for f in flags):
+        raise source.error(node, f"{field} must list true/false for each of the {len(schema.returns)} return(s)",
+                           "e.g. [true, false]")
+    return tuple(flags)
 
 
 def _versions(source, node, field: str):

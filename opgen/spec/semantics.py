@@ -16,7 +16,7 @@ import math
 import re
 import tokenize
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from opgen.errors import OpgenError
 from opgen.schema.model import Argument, BaseType, ListType, OptionalType, Schema, base_name, strip_alias
@@ -35,6 +35,7 @@ from .semantics_ir import (
     TENSOR,
     BinOp,
     BoolOp,
+    Bound,
     Call,
     Compare,
     Concat,
@@ -42,11 +43,13 @@ from .semantics_ir import (
     DtypeFallback,
     DtypeName,
     Dynamic,
+    FromCode,
     IfExp,
     Index,
     IsNone,
     Len,
     ListLit,
+    Local,
     Name,
     Neg,
     Node,
@@ -56,17 +59,23 @@ from .semantics_ir import (
     Reduce,
     Repeat,
     SizeAt,
+    SizeEdit,
     Slice,
     TensorAttr,
     Ty,
+    WrapDim,
     _Cpp,
     _Py,
 )
 
-__all__ = ["DtypeRule", "PyContext", "SemanticsError", "ShapeRule", "parse_dtype", "parse_shape"]
+__all__ = ["Binding", "DtypeRule", "IntRule", "PyContext", "Scope", "SemanticsError", "ShapeRule", "TensorRule",
+           "binding_statements", "parse_binding", "parse_dtype", "parse_int", "parse_shape", "parse_tensor"]
 
-FUNCTIONS = ("broadcast", "dynamic", "len", "max", "min", "promote", "reduce")
-TENSOR_MEMBERS = ("shape", "dtype", "ndim", "size()", "dim()", "numel()")
+FUNCTIONS = ("broadcast", "dynamic", "from_code", "insert_size", "len", "max", "min", "promote", "reduce",
+             "remove_size", "replace_size", "wrap_dim")
+TENSOR_MEMBERS = ("shape", "dtype", "ndim", "size()", "dim()", "numel()", "is_contiguous()")
+# what a `let:` name may hold (a float or a string has no use in a shape or dtype rule)
+BINDING_KINDS = ("int", "bool", "sizes", "dtype", "tensor", "tensors")
 _EXAMPLE_DYNAMIC = "[dynamic(max=x.shape[0]), x.shape[1]]"
 
 
@@ -87,6 +96,21 @@ class SemanticsError(OpgenError):
 
 
 @dataclass(frozen=True)
+class Scope:
+    """What a rule may read besides the op's arguments (all checked before the rule).
+
+    `outputs`: the outputs described before this one (tensors); `bindings`: the op's `let:` names, in order;
+    `index`: the element index of a `Tensor[]` return's per-element rules (an int, None elsewhere);
+    `dtype_codes`: the spec's `dtype_codes:` table, (code, dtype name) pairs for `from_code(...)`.
+    """
+
+    outputs: tuple[str, ...] = ()
+    bindings: tuple[Binding, ...] = ()
+    index: str | None = None
+    dtype_codes: tuple[tuple[int, str], ...] = ()
+
+
+@dataclass(frozen=True)
 class _Rule:
     """A checked rule: its text, its checked expression tree, and the op it belongs to."""
 
@@ -104,6 +128,19 @@ class _Rule:
         """The earlier outputs the rule reads."""
         return _uses(self.node, outputs=True)
 
+    @property
+    def uses_bindings(self) -> frozenset[str]:
+        """The `let:` names the rule reads, directly or through other `let:` names."""
+        return frozenset(n.name for n in self.node.walk() if isinstance(n, Bound))
+
+    def cpp(self) -> str:
+        """C++ for op_plugin: an expression (`let:` names inlined)."""
+        return _cpp(self.node, self.text, self.schema)
+
+    def _py(self, ctx: PyContext | None) -> tuple[_Py, str]:
+        printer = _Py(_context(ctx, self.schema, self.node))
+        return printer, _top(self.node.py(printer))
+
 
 @dataclass(frozen=True)
 class ShapeRule(_Rule):
@@ -119,8 +156,8 @@ class ShapeRule(_Rule):
         The expression is a list or `torch.Size` fit for `x.new_empty(sizes, dtype=...)`; a top-level
         conditional comes parenthesised so it can be placed anywhere.
         """
-        printer = _Py(_context(ctx, self.schema))
-        return printer.statements, _top(self.node.py(printer))
+        printer, text = self._py(ctx)
+        return printer.statements, text
 
     def cpp(self) -> str:
         """A C++ expression (IntArrayRef, SmallVector or std::vector) for `at::empty(sizes, options)`."""
@@ -128,40 +165,120 @@ class ShapeRule(_Rule):
 
 
 @dataclass(frozen=True)
-class DtypeRule(_Rule):
-    """The dtype of one output tensor."""
+class _ExpressionRule(_Rule):
+    """A rule printed as one Python expression, with the statements it needs first (a `dtype_codes` table)."""
+
+    def python_with_statements(self, ctx: PyContext | None = None) -> tuple[list[str], str]:
+        printer, text = self._py(ctx)
+        return printer.statements, text
 
     def python(self, ctx: PyContext | None = None) -> str:
-        return _top(self.node.py(_Py(_context(ctx, self.schema))))
+        """The expression alone: for a caller that shares `ctx` with a rule printed before it that needed the
+        same statements (or for a rule that needs none)."""
+        return self.python_with_statements(ctx)[1]
 
-    def cpp(self) -> str:
-        return _cpp(self.node, self.text, self.schema)
+
+@dataclass(frozen=True)
+class DtypeRule(_ExpressionRule):
+    """The dtype of one output tensor."""
 
 
-def parse_shape(text: str, schema: Schema, outputs: Sequence[str] = ()) -> ShapeRule:
+@dataclass(frozen=True)
+class IntRule(_ExpressionRule):
+    """One int: the number of tensors of a `Tensor[]` return (`length:`)."""
+
+
+@dataclass(frozen=True)
+class TensorRule(_ExpressionRule):
+    """One tensor (`like:`): an output with its shape and layout."""
+
+
+@dataclass(frozen=True)
+class Binding(_ExpressionRule):
+    """`let: {name: rule}`: a name the op's rules share; the fake assigns it once, the C++ inlines it."""
+
+    name: str = ""
+
+    def statements(self, ctx: PyContext | None = None) -> list[str]:
+        """`name = expression` (after what the expression needs), for the top of a function body."""
+        printer = _Py(_context(ctx, self.schema, self.node))
+        text, _ = self.node.py(printer)
+        return [*printer.statements, f"{self.name} = {text}"]
+
+
+def parse_shape(text: str, schema: Schema, outputs: Sequence[str] = (), *, scope: Scope | None = None) -> ShapeRule:
     """Parse and check a shape rule; raises SemanticsError.
 
     `outputs` names the outputs computed before this one: the rule may use them as tensors
-    (`counts: values.shape` gives two outputs one data-dependent size).
+    (`counts: values.shape` gives two outputs one data-dependent size); `scope` gives the rest it may read.
     """
-    return _parse(text, schema, ShapeRule, outputs)
+    return _parse(text, schema, ShapeRule, _scope(scope, outputs))
 
 
-def parse_dtype(text: str, schema: Schema, outputs: Sequence[str] = ()) -> DtypeRule:
-    """Parse and check a dtype rule; raises SemanticsError. `outputs` as for `parse_shape`."""
-    return _parse(text, schema, DtypeRule, outputs)
+def parse_dtype(text: str, schema: Schema, outputs: Sequence[str] = (), *, scope: Scope | None = None) -> DtypeRule:
+    """Parse and check a dtype rule; raises SemanticsError. `outputs` and `scope` as for `parse_shape`."""
+    return _parse(text, schema, DtypeRule, _scope(scope, outputs))
 
 
-def _parse(text: str, schema: Schema, kind: type[ShapeRule | DtypeRule], outputs: Sequence[str]):
+def parse_int(text: str, schema: Schema, scope: Scope | None = None) -> IntRule:
+    """Parse and check a rule giving one int (the `length:` of a `Tensor[]` return)."""
+    return _parse(text, schema, IntRule, scope or Scope())
+
+
+def parse_tensor(text: str, schema: Schema, scope: Scope | None = None) -> TensorRule:
+    """Parse and check a rule giving one tensor (`like: x`, `like: xs[i]`)."""
+    return _parse(text, schema, TensorRule, scope or Scope())
+
+
+def parse_binding(name: str, text: str, schema: Schema, scope: Scope | None = None) -> Binding:
+    """Parse and check the `let:` rule `name: text`; it may read the bindings of `scope` (the earlier ones)."""
     with _depth_guard(text):
         source = _Source(text)
-        checker = _Checker(source, schema, outputs)
+        checker = _Checker(source, schema, scope or Scope())
         tree = source.parse()
-        value = checker.value(tree, frozenset(), dynamic_ok=True)
-        if kind is ShapeRule:
-            rule = ShapeRule(text, checker.sizes(value, tree, "a shape rule"), schema)
+        value = checker.present(checker.value(tree, frozenset()), tree)
+        checker._no_dynamic(value, tree, "a `let:` name (give the data-dependent size in the shape rule)")
+        if value.ty.kind not in BINDING_KINDS:
+            checker.fail(tree, f"a `let:` name holds a size, a list of sizes, a bool, a dtype or a tensor, not "
+                         f"{value.ty.describe()}: `{checker.code(tree)}`", "use the value in the rule directly")
+        binding = Binding(text, value, schema, name=name)
+        binding.statements()
+        binding.cpp()
+    return binding
+
+
+def binding_statements(bindings: Sequence[Binding], rules: Sequence[_Rule], ctx: PyContext | None = None) -> list[str]:
+    """The assignments of the `let:` names that `rules` read (directly or through other names), in spec order."""
+    used = frozenset().union(*(rule.uses_bindings for rule in rules))
+    return [line for binding in bindings if binding.name in used for line in binding.statements(ctx)]
+
+
+def _scope(scope: Scope | None, outputs: Sequence[str]) -> Scope:
+    scope = scope or Scope()
+    return replace(scope, outputs=tuple(outputs)) if outputs else scope
+
+
+_KIND_CHECKS = {ShapeRule: ("sizes", "a shape rule"), DtypeRule: ("dtype", "a dtype rule"), IntRule: ("integer", "a length"),
+                TensorRule: ("tensor", "`like`")}
+
+
+def _parse(text: str, schema: Schema, kind: type[_Rule], scope: Scope):
+    with _depth_guard(text):
+        source = _Source(text)
+        checker = _Checker(source, schema, scope)
+        tree = source.parse()
+        value = checker.value(tree, frozenset(), dynamic_ok=scope.index is None)
+        coerce, what = _KIND_CHECKS[kind]
+        if kind is TensorRule:
+            node = checker.present(value, tree)
+            if node.ty.kind != "tensor":
+                checker.fail(tree, f"`like` must be a tensor, got {node.ty.describe()}: `{checker.code(tree)}`",
+                             "name a Tensor argument, a tensor of a Tensor[] (`xs[0]`, `xs[i]`) or a `let:` tensor")
         else:
-            rule = DtypeRule(text, checker.dtype(value, tree, "a dtype rule"), schema)
+            node = getattr(checker, coerce)(value, tree, what)
+        if kind is not ShapeRule:
+            checker._no_dynamic(node, tree, what)
+        rule = kind(text, node, schema)
         # Printing recurses like checking: a rule too deep to print fails here, not in the generator.
         rule.python()
         if not (kind is ShapeRule and rule.is_dynamic):
@@ -186,11 +303,13 @@ def _argument_names(schema: Schema) -> frozenset[str]:
     return frozenset(a.name for a in schema.arguments)
 
 
-def _context(ctx: PyContext | None, schema: Schema) -> PyContext:
-    """The caller's context (shared by the rules of one function), never handing out an argument's name."""
+def _context(ctx: PyContext | None, schema: Schema, node: Node | None = None) -> PyContext:
+    """The caller's context (shared by the rules of one function), never handing out an argument's name, nor a
+    `let:` name or the element index the rule reads."""
+    taken = _argument_names(schema) | {n.name for n in (node.walk() if node else ()) if isinstance(n, (Bound, Local))}
     if ctx is None:
-        return PyContext(reserved=_argument_names(schema))
-    ctx.reserved |= _argument_names(schema)
+        return PyContext(reserved=taken)
+    ctx.reserved |= taken
     return ctx
 
 
@@ -308,11 +427,13 @@ _LANGUAGE_HINT = ("rules may use the op's arguments, `.shape`, `.size(i)`, `.dim
 
 
 class _Checker:
-    def __init__(self, source: _Source, schema: Schema, outputs: Sequence[str] = ()) -> None:
+    def __init__(self, source: _Source, schema: Schema, scope: Scope) -> None:
         self.src = source
         self.schema = schema
+        self.scope = scope
         self.args = {a.name: a for a in schema.arguments}
-        self.outputs = tuple(o for o in outputs if o not in self.args)  # an argument wins a name clash
+        self.outputs = tuple(o for o in scope.outputs if o not in self.args)  # an argument wins a name clash
+        self.bindings = {b.name: b for b in scope.bindings}
 
     # -- errors --------------------------------------------------------------------------------
 
@@ -454,6 +575,11 @@ class _Checker:
             return Name(ty, col, name=name)
         if name in self.outputs:
             return Name(TENSOR, col, name=name, output=True)
+        if name in self.bindings:
+            binding = self.bindings[name]
+            return Bound(binding.node.ty, col, name=name, value=binding.node)
+        if name == self.scope.index:
+            return Local(INT, col, name=name)
         if name == "dynamic":
             return self._dynamic(node, [], [], dynamic_ok)
         if name in DTYPES or name in DTYPE_ALIASES:
@@ -468,18 +594,23 @@ class _Checker:
             earlier = ", ".join(self.outputs) or "none"
             self.fail(node, f"`{name}` is an output that is not computed before this rule",
                       f"a rule may use the outputs listed before its own in `outputs:` (here: {earlier})")
-        candidates = [*self.args, *self.outputs, *FUNCTIONS, *DTYPES, *DTYPE_ALIASES, "None", "True", "False"]
+        candidates = [*self.args, *self.outputs, *self.bindings, *([self.scope.index] if self.scope.index else []),
+                      *FUNCTIONS, *DTYPES, *DTYPE_ALIASES, "None", "True", "False"]
         close = difflib.get_close_matches(name, candidates, n=1)
         arguments = ", ".join(self.args) or "none"
         hint = (f"did you mean `{close[0]}`? " if close else "") + f"the op's arguments are: {arguments}"
         if self.outputs:
             hint += "; earlier outputs: " + ", ".join(self.outputs)
+        if self.bindings:
+            hint += "; `let:` names: " + ", ".join(self.bindings)
+        if self.scope.index:
+            hint += f"; the element index: {self.scope.index}"
         self.fail(node, f"unknown name `{name}`", hint)
 
     def _Attribute(self, node: ast.Attribute, env, dynamic_ok) -> Node:
         attr = node.attr
         self._no_torch(node)
-        if attr in ("size", "dim", "numel"):
+        if attr in ("size", "dim", "numel", "is_contiguous"):
             self.fail(node, f"`.{attr}` is a method: call it", f"write `{self.code(node)}()`", at_end=len(attr))
         if attr not in ("shape", "dtype", "ndim"):
             self._unknown_member(node, attr)
@@ -503,7 +634,7 @@ class _Checker:
             self.fail(node, f"`{self.code(node)}`: rules are not Python run with torch", hint)
 
     def _unknown_member(self, node: ast.Attribute, attr: str):
-        close = difflib.get_close_matches(attr, ["shape", "dtype", "ndim", "size", "dim", "numel"], n=1)
+        close = difflib.get_close_matches(attr, ["shape", "dtype", "ndim", "size", "dim", "numel", "is_contiguous"], n=1)
         hint = (f"did you mean `.{close[0]}`? " if close else "") + "tensors offer " + ", ".join(
             f"`.{m}`" for m in TENSOR_MEMBERS)
         self.fail(node, f"unsupported attribute `.{attr}`", hint, at_end=len(attr))
@@ -731,36 +862,92 @@ class _Checker:
         if node.keywords:
             self.fail(node.keywords[0].value, f"`{name}` takes no keyword arguments",
                       f"e.g. `{_function_example(name)}`")
+        return getattr(self, "_call_" + name)(node, node.args, env)
+
+    def _call_len(self, node: ast.Call, args: list, env) -> Node:
+        self._arity(node, "len", args, 1, 1)
+        seq = self.present(self.value(args[0], env), args[0])
+        if seq.ty.kind == "tensor":
+            self.fail(args[0], f"`len()` needs a list, but `{self.code(args[0])}` is a tensor",
+                      f"use `{self.code(args[0])}.dim()` for its number of dimensions")
+        if seq.ty.kind not in ("sizes", "tensors"):
+            self.fail(args[0], f"`len()` needs a list, but `{self.code(args[0])}` is {seq.ty.describe()}",
+                      "`len()` takes a Tensor[] or int[] argument, or a list of sizes")
         col = self.src.offset(node)
-        args = node.args
-        if name == "len":
-            self._arity(node, name, args, 1, 1)
-            seq = self.present(self.value(args[0], env), args[0])
-            if seq.ty.kind == "tensor":
-                self.fail(args[0], f"`len()` needs a list, but `{self.code(args[0])}` is a tensor",
-                          f"use `{self.code(args[0])}.dim()` for its number of dimensions")
-            if seq.ty.kind not in ("sizes", "tensors"):
-                self.fail(args[0], f"`len()` needs a list, but `{self.code(args[0])}` is {seq.ty.describe()}",
-                          "`len()` takes a Tensor[] or int[] argument, or a list of sizes")
-            if isinstance(seq, TensorAttr):
-                return TensorAttr(INT, col, obj=seq.obj, attr="dim")
-            return Len(INT, col, seq=seq)
-        if name == "broadcast":
-            self._arity(node, name, args, 1, None)
-            values = []
-            for a in args:
-                value = self.present(self.value(a, env), a)
-                if value.ty.kind == "tensor":
-                    value = TensorAttr(SIZES, value.col, obj=value, attr="shape")
-                values.append(self.sizes(value, a, "an argument of `broadcast`"))
-            return Call(SIZES, col, function="broadcast", args=tuple(values))
-        if name == "promote":
-            self._arity(node, name, args, 2, None)
-            values = [self.dtype(self.value(a, env), a, "an argument of `promote`") for a in args]
-            return Call(DTYPE, col, function="promote", args=tuple(values))
-        self._arity(node, name, args, 2, None)  # max / min
+        if isinstance(seq, TensorAttr):
+            return TensorAttr(INT, col, obj=seq.obj, attr="dim")
+        return Len(INT, col, seq=seq)
+
+    def _call_broadcast(self, node: ast.Call, args: list, env) -> Node:
+        self._arity(node, "broadcast", args, 1, None)
+        values = [self._shape_of(a, env, "an argument of `broadcast`") for a in args]
+        return Call(SIZES, self.src.offset(node), function="broadcast", args=tuple(values))
+
+    def _call_promote(self, node: ast.Call, args: list, env) -> Node:
+        self._arity(node, "promote", args, 2, None)
+        values = [self.dtype(self.value(a, env), a, "an argument of `promote`") for a in args]
+        return Call(DTYPE, self.src.offset(node), function="promote", args=tuple(values))
+
+    def _call_max(self, node: ast.Call, args: list, env, name: str = "max") -> Node:
+        self._arity(node, name, args, 2, None)
         values = [self.integer(self.value(a, env), a, f"an argument of `{name}`") for a in args]
-        return Call(INT, col, function=name, args=tuple(values))
+        return Call(INT, self.src.offset(node), function=name, args=tuple(values))
+
+    def _call_min(self, node: ast.Call, args: list, env) -> Node:
+        return self._call_max(node, args, env, "min")
+
+    def _call_wrap_dim(self, node: ast.Call, args: list, env) -> Node:
+        """`wrap_dim(dim, rank)`: rank an int, or a tensor / list of sizes whose rank it is."""
+        self._arity(node, "wrap_dim", args, 2, 2)
+        dim = self.integer(self.value(args[0], env), args[0], "the dim of `wrap_dim`")
+        return WrapDim(INT, self.src.offset(node), dim=dim, rank=self._rank(args[1], env))
+
+    def _rank(self, node: ast.AST, env) -> Node:
+        value = self.present(self.value(node, env), node)
+        col = self.src.offset(node)
+        if value.ty.kind == "tensor":
+            return TensorAttr(INT, col, obj=value, attr="dim")
+        if value.ty.kind == "sizes":
+            return TensorAttr(INT, col, obj=value.obj, attr="dim") if isinstance(value, TensorAttr) else \
+                Len(INT, col, seq=value)
+        return self.integer(value, node, "a rank")
+
+    def _call_replace_size(self, node: ast.Call, args: list, env) -> Node:
+        return self._size_edit(node, args, env, "replace")
+
+    def _call_insert_size(self, node: ast.Call, args: list, env) -> Node:
+        return self._size_edit(node, args, env, "insert")
+
+    def _call_remove_size(self, node: ast.Call, args: list, env) -> Node:
+        return self._size_edit(node, args, env, "remove")
+
+    def _size_edit(self, node: ast.Call, args: list, env, edit: str) -> Node:
+        name = f"{edit}_size"
+        count = 2 if edit == "remove" else 3
+        self._arity(node, name, args, count, count)
+        shape = self._shape_of(args[0], env, f"the shape of `{name}`")
+        dim = self.integer(self.value(args[1], env), args[1], f"the dim of `{name}`")
+        size = None if edit == "remove" else self.integer(self.value(args[2], env), args[2], f"the size of `{name}`")
+        return SizeEdit(SIZES, self.src.offset(node), edit=edit, shape=shape, dim=dim, size=size)
+
+    def _shape_of(self, node: ast.AST, env, what: str) -> Node:
+        """A list of sizes, or a tensor standing for its shape."""
+        value = self.present(self.value(node, env), node)
+        if value.ty.kind == "tensor":
+            value = TensorAttr(SIZES, value.col, obj=value, attr="shape")
+        return self.sizes(value, node, what)
+
+    def _call_from_code(self, node: ast.Call, args: list, env) -> Node:
+        """`from_code(dst_type)`: the dtype an int code stands for, by the spec's `dtype_codes:` table."""
+        self._arity(node, "from_code", args, 1, 1)
+        if not self.scope.dtype_codes:
+            self.fail(node, "`from_code` needs the spec's `dtype_codes:` table, and the spec has none",
+                      "add `dtype_codes: {1: int8, 5: float16, ...}` at the top of the spec (docs/spec.md)")
+        code = self.integer(self.value(args[0], env), args[0], "a dtype code")
+        if isinstance(code, Const) and code.value not in dict(self.scope.dtype_codes):
+            self.fail(args[0], f"dtype code {code.value} is not in the spec's `dtype_codes:`",
+                      "codes: " + ", ".join(str(number) for number, _ in self.scope.dtype_codes))
+        return FromCode(DTYPE, self.src.offset(node), code=code, table=self.scope.dtype_codes)
 
     def _reduce(self, node: ast.Call, env) -> Node:
         """`reduce(shape, dims, keepdim=False)`: the sizes a torch reduction over `dims` leaves."""
@@ -809,7 +996,7 @@ class _Checker:
     def _method(self, node: ast.Call, func: ast.Attribute, env) -> Node:
         method = func.attr
         self._no_torch(func)
-        if method not in ("size", "dim", "numel"):
+        if method not in ("size", "dim", "numel", "is_contiguous"):
             if method in ("shape", "dtype", "ndim"):
                 self.fail(node, f"`.{method}` is not a method: drop the parentheses", f"write `{self.code(func)}`")
             self._unknown_member(func, method)
@@ -825,7 +1012,7 @@ class _Checker:
             index = self.integer(self.value(node.args[0], env), node.args[0], "a dimension")
             return SizeAt(INT, col, obj=obj, index=index)
         self._arity(node, "." + method, node.args, 0, 0)
-        return TensorAttr(INT, col, obj=obj, attr=method)
+        return TensorAttr(BOOL if method == "is_contiguous" else INT, col, obj=obj, attr=method)
 
     def _arity(self, node: ast.Call, name: str, args: list, least: int, most: int | None) -> None:
         count = len(args)
@@ -838,7 +1025,7 @@ class _Checker:
         else:
             expected = f"{least} or {most} arguments" if most == least + 1 else f"{least} to {most} arguments"
         example = _function_example(name.lstrip(".")) if not name.startswith(".") else {
-            ".size": "x.size(0)", ".dim": "x.dim()", ".numel": "x.numel()"}[name]
+            ".size": "x.size(0)", ".dim": "x.dim()", ".numel": "x.numel()", ".is_contiguous": "x.is_contiguous()"}[name]
         self.fail(node, f"`{name}()` takes {expected}, got {count}", f"e.g. `{example}`")
 
     def _dynamic(self, node: ast.AST, args: list, keywords: list, dynamic_ok: bool) -> Node:
@@ -891,4 +1078,7 @@ def _function_example(name: str) -> str:
         "broadcast": "broadcast(a.shape, b.shape)", "dynamic": _EXAMPLE_DYNAMIC, "len": "len(xs)",
         "max": "max(a.shape[0], b.shape[0])", "min": "min(a.shape[0], b.shape[0])", "promote": "promote(x, y)",
         "reduce": "reduce(x.shape, dims, keepdim)", "size": "x.size(0)", "dim": "x.dim()", "numel": "x.numel()",
+        "wrap_dim": "wrap_dim(dim, x)", "replace_size": "replace_size(x.shape, dim, x.shape[dim] // 2)",
+        "insert_size": "insert_size(x.shape, 1, n)", "remove_size": "remove_size(x.shape, dim)",
+        "from_code": "from_code(dst_type)", "is_contiguous": "x.is_contiguous()",
     }[name]

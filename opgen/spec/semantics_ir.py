@@ -10,24 +10,23 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-# One table for the dtype fact: spelling in a spec -> (torch attribute, ATen constant).
-DTYPES: dict[str, tuple[str, str]] = {
-    "float32": ("float32", "at::kFloat"),
-    "float16": ("float16", "at::kHalf"),
-    "bfloat16": ("bfloat16", "at::kBFloat16"),
-    "float64": ("float64", "at::kDouble"),
-    "int64": ("int64", "at::kLong"),
-    "int32": ("int32", "at::kInt"),
-    "int16": ("int16", "at::kShort"),
-    "int8": ("int8", "at::kChar"),
-    "uint8": ("uint8", "at::kByte"),
-    "bool": ("bool", "at::kBool"),
-    "complex64": ("complex64", "at::kComplexFloat"),
-    "complex128": ("complex128", "at::kComplexDouble"),
+# One table for the dtype fact: spelling in a spec -> (torch attribute, ATen constant). Every dtype torch 2.13
+# has (float8, packed low-bit and quantized ones included); aliases as torch spells them (`torch.half`).
+_ATEN_NAMES = {
+    "float32": "Float", "float16": "Half", "bfloat16": "BFloat16", "float64": "Double",
+    "float8_e4m3fn": "Float8_e4m3fn", "float8_e5m2": "Float8_e5m2", "float8_e4m3fnuz": "Float8_e4m3fnuz",
+    "float8_e5m2fnuz": "Float8_e5m2fnuz", "float8_e8m0fnu": "Float8_e8m0fnu", "float4_e2m1fn_x2": "Float4_e2m1fn_x2",
+    "int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char",
+    "uint8": "Byte", "uint16": "UInt16", "uint32": "UInt32", "uint64": "UInt64",
+    "bool": "Bool", "complex32": "ComplexHalf", "complex64": "ComplexFloat", "complex128": "ComplexDouble",
+    "qint8": "QInt8", "quint8": "QUInt8", "qint32": "QInt32", "quint4x2": "QUInt4x2", "quint2x4": "QUInt2x4",
+    "bits1x8": "Bits1x8", "bits2x4": "Bits2x4", "bits4x2": "Bits4x2", "bits8": "Bits8", "bits16": "Bits16",
+    **{f"uint{n}": f"UInt{n}" for n in range(1, 8)}, **{f"int{n}": f"Int{n}" for n in range(1, 8)},
 }
+DTYPES: dict[str, tuple[str, str]] = {name: (name, f"at::k{aten}") for name, aten in _ATEN_NAMES.items()}
 DTYPE_ALIASES: dict[str, str] = {
     "float": "float32", "half": "float16", "double": "float64", "long": "int64", "int": "int32",
-    "short": "int16", "cfloat": "complex64", "cdouble": "complex128",
+    "short": "int16", "cfloat": "complex64", "cdouble": "complex128", "chalf": "complex32", "bit": "uint1",
 }
 
 # Binding strength, higher binds tighter (Python reference §6.17, C++ [expr] grammar).
@@ -79,9 +78,24 @@ class PyContext:
         self.names = dict(names or {})
         self.reserved = set(reserved) | set(self.names.values())
         self._next = 0
+        self._table: str | None = None
 
     def name(self, argument: str) -> str:
         return self.names.get(argument, argument)
+
+    def table(self, table: tuple[tuple[int, str], ...], printer: _Py) -> str:
+        """The variable holding the spec's `dtype_codes`, assigned (by `printer`) the first time a rule reads it."""
+        if self._table is None:
+            self._table = "dtype_codes"
+            while self._table in self.reserved:
+                self._table += "_"
+            self.reserved.add(self._table)
+            items = [f"{number}: torch.{DTYPES[name][0]}" for number, name in table]
+            line = f"{self._table} = {{{', '.join(items)}}}"
+            if len(line) + 4 > 120:  # one entry per line; a statement's later lines carry their own indentation
+                line = f"{self._table} = {{\n" + "".join(f"        {item},\n" for item in items) + "    }"
+            printer.statements.append(line)
+        return self._table
 
     def fresh(self) -> str:
         while True:
@@ -153,6 +167,11 @@ class Node:
     def py_is_list(self) -> bool:
         return False
 
+    # Whether an int (or every int of a size list) is known to be >= 0: then C++'s `/`, `%`, `[i]` and
+    # slice bounds mean what Python's do, and the C++ can say it plainly.
+    def nonneg(self) -> bool:
+        return False
+
 
 def _member(c: _Cpp, obj: Node, member: str) -> str:
     if getattr(obj, "deref", False):  # a present c10::optional
@@ -207,6 +226,9 @@ class Const(Node):
             return json.dumps(self.value, ensure_ascii=False), CPP_ATOM  # JSON escapes are valid C++ escapes
         return str(self.value), (CPP_UNARY if self.value < 0 else CPP_ATOM)
 
+    def nonneg(self):
+        return isinstance(self.value, int) and not isinstance(self.value, bool) and self.value >= 0
+
 
 @dataclass(frozen=True)
 class DtypeName(Node):
@@ -220,13 +242,14 @@ class DtypeName(Node):
 
 
 _TENSOR_ATTRS = {"shape": ("shape", "sizes()"), "dtype": ("dtype", "scalar_type()"),
-                 "dim": ("dim()", "dim()"), "numel": ("numel()", "numel()")}
+                 "dim": ("dim()", "dim()"), "numel": ("numel()", "numel()"),
+                 "is_contiguous": ("is_contiguous()", "is_contiguous()")}
 
 
 @dataclass(frozen=True)
 class TensorAttr(Node):
     obj: Node = None
-    attr: str = ""  # shape | dtype | dim | numel
+    attr: str = ""  # shape | dtype | dim | numel | is_contiguous
 
     def children(self):
         return (self.obj,)
@@ -236,6 +259,9 @@ class TensorAttr(Node):
 
     def cpp(self, c):
         return _member(c, self.obj, _TENSOR_ATTRS[self.attr][1]), CPP_POSTFIX
+
+    def nonneg(self):
+        return self.attr in ("shape", "dim", "numel")
 
 
 @dataclass(frozen=True)
@@ -252,7 +278,11 @@ class SizeAt(Node):
         return f"{p.at(self.obj, PY_POSTFIX)}.shape[{p.at(self.index, 0)}]", PY_POSTFIX
 
     def cpp(self, c):
+        # at::Tensor::size(dim) wraps a negative dim itself
         return _member(c, self.obj, f"size({c.at(self.index, 0)})"), CPP_POSTFIX
+
+    def nonneg(self):
+        return True
 
 
 def _negative_literal(node: Node) -> int | None:
@@ -279,6 +309,11 @@ class Index(Node):
         if self.seq.ty.elem_optional:  # c10::List<c10::optional<at::Tensor>>
             text = self.cpp_optional(c)
             return (f"{text}.value()" if self.deref else text), CPP_POSTFIX
+        if _negative_literal(self.index) is None and not self.index.nonneg():
+            # Python counts a negative index from the end; C++ containers do not
+            seq, i = c.local("seq"), c.local("i")
+            return (f"[&] {{ const auto& {seq} = {c.at(self.seq, CPP_COND)}; const int64_t {i} = {c.at(self.index, CPP_COND)}; "
+                    f"return {seq}[{i} < 0 ? {i} + static_cast<int64_t>({seq}.size()) : {i}]; }}()"), CPP_POSTFIX
         return f"{c.at(self.seq, CPP_POSTFIX)}[{self._cpp_index(c)}]", CPP_POSTFIX
 
     def cpp_optional(self, c):
@@ -287,7 +322,15 @@ class Index(Node):
     def _cpp_index(self, c):
         # C++ containers do not count from the end: a literal negative index becomes `size - k`.
         negative = _negative_literal(self.index)
-        return f"{_cpp_len(c, self.seq)} - {-negative}" if negative is not None else c.at(self.index, 0)
+        if negative is not None:
+            return f"{_cpp_len(c, self.seq)} - {-negative}"
+        if not self.index.nonneg():  # (a c10::List's get() is only reached here for a Tensor?[] list)
+            i = c.at(self.index, CPP_COND)
+            return f"{i} < 0 ? {i} + {_cpp_len(c, self.seq)} : {i}"
+        return c.at(self.index, 0)
+
+    def nonneg(self):
+        return self.ty.kind == "int" and self.seq.nonneg()
 
 
 @dataclass(frozen=True)
@@ -305,7 +348,10 @@ class Slice(Node):
         return f"{p.at(self.seq, PY_POSTFIX)}[{lower}:{upper}]", PY_POSTFIX
 
     def cpp(self, c):
-        # ArrayRef::slice(start, length); Python's negative bounds count from the end.
+        if any(b is not None and _negative_literal(b) is None and not b.nonneg() for b in (self.lower, self.upper)):
+            return self._cpp_python_bounds(c), CPP_POSTFIX
+
+        # ArrayRef::slice(start, length); a literal negative bound counts from the end.
         def bound(node: Node) -> str:
             negative = _negative_literal(node)
             if negative is not None:
@@ -326,8 +372,25 @@ class Slice(Node):
             return f"{SIZE_VECTOR}({text})", CPP_POSTFIX
         return text, CPP_POSTFIX
 
+    def _cpp_python_bounds(self, c) -> str:
+        """A bound that may be negative at run time: Python's rules (count from the end, clamp to the list)."""
+        seq, n, clamp, lo, hi, b = (c.local(name) for name in ("seq", "n", "clamp", "lo", "hi", "b"))
+        lower = "0" if self.lower is None else c.at(self.lower, CPP_COND)
+        upper = n if self.upper is None else c.at(self.upper, CPP_COND)
+        return (f"[&] {{ const auto& {seq} = {c.at(self.seq, CPP_COND)}; "
+                f"const int64_t {n} = static_cast<int64_t>({seq}.size()); "
+                f"auto {clamp} = [{n}](int64_t {b}) {{ return {b} < 0 ? std::max<int64_t>({b} + {n}, 0) : "
+                f"std::min<int64_t>({b}, {n}); }}; const int64_t {lo} = {clamp}({lower}); "
+                f"const int64_t {hi} = std::max<int64_t>({lo}, {clamp}({upper})); "
+                f"return {SIZE_VECTOR}({seq}.begin() + {lo}, {seq}.begin() + {hi}); }}()")
+
     def cpp_kind(self):
+        if any(b is not None and _negative_literal(b) is None and not b.nonneg() for b in (self.lower, self.upper)):
+            return "vec"
         return "ref" if self.seq.cpp_kind() == "ref" else "vec"
+
+    def nonneg(self):
+        return self.seq.nonneg()
 
 
 @dataclass(frozen=True)
@@ -342,6 +405,9 @@ class Len(Node):
 
     def cpp(self, c):
         return _cpp_len(c, self.seq), CPP_POSTFIX
+
+    def nonneg(self):
+        return True
 
 
 @dataclass(frozen=True)
@@ -362,6 +428,9 @@ class ListLit(Node):
 
     def py_is_list(self):
         return True
+
+    def nonneg(self):
+        return all(item.nonneg() for item in self.items)
 
 
 @dataclass(frozen=True)
@@ -399,6 +468,9 @@ class Concat(Node):
     def py_is_list(self):
         return True
 
+    def nonneg(self):
+        return all(part.nonneg() for part in self.parts)
+
 
 @dataclass(frozen=True)
 class Repeat(Node):
@@ -429,10 +501,20 @@ class Repeat(Node):
     def py_is_list(self):
         return self.seq.py_is_list()
 
+    def nonneg(self):
+        return self.seq.nonneg()
+
 
 _PY_BINARY = {"+": PY_ADD, "-": PY_ADD, "*": PY_MUL, "//": PY_MUL, "%": PY_MUL}
 _CPP_BINARY = {"+": ("+", CPP_ADD), "-": ("-", CPP_ADD), "*": ("*", CPP_MUL), "//": ("/", CPP_MUL),
                "%": ("%", CPP_MUL)}
+# Python's floor division and modulo for operands of any sign (C++'s `/` and `%` truncate towards zero).
+_CPP_FLOOR = {
+    "//": "[](int64_t {a}, int64_t {b}) {{ const int64_t {q} = {a} / {b}; "
+          "return {a} % {b} != 0 && ({a} < 0) != ({b} < 0) ? {q} - 1 : {q}; }}({left}, {right})",
+    "%": "[](int64_t {a}, int64_t {b}) {{ const int64_t {q} = {a} % {b}; "
+         "return {q} != 0 && ({q} < 0) != ({b} < 0) ? {q} + {b} : {q}; }}({left}, {right})",
+}
 
 
 @dataclass(frozen=True)
@@ -449,8 +531,20 @@ class BinOp(Node):
         return f"{p.at(self.left, prec)} {self.op} {p.at(self.right, prec + 1)}", prec
 
     def cpp(self, c):
+        if self.op == "%" and self.right.nonneg() and not self.left.nonneg():  # a positive divisor: no lambda
+            right = c.at(self.right, CPP_MUL + 1)
+            return f"({c.at(self.left, CPP_MUL)} % {right} + {right}) % {right}", CPP_MUL
+        if self.op in _CPP_FLOOR and not (self.left.nonneg() and self.right.nonneg()):
+            a, b, q = c.local("a"), c.local("b"), c.local("q")
+            return _CPP_FLOOR[self.op].format(a=a, b=b, q=q, left=c.at(self.left, CPP_COND),
+                                              right=c.at(self.right, CPP_COND)), CPP_POSTFIX
         op, prec = _CPP_BINARY[self.op]
         return f"{c.at(self.left, prec)} {op} {c.at(self.right, prec + 1)}", prec
+
+    def nonneg(self):
+        if self.op == "%":  # Python's `a % b` has the sign of b
+            return self.right.nonneg()
+        return self.op != "-" and self.left.nonneg() and self.right.nonneg()
 
 
 @dataclass(frozen=True)
@@ -573,6 +667,9 @@ class IfExp(Node):
     def py_is_list(self):
         return self.then.py_is_list() and self.orelse.py_is_list()
 
+    def nonneg(self):
+        return self.then.nonneg() and self.orelse.nonneg()
+
 
 def _fold(function: str, args: list[str]) -> str:
     text = args[0]
@@ -613,6 +710,11 @@ class Call(Node):
         if self.function == "broadcast" and len(self.args) == 1:
             return self.args[0].cpp_kind()
         return "std"
+
+    def nonneg(self):
+        if self.function == "max":
+            return any(a.nonneg() for a in self.args)
+        return self.function in ("broadcast", "min") and all(a.nonneg() for a in self.args)
 
 
 @dataclass(frozen=True)
@@ -682,6 +784,9 @@ class Reduce(Node):
     def py_is_list(self):
         return True
 
+    def nonneg(self):
+        return self.shape.nonneg()
+
 
 @dataclass(frozen=True)
 class Dynamic(Node):
@@ -727,3 +832,152 @@ class DtypeFallback(Node):
 
     def cpp(self, c):
         return _member(c, self.optional, f"value_or({c.at(self.fallback, CPP_COND)})"), CPP_POSTFIX
+
+
+# ---------------------------------------------------------------------------------------------
+# Names a rule reads besides the arguments: `let:` bindings and the element index of a Tensor[] return
+
+
+@dataclass(frozen=True)
+class Bound(Node):
+    """A `let:` name: Python reads the variable the fake assigned first; C++ inlines the expression."""
+
+    name: str = ""
+    value: Node = None
+
+    def children(self):
+        return (self.value,)
+
+    def py(self, p):
+        return self.name, PY_ATOM
+
+    def cpp(self, c):
+        return self.value.cpp(c)
+
+    def cpp_kind(self):
+        return self.value.cpp_kind()
+
+    def py_is_list(self):
+        return self.value.py_is_list()
+
+    def nonneg(self):
+        return self.value.nonneg()
+
+
+@dataclass(frozen=True)
+class Local(Node):
+    """The element index of a `Tensor[]` return's rules (`i` in `xs[i].shape`): a loop variable in both languages."""
+
+    name: str = ""
+
+    def py(self, p):
+        return self.name, PY_ATOM
+
+    def cpp(self, c):
+        return self.name, CPP_ATOM
+
+    def nonneg(self):
+        return True
+
+
+# ---------------------------------------------------------------------------------------------
+# Dimension helpers: wrap a dim, replace / insert / remove the size at a dim
+
+
+def _rank_py(p: _Py, shape: Node, extra: str = "") -> str:
+    rank = f"{p.at(shape.obj, PY_POSTFIX)}.dim()" if isinstance(shape, TensorAttr) else f"len({p.at(shape, PY_COND)})"
+    return f"({rank}{extra})" if extra else rank
+
+
+@dataclass(frozen=True)
+class WrapDim(Node):
+    """`wrap_dim(dim, rank)`: a dim in [-rank, rank) counted from 0 (Python `%`, C++ `c10::maybe_wrap_dim`)."""
+
+    dim: Node = None
+    rank: Node = None
+
+    def children(self):
+        return (self.dim, self.rank)
+
+    def py(self, p):
+        return f"{p.at(self.dim, PY_MUL)} % {p.at(self.rank, PY_MUL + 1)}", PY_MUL
+
+    def cpp(self, c):
+        return f"c10::maybe_wrap_dim({c.at(self.dim, CPP_COND)}, {c.at(self.rank, CPP_COND)}, false)", CPP_POSTFIX
+
+    def nonneg(self):
+        return True
+
+
+@dataclass(frozen=True)
+class SizeEdit(Node):
+    """`replace_size(shape, dim, size)`, `insert_size(shape, dim, size)`, `remove_size(shape, dim)`.
+
+    A negative dim counts from the end, as in torch (`insert` as `unsqueeze`: over rank + 1 places).
+    """
+
+    edit: str = "replace"  # replace | insert | remove
+    shape: Node = None
+    dim: Node = None
+    size: Node | None = None
+
+    def children(self):
+        return (self.shape, self.dim, self.size)
+
+    def py(self, p):
+        shape = p.at(self.shape, PY_COND)
+        i, s = p.local("i"), p.local("s")
+        if self.edit == "insert":
+            where = f"{p.at(self.dim, PY_MUL)} % {_rank_py(p, self.shape, ' + 1')}"
+            shape = p.at(self.shape, PY_POSTFIX)
+            return f"[*{shape}[:{where}], {p.at(self.size, PY_COND)}, *{shape}[{where}:]]", PY_ATOM
+        where = f"{p.at(self.dim, PY_MUL)} % {_rank_py(p, self.shape)}"
+        if self.edit == "remove":
+            return f"[{s} for {i}, {s} in enumerate({shape}) if {i} != {where}]", PY_ATOM
+        return f"[{p.at(self.size, PY_COND + 1)} if {i} == {where} else {s} for {i}, {s} in enumerate({shape})]", PY_ATOM
+
+    def cpp(self, c):
+        shape, sizes = c.local("shape"), c.local("sizes")
+        rank = f"static_cast<int64_t>({sizes}.size())"
+        dim = c.at(self.dim, CPP_COND)
+        edit = {
+            "replace": f"{sizes}[c10::maybe_wrap_dim({dim}, {rank}, false)] = {c.at(self.size, CPP_COND) if self.size else ''};",
+            "insert": f"{sizes}.insert({sizes}.begin() + c10::maybe_wrap_dim({dim}, {rank} + 1, false), "
+                      f"{c.at(self.size, CPP_COND) if self.size else ''});",
+            "remove": f"{sizes}.erase({sizes}.begin() + c10::maybe_wrap_dim({dim}, {rank}, false));",
+        }[self.edit]
+        return (f"[&] {{ const auto& {shape} = {c.at(self.shape, CPP_COND)}; "
+                f"{SIZE_VECTOR} {sizes}({shape}.begin(), {shape}.end()); {edit} return {sizes}; }}()"), CPP_POSTFIX
+
+    def cpp_kind(self):
+        return "vec"
+
+    def py_is_list(self):
+        return True
+
+    def nonneg(self):
+        return self.shape.nonneg() and (self.size is None or self.size.nonneg())
+
+
+# ---------------------------------------------------------------------------------------------
+# A dtype given as an int code (`from_code(dst_type)`), by the spec's `dtype_codes:` table
+
+
+@dataclass(frozen=True)
+class FromCode(Node):
+    code: Node = None
+    table: tuple[tuple[int, str], ...] = ()  # (code, canonical dtype name), as the spec lists them
+
+    def children(self):
+        return (self.code,)
+
+    def py(self, p):
+        return f"{p.ctx.table(self.table, p)}[{p.at(self.code, 0)}]", PY_POSTFIX
+
+    def cpp(self, c):
+        code = c.local("code")
+        cases = " ".join(f"case {number}: return {DTYPES[name][1]};" for number, name in self.table)
+        return (f"[&]() -> at::ScalarType {{ const int64_t {code} = {c.at(self.code, CPP_COND)}; "
+                f"switch ({code}) {{ {cases} }} "
+                f'TORCH_CHECK(false, "dtype code ", {code}, " is not in the dtype_codes of the spec"); '
+                "return at::ScalarType::Undefined; }()"), CPP_POSTFIX

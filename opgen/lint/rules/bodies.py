@@ -605,3 +605,49 @@ through a view of the argument (`out = out.view(...)`) still writes it and is fi
     """), 8)],
     check=_out_never_written, scope="op",
 )
+
+
+def _kernel_returns_for_void_op(op: LintOp, project: Project):
+    schema = op.schema
+    if schema is None or schema.returns:
+        return
+    for function in _kernel_functions(op):
+        for finding in unique(function.returned_params):
+            yield diag(VOID_KERNEL_RETURNS, f"the kernel {function.name}() of {op.name} returns {finding.param!r}, but "
+                       "the schema returns nothing ('-> ()'): torch raises \"Expected ... to return None\" at the first "
+                       "call; drop the return (the caller keeps the tensor it passed)",
+                       Where(function.where.path, finding.line, finding.column))
+
+
+VOID_KERNEL_RETURNS = lint_rule(
+    "OPG310", "void-kernel-returns-value", ERROR, "a kernel returns a value although its op returns nothing",
+    """
+A kernel registered for an op whose schema returns nothing (`-> ()`) must return None: torch checks
+the result and raises "Expected PythonKernelHolder ... to return None" at the first call, in eager
+mode and when compiled. It happens when `-> Tensor(a!)` is rewritten to `-> ()` (opgen's default for
+an in-place op without `tags: [inplace]`) and the kernel kept its `return x`. Drop the return: the
+caller already holds the tensor it passed in. (Lint sees returns of the kernel's parameters.)
+""",
+    valid=[lib_example("""
+        lib.define("scale_(Tensor(a!) x, float s) -> ()")
+
+
+        def scale_(x, s):
+            x.mul_(s)
+
+
+        lib.impl("scale_", scale_, "CPU")
+    """)],
+    invalid=[Invalid(lib_example("""
+        lib.define("scale_(Tensor(a!) x, float s) -> ()")
+
+
+        def scale_(x, s):
+            x.mul_(s)
+            return x
+
+
+        lib.impl("scale_", scale_, "CPU")
+    """), 10)],
+    check=_kernel_returns_for_void_op, scope="op", supersedes=(KERNEL_RETURNS_INPUT,),
+)

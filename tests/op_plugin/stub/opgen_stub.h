@@ -3,6 +3,7 @@
 // nothing. Used by tests/test_op_plugin.py to evaluate the size/dtype C++ of opgen's kernels and of
 // torchnpugen's gen_opapi kernels on the spec's example shapes.
 #pragma once
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <initializer_list>
@@ -51,7 +52,8 @@ struct ArrayRef {
     std::vector<T> vec() const { return items; }
 };
 
-inline int64_t maybe_wrap_dim(int64_t dim, int64_t ndim) {
+inline int64_t maybe_wrap_dim(int64_t dim, int64_t ndim, bool wrap_scalar = true) {
+    if (ndim <= 0 && !wrap_scalar) throw std::out_of_range("dimension specified as 0 but tensor has no dimensions");
     int64_t rank = ndim > 0 ? ndim : 1;  // a 0-dim tensor takes dim 0 or -1, as ATen's wrap_scalar
     if (dim < -rank || dim >= rank) throw std::out_of_range("Dimension out of range");
     return dim < 0 ? dim + rank : dim;
@@ -64,11 +66,13 @@ using c10::SmallVector;
 using IntArrayRef = c10::ArrayRef<int64_t>;
 using DimVector = c10::SmallVector<int64_t, 8>;
 using OptionalIntArrayRef = std::optional<IntArrayRef>;
-enum class ScalarType { Bool, Byte, Char, Short, Int, Long, Half, BFloat16, Float, Double };
+enum class ScalarType { Bool, Byte, Char, Short, Int, Long, Half, BFloat16, Float, Double, Float8_e5m2,
+                        Float8_e4m3fn, Undefined };
 constexpr ScalarType kBool = ScalarType::Bool, kByte = ScalarType::Byte, kChar = ScalarType::Char,
                      kShort = ScalarType::Short, kInt = ScalarType::Int, kLong = ScalarType::Long,
                      kHalf = ScalarType::Half, kBFloat16 = ScalarType::BFloat16, kFloat = ScalarType::Float,
-                     kDouble = ScalarType::Double;
+                     kDouble = ScalarType::Double, kFloat8_e5m2 = ScalarType::Float8_e5m2,
+                     kFloat8_e4m3fn = ScalarType::Float8_e4m3fn;
 
 inline const char* dtype_name(ScalarType t) {
     switch (t) {
@@ -82,6 +86,9 @@ inline const char* dtype_name(ScalarType t) {
         case ScalarType::BFloat16: return "bfloat16";
         case ScalarType::Float: return "float32";
         case ScalarType::Double: return "float64";
+        case ScalarType::Float8_e5m2: return "float8_e5m2";
+        case ScalarType::Float8_e4m3fn: return "float8_e4m3fn";
+        case ScalarType::Undefined: return "undefined";
     }
     return "?";
 }
@@ -148,6 +155,8 @@ struct OpPreparation {
 };
 }  // namespace at_npu::native
 
+#define TORCH_CHECK(condition, ...) \
+    if (!(condition)) throw std::runtime_error("TORCH_CHECK failed")
 #define DO_COMPATIBILITY(aclnn, fallback) (void)0
 #define EXEC_NPU_CMD(...) (void)0
 
@@ -157,6 +166,9 @@ inline void opgen_print(const at::Tensor& t) {
     std::cout << "] " << at::dtype_name(t.type) << "\n";
 }
 inline void opgen_print_all(const at::Tensor& t) { opgen_print(t); }
+inline void opgen_print_all(const std::vector<at::Tensor>& ts) {
+    for (const auto& t : ts) opgen_print(t);
+}
 template <class... Ts>
 void opgen_print_all(const std::tuple<Ts...>& outputs) {
     std::apply([](const auto&... t) { (opgen_print(t), ...); }, outputs);

@@ -95,6 +95,7 @@ class Op:
     dynamic: bool = False  # an output size is data-dependent (`dynamic` in the semantics)
     tolerances: dict | None = None  # {dtype: (rtol, atol)}: a kernel against the reference (`ops[i].tolerances`)
     reference: Callable | None = None  # the spec's `reference:` (<package>/reference.py): the independent oracle
+    random: bool = False  # torch.Tag.nondeterministic_seeded: its outputs are random draws
     dtypes: tuple[torch.dtype, ...] = ()  # `ops[i].dtypes`: the floating dtypes swept (default: SWEPT_DTYPES)
 
     @property
@@ -138,6 +139,16 @@ class Op:
     def __call__(self, call: Call):
         return self.overload(**call)
 
+    def seeded(self, fn: Callable) -> Callable:
+        """`fn`, for a random op run after torch.manual_seed(0): two runs of one kernel then draw the same numbers."""
+        if not self.random:
+            return fn
+
+        def run(*args, **kwargs):
+            torch.manual_seed(0)
+            return fn(*args, **kwargs)
+        return run
+
     def tolerance(self, dtype: torch.dtype) -> tuple[float, float]:
         """(rtol, atol) of a kernel against the reference for `dtype` (other dtypes compare exactly)."""
         return {**DEVICE_TOLERANCES, **(self.tolerances or {})}.get(dtype, (0.0, 0.0))
@@ -154,6 +165,8 @@ class Expected:
     rows: dict | None = None
     rtol: float | None = None
     atol: float | None = None
+    element: int | None = None  # a Tensor[] output or argument: which of its tensors
+    length: int | None = None  # ... and how many it holds
 
 
 # --- values ----------------------------------------------------------------------------------------
@@ -229,6 +242,27 @@ def mismatch(actual, expected: torch.Tensor, tolerance: tuple | None = None) -> 
     return (f"{int(bad.sum())} of {bad.numel()} values differ ({actual.dtype}, rtol={rtol:g}, atol={atol:g}), "
             f"max abs diff {worst:.6g}, first at index {list(first)}: got {got[first].item():.6g}, "
             f"expected {want[first].item():.6g}")
+
+
+RANDOM_SAMPLE = 256  # fewer values than this tell too little about a distribution: not judged
+
+
+def distribution_mismatch(actual: torch.Tensor, expected: torch.Tensor) -> str | None:
+    """None when two samples of a random op look like one distribution: the same shape, means within five standard
+    errors, spreads within a factor of 1.4 (loose: it catches a wrong distribution, not a subtle one). A sample of
+    fewer than RANDOM_SAMPLE values is not judged."""
+    if tuple(actual.shape) != tuple(expected.shape):
+        return f"shape {tuple(actual.shape)}, expected {tuple(expected.shape)}"
+    got, want = actual.detach().cpu().double().flatten(), expected.detach().cpu().double().flatten()
+    if got.numel() < RANDOM_SAMPLE:
+        return None
+    spread = float(want.std())
+    error = 5 * max(spread, float(got.std()), 1e-12) / got.numel() ** 0.5
+    if abs(float(got.mean()) - float(want.mean())) > error:
+        return f"mean {float(got.mean()):.6g}, not {float(want.mean()):.6g} (+- {error:.3g})"
+    if spread > 0 and not 1 / 1.4 <= float(got.std()) / spread <= 1.4:
+        return f"standard deviation {float(got.std()):.6g}, not {spread:.6g}"
+    return None
 
 
 def run(op: Op, call: Call, where: str):
@@ -362,11 +396,24 @@ def _nodes(value) -> list[torch.fx.Node]:
     return []
 
 
+def _flat(op: Op, expected: list) -> tuple[list, list[str]]:
+    """(shape, dtype) and spec field of each output tensor; a Tensor[] output (a list of them) one by one."""
+    pairs, names = [], []
+    for index, item in enumerate(expected):
+        items = item if isinstance(item, list) else [item]
+        pairs += items
+        names += [f"{op.output_field(index)}[{j}]" for j in range(len(items))] if isinstance(item, list) else [
+            op.output_field(index)]
+    return pairs, names
+
+
 def _assert_metadata(op: Op, outputs: list, expected: list) -> None:
     """Fake outputs have the shapes and dtypes the spec's semantics give (shape None: data-dependent)."""
-    assert len(outputs) == len(expected)
+    expected, names = _flat(op, expected)
+    assert len(outputs) == len(expected), (f"the fake gives {len(outputs)} tensors on example 0, the spec's semantics "
+                                           f"{len(expected)}")
     for index, (value, (shape, dtype)) in enumerate(zip(outputs, expected, strict=True)):
-        where = f"opgen.yaml: {op.output_field(index)}"
+        where = f"opgen.yaml: {names[index]}"
         assert dtype is None or value.dtype == dtype, (
             f"{where}.dtype: the fake gives {value.dtype} on example 0, the spec says {dtype}")
         if shape is None:
@@ -401,11 +448,12 @@ def assert_follows_semantics(op: Op, calls: Sequence[Call], semantics: Callable)
     """On every example the CPU kernel's outputs have the shapes and dtypes the spec's semantics give."""
     for number, call in enumerate(calls):
         call = clone(call)
-        want = semantics(**call)
+        want, names = _flat(op, semantics(**call))
         got = tensors(run(op, call, _example(op, number)))
-        assert len(got) == len(want), f"{op.kernel} returns {len(got)} tensors, the schema {len(want)}"
+        assert len(got) == len(want), (f"{op.kernel} returns {len(got)} tensors on example {number}, the spec's "
+                                       f"semantics {len(want)}")
         for index, (value, (shape, dtype)) in enumerate(zip(got, want, strict=True)):
-            where = f"opgen.yaml: {op.output_field(index)}"
+            where = f"opgen.yaml: {names[index]}"
             assert dtype is None or value.dtype == dtype, (
                 f"{where}.dtype gives {dtype} on example {number}, the CPU kernel ({op.kernel}) returns {value.dtype}")
             assert shape is None or tuple(value.shape) == tuple(shape), (
@@ -426,6 +474,12 @@ def assert_expected(op: Op, calls: Sequence[Call], expected: Sequence[Expected])
         result, call = results[item.example]
         actual = _named_value(op, item.name, result, call)
         where = op.spec(f".examples[{item.example}].expect.{item.name}")
+        if item.element is not None:
+            if not isinstance(actual, (list, tuple)) or len(actual) != item.length:
+                count = f"{len(actual)} tensors" if isinstance(actual, (list, tuple)) else type(actual).__name__
+                problems.append(f"{where}: {count}, the spec expects {item.length}")
+                continue
+            actual, where = actual[item.element], f"{where}[{item.element}]"
         default = TOLERANCES.get(getattr(actual, "dtype", None), (0.0, 0.0))
         tolerance = (default[0] if item.rtol is None else item.rtol, default[1] if item.atol is None else item.atol)
         for row, want in (item.rows.items() if item.rows is not None else [(None, item.values)]):
@@ -619,19 +673,25 @@ def assert_matches_reference(op: Op, examples: Callable[[int], list[Call]]) -> N
         skip(f"no `reference:` in {op.field} of opgen.yaml: nothing independent of the kernel to compare it with "
              "(add the op's reference implementation; docs/spec.md)")
     problems, kept, ran = [], [], 0
+    reference = op.seeded(lambda call: op.reference(**call))
     for variant in variants(op, examples):
         reference_call, kernel_call = clone(variant.call), clone(variant.call)
-        expected = _reference_result(op, reference_call)
+        expected = _reference_result(reference, reference_call)
         if expected is _REFUSED:
             continue
         try:
-            actual = op(kernel_call)
+            actual = op.seeded(op)(kernel_call)
         except Exception as error:
             hint = f"; if the op takes fewer dtypes, list them in {op.field}.dtypes" if variant.kind == "dtype" else ""
             raise CheckFailed(f"{op.kernel} fails on {op.field}.{variant.label}, which {op.field}.reference accepts: "
                               f"{type(error).__name__}: {error}{hint}", "kernel-raised") from error
         ran += 1
-        problems += _differences(op, variant.label, actual, expected, kernel_call, reference_call)
+        found = _differences(op, f"{op.field}.{variant.label}", _results(op, actual, kernel_call),
+                             _results(op, expected, reference_call), "the reference")
+        if found and op.random:  # another way of drawing: compare what many draws of each look like
+            found = _distribution_differences(op, f"{op.field}.{variant.label}", (op, variant.call),
+                                              (reference, variant.call), "the reference")
+        problems += found
         kept.append((variant.label, actual, clone(actual)))
     for label, actual, copy in kept:
         if not _same_values(actual, copy):
@@ -647,30 +707,53 @@ def assert_matches_reference(op: Op, examples: Callable[[int], list[Call]]) -> N
 _REFUSED = object()
 
 
-def _reference_result(op: Op, call: Call):
+def _reference_result(reference: Callable, call: Call):
     """The reference's result, or _REFUSED: the reference defines what inputs the op takes."""
     try:
-        return op.reference(**call)
+        return reference(call)
     except Exception:  # noqa: BLE001
         return _REFUSED
 
 
-def _differences(op: Op, label: str, actual, expected, kernel_call: Call, reference_call: Call) -> list[str]:
-    where = f"{op.field}.{label}"
-    got, want = tensors(actual), tensors(expected)
+def _results(op: Op, result, call: Call) -> list[tuple[str, torch.Tensor]]:
+    """(what, tensor) of each output of a call and each argument it wrote."""
+    found = [(op.output_field(i), t) for i, t in enumerate(tensors(result))]
+    return found + [(f"argument {name!r} (written)", t) for name in op.written for t in tensors(call[name])]
+
+
+def _differences(op: Op, where: str, got: list, want: list, other: str) -> list[str]:
+    """How the tensors of `got` differ from those of `want` (`other` names where `want` comes from)."""
     if len(got) != len(want):
-        return [f"{where}: {len(got)} output tensors, the reference {len(want)}"]
+        return [f"{where}: {len(got)} tensors out, {other} {len(want)}"]
     found = []
-    pairs = [(op.output_field(i), a, b) for i, (a, b) in enumerate(zip(got, want, strict=True))]
-    pairs += [(f"argument {name!r} (written)", a, b) for name in op.written
-              for a, b in zip(tensors(kernel_call[name]), tensors(reference_call[name]), strict=True)]
-    for what, a, b in pairs:
-        if a.dtype != b.dtype:
-            found.append(f"{where}: {what}: dtype {a.dtype}, the reference gives {b.dtype}")
-            continue
-        problem = mismatch(a, b, op.tolerance(a.dtype))
+    for (what, a), (_, b) in zip(got, want, strict=True):
+        problem = (f"dtype {a.dtype}, {other} gives {b.dtype}" if a.dtype != b.dtype else
+                   mismatch(a, b, op.tolerance(a.dtype)))
         if problem:
             found.append(f"{where}: {what}: {problem}")
+    return found
+
+
+RANDOM_DRAWS = 16  # seeds pooled when a random op's kernel draws otherwise than what it is compared with
+
+
+def _distribution_differences(op: Op, where: str, first: tuple[Callable, Call], second: tuple[Callable, Call],
+                              other: str) -> list[str]:
+    """A random op: each output and written argument of two (function, call) pairs, pooled over RANDOM_DRAWS seeds,
+    must look like one distribution (`distribution_mismatch`)."""
+    pools: list[list] = [[], []]
+    for seed in range(RANDOM_DRAWS):
+        for pool, (fn, call) in zip(pools, (first, second), strict=True):
+            torch.manual_seed(seed)
+            copy = clone(call)
+            pool.append(_results(op, fn(copy), copy))
+    found = []
+    for index, (what, _) in enumerate(pools[0][0]):
+        got = torch.cat([draw[index][1].detach().flatten().double() for draw in pools[0]])
+        want = torch.cat([draw[index][1].detach().flatten().double() for draw in pools[1]])
+        problem = distribution_mismatch(got, want)
+        if problem:
+            found.append(f"{where}: {what} ({RANDOM_DRAWS} draws): {problem}, unlike {other}'s")
     return found
 
 
@@ -691,16 +774,17 @@ def assert_compiled_matches_eager(op: Op, calls: Sequence[Call]) -> None:
     """torch.compile(backend="aot_eager", fullgraph=True): outputs and mutated inputs equal eager; a tagged op
     returns its mutated argument (the very tensor in eager, its new value when compiled)."""
     torch.compiler.reset()
-    compiled = torch.compile(lambda **kwargs: op.overload(**kwargs), backend="aot_eager", fullgraph=True,
-                             dynamic=False)
+    compiled = op.seeded(torch.compile(lambda **kwargs: op.overload(**kwargs), backend="aot_eager", fullgraph=True,
+                                       dynamic=False))
     for call in calls:
         eager_call = clone(call)
-        expected = op(eager_call)
+        returned = op.seeded(op)(eager_call)
+        expected = clone(returned)  # before the compiled call: a kernel returning reused memory must not hide
         actual = compiled(**call)
         torch.testing.assert_close(actual, expected)
         torch.testing.assert_close(tensors(call), tensors(eager_call))  # inputs mutated the same way
         assert len(tensors(actual)) == len(op.returned) or not op.returned
-        for output, eager_output, name in zip(tensors(actual), tensors(expected), op.returned, strict=False):
+        for output, eager_output, name in zip(tensors(actual), tensors(returned), op.returned, strict=False):
             assert eager_output is eager_call[name], f"eager output is not argument {name!r}"
             torch.testing.assert_close(output, call[name])
 
@@ -760,31 +844,26 @@ def assert_non_contiguous_inputs(op: Op, call: Call) -> None:
     compiled == eager on the transposed layout."""
     for label, strided, dense in layouts(op, call):
         expected_call = clone(dense)
-        expected = op(expected_call)
+        expected = op.seeded(op)(expected_call)
         actual_call = {name: value if name not in op.written else clone(value) for name, value in strided.items()}
         try:
-            actual = op(actual_call)
+            actual = op.seeded(op)(actual_call)
         except Exception as error:
             raise CheckFailed(_strided_failure(op, label, strided, dense, error), "kernel-needs-contiguous") from error
-        for what, a, b in _pairs(op, actual, expected, actual_call, expected_call):
-            problem = mismatch(a, b, op.tolerance(a.dtype))
-            if problem:
-                raise CheckFailed(f"{op.kernel} gives other values for {label} inputs than for contiguous ones "
-                                  f"({op.field}.examples[0]): {what}: {problem}; it reads memory in storage order "
-                                  "(view, data_ptr, as_strided): follow the strides, or declare the inputs it needs "
-                                  f"contiguous in {op.field}.contiguous", "kernel-reads-layout")
+        where = f"{op.field}.examples[0] in {label} layout"
+        found = _differences(op, where, _results(op, actual, actual_call), _results(op, expected, expected_call),
+                             "contiguous inputs")
+        if found and op.random:  # draws follow memory order: compare what many draws look like
+            found = _distribution_differences(op, where, (op, strided), (op, dense), "contiguous inputs")
+        if found:
+            raise CheckFailed(f"{op.kernel} gives other values for {label} inputs than for contiguous ones: "
+                              f"{found[0]}; it reads memory in storage order (view, data_ptr, as_strided): follow "
+                              f"the strides, or declare the inputs it needs contiguous in {op.field}.contiguous",
+                              "kernel-reads-layout")
         _assert_fake_strides(op, label, strided, actual)
     transposed = non_contiguous(call, keep=op.returned if op.tag == "out" else ())
     opcheck(op, [transposed])
     assert_compiled_matches_eager(op, [transposed])
-
-
-def _pairs(op: Op, actual, expected, actual_call: Call, expected_call: Call) -> list:
-    """(what, a, b): each output and each written argument of two calls of the op."""
-    pairs = [(op.output_field(i), a, b) for i, (a, b) in
-             enumerate(zip(tensors(actual), tensors(expected), strict=True))]
-    return pairs + [(f"argument {name!r}", a, b) for name in op.written
-                    for a, b in zip(tensors(actual_call[name]), tensors(expected_call[name]), strict=True)]
 
 
 def _strided_failure(op: Op, label: str, strided: Call, dense: Call, error: Exception) -> str:
@@ -845,12 +924,13 @@ def assert_compiles_once(op: Op, calls: Sequence[Call], derived: bool) -> None:
         graphs.append(gm)
         return aot_eager(gm, example_inputs)
 
-    compiled = torch.compile(lambda **kwargs: op.overload(**kwargs), backend=backend, fullgraph=True, dynamic=True)
+    compiled = op.seeded(torch.compile(lambda **kwargs: op.overload(**kwargs), backend=backend, fullgraph=True,
+                                       dynamic=True))
     compiled_first = None
     with symbolic_shapes_config.patch(use_duck_shape=False):  # no public switch: the config `dynamic=True` reads
         for call in calls:
             eager_call = clone(call)
-            torch.testing.assert_close(compiled(**call), op(eager_call))
+            torch.testing.assert_close(compiled(**call), op.seeded(op)(eager_call))
             torch.testing.assert_close(tensors(call), tensors(eager_call))
             compiled_first = len(graphs) if compiled_first is None else compiled_first
     sizes = [[tuple(t.shape) for t in tensors(call)] for call in calls]
@@ -929,18 +1009,17 @@ def _captured(group: str, prefix: str) -> int:
     return sum(count for key, count in torch._dynamo.utils.counters[group].items() if key.startswith(prefix))
 
 
-def _assert_matches_reference(op: Op, actual, reference, what: str) -> None:
-    """The device kernel's tensors against the CPU reference kernel's, per-dtype tolerances."""
+def _assert_matches_reference(op: Op, actual, reference, what: str, device: str) -> None:
+    """The device kernel's tensors, on `device`, against the reference's (run on CPU), per-dtype tolerances. The
+    device is checked before anything moves to CPU for the comparison: an output left on CPU shows."""
     got_all, want_all = tensors(actual), tensors(reference)
-    devices = {t.device for t in got_all}
-    assert len(devices) <= 1, f"{what}: tensors on several devices {sorted(map(str, devices))}"
-    assert len(got_all) == len(want_all), (
-        f"{what}: {len(got_all)} tensors, the CPU reference kernel gives {len(want_all)}")
+    assert len(got_all) == len(want_all), f"{what}: {len(got_all)} tensors, the reference gives {len(want_all)}"
     for index, (got, want) in enumerate(zip(got_all, want_all, strict=True)):
-        assert got.dtype == want.dtype, (
-            f"{what} {index}: dtype {got.dtype}, the CPU reference kernel gives {want.dtype}")
-        problem = mismatch(got, want, {**DEVICE_TOLERANCES, **(op.tolerances or {})}.get(got.dtype))
-        assert problem is None, f"{what} {index} differs from the CPU reference kernel's: {problem}"
+        assert got.device.type == device, (
+            f"{what} {index} is on {got.device}, not on {device}: the kernel allocates it on the wrong device")
+        assert got.dtype == want.dtype, f"{what} {index}: dtype {got.dtype}, the reference gives {want.dtype}"
+        problem = distribution_mismatch(got, want) if op.random else mismatch(got, want, op.tolerance(got.dtype))
+        assert problem is None, f"{what} {index} differs from the reference's: {problem}"
 
 
 def _calls_with_reused_buffers(op: Op, make_call: Callable[[int], Call], seeds: Sequence[int],
@@ -979,10 +1058,10 @@ def assert_capture_replay(op: Op, make_call: Callable[[int], Call], device: str,
             cpu_call = tensor_map(lambda t: t.to("cpu"), call)  # copies
             expected = op.reference(**cpu_call) if op.reference is not None else op(cpu_call)
             actual = clone(compiled(**call))  # the next replay overwrites graph outputs
-            _assert_matches_reference(op, actual, expected, f"{device} call {seed}: output")
+            _assert_matches_reference(op, actual, expected, f"{device} call {seed}: output", device)
             for name in op.written:
                 _assert_matches_reference(op, call[name], cpu_call[name],
-                                          f"{device} call {seed}: mutated argument {name!r}, tensor")
+                                          f"{device} call {seed}: mutated argument {name!r}, tensor", device)
             if device == "npu":
                 captured = _captured("npugraph_ex", "captured_")
                 if captured_first is None:
@@ -1059,11 +1138,12 @@ def assert_npugraph_ex_compiles_on_cpu(op: Op, make_call: Callable[[int], Call],
     fn = fn or (lambda **kwargs: op.overload(**kwargs))
     torch.compiler.reset()
     with loader.Session() as session, torch.no_grad():
-        compiled = torch.compile(fn, backend=session.backend(**(options or {})), fullgraph=True, dynamic=False)
+        compiled = op.seeded(torch.compile(fn, backend=session.backend(**(options or {})), fullgraph=True,
+                                           dynamic=False))
         for seed, call in enumerate(_calls_with_reused_buffers(op, make_call, (0, 1, 2))):
             eager_call = clone(call)
             try:
-                expected = fn(**eager_call)
+                expected = op.seeded(fn)(**eager_call)
             except NotImplementedError as error:
                 if "no CPU reference kernel yet" in str(error):
                     skip(str(error))

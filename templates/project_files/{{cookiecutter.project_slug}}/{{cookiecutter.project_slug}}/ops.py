@@ -49,8 +49,8 @@ npu_lib = torch.library.Library({{ cookiecutter._opgen.namespace_literal }}, "IM
 {% if op.registration.custom_op_schema_line %}
     {{ op.registration.custom_op_schema_line }}
 {% endif %}
-{% if op.registration.tag %}
-    tags=torch.Tag.{{ op.registration.tag }},
+{% if op.registration.custom_op_tags %}
+    tags={{ op.registration.custom_op_tags }},
 {% endif %}
 )
 {{ define(op.stem, op.signature.parameters, op.signature.returns) }}
@@ -70,7 +70,7 @@ npu_lib = torch.library.Library({{ cookiecutter._opgen.namespace_literal }}, "IM
 {% if op.registration.tag_guard %}
 {{ op.registration.tag_guard }}
 {% endif %}
-{{ call("lib.define", [op.registration.signature_literal, "tags=(" ~ ("torch.Tag." ~ op.registration.tag ~ ", " if op.registration.tag else "") ~ "torch.Tag.pt2_compliant_tag" ~ ("" if op.registration.tag else ",") ~ ")"]) }}
+{{ call("lib.define", [op.registration.signature_literal, "tags=" ~ op.registration.define_tags]) }}
 {{ call("lib.impl", [op.op_name_literal, op.registration.cpu_impl, '"CPU"']) }}
 {% if op.kernels.device %}
 {{ call("lib.impl", [op.op_name_literal, op.registration.device_impl, cookiecutter._opgen.dispatch_key_literal]) }}
