@@ -198,8 +198,12 @@ def namespace_of(spec_text: str) -> str:
     return re.search(r"^namespace: (\w+)", spec_text, re.MULTILINE).group(1)
 
 
-def build(root: Path) -> tuple[dict[str, Path], dict[str, str]]:
-    """Every mutant as a project under `root`, and the untouched controls; the style of each."""
+HALVES = (0, 1)  # the suite runs in two halves, one per pytest-xdist worker (each about 30 projects)
+
+
+def build(root: Path, half: int) -> tuple[dict[str, Path], dict[str, str]]:
+    """Every mutant of this half as a project under `root`, and this half's untouched controls; the style of
+    each (a mutant's style and number do not depend on the half)."""
     base, projects, styles = {}, {}, {}
     for example in EXAMPLES_USED:
         for style in STYLES:
@@ -208,6 +212,8 @@ def build(root: Path) -> tuple[dict[str, Path], dict[str, str]]:
                          "--style", style)
             assert done.returncode == 0, done.stderr
     for number, mutant in enumerate(MUTANTS):
+        if number % len(HALVES) != half:
+            continue
         style = styles[mutant.name] = mutant.style or STYLES[number % 2]
         text = (REPO / "examples" / f"{mutant.example}.yaml").read_text(encoding="utf-8")
         namespace = namespace_of(text)
@@ -229,6 +235,8 @@ def build(root: Path) -> tuple[dict[str, Path], dict[str, str]]:
             edit(target, mutant.old, mutant.new)
         projects[mutant.name] = project
     for number, example in enumerate(EXAMPLES_USED):  # the controls, unmutated (one style each)
+        if number % len(HALVES) != half:
+            continue
         style = styles[f"control: {example}"] = STYLES[number % 2]
         projects[f"control: {example}"] = base[example, style]
     return projects, styles
@@ -254,11 +262,13 @@ def run_all(projects: dict[str, Path], root: Path) -> dict[str, dict[str, str]]:
     return results
 
 
-def test_every_planted_bug_fails_a_generated_test_naming_what_to_fix(tmp_path):
-    projects, styles = build(tmp_path)
+@pytest.mark.parametrize("half", HALVES)
+def test_every_planted_bug_fails_a_generated_test_naming_what_to_fix(tmp_path, half):
+    projects, styles = build(tmp_path, half)
     results = run_all(projects, tmp_path)
     rows, escaped = [], []
-    for mutant in MUTANTS:
+    mutants = [mutant for mutant in MUTANTS if mutant.name in projects]
+    for mutant in mutants:
         tests = results.get(projects[mutant.name].name, {})
         failed = {name: text for name, text in tests.items() if text}
         named = sorted(name for name, text in failed.items() if any(marker in text for marker in mutant.names))
@@ -266,8 +276,10 @@ def test_every_planted_bug_fails_a_generated_test_naming_what_to_fix(tmp_path):
         rows.append(f"{mutant.name:<48} {mutant.example:<15} {styles[mutant.name]:<9} {caught}")
         if not named:
             escaped.append(mutant.name)
-    print(f"\nmutation suite: {len(MUTANTS)} mutants, caught by\n" + "\n".join(rows))
+    print(f"\nmutation suite, half {half}: {len(mutants)} of {len(MUTANTS)} mutants, caught by\n" + "\n".join(rows))
     for example in EXAMPLES_USED:
+        if f"control: {example}" not in projects:
+            continue
         style = styles[f"control: {example}"]
         tests = results.get(projects[f"control: {example}"].name, {})
         failed = sorted(name for name, text in tests.items() if text)
