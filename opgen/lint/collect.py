@@ -1083,12 +1083,21 @@ class _FunctionReader:
                 if node.attr in SHAPE_ATTRS:
                     return None
                 node = node.value
+            elif isinstance(node, ast.Call) and self._torch_data_call(node):
+                node = node.args[0]  # `torch.index_select(x, ...)`: computed from x's values, as x.index_select(...)
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
                 if node.func.attr in SHAPE_ATTRS:
                     return None
                 node = node.func.value
             else:
                 return None
+
+    def _torch_data_call(self, call: ast.Call) -> bool:
+        """`torch.<fn>(x, ...)` computing from its first argument's values (not an allocator, whose first argument
+        is a shape)."""
+        qual = self.c.qualname(call.func) or ""
+        short = qual.rsplit(".", 1)[-1]
+        return bool(call.args) and qual in (f"torch.{short}", f"torch.nn.functional.{short}") and short not in ALLOCATORS
 
     def _store(self, target, function, live, how, augmented=False) -> None:
         if isinstance(target, (ast.Tuple, ast.List)):
