@@ -858,7 +858,7 @@ class _CaptureRun:
             with self.emulation.kernel_python() as ran:
                 raw = self.compiled(**call)
         except self.capture_error as error:
-            raise CheckFailed(self.capture_failure(error), "capture-host-sync") from None
+            raise CheckFailed(self.capture_failure(error), "cpu-sync-in-kernel") from None
         if number == 1:
             self.after_capture(raw, call, memory)
         else:
@@ -882,7 +882,7 @@ class _CaptureRun:
         if key == "PrivateUse1":
             return "its NPU (PrivateUse1) kernel, plain torch on CPU,"
         if key == "CPU":
-            return f"its CPU kernel ({self.op.kernel}; {why})"
+            return f"its CPU kernel ({self.op.cpu_kernel + '; ' if self.op.cpu_kernel else ''}{why})"
         return "no kernel of the op"
 
     def after_capture(self, raw, call: Call, memory: dict) -> None:
@@ -895,15 +895,16 @@ class _CaptureRun:
             raise CheckFailed(f"npugraph_ex captured a graph in which {self.op.overload}'s kernel never ran: the op is "
                               "not in the graph it captures", "npugraph_ex-op-missing")
         self.assert_no_random()
-        self.assert_outputs_are_graph_memory(raw, call)
+        self.assert_outputs_are_graph_memory()
         for name in self.op.written:
             now = [t.untyped_storage().data_ptr() for t in tensors(call[name])]
             if now != memory[name]:
+                line = "".join(f"\n  {_shown(where)}: {code}" for _, where, code in self.graph.moved[:1] if where)
                 raise CheckFailed(
-                    f"{self.kernel()} gives the argument it writes, {name!r}, new memory (set_, resize_ or `.data =`): "
-                    "the caller's tensor no longer is the buffer the graph was captured on, so AclGraph recaptures at "
-                    "every call (recapture_due_to_mutated_input_change) and runs the kernel's Python each time; write "
-                    f"into {name!r} in place (copy_, index_copy_, slices)", "capture-recapture")
+                    f"{self.kernel()} gives the argument it writes, {name!r}, new memory (set_, resize_ or `.data =`):"
+                    f"{line}\n  the caller's tensor no longer is the buffer the graph was captured on, so AclGraph "
+                    "recaptures at every call (recapture_due_to_mutated_input_change) and runs the kernel's Python "
+                    f"each time; write into {name!r} in place (copy_, index_copy_, slices)", "capture-recapture")
         written = {t.untyped_storage().data_ptr() for launch in self.graph.launches for t in launch.written()}
         for name in self.op.written:
             missed = [t for t in tensors(call[name]) if t.numel() and t.untyped_storage().data_ptr() not in written]
@@ -929,27 +930,23 @@ class _CaptureRun:
         self.notes.append(f"random numbers in the captured kernel accepted (allow_random): {op_name} at "
                           f"{_shown(where)}")
 
-    def assert_outputs_are_graph_memory(self, raw, call: Call) -> None:
-        """Outputs are memory the capture allocated from the graph's pool (or, for a tagged op, the argument it
-        returns): anything else is memory the kernel keeps across calls, or an input's."""
-        arguments = {t.untyped_storage().data_ptr(): name for name, value in call.items() for t in tensors(value)}
-        for index, output in enumerate(tensors(raw)):
-            if not output.numel():
+    def assert_outputs_are_graph_memory(self) -> None:
+        """The kernel returned memory it allocated while captured (from the graph's pool), or, for a tagged op, the
+        argument it returns: anything else is memory it keeps across calls, or an input's."""
+        for index, (memory, where, code) in enumerate(self.graph.returns.get(self.op.overload.name(), ())):
+            if memory == "pool" or (memory == "argument" and self.op.returned):
                 continue
-            owner, pointer = self.emulation.owner(output), output.untyped_storage().data_ptr()
-            if (owner is not None and owner.by in ("kernel", "graph")) or (
-                    owner is None and arguments.get(pointer) in self.op.returned):
-                continue
-            if owner is not None or pointer in arguments:
-                raise CheckFailed(f"output {index} of the captured graph is the memory of an input (npugraph_ex's "
-                                  f"private copy of it, or the caller's): {self.kernel()} returns (a view of) an "
-                                  "argument while the schema promises a new tensor; return a clone", "view-return")
+            line = f"\n  {_shown(where)}: {code}" if where else ""
+            if memory == "argument":
+                raise CheckFailed(f"output {index}: {self.kernel()} returns the memory of an input (npugraph_ex's "
+                                  "private copy of it, or the caller's tensor), a view of an argument, while the "
+                                  f"schema promises a new tensor; return a clone{line}", "view-return")
             raise CheckFailed(
                 f"output {index} is memory {self.kernel()} keeps across calls (not allocated while it was captured, "
-                "not an argument): every call returns this same tensor, in eager too, so an output the caller keeps "
-                "changes at the next call, and npugraph_ex's memory reuse between graph keys takes its outputs for "
-                "pool memory; allocate the output in the kernel on every call (torch.empty_like(x), x.new_empty(...))",
-                "capture-static-output")
+                f"not an argument):{line or ' (no launch wrote it)'}\n  every call returns this same tensor, in eager "
+                "too, so an output the caller keeps changes at the next call, and npugraph_ex's memory reuse between "
+                "graph keys takes its outputs for pool memory; allocate the output in the kernel on every call "
+                "(torch.empty_like(x), x.new_empty(...))", "capture-static-output")
 
     def assert_replayed(self, number: int, captures_before: int, python_runs: int) -> None:
         if len(self.emulation.captures) != captures_before:

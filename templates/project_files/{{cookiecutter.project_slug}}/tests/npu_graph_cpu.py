@@ -171,7 +171,7 @@ class Recorder(TorchDispatchMode):
     def __init__(self, graph: NPUGraph, emulation: Emulation) -> None:
         super().__init__()
         self.graph, self.emulation = graph, emulation
-        self.kernels: list = []  # (qualname, the Python frame that entered its kernel), innermost last
+        self.kernels: list = []  # (qualname, the Python frame that entered its kernel, its arguments' memory)
 
     # --- where a launch comes from ---------------------------------------------------------------------
 
@@ -221,6 +221,7 @@ class Recorder(TorchDispatchMode):
         if returns and not any(isinstance(r.type, torch.TensorType) or "Tensor" in str(r.type) for r in returns):
             return func(*args, **kwargs)  # a host value computed from metadata: dim, sym_size, is_contiguous...
         if torch.Tag.inplace_view in func.tags:
+            self._note_new_memory(func, args)
             return func(*args, **kwargs)  # set_, resize_, transpose_...: tensor metadata, host-side
         if func._schema.name.removeprefix("aten::") + (f".{func._overloadname}" if func._overloadname != "default"
                                                        else "") in ALLOCATIONS:
@@ -323,7 +324,7 @@ class Recorder(TorchDispatchMode):
     def _call(self, func, key: str, args, kwargs):
         """The kernel at `key`, under this recorder; its Python's code objects are kept for counting later runs."""
         self.graph.kernels.setdefault(func.name(), (key, ""))
-        self.kernels.append((func.name(), sys._getframe()))
+        self.kernels.append((func.name(), sys._getframe(), _storages((args, kwargs))))
         previous, seen = sys.getprofile(), set()
 
         def watch(frame, event, _arg):
@@ -339,7 +340,37 @@ class Recorder(TorchDispatchMode):
             self.kernels.pop()
         self.graph.kernel_code |= seen
         self.graph.kernel_runs += 1
+        self.graph.returns[func.name()] = self._memory_of(result, args, kwargs)
         return result
+
+    def _memory_of(self, result, args, kwargs) -> list[tuple[str, str, str]]:
+        """Where each tensor a kernel returned lives: "pool" (allocated while captured), "argument" (an input's
+        memory) or "elsewhere" (memory the kernel kept from before the capture), with the kernel line of the last
+        launch that wrote it ("file:line", code)."""
+        arguments = _storages((args, kwargs))
+        found = []
+        for tensor in (t for t in pytree.tree_leaves(result) if isinstance(t, torch.Tensor)):
+            pointer = tensor.untyped_storage().data_ptr()
+            writer = next((launch for launch in reversed(self.graph.launches)
+                           if pointer in _storages(launch.written())), None)
+            line = (writer.where, writer.code) if writer is not None else ("", "")
+            if not tensor.numel() or self.graph.pool_object.find(pointer) is not None and pointer not in arguments:
+                found.append(("pool", *line))
+            else:
+                found.append(("argument" if pointer in arguments else "elsewhere", *line))
+        return found
+
+    def _note_new_memory(self, func, args) -> None:
+        """A kernel changing the memory of one of its own arguments (set_, resize_): the caller's tensor moves."""
+        if self.kernels and isinstance(args[0], torch.Tensor) and func._schema.name in ("aten::set_", "aten::resize_",
+                                                                                         "aten::resize_as_"):
+            if args[0].untyped_storage().data_ptr() in self.kernels[-1][2]:
+                self.graph.moved.append((str(func), *self.kernel_line()))
+
+
+def _storages(value) -> set[int]:
+    """The memory (storage data pointers) of the tensors in `value`."""
+    return {t.untyped_storage().data_ptr() for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor)}
 
 
 def _mentions_npu(error: BaseException) -> bool:
@@ -356,6 +387,8 @@ class NPUGraph:
         self.random: list[tuple[str, str, str]] = []  # (op, "file:line", code) of each random-number launch
         self.kernel_code: set = set()  # code objects of the kernels' Python seen at capture
         self.kernel_runs = 0  # custom-op kernels entered at capture
+        self.returns: dict[str, list] = {}  # op -> where each tensor its kernel returned lives (_memory_of)
+        self.moved: list[tuple[str, str, str]] = []  # (op, "file:line", code): a kernel gave an argument new memory
         self.replays = 0
         self.failed = False
         self.pool_object: Pool | None = None
@@ -373,7 +406,7 @@ class NPUGraph:
         if emulation.capturing is not None:
             raise RuntimeError("another NPU graph is being captured: captures cannot nest")
         self.pool_object = emulation.pool(pool)
-        self.launches, self.kernels, self.random, self.failed = [], {}, [], False
+        self.launches, self.kernels, self.random, self.moved, self.failed = [], {}, [], [], False
         self.capture_error_mode = capture_error_mode
         emulation.capturing = self
         emulation.graphs.append(self)
