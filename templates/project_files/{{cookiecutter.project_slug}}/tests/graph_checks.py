@@ -990,16 +990,17 @@ class _CaptureRun:
                 values = [f"{a!r} at capture, {b!r} now" for a, b in zip(first.host_values(), second.host_values(),
                                                                          strict=False) if a != b]
                 raise CheckFailed(
-                    (f"{mismatch}\n" if mismatch else "") + f"{self.op.qualname}: a host value of {self.kernel()} is "
-                    f"frozen in the captured graph:\n  {_shown(first.where)}: {first.code}\n  it launched {first.func} "
-                    f"with {'; '.join(values) or 'other arguments'} (the kernel run again): a captured graph keeps "
-                    "the host values of its capture, because the kernel's Python runs once, so a value read from "
-                    "Python state per call (a global, a config, a counter) never changes at replay. Pass it as a "
-                    "tensor argument: replays read tensors from device memory", "capture-frozen-value")
+                    f"{self.op.qualname}: a host value of {self.kernel()} is frozen in the captured graph:\n  "
+                    f"{_shown(first.where)}: {first.code}\n  it launched {first.func} with "
+                    f"{'; '.join(values) or 'other arguments'} (the kernel run again): a captured graph keeps the host "
+                    "values of its capture, because the kernel's Python runs once, so a value read from Python state "
+                    "per call (a global, a config, a counter) never changes at replay. Pass it as a tensor argument: "
+                    "replays read tensors from device memory" + (f"\n  seen as: {mismatch}" if mismatch else ""),
+                    "capture-frozen-value")
         if len(then) != len(again):
-            raise CheckFailed((f"{mismatch}\n" if mismatch else "") + f"{self.op.qualname}: {self.kernel()} issues "
-                              f"{len(again)} kernel launches when run again, {len(then)} at capture: its Python takes "
-                              "another path now (a branch on Python state), which a replay never does",
+            raise CheckFailed(f"{self.op.qualname}: {self.kernel()} issues {len(again)} kernel launches when run "
+                              f"again, {len(then)} at capture: its Python takes another path now (a branch on Python "
+                              "state), which a replay never does" + (f"\n  seen as: {mismatch}" if mismatch else ""),
                               "capture-frozen-value")
 
     def assert_outputs_kept(self, last_number: int) -> None:
