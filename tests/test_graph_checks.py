@@ -462,7 +462,8 @@ def test_capture_tier_fails_random_numbers_unless_allowed_then_warns():
     (KEEPS, x_call, "capture-static-output", "(kernels/keeps_cpu.py; the op has no NPU kernel) keeps across calls"),
     (REBIND, xy_call, "capture-recapture", "gives the argument it writes, 'x', new memory"),
     (VIEW, x_call, "view-return", "returns the memory of an input"),
-], ids=["kept-buffer", "rebinds-argument", "view"])
+    (SNEAKY, xy_call, "npugraph_ex-private-input-copy", "argument 'x' after the call differs from the reference's"),
+], ids=["kept-buffer", "rebinds-argument", "view", "undeclared-write"])
 def test_capture_tier_names_output_memory_and_argument_memory_problems(op, make_call, kind, text):
     with pytest.raises(checks.CheckFailed) as caught:
         capture_replay(op, make_call)

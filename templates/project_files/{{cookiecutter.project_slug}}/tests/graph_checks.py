@@ -907,11 +907,16 @@ class _CaptureRun:
                     f"each time; write into {name!r} in place (copy_, index_copy_, slices)", "capture-recapture")
         written = {t.untyped_storage().data_ptr() for launch in self.graph.launches for t in launch.written()}
         for name in self.op.written:
-            missed = [t for t in tensors(call[name]) if t.numel() and t.untyped_storage().data_ptr() not in written]
-            if missed:
+            memory = {t.untyped_storage().data_ptr() for t in tensors(call[name]) if t.numel()}
+            if memory - written:
                 raise CheckFailed(f"the graph npugraph_ex captured never writes the caller's {name!r}: "
                                   f"{self.kernel()} writes other memory, so a replay leaves the caller's buffer as it "
                                   "was", "npugraph_ex-private-input-copy")
+            copies = [launch for launch in self.graph.launches if not launch.kernel and "copy" in str(launch.func)
+                      and memory & {t.untyped_storage().data_ptr() for t in launch.written()}]
+            if copies:
+                self.notes.append(f"npugraph_ex copies into {name!r} at every replay ({copies[0].func}, outside the "
+                                  "kernel: the graph writes a buffer of its own first)")
         self.kept = tensors(raw)
         self.kept_values = [t.clone() for t in self.kept]
 
@@ -965,14 +970,21 @@ class _CaptureRun:
             for got, want in zip(tensors(actual), tensors(expected), strict=True):
                 assert (got.shape, got.dtype) == (want.shape, want.dtype), f"{where}: output {got.shape} {got.dtype}"
             return
+        for name in (name for name in call if name not in self.op.written):
+            for value, reference_value in zip(tensors(call[name]), tensors(reference_call[name]), strict=True):
+                if not same(value, reference_value):
+                    raise CheckFailed(
+                        f"{where}: argument {name!r} after the call differs from the reference's (an argument the "
+                        "kernel writes but the schema does not mark Tensor(a!) is written into npugraph_ex's private "
+                        f"copy of it): {mismatch(value, reference_value)}", "npugraph_ex-private-input-copy")
         try:
             _assert_matches_reference(self.op, actual, expected, f"{where}: output")
             for name in self.op.written:
                 _assert_matches_reference(self.op, call[name], reference_call[name],
                                           f"{where}: mutated argument {name!r}, tensor")
-        except AssertionError as mismatch:
-            self.assert_nothing_frozen(call, f"{mismatch}")
-            raise CheckFailed(f"{mismatch}\n(npugraph_ex replayed what {self.kernel()} recorded at capture)",
+        except AssertionError as differs:
+            self.assert_nothing_frozen(call, f"{differs}")
+            raise CheckFailed(f"{differs}\n(npugraph_ex replayed what {self.kernel()} recorded at capture)",
                               "compiled-differs") from None
 
     # --- after the calls -------------------------------------------------------------------------------
