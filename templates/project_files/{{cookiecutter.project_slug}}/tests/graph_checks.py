@@ -1018,7 +1018,7 @@ class _CaptureRun:
     def assert_outputs_kept(self, last_number: int) -> None:
         """Call 1's outputs, kept without a clone: intact, or (npugraph_ex's static output memory) the memory of the
         last call's outputs, holding its values."""
-        last = tensors(self.last)
+        last, overwritten = tensors(self.last), []
         for index, (kept, values) in enumerate(zip(self.kept, self.kept_values, strict=True)):
             if same(kept, values):
                 continue
@@ -1028,9 +1028,11 @@ class _CaptureRun:
                                   f"call {last_number}: npugraph_ex's outputs are overwritten only by the next replay "
                                   "of the same memory, so something else writes it", "capture-static-output")
             assert same(kept, last[index])  # the static-memory behaviour users must know
-            self.notes.append(f"output {index} of call 1, kept without a clone, is the memory of call {last_number}'s "
-                              f"and holds its values (npugraph_ex's static output memory, clone_output=False): clone "
-                              "outputs you keep across calls, as this test does")
+            overwritten.append(str(index))
+        if overwritten:
+            self.notes.append(f"output {', '.join(overwritten)} of call 1, kept without a clone, is the memory of call "
+                              f"{last_number}'s and holds its values (npugraph_ex's static output memory, "
+                              "clone_output=False): clone outputs you keep across calls, as this test does")
 
     def different_buffers(self, call: Call) -> None:
         """The written arguments in new memory (same shapes): AclGraph recaptures, and the new buffers are written."""
