@@ -255,7 +255,7 @@ class Recorder(TorchDispatchMode):
         """A device task: not computed; outputs from the meta kernel, allocated in the pool and poisoned."""
         try:
             meta = func(*pytree.tree_map(_meta, args), **self._meta_kwargs(func, kwargs))
-        except Exception as error:  # noqa: BLE001  (no meta kernel: a data-dependent size, or an op we cannot run)
+        except Exception as error:  # no meta kernel: a data-dependent size, or an op we cannot record
             if torch.Tag.dynamic_output_shape in func.tags:
                 raise self.refuse(str(func), "its output size depends on tensor values, which a captured graph "
                                   "cannot know", "dynamic-shape") from error
@@ -316,8 +316,8 @@ class Recorder(TorchDispatchMode):
                     raise
                 del self.graph.launches[start:]
                 first = str(error).splitlines()[0] if str(error) else ""
-                self.graph.kernels[name] = ("CPU", f"the NPU kernel is not plain torch on CPU: "
-                                                   f"{type(error).__name__}: {first}")
+                why = f"the NPU kernel is not plain torch on CPU: {type(error).__name__}: {first}"
+                self.graph.kernels[name] = ("CPU", why)
         self.graph.kernels.setdefault(name, ("CPU", "the op has no NPU kernel"))
         return self._call(func, self.graph.kernels[name][0], args, kwargs)
 
@@ -362,10 +362,10 @@ class Recorder(TorchDispatchMode):
 
     def _note_new_memory(self, func, args) -> None:
         """A kernel changing the memory of one of its own arguments (set_, resize_): the caller's tensor moves."""
-        if self.kernels and isinstance(args[0], torch.Tensor) and func._schema.name in ("aten::set_", "aten::resize_",
-                                                                                         "aten::resize_as_"):
-            if args[0].untyped_storage().data_ptr() in self.kernels[-1][2]:
-                self.graph.moved.append((str(func), *self.kernel_line()))
+        resizing = func._schema.name in ("aten::set_", "aten::resize_", "aten::resize_as_")
+        if (resizing and self.kernels and isinstance(args[0], torch.Tensor)
+                and args[0].untyped_storage().data_ptr() in self.kernels[-1][2]):
+            self.graph.moved.append((str(func), *self.kernel_line()))
 
 
 def _storages(value) -> set[int]:
@@ -465,7 +465,7 @@ def _to_host(args, kwargs) -> bool:
     return isinstance(target, str) and target.split(":")[0] == "cpu"
 
 
-class graph:  # noqa: N801  (torch_npu's name)
+class graph:  # torch_npu's name
     """torch_npu.npu.graph: synchronize, empty the caches, enter the capture stream, capture_begin ... capture_end."""
 
     def __init__(self, npu_graph, pool=None, stream=None, auto_dispatch_capture=False, capture_error_mode="global"):
@@ -683,7 +683,7 @@ class Emulation:
                "current_stream": current_stream, "set_stream": set_stream, "current_device": lambda: None,
                "graph_pool_handle": self.new_pool_handle, "synchronize": synchronize, "empty_cache": empty_cache,
                "host_empty_cache": host_empty_cache, "get_stream_limit": get_stream_limit,
-               "set_stream_limit": set_stream_limit, "memory_snapshot": lambda: []}
+               "set_stream_limit": set_stream_limit, "memory_snapshot": list}
         for name in ("graph_task_update_begin", "graph_task_update_end", "graph_task_group_begin",
                      "graph_task_group_end", "ExternalEvent"):
             npu[name] = _not_emulated(name)
