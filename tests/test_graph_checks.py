@@ -505,6 +505,13 @@ def test_replays_see_new_values_fixed_ones_and_indices_permuted_in_range():
     assert not torch.equal(later["xs"][0], first["xs"][0]) and later["n"] == 2
     assert torch.equal(later["x"], fixed(1)["x"])  # random values are new already: left as drawn
 
+    def needs_order(call):
+        if not bool((call["idx"][1:] >= call["idx"][:-1]).all()):
+            raise ValueError("offsets must not decrease")
+
+    ordered = checks._new_values(lambda seed: {**fixed(seed), "idx": torch.tensor([0, 1, 3, 7])}, needs_order)
+    assert torch.equal(ordered(1)["idx"], torch.tensor([0, 1, 3, 7]))  # refused once permuted: kept as given
+
 
 # --- the module itself -----------------------------------------------------------------------------
 

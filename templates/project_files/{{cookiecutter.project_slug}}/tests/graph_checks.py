@@ -1057,18 +1057,20 @@ class _CaptureRun:
                           "(recapture_due_to_mutated_input_change), as on a device, and the new buffers were written: "
                           "keep a mutated buffer at one address to replay without recapturing")
 
-    def report(self, calls: int) -> str:
+    def report(self, calls: int, captures: int) -> str:
         graph = self.graph
         head = (f"{self.op.qualname}: npugraph_ex's AclGraph captured {self.kernel()} on CPU (opgen's emulated NPU "
-                f"graph, tests/npu_graph_cpu.py): {self.launches} kernel launches recorded, 1 capture and "
+                f"graph, tests/npu_graph_cpu.py): {self.launches} kernel launches recorded, {captures} capture and "
                 f"{graph.replays} replays for {calls} calls; the kernel's Python ran {graph.kernel_runs} time(s) at "
                 f"capture and {self.replayed_python} during replays")
         return "\n".join([head, *(f"  {note}" for note in self.notes)])
 
 
-def _new_values(make_call: Callable[[int], Call]) -> Callable[[int], Call]:
+def _new_values(make_call: Callable[[int], Call], reference: Callable[[Call], Any] | None = None
+                ) -> Callable[[int], Call]:
     """`make_call`, with the tensors it fills with fixed values (the same at every seed: indices, exact examples)
-    permuted at seeds after the first, so that replays see new values everywhere (indices stay in range)."""
+    permuted at seeds after the first, so that replays see new values everywhere (indices stay in range). A call
+    `reference` refuses once permuted (values whose order matters, such as offsets) keeps its fixed values."""
     first = make_call(0)
 
     def varied(seed: int) -> Call:
@@ -1083,7 +1085,13 @@ def _new_values(make_call: Callable[[int], Call]) -> Callable[[int], Call]:
                 return value.flatten()[torch.randperm(value.numel(), generator=g)].reshape(value.shape).clone()
             return value
 
-        return {name: _zip_map(permute, value, first[name]) for name, value in call.items()}
+        permuted = {name: _zip_map(permute, value, first[name]) for name, value in call.items()}
+        if reference is not None:
+            try:
+                reference(clone(permuted))
+            except (RuntimeError, IndexError, ValueError):  # torch's errors on out-of-order or out-of-range values
+                return call
+        return permuted
 
     return varied
 
@@ -1120,12 +1128,14 @@ def assert_npugraph_ex_capture_replay_on_cpu(op: Op, make_call: Callable[[int], 
         compiled = torch.compile(lambda **kwargs: op.overload(**kwargs), backend=session.backend(**(options or {})),
                                  fullgraph=True, dynamic=False)
         run = _CaptureRun(op, session, compiled, reference or op, allow_random)
-        for number, call in enumerate(_calls_with_reused_buffers(op, _new_values(make_call), (0, 1, 2)), start=1):
+        calls = _calls_with_reused_buffers(op, _new_values(make_call, reference or op), (0, 1, 2))
+        for number, call in enumerate(calls, start=1):
             run.call(number, call)
         run.assert_outputs_kept(number)
         run.assert_nothing_frozen(call)
+        captures = len(session.emulation.captures)
         if op.written:
             run.different_buffers(call)
-        report = run.report(number)
+        report = run.report(number, captures)
     print(report)
     return report
