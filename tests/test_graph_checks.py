@@ -446,7 +446,7 @@ def test_capture_tier_names_a_frozen_config_and_passes_the_value_as_a_tensor():
 
 
 @needs_npugraph_ex
-def test_capture_tier_fails_random_numbers_unless_allowed_then_warns():
+def test_capture_tier_fails_random_numbers_unless_allowed_then_warns(monkeypatch):
     with pytest.raises(checks.CheckFailed) as caught:
         capture_replay(NOISY, x_call)
     assert caught.value.kind == "random-op" and "npugraph_ex does not support random-number ops in capture" in str(
@@ -455,6 +455,9 @@ def test_capture_tier_fails_random_numbers_unless_allowed_then_warns():
     with pytest.warns(UserWarning, match="draws random numbers while it is captured"):
         report = capture_replay(NOISY, x_call, allow_random=True)
     assert "random numbers in the captured kernel accepted (allow_random): aten.rand_like.default" in report
+    monkeypatch.setenv("OPGEN_ALLOW_RANDOM_IN_CAPTURE", "1")  # the opt-out a generated project's tests read
+    with pytest.warns(UserWarning, match="a warning-level finding: OPGEN_ALLOW_RANDOM_IN_CAPTURE=1 accepts it"):
+        capture_replay(NOISY, x_call)
 
 
 @needs_npugraph_ex
