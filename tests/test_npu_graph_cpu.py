@@ -6,7 +6,9 @@ defined here (namespace `ngc_test`)."""
 
 from __future__ import annotations
 
+import sys
 import types
+from pathlib import Path
 
 import pytest
 import torch
@@ -229,3 +231,23 @@ def test_install_and_uninstall_leave_nothing_behind():
     installed.uninstall()
     assert (dict(vars(stand_in)), dict(vars(stand_in.npu)), "is_npu" in vars(torch.Tensor)) == before
     assert emulation_module.Emulation.current is None
+
+
+def test_the_module_is_ruff_clean_and_imports_only_the_standard_library_and_torch():
+    import ast
+    import shutil
+    import subprocess
+
+    from opgen.project_tests import NPU_GRAPH_CPU, module_path
+
+    path = module_path(NPU_GRAPH_CPU)
+    ruff = shutil.which("ruff") or pytest.fail("ruff is not installed (it is part of the test extra)")
+    done = subprocess.run([ruff, "check", "--no-cache", "--isolated", "--line-length", "120", "--select",
+                           "E,F,W,ARG,B", str(path)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert imported - set(sys.stdlib_module_names) == {"torch"}
+    assert path.resolve() == Path(emulation_module.__file__).resolve()  # opgen loads the template's very file
