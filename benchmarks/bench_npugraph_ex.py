@@ -1,12 +1,14 @@
-"""Wall time of the generated npugraph_ex-on-CPU tier per op, next to the aot_eager tier, in the same run.
+"""Wall time of the generated npugraph_ex-on-CPU tiers per op, next to the aot_eager tier, in the same run.
 
-Every example spec is generated (library style); in one process each op's two generated tests run as
-functions: `test_<op>_compiled_matches_eager` (aot_eager, the baseline: every example once) and
+Every example spec is generated (library style); in one process each op's three generated tests run as
+functions: `test_<op>_compiled_matches_eager` (aot_eager, the baseline: every example once),
 `test_<op>_npugraph_ex_compiles_on_cpu` (npugraph_ex's backend and passes, capture replaced by an eager
-run: the first example three times, new values, mutated buffers reused). Both compile from scratch
-(`torch.compiler.reset()`); rounds are interleaved and the median is reported. npugraph_ex's one-time
-import (once per pytest process) is reported apart; an op whose tier skips, xfails or fails says so.
-Needs `opgen npugraph-ex fetch`.
+run: the first example three times, new values, mutated buffers reused) and
+`test_<op>_npugraph_ex_capture_replay_on_cpu` (the same backend with its own AclGraph capturing on the
+emulated NPU graph: three calls, a frozen-value probe, and for a mutating op a fourth call on new buffers
+that recaptures). All compile from scratch (`torch.compiler.reset()`); rounds are interleaved and the median
+is reported. npugraph_ex's one-time import (once per pytest process) is reported apart; an op whose tier
+skips, xfails or fails says so. Needs `opgen npugraph-ex fetch`.
 
     python benchmarks/bench_npugraph_ex.py [--rounds 3]
 """
@@ -14,7 +16,9 @@ Needs `opgen npugraph-ex fetch`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
+import io
 import statistics
 import subprocess
 import sys
@@ -38,10 +42,11 @@ def load_tests(project: Path, name: str):
 
 
 def timed(fn) -> tuple[float, str]:
-    """Seconds, and 'passed' or the pytest outcome (skip/xfail/failure) it ended with."""
+    """Seconds, and 'passed' or the pytest outcome (skip/xfail/failure) it ended with (what it prints is dropped)."""
     start = time.perf_counter()
     try:
-        fn()
+        with contextlib.redirect_stdout(io.StringIO()):
+            fn()
         outcome = "passed"
     except BaseException as error:  # pytest.skip / pytest.xfail raise BaseExceptions
         if isinstance(error, KeyboardInterrupt):
@@ -72,7 +77,8 @@ def main() -> int:
             for name in dir(module):
                 if name.startswith("test_") and name.endswith("_npugraph_ex_compiles_on_cpu"):
                     stem = name.removeprefix("test_").removesuffix("_npugraph_ex_compiles_on_cpu")
-                    cases.append((stem, getattr(module, f"test_{stem}_compiled_matches_eager"), getattr(module, name)))
+                    cases.append((stem, getattr(module, f"test_{stem}_compiled_matches_eager"), getattr(module, name),
+                                  getattr(module, f"test_{stem}_npugraph_ex_capture_replay_on_cpu")))
 
         lib = loader()
         start = time.perf_counter()
@@ -80,24 +86,32 @@ def main() -> int:
             pass
         print(f"npugraph_ex_import: {time.perf_counter() - start:.2f} s once per process (first Session)")
 
-        times: dict[str, tuple[list, list]] = {stem: ([], []) for stem, _, _ in cases}
-        outcomes = {}
+        times: dict[str, tuple[list, list, list]] = {stem: ([], [], []) for stem, *_ in cases}
+        outcomes: dict[str, tuple[str, str]] = {}
         for _ in range(args.rounds):
-            for stem, aot_eager, npugraph_ex in cases:
+            for stem, aot_eager, npugraph_ex, capture in cases:
                 base, _ = timed(aot_eager)
-                ours, outcomes[stem] = timed(npugraph_ex)
-                times[stem][0].append(base)
-                times[stem][1].append(ours)
-        total_base = total_ours = 0.0
-        for stem, (base, ours) in times.items():
-            base, ours = statistics.median(base), statistics.median(ours)
-            note = "" if outcomes[stem] == "passed" else f", ended: {outcomes[stem]}"
-            if outcomes[stem] == "passed":
-                total_base, total_ours = total_base + base, total_ours + ours
-            print(f"npugraph_ex_on_cpu {stem}: {ours * 1e3:.0f} ms (baseline aot_eager tier: {base * 1e3:.0f} ms, "
-                  f"ratio {ours / base:.2f}x{note})")
-        print(f"npugraph_ex_on_cpu passing ops: {total_ours:.2f} s (baseline aot_eager tier: {total_base:.2f} s, "
-              f"ratio {total_ours / max(total_base, 1e-9):.2f}x)")
+                ours, compiled_outcome = timed(npugraph_ex)
+                captured, capture_outcome = timed(capture)
+                outcomes[stem] = (compiled_outcome, capture_outcome)
+                for column, seconds in zip(times[stem], (base, ours, captured), strict=True):
+                    column.append(seconds)
+        totals = {"compile": [0.0, 0.0], "capture": [0.0, 0.0]}  # passing ops: [tier, baseline]
+        for stem, columns in times.items():
+            base, ours, captured = (statistics.median(column) for column in columns)
+            notes = [f", ended: {outcome}" if outcome != "passed" else "" for outcome in outcomes[stem]]
+            for key, seconds, outcome in (("compile", ours, outcomes[stem][0]), ("capture", captured,
+                                                                                 outcomes[stem][1])):
+                if outcome == "passed":
+                    totals[key][0] += seconds
+                    totals[key][1] += base
+            print(f"npugraph_ex_on_cpu {stem}: compile-only {ours * 1e3:.0f} ms{notes[0]}, capture & replay "
+                  f"{captured * 1e3:.0f} ms{notes[1]} (baseline aot_eager tier: {base * 1e3:.0f} ms; ratios "
+                  f"{ours / base:.2f}x, {captured / base:.2f}x)")
+        for key, label in (("compile", "compile-only"), ("capture", "capture & replay")):
+            tier, base = totals[key]
+            print(f"npugraph_ex_on_cpu {label}, passing ops: {tier:.2f} s (baseline aot_eager tier: {base:.2f} s, "
+                  f"ratio {tier / max(base, 1e-9):.2f}x)")
     return 0
 
 

@@ -1,5 +1,6 @@
-"""The test modules every generated project carries verbatim, `tests/graph_checks.py` (the graph-entry checks)
-and `tests/npugraph_ex_cpu.py` (npugraph_ex on CPU), imported by opgen itself from its templates so that
+"""The test modules every generated project carries verbatim, `tests/graph_checks.py` (the graph-entry checks),
+`tests/npugraph_ex_cpu.py` (npugraph_ex on CPU) and `tests/npu_graph_cpu.py` (NPU graph capture and replay
+emulated on CPU, under npugraph_ex's own AclGraph), imported by opgen itself from its templates so that
 `opgen check` and opgen's own tests run the very code the generated tests run. Torch-free at import.
 """
 
@@ -12,7 +13,11 @@ from types import ModuleType
 
 GRAPH_CHECKS = "graph_checks"
 NPUGRAPH_EX_CPU = "npugraph_ex_cpu"
-MODULES = (GRAPH_CHECKS, NPUGRAPH_EX_CPU)
+NPU_GRAPH_CPU = "npu_graph_cpu"
+MODULES = (GRAPH_CHECKS, NPUGRAPH_EX_CPU, NPU_GRAPH_CPU)
+# what each module imports by name (a generated project's tests/ is on sys.path; opgen's process loads them first;
+# npugraph_ex_cpu loads npu_graph_cpu from beside itself, and only when a capture session needs it: it imports torch)
+IMPORTS = {GRAPH_CHECKS: (NPUGRAPH_EX_CPU,)}
 
 
 def module_path(name: str) -> Path:
@@ -24,9 +29,9 @@ def module_path(name: str) -> Path:
 
 def load(name: str) -> ModuleType:
     """The template's `tests/<name>.py`, imported once per process under its own name (as a generated project's
-    tests import it); graph_checks imports npugraph_ex_cpu by that name, so loading it loads both."""
-    if name == GRAPH_CHECKS:
-        load(NPUGRAPH_EX_CPU)
+    tests import it), after the modules it imports by name (IMPORTS)."""
+    for dependency in IMPORTS.get(name, ()):
+        load(dependency)
     module = sys.modules.get(name)
     if module is None:
         spec = importlib.util.spec_from_file_location(name, module_path(name))

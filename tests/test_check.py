@@ -121,12 +121,62 @@ def test_every_broken_op_is_classified_and_every_twin_passes(cache_env):
     for op, report in twins.items():
         assert report["verdict"] is None, (op, report["verdict"])
         statuses = {r["name"]: r["status"] for r in report["rungs"]}
-        assert statuses["capture"] == "skip"
         expected_npugraph_ex = "skip" if cache_env.get("npugraph_ex") == "absent" else "pass"
         assert statuses == {**dict.fromkeys(RUNG_NAMES, "pass"), "npugraph_ex": expected_npugraph_ex,
-                            "capture": "skip"}, op
-        assert "no NPU" in report["rungs"][-1]["reason"]
+                            "capture": expected_npugraph_ex}, op
+        capture = report["rungs"][-1]["reason"]
+        if cache_env.get("npugraph_ex") == "absent":  # no NPU, no GPU here: capture on CPU needs npugraph_ex too
+            assert "capture on CPU needs npugraph_ex" in capture, capture
+        else:
+            assert "npugraph_ex's AclGraph captured its CPU kernel" in capture and "1 capture and 3 replays" in capture
     assert good.returncode == 0, good.stdout
+
+
+# check_fixtures/capture.py: op -> (signature, the kernel line its evidence names)
+CAPTURE = {
+    "chk_cap::value_branch": ("cpu-sync-in-kernel", "capture.py:28: if x.abs().max() > 1:"),
+    "chk_cap::validated": ("cpu-sync-in-kernel", "capture.py:44: if (idx >= x.shape[0]).any().item():"),
+    "chk_cap::zero_rows": ("cpu-sync-in-kernel", "capture.py:58: for row in idx.tolist():"),
+    "chk_cap::round_trip": ("cpu-sync-in-kernel", "capture.py:69: host = x.cpu()"),
+    "chk_cap::npu_checked": ("cpu-sync-in-kernel", "capture.py:79: if x.isnan().any():"),  # in the NPU kernel
+    "chk_cap::workspace": ("capture-static-output", "capture.py:101: torch.mul(x, 2, out=out)"),
+    "chk_cap::rebind": ("capture-recapture", "capture.py:111: cache.set_(torch.cat([cache[1:], x[:1]]))"),
+    "chk_cap::scheduled": ("capture-frozen-value", 'capture.py:91: return x * (0.5 ** SCHEDULE["step"])'),
+}
+# its kernel is no function of its inputs, which opcheck, aot_eager and npugraph_ex's compiler all see first
+FROZEN = "chk_cap::scheduled"
+
+
+@pytest.mark.slow
+def test_the_capture_rung_classifies_planted_kernels_and_passes_their_twins(cache_env):
+    """The capture rung on CPU (npugraph_ex's AclGraph over the emulated NPU graph) classifies each planted kernel of
+    check_fixtures/capture.py after every earlier rung passed it: host syncs as "cpu-sync-in-kernel" (layer ge-cann),
+    a buffer kept across calls as "capture-static-output", a kernel moving its mutated argument as
+    "capture-recapture", and (earlier rungs skipped) a per-call config as "capture-frozen-value", each with the
+    kernel's line as evidence. Every twin passes every rung, the capture included."""
+    if cache_env.get("npugraph_ex") == "absent":
+        pytest.skip("npugraph_ex is not fetched")
+    targets = [f"check_fixtures.capture:{op}" for op in CAPTURE if op != FROZEN]
+    found = reports(check("--json", "--skip", "static", *targets, env=cache_env))
+    frozen = reports(check("--json", "--skip", "static", "--skip", "opcheck", "--skip", "aot_eager", "--skip",
+                           "npugraph_ex", f"check_fixtures.capture:{FROZEN}", env=cache_env))
+    assert reports(check("--json", "--skip", "static", f"check_fixtures.capture:{FROZEN}", env=cache_env))[FROZEN][
+        "verdict"]["signature"] == "compiled-differs-opcheck"  # why its earlier rungs are skipped
+    for op, (signature, line) in CAPTURE.items():
+        report = {**found, **frozen}[op]
+        statuses = {r["name"]: r["status"] for r in report["rungs"]}
+        assert statuses["capture"] == "fail" and all(status != "fail" for name, status in statuses.items()
+                                                     if name != "capture"), (op, statuses)
+        verdict = report["verdict"]
+        assert verdict["signature"] == signature, (op, verdict)
+        assert verdict["layer"] == BY_ID[signature].layer
+        assert f"at check_fixtures/{line}" in verdict["evidence"], (op, verdict["evidence"])
+    twins = [f"check_fixtures.capture:ok_cap::{op.split('::')[1]}" for op in CAPTURE]
+    good = check("--json", *twins, env=cache_env)
+    for op, report in reports(good).items():
+        assert report["verdict"] is None, (op, report["verdict"])
+        assert {r["name"]: r["status"] for r in report["rungs"]} == dict.fromkeys(RUNG_NAMES, "pass"), op
+    assert good.returncode == 0
 
 
 @pytest.mark.slow
@@ -336,6 +386,9 @@ PROVEN_ELSEWHERE = {
     "worker-timeout": "test_a_crash_and_a_hang_are_diagnoses_and_the_next_op_still_runs",
     "backend-compile-failed": "test_backend_compile_failed_is_proven_on_torchs_own_exception",
     "npugraph_ex-compile-failed": "test_backend_compile_failed_is_proven_on_torchs_own_exception",
+    "capture-frozen-value": "test_the_capture_rung_classifies_planted_kernels_and_passes_their_twins",
+    "capture-static-output": "test_the_capture_rung_classifies_planted_kernels_and_passes_their_twins",
+    "capture-recapture": "test_the_capture_rung_classifies_planted_kernels_and_passes_their_twins",
 }
 # Rows without any proof, and why none can be had here. Keep this empty where possible.
 UNPROVEN = {

@@ -21,8 +21,8 @@ pytestmark = pytest.mark.slow  # every example's project generated and tested in
 
 TIERS = ("is_registered", "enters_graph_with_fake_tensors", "opcheck", "compiled_matches_eager",
          "npugraph_ex_capture_replay", "cuda_graphs_capture_replay", "npugraph_ex_compiles_on_cpu",
-         "matches_expected_values", "matches_the_reference", "writes_what_the_schema_says",
-         "compiles_once_for_two_sizes", "non_contiguous_inputs")
+         "npugraph_ex_capture_replay_on_cpu", "matches_expected_values", "matches_the_reference",
+         "writes_what_the_schema_says", "compiles_once_for_two_sizes", "non_contiguous_inputs")
 AUTOGRAD_TIERS = ("opcheck_with_requires_grad", "gradcheck")  # only for ops with `autograd:` in the spec
 DYNAMIC = ("has a data-dependent output size (`dynamic`); a captured graph cannot return a size known only at "
            "run time")
@@ -79,6 +79,13 @@ def expected_outcomes() -> dict[str, tuple[str, str]]:
             expected[npugraph_ex] = ("failed", TODO_MESSAGE)
         elif stem in NPUGRAPH_EX_COPIES:
             expected[npugraph_ex] = ("skipped", NPUGRAPH_EX_COPIES[stem])
+        capture = f"test_{stem}_npugraph_ex_capture_replay_on_cpu"  # npugraph_ex's AclGraph, emulated NPU graph
+        if dynamic:
+            expected[capture] = ("skipped", f"{qualname} {DYNAMIC}")
+        elif NPUGRAPH_EX is not None:
+            expected[capture] = ("skipped", NPUGRAPH_EX)
+        elif not semantics:
+            expected[capture] = ("failed", TODO_MESSAGE)
     return expected
 
 
@@ -112,8 +119,14 @@ def test_generated_tests_pass_and_skip_exactly_as_expected(generated, tmp_path):
     # npugraph_ex on CPU: 6 pass, the dynamic op skips, the 2 tagged ops xfail (a known copy), the TODO op fails
     npugraph_ex = {"passed": 6, "skipped": 3, "failed": 1} if NPUGRAPH_EX is None else {"passed": 0, "skipped": 10,
                                                                                          "failed": 0}
-    assert counts == {"passed": 10 * 9 - 5 + 2 + 9 + npugraph_ex["passed"], "skipped": 10 * 2 + npugraph_ex["skipped"],
-                      "failed": 5 + npugraph_ex["failed"]}
+    # capture & replay on CPU: 8 pass (the tagged ops too), the dynamic op skips, the TODO op fails
+    capture = {"passed": 8, "skipped": 1, "failed": 1} if NPUGRAPH_EX is None else {"passed": 0, "skipped": 10,
+                                                                                     "failed": 0}
+    ran = [name for name, r in results.items() if name.endswith("_capture_replay_on_cpu") and r["outcome"] == "passed"]
+    assert len(ran) == capture["passed"], f"{style}: capture & replay on CPU passed for {sorted(ran)}"
+    assert counts == {"passed": 10 * 9 - 5 + 2 + 9 + npugraph_ex["passed"] + capture["passed"],
+                      "skipped": 10 * 2 + npugraph_ex["skipped"] + capture["skipped"],
+                      "failed": 5 + npugraph_ex["failed"] + capture["failed"]}
 
 
 def test_generated_code_is_ruff_clean_and_parses(generated):

@@ -490,6 +490,239 @@ def test_what_the_skip_of_a_dynamic_ops_npugraph_ex_tier_says_is_true():
         checks.assert_npugraph_ex_compiles_on_cpu(dynamic, lambda seed: {"x": torch.tensor([0.0, 1.0, 0.0, 2.0])})
 
 
+# --- capture & replay on CPU: npugraph_ex's AclGraph over the emulated NPU graph ------------------------
+
+CONFIG = {"scale": 1.0}  # a module-level config a planted kernel reads per call
+KEPT = {}  # a buffer a planted kernel keeps across calls
+
+
+def _validated(x):
+    if x.isnan().any().item():  # planted: validation in the kernel
+        raise ValueError("NaN input")
+    return x * 2
+
+
+def _value_branch(x):
+    if x.abs().max() > 1:  # planted: a branch on a tensor value
+        return x / x.abs().max()
+    return x.clone()
+
+
+def _value_where(x):
+    peak = x.abs().max()
+    return torch.where(peak > 1, x / peak, x)
+
+
+def _zero_rows(x, idx):
+    out = x.clone()
+    for row in idx.tolist():  # planted: a loop over a tensor's values
+        out[row] = 0
+    return out
+
+
+def _round_trip(x):
+    host = x.cpu()  # planted: a copy to the host and back
+    return (host * 2).to(x.device)
+
+
+def _metadata(x):
+    return x * x.shape[0] + x.dim()  # sizes and dims are host values a capture may read
+
+
+def _configured(x):
+    return x * CONFIG["scale"]  # planted: a module-level config read per call
+
+
+def _noisy(x):
+    return x + torch.rand_like(x)  # random numbers in a captured kernel
+
+
+def _kept(x):
+    out = KEPT.setdefault(tuple(x.shape), torch.empty_like(x))
+    torch.mul(x, 2, out=out)  # planted: the output is a buffer kept across calls
+    return out
+
+
+def _rebind(x, y):
+    x.set_(x + y)  # planted: the mutated argument gets new memory
+
+
+def _npu_validated(x):
+    if x.isnan().any():  # planted, in the NPU kernel
+        raise ValueError("NaN input")
+    return x * 2
+
+
+def _npu_stub(x):
+    raise NotImplementedError("gc_test::npu_stub has no NPU kernel yet: write it in kernels/npu_stub_npu.py")
+
+
+VALIDATED = define("validated(Tensor x) -> Tensor", _validated, lambda x: torch.empty_like(x))
+VALUE_BRANCH = define("value_branch(Tensor x) -> Tensor", _value_branch, lambda x: torch.empty_like(x))
+VALUE_WHERE = define("value_where(Tensor x) -> Tensor", _value_where, lambda x: torch.empty_like(x))
+ZERO_ROWS = define("zero_rows(Tensor x, Tensor idx) -> Tensor", _zero_rows, lambda x, idx: torch.empty_like(x))
+INDEX_FILL = define("index_fill(Tensor x, Tensor idx) -> Tensor", lambda x, idx: x.index_fill(0, idx, 0),
+                    lambda x, idx: torch.empty_like(x))
+ROUND_TRIP = define("round_trip(Tensor x) -> Tensor", _round_trip, lambda x: torch.empty_like(x))
+METADATA = define("metadata(Tensor x) -> Tensor", _metadata, lambda x: torch.empty_like(x))
+CONFIGURED = define("configured(Tensor x) -> Tensor", _configured, lambda x: torch.empty_like(x))
+SCALED = define("scaled(Tensor x, Tensor scale) -> Tensor", lambda x, scale: x * scale,
+                lambda x, scale: torch.empty_like(x))
+NOISY = define("noisy(Tensor x) -> Tensor", _noisy, lambda x: torch.empty_like(x))
+KEEPS = define("keeps(Tensor x) -> Tensor", _kept, lambda x: torch.empty_like(x))
+REBIND = define("rebind(Tensor(a!) x, Tensor y) -> ()", _rebind, lambda x, y: None)
+VIEW = define("view(Tensor x) -> Tensor", lambda x: x.view(-1), lambda x: x.new_empty(x.numel()))
+NPU_VALIDATED = define("npu_validated(Tensor x) -> Tensor", lambda x: x * 2, lambda x: torch.empty_like(x))
+lib.impl("npu_validated", _npu_validated, "PrivateUse1")
+NPU_PLAIN = define("npu_plain(Tensor x) -> Tensor", lambda x: x * 2, lambda x: torch.empty_like(x))
+lib.impl("npu_plain", lambda x: x * 2, "PrivateUse1")
+NPU_STUB = define("npu_stub(Tensor x) -> Tensor", lambda x: x * 2, lambda x: torch.empty_like(x))
+lib.impl("npu_stub", _npu_stub, "PrivateUse1")
+
+
+def line_of(function, text: str) -> str:
+    """`test_graph_checks.py:<line>: <code>` of the line of `function` holding `text`, as the capture tier shows it."""
+    import inspect
+
+    lines, first = inspect.getsourcelines(function)
+    number, code = next((first + i, line.strip()) for i, line in enumerate(lines) if text in line)
+    return f"test_graph_checks.py:{number}: {code}"
+
+
+def idx_call(seed: int = 0) -> dict:
+    return {**x_call(seed), "idx": torch.tensor([0, 2])}
+
+
+def capture_replay(op, make_call, **kwargs) -> str:
+    return checks.assert_npugraph_ex_capture_replay_on_cpu(op, make_call, **kwargs)
+
+
+@needs_npugraph_ex
+def test_capture_tier_passes_correct_ops_and_says_what_aclgraph_did():
+    report = capture_replay(UPDATE, xy_call)
+    assert "npugraph_ex's AclGraph captured its CPU kernel (kernels/update_cpu.py; the op has no NPU kernel)" in report
+    assert "1 capture and 3 replays for 3 calls; the kernel's Python ran 1 time(s) at capture and 0 during" in report
+    assert "new memory for 'x' (same shapes) made AclGraph recapture once (recapture_due_to_mutated_input_change)" in (
+        report)
+    report = capture_replay(DOUBLE, x_call)
+    assert "output 0 of call 1, kept without a clone, is the memory of call 3's and holds its values" in report
+    assert "static output memory" not in capture_replay(DOUBLE, x_call, options={"clone_output": True})
+
+    def two_buffers(seed):
+        g = torch.Generator().manual_seed(seed)
+        return {"xs": [checks.random_tensor((2, 3), torch.float32, g), checks.random_tensor((4,), torch.float32, g)],
+                "v": 1.5}
+
+    assert "recapture once" in capture_replay(FILL_ALL, two_buffers)  # each tensor of a Tensor(a!)[] in place
+
+
+@needs_npugraph_ex
+@pytest.mark.parametrize(("planted", "twin", "make_call", "text", "fix"), [
+    (VALIDATED, DOUBLE, x_call, "if x.isnan().any().item():", "check the inputs before calling the op"),
+    (VALUE_BRANCH, VALUE_WHERE, x_call, "if x.abs().max() > 1:", "torch.where(condition, a, b)"),
+    (ZERO_ROWS, INDEX_FILL, idx_call, "for row in idx.tolist():", "index with tensors instead of Python lists"),
+    (ROUND_TRIP, METADATA, x_call, "host = x.cpu()", "keep the data on the device"),
+], ids=["item-validation", "value-branch", "tolist", "cpu-round-trip"])
+def test_capture_tier_names_the_kernel_line_of_a_host_sync_and_passes_its_twin(planted, twin, make_call, text, fix):
+    kernel = {VALIDATED: _validated, VALUE_BRANCH: _value_branch, ZERO_ROWS: _zero_rows, ROUND_TRIP: _round_trip}[planted]
+    with pytest.raises(checks.CheckFailed) as caught:
+        capture_replay(planted, make_call)
+    message = str(caught.value)
+    assert caught.value.kind == "cpu-sync-in-kernel"
+    assert f"cannot be captured by npugraph_ex: its CPU kernel (kernels/{planted.overload._schema.name[9:]}_cpu.py" in (
+        message)
+    assert line_of(kernel, text) in message and "fix: " in message and fix in message, message
+    assert "during NPU graph capture. If you need this call to be captured, please file an issue" in message
+    capture_replay(twin, make_call)
+
+
+@needs_npugraph_ex
+def test_capture_tier_names_a_frozen_config_and_passes_the_value_as_a_tensor():
+    def configured_call(seed):
+        CONFIG["scale"] = 1.0 + seed  # the caller changes the config between calls
+        return x_call(seed)
+
+    with pytest.raises(checks.CheckFailed) as caught:
+        capture_replay(CONFIGURED, configured_call)
+    assert caught.value.kind == "capture-frozen-value"
+    message = str(caught.value)
+    assert line_of(_configured, 'CONFIG["scale"]') in message
+    assert "it launched aten.mul.Tensor with 1.0 at capture, 2.0 now" in message, message
+    assert "seen as: npugraph_ex on CPU, call 2: output 0 differs" in message
+    capture_replay(SCALED, lambda seed: {**x_call(seed), "scale": torch.tensor(1.0 + seed)})
+
+
+@needs_npugraph_ex
+def test_capture_tier_fails_random_numbers_unless_allowed_then_warns(monkeypatch):
+    with pytest.raises(checks.CheckFailed) as caught:
+        capture_replay(NOISY, x_call)
+    assert caught.value.kind == "random-op" and "npugraph_ex does not support random-number ops in capture" in str(
+        caught.value)
+    assert line_of(_noisy, "torch.rand_like") in str(caught.value)
+    with pytest.warns(UserWarning, match="draws random numbers while it is captured"):
+        report = capture_replay(NOISY, x_call, allow_random=True)
+    assert "random numbers in the captured kernel accepted (allow_random): aten.rand_like.default" in report
+    monkeypatch.setenv("OPGEN_ALLOW_RANDOM_IN_CAPTURE", "1")  # the opt-out a generated project's tests read
+    with pytest.warns(UserWarning, match="a warning-level finding: OPGEN_ALLOW_RANDOM_IN_CAPTURE=1 accepts it"):
+        capture_replay(NOISY, x_call)
+
+
+@needs_npugraph_ex
+@pytest.mark.parametrize(("op", "make_call", "kind", "text"), [
+    (KEEPS, x_call, "capture-static-output", "(kernels/keeps_cpu.py; the op has no NPU kernel) keeps across calls"),
+    (REBIND, xy_call, "capture-recapture", "gives the argument it writes, 'x', new memory"),
+    (VIEW, x_call, "view-return", "returns the memory of an input"),
+    (SNEAKY, xy_call, "npugraph_ex-private-input-copy", "argument 'x' after the call differs from the reference's"),
+], ids=["kept-buffer", "rebinds-argument", "view", "undeclared-write"])
+def test_capture_tier_names_output_memory_and_argument_memory_problems(op, make_call, kind, text):
+    with pytest.raises(checks.CheckFailed) as caught:
+        capture_replay(op, make_call)
+    assert caught.value.kind == kind and text in str(caught.value), str(caught.value)
+    planted = {KEEPS: (_kept, "torch.mul(x, 2, out=out)"), REBIND: (_rebind, "x.set_(x + y)")}.get(op)
+    if planted:
+        assert line_of(*planted) in str(caught.value)
+
+
+@needs_npugraph_ex
+def test_capture_tier_captures_a_plain_torch_npu_kernel_and_says_which_kernel_it_captured():
+    with pytest.raises(checks.CheckFailed) as caught:
+        capture_replay(NPU_VALIDATED, x_call)
+    assert "its NPU (PrivateUse1) kernel, plain torch on CPU, makes a call" in str(caught.value)
+    assert line_of(_npu_validated, "if x.isnan().any():") in str(caught.value)
+    assert "captured its NPU (PrivateUse1) kernel, plain torch on CPU," in capture_replay(NPU_PLAIN, x_call)
+    report = capture_replay(NPU_STUB, x_call)
+    assert ("captured its CPU kernel (kernels/npu_stub_cpu.py; the NPU kernel is not plain torch on CPU: "
+            "NotImplementedError: gc_test::npu_stub has no NPU kernel yet") in report
+
+
+@needs_npugraph_ex
+def test_capture_tier_compares_with_the_reference_it_is_given():
+    """`reference` is the oracle (the CPU kernel by default): a wrong one fails, an independent correct one passes."""
+    capture_replay(DOUBLE, x_call, reference=lambda call: call["x"] + call["x"])
+    with pytest.raises(checks.CheckFailed, match="call 1: output 0 differs from the reference's"):
+        capture_replay(DOUBLE, x_call, reference=lambda call: call["x"] * 3)
+
+
+def test_replays_see_new_values_fixed_ones_and_indices_permuted_in_range():
+    def fixed(seed):
+        return {"x": checks.random_tensor((4,), torch.float32, torch.Generator().manual_seed(seed)),
+                "idx": torch.tensor([3, 0, 2, 1]), "xs": [torch.tensor([5.0, 6.0, 7.0])], "n": 2}
+
+    varied = checks._new_values(fixed)
+    first, later = varied(0), varied(1)
+    assert torch.equal(first["idx"], torch.tensor([3, 0, 2, 1])) and not torch.equal(later["idx"], first["idx"])
+    assert sorted(later["idx"].tolist()) == [0, 1, 2, 3] and sorted(later["xs"][0].tolist()) == [5.0, 6.0, 7.0]
+    assert not torch.equal(later["xs"][0], first["xs"][0]) and later["n"] == 2
+    assert torch.equal(later["x"], fixed(1)["x"])  # random values are new already: left as drawn
+
+    def needs_order(call):
+        if not bool((call["idx"][1:] >= call["idx"][:-1]).all()):
+            raise ValueError("offsets must not decrease")
+
+    ordered = checks._new_values(lambda seed: {**fixed(seed), "idx": torch.tensor([0, 1, 3, 7])}, needs_order)
+    assert torch.equal(ordered(1)["idx"], torch.tensor([0, 1, 3, 7]))  # refused once permuted: kept as given
+
+
 # --- the module itself -----------------------------------------------------------------------------
 
 

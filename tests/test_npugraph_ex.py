@@ -297,8 +297,9 @@ def test_a_missing_cache_names_the_fetch_command(tmp_path, monkeypatch):
 @pytest.mark.slow
 @needs_npugraph_ex
 def test_the_loader_leaves_the_process_as_it_found_it():
-    """Enter and leave twice in a fresh process: modules, sys.path, torch.npu, torch's collective remaps and
-    the signal handlers are restored; the second entry reuses the first import; exit is clean."""
+    """Enter and leave four times in a fresh process, compile-only and capture sessions in turn: modules, sys.path,
+    torch.npu, the emulation's names and Tensor.is_npu, torch's collective remaps and the signal handlers are
+    restored; later entries reuse the first import; exit is clean."""
     code = textwrap.dedent(f"""
         import signal, sys
         import torch
@@ -312,15 +313,21 @@ def test_the_loader_leaves_the_process_as_it_found_it():
                     dict(fc.traceable_collective_remaps), set(vars(fc)))
 
         before = state()
-        for _ in range(2):
-            with npugraph_ex_cpu.Session() as session:
+        for capture in (False, True, False, True):
+            torch._dynamo.reset()
+            with npugraph_ex_cpu.Session(capture=capture) as session:
                 assert sys.modules["torch_npu"].npu is torch.npu and "npugraph_ex" in sys.modules
                 assert len(fc.traceable_collective_remaps) > len(before[5])
+                assert hasattr(torch.Tensor, "is_npu") == capture == hasattr(torch.npu, "NPUGraph")
                 backend = session.backend()
                 compiled = torch.compile(lambda x: x.sin() + 1, backend=backend, fullgraph=True, dynamic=False)
                 assert torch.equal(compiled(torch.ones(3)), torch.ones(3).sin() + 1)
-                assert session.runs == 1 and len(session.graphs) == 1
+                if capture:  # npugraph_ex's own AclGraph: one capture (after its empty pool capture), one replay
+                    assert [g.replays for g in session.emulation.captures] == [1] and not session.graphs
+                else:
+                    assert session.runs == 1 and len(session.graphs) == 1
             assert state() == before, [a == b for a, b in zip(state(), before)]
+            assert not hasattr(torch.Tensor, "is_npu") and torch.Tensor.tolist is torch._C.TensorBase.tolist
         print("ok")
     """)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=False)
@@ -419,20 +426,24 @@ ops:
     examples: [{xs: [{shape: [2, 3], dtype: float32}, {shape: [4], dtype: float32}], v: 1.5}]
 """
 
-def run_tier(project: Path, junit: Path, env: dict | None = None) -> dict[str, tuple[str, str]]:
-    """Run the project's npugraph_ex tier (and the look-alikes) in one pytest process: name -> (outcome, text)."""
+def run_tier(project: Path, junit: Path, env: dict | None = None,
+             tier: str = "npugraph_ex_compiles_on_cpu") -> dict[str, tuple[str, str]]:
+    """Run the project's npugraph_ex tier (and the look-alikes) in one pytest process: name -> (outcome, text, the
+    test's printed output)."""
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c", os.devnull, f"--junitxml={junit}",
-               "-k", "npugraph_ex_compiles_on_cpu", str(project / "tests")]
+               "-o", "junit_logging=system-out", "-k", tier, str(project / "tests")]
     full_env = {**os.environ, "PYTHONPATH": pythonpath([project]), **(env or {})}
     done = subprocess.run(command, env=full_env, capture_output=True, text=True, timeout=900, cwd=junit.parent,
                           check=False)
     results = {}
     for case in ElementTree.parse(junit).getroot().iter("testcase"):
-        outcome, text = "passed", ""
+        outcome, text, printed = "passed", "", ""
         for child in case:
             if child.tag in ("failure", "error", "skipped"):
                 outcome, text = child.tag, (child.get("message") or "") + "\n" + (child.text or "")
-        results[case.get("name")] = (outcome, text)
+            elif child.tag == "system-out":
+                printed = child.text or ""
+        results[case.get("name")] = (outcome, text, printed)
     assert results, done.stdout + done.stderr
     return results
 
@@ -475,10 +486,121 @@ def test_the_tier_fails_broken_ops_saying_why_and_passes_correct_ones(broken_pro
 
 @pytest.mark.slow  # generates a project and runs its tests
 def test_without_the_cache_the_tier_skips_with_the_fetch_command(broken_project, tmp_path):
-    results = run_tier(broken_project, tmp_path / "junit.xml", env={"OPGEN_CACHE_DIR": str(tmp_path / "empty")})
-    assert len(results) == 7
-    for name, (outcome, text) in results.items():
-        if name == "test_nonzero_npugraph_ex_compiles_on_cpu":
+    """Both CPU tiers of npugraph_ex, the compiler's and capture & replay, skip naming the fetch command."""
+    results = run_tier(broken_project, tmp_path / "junit.xml", env={"OPGEN_CACHE_DIR": str(tmp_path / "empty")},
+                       tier="npugraph_ex_compiles_on_cpu or npugraph_ex_capture_replay_on_cpu")
+    assert len(results) == 14 and sum(name.endswith("_capture_replay_on_cpu") for name in results) == 7
+    for name, (outcome, text, _) in results.items():
+        if name.startswith("test_nonzero_npugraph_ex_"):
             assert outcome == "skipped" and "data-dependent output size" in text
         else:
             assert outcome == "skipped" and text.startswith(NOT_FOUND), (name, outcome, text)
+
+
+# --- the generated capture & replay tier on planted kernels ------------------------------------------------
+
+CAPTURE_SPEC = """\
+namespace: capture_ops
+style: library
+device: npu
+ops:
+  - schema: "validated(Tensor x) -> Tensor"
+    doc: "Validates its input with .item() inside the kernel."
+    outputs: {out0: {shape: "x.shape", dtype: "x.dtype"}}
+    reference: |
+      if x.isnan().any().item():
+          raise ValueError("NaN input")
+      return x * 2
+    examples: [{x: {shape: [4, 8], dtype: float32}}]
+  - schema: "validated_outside(Tensor x) -> Tensor"
+    doc: "Its twin: validation belongs to the caller, before the op."
+    outputs: {out0: {shape: "x.shape", dtype: "x.dtype"}}
+    reference: |
+      return x * 2
+    examples: [{x: {shape: [4, 8], dtype: float32}}]
+  - schema: "value_branch(Tensor x) -> Tensor"
+    doc: "Branches on a tensor value."
+    outputs: {out0: {shape: "x.shape", dtype: "x.dtype"}}
+    reference: |
+      if x.abs().max() > 1:
+          return x / x.abs().max()
+      return x.clone()
+    examples: [{x: {shape: [4, 8], dtype: float32}}]
+  - schema: "value_where(Tensor x) -> Tensor"
+    doc: "Its twin: torch.where keeps the decision on the device."
+    outputs: {out0: {shape: "x.shape", dtype: "x.dtype"}}
+    reference: |
+      peak = x.abs().max()
+      return torch.where(peak > 1, x / peak, x)
+    examples: [{x: {shape: [4, 8], dtype: float32}}]
+  - schema: "zero_rows(Tensor x, Tensor idx) -> Tensor"
+    doc: "Loops over idx.tolist()."
+    outputs: {out0: {shape: "x.shape", dtype: "x.dtype"}}
+    reference: |
+      out = x.clone()
+      for row in idx.tolist():
+          out[row] = 0
+      return out
+    examples: [{x: {shape: [4, 8], dtype: float32}, idx: {values: [0, 2], dtype: int64}}]
+  - schema: "round_trip(Tensor x) -> Tensor"
+    doc: "Copies to the host and back."
+    outputs: {out0: {shape: "x.shape", dtype: "x.dtype"}}
+    reference: |
+      host = x.cpu()
+      return (host * 2).to(x.device)
+    examples: [{x: {shape: [4, 8], dtype: float32}}]
+  - schema: "metadata(Tensor x) -> Tensor"
+    doc: "The look-alike of host reads: sizes and dims are host values a capture may read."
+    outputs: {out0: {shape: "x.shape", dtype: "x.dtype"}}
+    reference: |
+      return x * x.shape[0] + x.dim()
+    examples: [{x: {shape: [4, 8], dtype: float32}}]
+  - schema: "scheduled(Tensor x) -> Tensor"
+    doc: "Reads (and advances) a module-level config per call."
+    outputs: {out0: {shape: "x.shape", dtype: "x.dtype"}}
+    reference: |
+      schedule = globals().setdefault("SCHEDULE", {"step": 0})
+      schedule["step"] += 1
+      return x * 0.5 ** schedule["step"]
+    examples: [{x: {shape: [4, 8], dtype: float32}}]
+  - schema: "cache_write(Tensor(a!) cache, Tensor rows, Tensor src) -> ()"
+    doc: "A correct in-place op: the tier shows the recapture a new cache buffer causes."
+    reference: |
+      cache.index_copy_(0, rows, src)
+    examples: [{cache: {shape: [8, 4], dtype: float32}, rows: {values: [6, 1, 3], dtype: int64},
+                src: {shape: [3, 4], dtype: float32}}]
+"""
+# planted op -> the line of its kernel the failure names (the twins pass)
+CAPTURE_PLANTED = {"validated": "if x.isnan().any().item():", "value_branch": "if x.abs().max() > 1:",
+                   "zero_rows": "for row in idx.tolist():", "round_trip": "host = x.cpu()",
+                   "scheduled": 'x * 0.5 ** schedule["step"]'}  # (the kernel returns it .contiguous())
+CAPTURE_KINDS = {"scheduled": "a host value of its CPU kernel"}  # else a capture error
+
+
+@pytest.mark.slow  # generates a project and runs its tests
+@needs_npugraph_ex
+def test_the_capture_tier_of_a_generated_project_names_the_kernel_line_and_passes_the_twins(tmp_path):
+    (tmp_path / "capture.yaml").write_text(CAPTURE_SPEC, encoding="utf-8")
+    project = tmp_path / "project"
+    done = opgen("new", str(tmp_path / "capture.yaml"), "-o", str(project))
+    assert done.returncode == 0, done.stderr
+    results = run_tier(project, tmp_path / "junit.xml", tier="capture_replay_on_cpu")
+    ops = ("validated", "validated_outside", "value_branch", "value_where", "zero_rows", "round_trip", "metadata",
+           "scheduled", "cache_write")
+    assert sorted(results) == sorted(f"test_{op}_npugraph_ex_capture_replay_on_cpu" for op in ops)
+    for op in ops:
+        outcome, text, printed = results[f"test_{op}_npugraph_ex_capture_replay_on_cpu"]
+        if op not in CAPTURE_PLANTED:
+            assert outcome == "passed", (op, text[-3000:])
+            assert (f"capture_ops::{op}: npugraph_ex's AclGraph captured its CPU kernel (capture_ops/kernels/{op}_cpu.py; "
+                    "the NPU kernel is not plain torch on CPU: NotImplementedError") in printed, printed
+            continue
+        kernel = project / "capture_ops" / "kernels" / f"{op}_cpu.py"
+        number = next(i for i, line in enumerate(kernel.read_text().splitlines(), 1) if CAPTURE_PLANTED[op] in line)
+        assert outcome == "failure", (op, outcome)
+        line = kernel.read_text().splitlines()[number - 1].strip()
+        assert f"capture_ops/kernels/{op}_cpu.py:{number}: {line}" in text, (op, text[-3000:])
+        assert CAPTURE_KINDS.get(op, "makes a call the capturing stream refuses") in text, (op, text[-3000:])
+    printed = results["test_cache_write_npugraph_ex_capture_replay_on_cpu"][2]
+    assert "1 capture and 3 replays for 3 calls; the kernel's Python ran 1 time(s) at capture and 0 during" in printed
+    assert "new memory for 'cache' (same shapes) made AclGraph recapture once" in printed, printed

@@ -204,9 +204,30 @@ TABLE: tuple[Signature, ...] = (
       "other op: pass the random values in as a tensor argument (generated outside the graph)", CAPTURE_UNSAFE.code),
     S("cpu-sync-in-kernel", "ge-cann", "the kernel syncs with the host (.item(), .cpu(), ...): fails under capture",
       (("a `.item()`/`.tolist()`/`.cpu()`/`bool(tensor)` in the kernel (on NPU: 'Not allow to synchronize "
-       "captured-stream', error 107027)"), "a Python branch on a tensor value"),
-      "keep scalars on the device (pass them as tensors, use torch.where); size-dependent work belongs in the "
-      "schema", CAPTURE_UNSAFE.code),
+       "captured-stream', error 107027)"), "a Python branch on a tensor value (`if x.abs().max() > 1:`)",
+       "input validation inside the kernel (`if (idx >= n).any(): raise ...`)",
+       "a data-dependent output size, or torch.npu.synchronize()"),
+      "keep scalars on the device (pass them as tensors, use torch.where); validate inputs before calling the op; "
+      "size-dependent work belongs in the schema", CAPTURE_UNSAFE.code),
+    S("capture-frozen-value", "npugraph_ex", "a host value of the kernel is frozen at its capture value",
+      (("the kernel reads Python state per call (a module-level config, a global, a step counter): its Python runs "
+        "once, at capture, and replays keep that value"), ("the kernel branches on Python state, so a later call "
+       "would take another path that a replay never takes")),
+      "pass the value as a tensor argument (replays read tensors from device memory), or recompile when it changes",
+      None),
+    S("capture-recapture", "npugraph_ex", "the graph is recaptured although the caller's buffers did not move, or "
+      "new buffers are not handled as AclGraph does",
+      (("the kernel gives its mutated argument new memory (`cache.set_(...)`, `resize_`, `.data =`), so its address "
+        "changes at every call and AclGraph recaptures each time (recapture_due_to_mutated_input_change)"),
+       "a different buffer for a mutated argument is not written (the old one is)"),
+      "write the mutated argument in place (copy_, index_copy_, slice assignment), and keep it at one address",
+      None),
+    S("capture-static-output", "npugraph_ex", "an output is memory the kernel keeps across calls, not a new tensor",
+      (("the kernel returns a module-level or cached buffer (a workspace) instead of allocating its output: every "
+        "call returns the same tensor, so an output the caller keeps changes at the next call"),
+       "the captured outputs are not the graph's pool memory, which npugraph_ex's memory reuse assumes"),
+      "allocate the output in the kernel on every call (torch.empty_like(x), x.new_empty(...)); callers clone "
+      "outputs they keep across calls (npugraph_ex's outputs are static memory, clone_output=False)", None),
     S("npugraph_ex-leftover-copy", "npugraph_ex", "npugraph_ex leaves a copy of a mutated buffer in the graph",
       ("the op returns its mutated input (Tag.inplace / Tag.out): npugraph_ex 2.13.0 does not re-inplace it",
        "the mutated argument is not the one the schema marks (a!)", "a view of a mutated input is returned"),

@@ -476,13 +476,7 @@ def rung_npugraph_ex(op: Op) -> str:
             raise RungFailed("npugraph_ex-leftover-copy", "npugraph_ex left a copy of a mutated buffer, paid at every "
                              "replay", str(error)) from None
         graphs += 1
-    syncs = op.eager_notes.get("syncs") or []
-    if syncs:
-        raise RungFailed("cpu-sync-in-kernel", f"the kernel syncs with the host ({', '.join(syncs)}), which fails "
-                         "under capture", "observed while the kernel ran eagerly on CPU")
-    if op.eager_notes.get("random"):
-        raise RungFailed("random-op", f"the kernel draws random numbers ({', '.join(op.eager_notes['random'])}), "
-                         "which npugraph_ex cannot capture", "observed while the kernel ran eagerly on CPU")
+    # host syncs and random numbers in the kernel are the capture rung's findings (captured, with the kernel's line)
     return (f"{graphs} graph(s) through npugraph_ex's passes, three calls each equal to eager, mutated buffers "
             "written in place")
 
@@ -518,7 +512,8 @@ def _decomposition(op: Op) -> str | None:
 
 
 def rung_capture(op: Op) -> str:
-    """npugraph_ex capture/replay with a real NPU; CUDA graphs with a CUDA GPU."""
+    """npugraph_ex capture/replay with a real NPU; CUDA graphs with a CUDA GPU; else npugraph_ex's own AclGraph
+    over the NPU graph emulation on CPU (after `opgen npugraph-ex fetch`)."""
     import torch
 
     if _device_available("PrivateUse1"):
@@ -526,14 +521,37 @@ def rung_capture(op: Op) -> str:
     elif torch.cuda.is_available():
         device, key, options = "cuda", "CUDA", {"mode": "reduce-overhead"}
     else:
-        raise RungSkipped("no NPU (torch_npu not importable or no device) and no CUDA GPU: capture/replay cannot "
-                          "run here")
+        return _capture_on_cpu(op)
     if not _kernel_keys(op) & {key, "CompositeExplicitAutograd", "CompositeImplicitAutograd"}:
         raise RungSkipped(f"the op has no {key} kernel to capture on this machine's {device}")
     checks = _checks()
     for index in range(len(op.calls)):
         checks.assert_capture_replay(_target(op), lambda seed, index=index: calls(op, seed)[index], device, **options)
     return f"captured and replayed on {device}, equal to the CPU kernel"
+
+
+def _capture_on_cpu(op: Op) -> str:
+    """npugraph_ex's AclGraph captures and replays the op on the emulated NPU graph (tests/npu_graph_cpu.py)."""
+    from ..npugraph_ex import loader
+
+    reason = loader().unavailable(capture=True)
+    if reason is not None:
+        raise RungSkipped(f"no NPU and no CUDA GPU, and capture on CPU needs npugraph_ex: {reason}")
+    if op.eager_notes.get("device_only"):
+        raise RungSkipped("the op has no CPU kernel to compare a capture on CPU with (see the eager rung)")
+    checks = _checks()
+    reports = []
+    for index in range(len(op.calls)):
+        try:
+            reports.append(checks.assert_npugraph_ex_capture_replay_on_cpu(
+                _target(op), lambda seed, index=index: calls(op, seed)[index], allow_random=False))
+        except checks.CheckFailed as failed:
+            lines = [line.strip() for line in str(failed).splitlines() if line.strip()]
+            kernel_line = next((line for line in lines[1:] if re.match(r"\S+:\d+: ", line)), "")
+            evidence = ([f"at {kernel_line}"] if kernel_line else []) + [line for line in lines[1:] if line != kernel_line]
+            raise RungFailed(failed.kind, lines[0], "\n".join(evidence)) from None
+    head = reports[0].splitlines()[0].split(": ", 1)[-1]
+    return f"{len(reports)} example(s): {head}"
 
 
 # --- driver ---------------------------------------------------------------------------------------

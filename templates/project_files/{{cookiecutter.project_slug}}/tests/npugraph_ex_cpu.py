@@ -19,14 +19,17 @@ itself without Ascend's CANN breaks `import torch`, so this module never does.
 - npugraph_ex's pattern-fusion pass is switched off on the stand-in: its patterns are written in
   torch_npu's own C++ operators (torch.ops.npu.npu_add_rms_norm, ...), which do not exist without
   torch_npu, and a graph of one custom op cannot match them. Every other npugraph_ex pass runs.
-- The one replaced piece is `AclGraph`, npugraph_ex's capture-and-replay manager: the concrete graph
-  builds it at the very end of `AclConcreteGraph.optimize_graph_without_runtime`, after every FX pass,
-  and npugraph_ex's generated kernel calls it with the inputs of each run. The replacement runs the
-  `forward` npugraph_ex generated for capture, eagerly on CPU, handing it the inputs the way capture and
-  replay do (`clone_input`: a private copy of every user input the graph does not mutate; mutated inputs
-  and inputs aliased by outputs as they are). No NPU graph is captured: capture safety, memory-pool
-  reuse and device kernels are not exercised here.
-On exit `sys.modules` (npugraph_ex and the stand-in), `sys.path`, `torch.npu`, the entries npugraph_ex
+- `Session()` (compile only) replaces one piece, `AclGraph`, npugraph_ex's capture-and-replay manager:
+  the concrete graph builds it at the very end of `AclConcreteGraph.optimize_graph_without_runtime`, after
+  every FX pass, and npugraph_ex's generated kernel calls it with the inputs of each run. The replacement
+  records that final FX graph and runs the `forward` npugraph_ex generated for capture, eagerly on CPU,
+  handing it the inputs the way capture and replay do (`clone_input`: a private copy of every user input
+  the graph does not mutate; mutated inputs and inputs aliased by outputs as they are).
+- `Session(capture=True)` replaces nothing: npugraph_ex's own AclGraph captures and replays, on the NPU
+  graph emulation of tests/npu_graph_cpu.py (`session.emulation`), which adds to the stand-in exactly the
+  torch_npu names AclGraph uses on that path. It is refused (`unavailable(capture=True)`) where a real NPU is.
+On exit `sys.modules` (npugraph_ex and the stand-in), `sys.path`, `torch.npu`, every name the emulation
+put in (and `Tensor.is_npu`), the entries npugraph_ex
 adds to torch's traceable collective remaps (and their module attributes), the SIGINT/SIGTERM handlers
 and the atexit hook npugraph_ex installs are as they were before; npugraph_ex is imported once per
 process and re-installed on the next entry. (Operators npugraph_ex defines in its own namespaces and
@@ -49,6 +52,7 @@ from typing import ClassVar
 
 FETCH_HINT = "run 'opgen npugraph-ex fetch'"
 PACKAGE = "npugraph_ex"
+EMULATION = "npu_graph_cpu"  # tests/npu_graph_cpu.py
 RECORD = "opgen-fetch.json"
 RELEASE = re.compile(r"\d+\.\d+\.\d+")  # torch's X.Y.Z
 _MISSING = object()
@@ -125,15 +129,33 @@ def _real_torch_npu() -> bool:
     return bool(torch.npu.is_available())
 
 
-def unavailable() -> str | None:
-    """Why npugraph_ex cannot run here, or None."""
+def unavailable(capture: bool = False) -> str | None:
+    """Why npugraph_ex cannot run here, or None. `capture`: capture and replay on the CPU emulation, which a
+    machine with a real NPU does not need (its NPU tier captures for real)."""
     if _real_torch_npu():
-        return None
+        return ("an NPU is present: the NPU tier captures and replays on it (test_<op>_npugraph_ex_capture_replay)"
+                if capture else None)
     if torch_release() is None:
         return "torch is not installed"
     if find() is None:
         return f"npugraph_ex not found: {FETCH_HINT} (looked in {looked_in(torch_release())})"
     return None
+
+
+def emulation_module() -> types.ModuleType:
+    """tests/npu_graph_cpu.py, the NPU graph emulation, from beside this file (imported under its own name, as
+    the generated tests would; it imports torch, so only a capture session loads it)."""
+    module = sys.modules.get(EMULATION)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(EMULATION, Path(__file__).with_name(f"{EMULATION}.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[EMULATION] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[EMULATION]
+            raise
+    return module
 
 
 class _StandInModule(types.ModuleType):
@@ -230,13 +252,16 @@ def _eager_acl_graph(acl_graph_module) -> type:
 
 class Session:
     """`with Session() as session:` compile with `session.backend()`; `session.graphs` holds the final FX
-    graph of each compiled graph and `session.runs` counts the runs that reached capture/replay."""
+    graph of each compiled graph and `session.runs` counts the runs that reached capture/replay.
+    `Session(capture=True)`: AclGraph captures and replays on `session.emulation` (tests/npu_graph_cpu.py)."""
 
     current: Session | None = None
 
-    def __init__(self):
+    def __init__(self, capture: bool = False):
         self.graphs: list = []
         self.runs = 0
+        self.capture = capture
+        self.emulation = None
         self._saved: dict = {}
 
     def backend(self, **options):
@@ -255,7 +280,7 @@ class Session:
 
         if Session.current is not None:
             raise RuntimeError("npugraph_ex_cpu.Session is not re-entrant")
-        reason = unavailable()
+        reason = unavailable(self.capture)
         if reason is not None:
             raise RuntimeError(reason)
         self._saved = {"path": list(sys.path), "npu": getattr(torch, "npu", _MISSING),
@@ -269,10 +294,14 @@ class Session:
                     torch.npu = _Loaded.stand_in.npu
                 sys.modules.update(_Loaded.modules)
                 _apply_torch_changes(undo=False)
-            acl_graph = _Loaded.modules[f"{PACKAGE}._acl_concrete_graph.acl_graph"]
-            converter = _Loaded.modules[f"{PACKAGE}._acl_concrete_graph.fx2acl_converter"]
-            self._saved["acl_graph"] = (acl_graph.AclGraph, converter.AclGraph)
-            acl_graph.AclGraph = converter.AclGraph = _Loaded.eager_acl_graph
+            if self.capture:
+                self.emulation = emulation_module().Emulation()
+                self.emulation.install(_Loaded.stand_in)
+            else:
+                acl_graph = _Loaded.modules[f"{PACKAGE}._acl_concrete_graph.acl_graph"]
+                converter = _Loaded.modules[f"{PACKAGE}._acl_concrete_graph.fx2acl_converter"]
+                self._saved["acl_graph"] = (acl_graph.AclGraph, converter.AclGraph)
+                acl_graph.AclGraph = converter.AclGraph = _Loaded.eager_acl_graph
         except BaseException:
             self._restore()
             raise
@@ -286,6 +315,8 @@ class Session:
     def _restore(self) -> None:
         import torch
 
+        if self.emulation is not None:
+            self.emulation.uninstall()
         if "acl_graph" in self._saved:
             acl_graph = _Loaded.modules[f"{PACKAGE}._acl_concrete_graph.acl_graph"]
             converter = _Loaded.modules[f"{PACKAGE}._acl_concrete_graph.fx2acl_converter"]

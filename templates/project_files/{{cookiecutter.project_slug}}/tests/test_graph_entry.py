@@ -15,7 +15,9 @@ The checks are in tests/graph_checks.py (copied by opgen; `opgen check` runs the
      compared with the CPU kernel;
   4. CUDA: the same under CUDA graphs (mode="reduce-overhead");
   5. npugraph_ex's compiler on CPU (after `opgen npugraph-ex fetch`): its real FX passes, then the graph it
-     would capture run eagerly.
+     would capture run eagerly;
+  6. npugraph_ex's capture and replay on CPU (after the fetch too): its own AclGraph captures the kernel on an
+     emulated NPU graph (tests/npu_graph_cpu.py) and replays it with new values, without the kernel's Python.
 Tiers that cannot run on this machine are skipped with the reason.
 {% if t.no_autograd_note %}
 
@@ -252,5 +254,17 @@ def test_{{ op.stem }}_npugraph_ex_compiles_on_cpu():
     {{ o.skips.no_example }}
 {% else %}
     {{ call("checks.assert_npugraph_ex_compiles_on_cpu", [c, each_seed], "    ") }}
+{% endif %}
+
+
+{% if o.dynamic %}
+{{ o.skips.dynamic }}
+{% endif %}
+def test_{{ op.stem }}_npugraph_ex_capture_replay_on_cpu():
+    """npugraph_ex's AclGraph captures the kernel on an emulated NPU graph, then replays it (tests/npu_graph_cpu.py)."""
+{% if not o.example_lines %}
+    {{ o.skips.no_example }}
+{% else %}
+    {{ call("checks.assert_npugraph_ex_capture_replay_on_cpu", [c, each_seed], "    ") }}
 {% endif %}
 {% endfor %}
