@@ -441,10 +441,10 @@ def test_npugraph_ex_tier_names_an_undeclared_write_an_aliasing_output_and_a_wro
     with pytest.raises(checks.CheckFailed, match="written into npugraph_ex's private input copy") as caught:
         checks.assert_npugraph_ex_compiles_on_cpu(SNEAKY, xy_call)
     assert caught.value.kind == "npugraph_ex-private-input-copy"
-    aliasing = (r"output 0 is the memory of input tensor 0: the kernel returns \(a view of\) an argument|"
-                r"must not also be an input to this custom operator")
-    with pytest.raises(AssertionError, match=aliasing):
+    # torch's own first-call check raises under CI=1 and warns elsewhere: the tier names it the same either way
+    with pytest.raises(checks.CheckFailed, match=r"the kernel returns \(a view of\) an argument") as caught:
         checks.assert_npugraph_ex_compiles_on_cpu(ALIASING, lambda seed: {**x_call(seed), "v": 2.0})
+    assert caught.value.kind == "view-return"
     with pytest.raises(checks.CheckFailed, match=r"output 0: the fake function says \(4,\) torch.float32, the kernel "
                                                  r"returned \(4, 8\)"):
         checks.assert_npugraph_ex_compiles_on_cpu(WRONG_SHAPE, x_call)

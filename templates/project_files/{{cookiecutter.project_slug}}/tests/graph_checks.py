@@ -18,6 +18,7 @@ Checks, in the order of the generated tests:
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from typing import Any, NoReturn
 
 import torch
 from torch._dynamo.backends.common import aot_autograd
+from torch._functorch import config as functorch_config
 from torch._higher_order_ops.auto_functionalize import auto_functionalized, auto_functionalized_v2
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental import _config as symbolic_shapes_config
@@ -80,6 +82,21 @@ def xfail(reason: str) -> NoReturn:
     except ImportError:
         raise SkipCheck(reason) from None
     pytest.xfail(reason)
+
+
+@contextlib.contextmanager
+def outputs_are_new_memory() -> Iterator[None]:
+    """Around a compiled call: torch's first-call check that a custom op's outputs are not its inputs' memory
+    raises (it only warns unless CI is set, torch._functorch.config.error_on_custom_op_aliasing), named here."""
+    try:
+        with functorch_config.patch(error_on_custom_op_aliasing=True):
+            yield
+    except RuntimeError as error:
+        if "must not also be an input to this custom operator" not in str(error):
+            raise
+        raise CheckFailed("an output is the memory of an input: the kernel returns (a view of) an argument while the "
+                          f"schema promises a new tensor; return a clone, or drop the return ({error})",
+                          "view-return") from None
 
 
 @dataclass(frozen=True)
@@ -782,7 +799,8 @@ def assert_compiled_matches_eager(op: Op, calls: Sequence[Call]) -> None:
         eager_call = clone(call)
         returned = op.seeded(op)(eager_call)
         expected = clone(returned)  # before the compiled call: a kernel returning reused memory must not hide
-        actual = compiled(**call)
+        with outputs_are_new_memory():
+            actual = compiled(**call)
         torch.testing.assert_close(actual, expected)
         torch.testing.assert_close(tensors(call), tensors(eager_call))  # inputs mutated the same way
         assert len(tensors(actual)) == len(op.returned) or not op.returned
@@ -932,7 +950,9 @@ def assert_compiles_once(op: Op, calls: Sequence[Call], derived: bool) -> None:
     with symbolic_shapes_config.patch(use_duck_shape=False):  # no public switch: the config `dynamic=True` reads
         for call in calls:
             eager_call = clone(call)
-            torch.testing.assert_close(compiled(**call), op.seeded(op)(eager_call))
+            with outputs_are_new_memory():
+                actual = compiled(**call)
+            torch.testing.assert_close(actual, op.seeded(op)(eager_call))
             torch.testing.assert_close(tensors(call), tensors(eager_call))
             compiled_first = len(graphs) if compiled_first is None else compiled_first
     sizes = [[tuple(t.shape) for t in tensors(call)] for call in calls]
@@ -1059,7 +1079,8 @@ def assert_capture_replay(op: Op, make_call: Callable[[int], Call], device: str,
         for seed, call in enumerate(_calls_with_reused_buffers(op, on_device, (0, 1, 2), static)):
             cpu_call = tensor_map(lambda t: t.to("cpu"), call)  # copies
             expected = op.reference(**cpu_call) if op.reference is not None else op(cpu_call)
-            actual = clone(compiled(**call))  # the next replay overwrites graph outputs
+            with outputs_are_new_memory():
+                actual = clone(compiled(**call))  # the next replay overwrites graph outputs
             _assert_matches_reference(op, actual, expected, f"{device} call {seed}: output", device)
             for name in op.written:
                 _assert_matches_reference(op, call[name], cpu_call[name],
@@ -1151,7 +1172,8 @@ def assert_npugraph_ex_compiles_on_cpu(op: Op, make_call: Callable[[int], Call],
                 if "no CPU reference kernel yet" in str(error):
                     skip(str(error))
                 raise
-            actual = compiled(**call)
+            with outputs_are_new_memory():
+                actual = compiled(**call)
             torch.testing.assert_close(actual, expected)
             for index, (value, eager_value) in enumerate(zip(tensors(call), tensors(eager_call), strict=True)):
                 if not same(value, eager_value):
@@ -1243,7 +1265,7 @@ class _CaptureRun:
         memory = {name: [t.untyped_storage().data_ptr() for t in tensors(call[name])] for name in self.op.written}
         captures = len(self.emulation.captures)
         try:
-            with self.emulation.kernel_python() as ran:
+            with self.emulation.kernel_python() as ran, outputs_are_new_memory():
                 raw = self.compiled(**call)
         except self.capture_error as error:
             raise CheckFailed(self.capture_failure(error), "cpu-sync-in-kernel") from None
