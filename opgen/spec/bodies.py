@@ -47,3 +47,22 @@ def body_error(source: _Source, node: ScalarNode, line: int, column: int, messag
     text = source.lines[file_line] if file_line < len(source.lines) else ""
     margin = len(text) - len(raw[index]) if text.endswith(raw[index]) else 0
     return source.error(None, message, hint, line=file_line, column=margin + common + column)
+
+
+def own_returns(function: ast.FunctionDef) -> list[ast.Return]:
+    """Every `return` statement of a function itself (not of functions or classes nested in it), in order."""
+    found, pending = [], list(function.body)
+    while pending:
+        statement = pending.pop(0)
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(statement, ast.Return):
+            found.append(statement)
+        pending.extend(ast.iter_child_nodes(statement))
+    return found
+
+
+def value_returns(function: ast.FunctionDef) -> list[ast.Return]:
+    """The `return X` statements of a function itself, X not None."""
+    return [statement for statement in own_returns(function) if statement.value is not None and not (
+        isinstance(statement.value, ast.Constant) and statement.value.value is None)]

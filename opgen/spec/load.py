@@ -44,8 +44,9 @@ from .autograd import (
     output_names,
     setup_context_header,
 )
-from .bodies import body_error, check_body
+from .bodies import body_error, check_body, value_returns
 from .examples import derive_example, describe_value, examples, load_inputs_text, tolerance
+from .fusion import parse_fusion
 from .model import (
     DEFAULT_DEVICE,
     DEFAULT_TARGET,
@@ -67,7 +68,7 @@ __all__ = ["derive_example", "load_inputs_text", "load_spec", "load_spec_text"]
 
 SPEC_KEYS = ("namespace", "style", "device", "package", "target", "dtype_codes", "ops")
 OP_KEYS = ("schema", "doc", "tags", "let", "outputs", "reference", "autograd", "examples", "tolerances", "dtypes",
-           "contiguous", "op_plugin")
+           "contiguous", "fusion", "op_plugin")
 AUTOGRAD_KEYS = ("setup_context", "backward")
 TOLERANCE_KEYS = ("rtol", "atol")
 # Names the generated modules use themselves; an argument with one of them would shadow it.
@@ -211,8 +212,13 @@ def _op(source: _Source, node: Node, index: int, project: _Project) -> OpSpec:
     dtypes = _dtypes(source, fields["dtypes"][1], f"{where}.dtypes") if "dtypes" in fields else ()
     contiguous = _contiguous(source, fields["contiguous"][1], schema, f"{where}.contiguous") \
         if "contiguous" in fields else ()
-    return OpSpec(index, schema, doc, described, reference, calls, tuple(notes), tags, autograd, tolerances,
-                  op_plugin, tuple(binding for binding, _ in let), dtypes, contiguous)
+    op = OpSpec(index, schema, doc, described, reference, calls, tuple(notes), tags, autograd, tolerances, op_plugin,
+                tuple(binding for binding, _ in let), dtypes, contiguous)
+    if "fusion" in fields:
+        reference_node = fields["reference"][1] if "reference" in fields else None
+        op = replace(op, fusion=parse_fusion(source, fields["fusion"], op, reference_node, fields["schema"][1],
+                                             project.namespace))
+    return op
 
 
 def _op_schema(source: _Source, fields: dict, where: str, project: _Project, tags: tuple[str, ...],
@@ -298,7 +304,7 @@ def _reference(source: _Source, fields: dict, schema: Schema, where: str, notes:
                      f"pass some): use .reshape, or declare the inputs the kernel needs contiguous in {where}.contiguous")
     if schema.returns:
         return reference
-    returned = next(iter(_value_returns(function)), None)
+    returned = next(iter(value_returns(function)), None)
     if returned is not None:
         rewritten = any(note.startswith("OPG102: rewrote") for note in notes)
         why = ("opgen dropped the aliased return of `-> Tensor(a!)` (the op now returns nothing, as OPG102 "
@@ -309,19 +315,6 @@ def _reference(source: _Source, fields: dict, schema: Schema, where: str, notes:
                          f"{where}.reference returns a value, but {why}: torch would raise \"Expected ... to return "
                           "None\" at the first call", hint)
     return reference
-
-
-def _value_returns(function: ast.FunctionDef):
-    """The `return X` statements of a function itself (not of functions nested in it), X not None."""
-    pending = list(function.body)
-    while pending:
-        statement = pending.pop(0)
-        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            continue
-        if isinstance(statement, ast.Return) and statement.value is not None and not (
-                isinstance(statement.value, ast.Constant) and statement.value.value is None):
-            yield statement
-        pending.extend(ast.iter_child_nodes(statement))
 
 
 def _tags(source: _Source, node: Node, where: str) -> tuple[str, ...]:
@@ -426,7 +419,6 @@ def _autograd(source: _Source, entry: tuple[ScalarNode, Node], schema: Schema, s
 def _check_gradient_count(source: _Source, node: ScalarNode, function, schema: Schema, field: str) -> None:
     """A `return a, b` in backward must give one gradient per positional input (None for non-tensors):
     torch only finds out at the first backward call. `function` is the parsed generated function."""
-    import ast
 
     header = len(backward_header(schema, "_backward"))
 
