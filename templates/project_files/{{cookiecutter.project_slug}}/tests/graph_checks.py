@@ -1263,6 +1263,7 @@ class FusedGraphs:
         self.before: list[dict] = []
         self.after: list[dict] = []
         self.final: list = []
+        self.problem: str | None = None  # the first value that differs from eager
 
 
 def _composite_frames(composite: Callable) -> tuple[str, str]:
@@ -1352,7 +1353,8 @@ def _route_unavailable(route: str, fusion) -> str | None:
 def compile_with_fusion(op: Op, fusion, register: Callable, route: str, fn: Callable,
                         calls: Sequence[Call]) -> FusedGraphs:
     """`fn` compiled (fullgraph, static shapes) with the route's pattern pass and run on `calls` (tensor arguments by
-    name), each compared with eager: outputs and every tensor argument (written buffers included)."""
+    name), each compared with eager: outputs and every tensor argument (written buffers included). The first
+    difference is kept in `problem` (the callers say first whether the op replaced the composite)."""
     reason = _route_unavailable(route, fusion)
     if reason is not None:
         skip(reason)
@@ -1366,20 +1368,31 @@ def compile_with_fusion(op: Op, fusion, register: Callable, route: str, fn: Call
         for call in calls:
             eager_call = clone(call)
             expected = fn(**eager_call)
-            actual = compiled(**call)
-            where = f"{fusion.field} compiled under {route}"
-            problem = next((p for a, e in zip(tensors(actual), tensors(expected), strict=True)
-                            if (p := mismatch(a, e, op.tolerance(e.dtype)))), None)
-            if problem or len(tensors(actual)) != len(tensors(expected)):
-                raise CheckFailed(f"{where}: outputs differ from eager: {problem}", "fusion-changes-values")
-            for name in call:
-                problem = mismatch(call[name], eager_call[name], op.tolerance(call[name].dtype))
-                if problem:
-                    raise CheckFailed(f"{where}: argument {name!r} after the call differs from eager: {problem}",
-                                      "fusion-changes-values")
+            try:
+                actual = compiled(**call)
+            except Exception as error:  # a replacement whose kernel refuses the call: a finding, said by the caller
+                seen.problem = f"the compiled call raised {type(error).__name__}: {str(error).splitlines()[0]}"
+                if not seen.after:
+                    raise
+                break
+            seen.problem = seen.problem or _value_problem(op, actual, expected, call, eager_call)
         if session is not None:
             seen.final = list(session.graphs)
     return seen
+
+
+def _value_problem(op: Op, actual, expected, call: Call, eager_call: Call) -> str | None:
+    if len(tensors(actual)) != len(tensors(expected)):
+        return f"{len(tensors(actual))} outputs, eager {len(tensors(expected))}"
+    for index, (got, want) in enumerate(zip(tensors(actual), tensors(expected), strict=True)):
+        problem = mismatch(got, want, op.tolerance(want.dtype))
+        if problem:
+            return f"output {index} differs from eager: {problem}"
+    for name in call:
+        problem = mismatch(call[name], eager_call[name], op.tolerance(call[name].dtype))
+        if problem:
+            return f"argument {name!r} after the call differs from eager: {problem}"
+    return None
 
 
 def assert_fusion_fires(op: Op, fusion, register: Callable, make_call: Callable[[int], Call], route: str) -> None:
@@ -1405,6 +1418,9 @@ def assert_fusion_fires(op: Op, fusion, register: Callable, make_call: Callable[
         left = "\n  ".join(after["composite"])
         raise CheckFailed(f"{fusion.field} under {route}: {op.qualname} is in the graph, but nodes of the composite "
                           f"are left (the pattern replaced part of it):\n  {left}\n{after['code']}", "fusion-partial")
+    if seen.problem:
+        raise CheckFailed(f"{fusion.field} under {route}: with {op.qualname} in place of the composite, {seen.problem}",
+                          "fusion-changes-values")
     if route == "npugraph_ex":
         final = seen.final[0]
         if op.overload not in [n.target for n in final.graph.nodes]:
@@ -1529,8 +1545,11 @@ def assert_near_misses_stay_unfused(op: Op, fusion, register: Callable, examples
         seen = compile_with_fusion(op, fusion, register, route, model, [tensor_args])
         fired = [index for index, graph in enumerate(seen.after) if graph["op"]]
         if fired:
+            values = f" (and so: {seen.problem})" if seen.problem else ""
             raise CheckFailed(f"{fusion.field} in opgen.yaml fired under {route} on a near miss it must not replace: "
-                              f"{what}:\n{seen.after[fired[0]]['code']}", "fusion-fires-on-near-miss")
+                              f"{what}{values}:\n{seen.after[fired[0]]['code']}", "fusion-fires-on-near-miss")
+        if seen.problem:
+            raise CheckFailed(f"{what}, compiled under {route}: {seen.problem}", "fusion-changes-values")
     tried = [what for what, _, _ in near_misses]
     print(f"{fusion.field} under {route}: stayed unfused on " + "; ".join(tried))
     return tried
