@@ -24,6 +24,10 @@ TIERS = ("is_registered", "enters_graph_with_fake_tensors", "opcheck", "compiled
          "matches_expected_values", "matches_the_reference", "writes_what_the_schema_says",
          "compiles_once_for_two_sizes", "non_contiguous_inputs")
 AUTOGRAD_TIERS = ("opcheck_with_requires_grad", "gradcheck")  # only for ops with `autograd:` in the spec
+FUSED = ("add_rms_norm", "kv_cache_update")  # the examples with `fusion:`
+FUSION_TIERS = ("fusion_composite_is_the_op", "fusion_fires_under_inductor",
+                "fusion_near_misses_stay_unfused_under_inductor")
+FUSION_NPUGRAPH_EX_TIERS = ("fusion_fires_under_npugraph_ex", "fusion_near_misses_stay_unfused_under_npugraph_ex")
 DYNAMIC = ("has a data-dependent output size (`dynamic`); a captured graph cannot return a size known only at "
            "run time")
 NO_NPU = None if importlib.util.find_spec("torch_npu") else "no NPU: torch_npu not importable"
@@ -79,6 +83,10 @@ def expected_outcomes() -> dict[str, tuple[str, str]]:
             expected[npugraph_ex] = ("failed", TODO_MESSAGE)
         elif stem in NPUGRAPH_EX_COPIES:
             expected[npugraph_ex] = ("skipped", NPUGRAPH_EX_COPIES[stem])
+        if stem in FUSED:
+            expected.update({f"test_{stem}_{tier}": ("passed", "") for tier in FUSION_TIERS})
+            expected.update({f"test_{stem}_{tier}": ("passed", "") if NPUGRAPH_EX is None else ("skipped", NPUGRAPH_EX)
+                             for tier in FUSION_NPUGRAPH_EX_TIERS})
     return expected
 
 
@@ -109,11 +117,13 @@ def test_generated_tests_pass_and_skip_exactly_as_expected(generated, tmp_path):
             assert text in got["message"], f"{style}: {name} failed without the TODO message:\n{got['message']}"
     counts = {kind: sum(1 for r in results.values() if r["outcome"] == kind) for kind in ("passed", "skipped",
                                                                                           "failed")}
-    # npugraph_ex on CPU: 6 pass, the dynamic op skips, the 2 tagged ops xfail (a known copy), the TODO op fails
-    npugraph_ex = {"passed": 6, "skipped": 3, "failed": 1} if NPUGRAPH_EX is None else {"passed": 0, "skipped": 10,
-                                                                                         "failed": 0}
-    assert counts == {"passed": 10 * 9 - 5 + 2 + 9 + npugraph_ex["passed"], "skipped": 10 * 2 + npugraph_ex["skipped"],
-                      "failed": 5 + npugraph_ex["failed"]}
+    # npugraph_ex on CPU: 6 pass, the dynamic op skips, the 2 tagged ops xfail (a known copy), the TODO op fails;
+    # and the 2 fused ops' 2 fusion tests under npugraph_ex
+    npugraph_ex = {"passed": 6 + 4, "skipped": 3, "failed": 1} if NPUGRAPH_EX is None else {
+        "passed": 0, "skipped": 10 + 4, "failed": 0}
+    fusion = 2 * len(FUSION_TIERS)  # with Inductor's pass and without a compile: they run everywhere
+    assert counts == {"passed": 10 * 9 - 5 + 2 + 9 + fusion + npugraph_ex["passed"],
+                      "skipped": 10 * 2 + npugraph_ex["skipped"], "failed": 5 + npugraph_ex["failed"]}
 
 
 def test_generated_code_is_ruff_clean_and_parses(generated):

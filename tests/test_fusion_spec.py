@@ -83,6 +83,9 @@ def test_an_op_without_fusion_gets_no_patterns_module():
     ("fusion:\n  pattern: |\n    s = x + y\n    return s * g\n",
      ("spec.yaml:13:9: ops[0].fusion.pattern returns 1 value(s), but it must return 2 value(s), one per return of the op "
      "(out, sum)"), "return what the op returns"),
+    ("fusion:\n  pattern: |\n    s = x + y\n    return s * eps, s\n",
+     "spec.yaml:11:16: ops[0].fusion.pattern never reads g, an input of the pattern (ops[0].fusion.inputs)",
+     "read it in the composite"),
     ("fusion:\n  pattern: |\n    return torch.ops.ns.add_norm(x, y, g), x\n",
      "spec.yaml:12:16: ops[0].fusion.pattern calls the op itself", "write the computation with torch operators"),
 ])

@@ -41,6 +41,8 @@ def parse_fusion(source: _Source, entry: tuple[ScalarNode, Node], op: OpSpec, re
     body, body_node, field = _body(source, key_node, fields, op, reference_node, where)
     _check_composite(source, body_node, body, field, op, namespace)
     inputs = _inputs(source, fields.get("inputs"), op.schema, where)
+    _check_inputs_read(source, fields["inputs"][1] if "inputs" in fields else body_node, body_node, body, field,
+                       inputs, where)
     constants = _constants(source, fields.get("constants"), op.schema, inputs, key_node, where)
     conditions = _conditions(source, fields["when"][1], op.schema, f"{where}.when") if "when" in fields else ()
     targets = _targets(source, fields["targets"][1], f"{where}.targets") if "targets" in fields else FUSION_TARGETS
@@ -114,6 +116,18 @@ def _check_composite(source: _Source, node: Node, body: str, field: str, op: OpS
             raise body_error(source, node, call.lineno - 1 - header, call.col_offset + 1 - 4,
                              f"{field} calls the op itself: the composite is what models write without it",
                              "write the computation with torch operators")
+
+
+def _check_inputs_read(source: _Source, node: Node, body_node: Node, body: str, field: str, inputs: tuple[str, ...],
+                       where: str) -> None:
+    """Every input is read by the composite: a pattern is traced from it, and one input it never uses has no node to
+    match (torch's matcher then fails on every graph)."""
+    read = {n.id for n in ast.walk(check_body(source, body_node, body, field, HEADER, "")) if isinstance(n, ast.Name)}
+    unread = [name for name in inputs if name not in read]
+    if unread:
+        raise source.error(node, f"{field} never reads {', '.join(unread)}, an input of the pattern ({where}.inputs): a "
+                           "pattern traced from it has no node to match it with", "read it in the composite (the op "
+                           f"takes every tensor argument); a scalar may instead be a value of {where}.constants")
 
 
 def _return_count(statement: ast.Return) -> int | None:
