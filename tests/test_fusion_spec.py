@@ -15,7 +15,7 @@ from opgen.spec.load import load_spec_text
 OP = """\
 namespace: ns
 ops:
-  - schema: "add_norm(Tensor x, Tensor y, Tensor g, float eps=1e-06) -> (Tensor out, Tensor sum)"
+  - schema: "add_norm(Tensor x, Tensor y, Tensor g, float eps=1e-06, int n=1) -> (Tensor out, Tensor sum)"
     outputs:
       out: {like: x}
       sum: {like: x}
@@ -32,7 +32,7 @@ def load(fusion: str, op: str = OP):
 def test_defaults_match_the_reference_with_every_tensor_an_input_and_each_scalar_its_default():
     fusion = load("fusion: {}\n").ops[0].fusion
     assert fusion.from_reference and fusion.body.startswith("s = x + y")
-    assert (fusion.inputs, fusion.constants, fusion.conditions) == (("x", "y", "g"), (("eps", 1e-06),), ())
+    assert (fusion.inputs, fusion.constants, fusion.conditions) == (("x", "y", "g"), (("eps", 1e-06), ("n", 1)), ())
     assert fusion.targets == ("npugraph_ex", "inductor")
 
 
@@ -47,7 +47,7 @@ def test_a_pattern_constants_a_float_matched_by_value_conditions_and_targets():
           targets: [inductor]
         """)
     fusion = spec.ops[0].fusion
-    assert not fusion.from_reference and fusion.inputs == ("x", "y", "g", "eps") and fusion.constants == ()
+    assert not fusion.from_reference and fusion.inputs == ("x", "y", "g", "eps") and fusion.constants == (("n", 1),)
     assert [rule.python() for rule in fusion.conditions] == ["g.dim() == 1", "x.dtype == y.dtype"]
     assert fusion.targets == ("inductor",)
     context = project_context(spec)["_opgen"]
@@ -67,6 +67,8 @@ def test_an_op_without_fusion_gets_no_patterns_module():
      "did you mean 'g'?"),
     ("fusion: {inputs: [x, y]}\n", "spec.yaml:10:22: ops[0].fusion.inputs leaves out the tensor(s) g",
      "add g to ops[0].fusion.inputs"),
+    ("fusion: {inputs: [x, y, g, n]}\n", "spec.yaml:10:32: ops[0].fusion.inputs: 'n' is 'int', which a pattern "
+     "cannot match as a value", "give its value in `ops[0].fusion.constants` instead"),
     ("fusion: {constants: {x: 1.0}}\n", "spec.yaml:10:26: ops[0].fusion.constants: 'x' cannot be a constant: a tensor",
      "remove it from ops[0].fusion.constants"),
     ("fusion: {constants: {eps: fast}}\n", "spec.yaml:10:31: ops[0].fusion.constants.eps must be a number",

@@ -24,8 +24,9 @@ from .nodes import _kind, _mapping, _scalar, _Source, _string
 from .semantics import SemanticsError, parse_condition
 
 FUSION_KEYS = ("pattern", "inputs", "constants", "when", "targets")
-# Scalars the pattern matcher can match by value (torch's `scalar_workaround` captures a float or int literal).
-MATCHED_SCALARS = ("float", "int", "SymInt")
+# Scalars a pattern matches by value (torch's `scalar_workaround` turns a literal of the traced value into a wildcard):
+# floats only, as npugraph_ex's own patterns use it (an int is often a dim or a size, which a traced wildcard breaks).
+MATCHED_SCALARS = ("float",)
 HEADER = ["def _composite():"]  # the body is checked as the body of a function, as for `reference:`
 
 
@@ -177,7 +178,7 @@ def _inputs(source: _Source, entry: tuple[ScalarNode, Node] | None, schema: Sche
             raise source.error(item, f"{field}: {name!r} is listed twice", "list each argument once")
         if not arg.is_tensor and _kind_of(arg) not in MATCHED_SCALARS:
             raise source.error(item, f"{field}: {name!r} is '{arg.type}', which a pattern cannot match as a value "
-                               "(the matcher captures float and int literals only)",
+                               "(it matches float literals only)",
                                f"give its value in `{where}.constants` instead")
         found.append(name)
     missing = [name for name in tensors if name not in found]
