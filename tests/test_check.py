@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +25,7 @@ from opgen.check.signatures import BY_ID, classify
 from opgen.npugraph_ex import loader
 
 FIXTURES = Path(__file__).parent / "fixtures" / "check"
-RUNG_NAMES = ["import", "static", "eager", "opcheck", "aot_eager", "npugraph_ex", "capture"]
+RUNG_NAMES = ["import", "static", "eager", "opcheck", "aot_eager", "npugraph_ex", "fusion", "capture"]
 
 # op -> (layer, signature, rule) of the first failing rung, static rung skipped (the dynamic diagnosis)
 BROKEN = {
@@ -123,7 +124,7 @@ def test_every_broken_op_is_classified_and_every_twin_passes(cache_env):
         statuses = {r["name"]: r["status"] for r in report["rungs"]}
         expected_npugraph_ex = "skip" if cache_env.get("npugraph_ex") == "absent" else "pass"
         assert statuses == {**dict.fromkeys(RUNG_NAMES, "pass"), "npugraph_ex": expected_npugraph_ex,
-                            "capture": expected_npugraph_ex}, op
+                            "fusion": "skip", "capture": expected_npugraph_ex}, op  # fusion: patterns come from a project
         capture = report["rungs"][-1]["reason"]
         if cache_env.get("npugraph_ex") == "absent":  # no NPU, no GPU here: capture on CPU needs npugraph_ex too
             assert "capture on CPU needs npugraph_ex" in capture, capture
@@ -389,6 +390,10 @@ PROVEN_ELSEWHERE = {
     "capture-frozen-value": "test_the_capture_rung_classifies_planted_kernels_and_passes_their_twins",
     "capture-static-output": "test_the_capture_rung_classifies_planted_kernels_and_passes_their_twins",
     "capture-recapture": "test_the_capture_rung_classifies_planted_kernels_and_passes_their_twins",
+    "fusion-not-fired": "test_the_fusion_rung_says_whether_each_pattern_fires_and_names_planted_bugs",
+    "fusion-partial": "test_the_fusion_rung_says_whether_each_pattern_fires_and_names_planted_bugs",
+    "fusion-wrong-pattern": "test_the_fusion_rung_says_whether_each_pattern_fires_and_names_planted_bugs",
+    "fusion-applies-too-widely": "test_the_fusion_rung_says_whether_each_pattern_fires_and_names_planted_bugs",
 }
 # Rows without any proof, and why none can be had here. Keep this empty where possible.
 UNPROVEN = {
@@ -459,3 +464,72 @@ def test_backend_compile_failed_is_proven_on_torchs_own_exception():
     dynamic = {**error, "message": error["message"].replace(
         "the backend complains", "'>=' not supported between instances of 'ValuePack' and 'int'")}
     assert classify("npugraph_ex", dynamic).id == "npugraph_ex-dynamic-output"
+
+
+def _fused_project(root: Path, example: str, namespace: str, edit_spec=None, edit_patterns=None) -> Path:
+    """An example with `fusion:` generated under its own namespace (one worker imports them all), its spec or its
+    generated patterns.py changed by a planted bug."""
+    text = (REPO / "examples" / f"{example}.yaml").read_text(encoding="utf-8")
+    old = next(line for line in text.splitlines() if line.startswith("namespace: "))
+    spec = root / f"{namespace}.yaml"
+    spec.write_text((edit_spec or (lambda t: t))(text.replace(old, f"namespace: {namespace}")), encoding="utf-8")
+    done = run_opgen_command("new", str(spec), "-o", str(root / namespace))
+    assert done.returncode == 0, done.stderr
+    if edit_patterns:
+        patterns = root / namespace / namespace / "patterns.py"
+        before = patterns.read_text(encoding="utf-8")
+        after = edit_patterns(before)
+        assert after != before
+        patterns.write_text(after, encoding="utf-8")
+    return root / namespace
+
+
+@pytest.mark.slow
+def test_the_fusion_rung_says_whether_each_pattern_fires_and_names_planted_bugs(tmp_path, cache_env):
+    """The generated fusions of both fused examples fire on their composites (under npugraph_ex too when it is
+    fetched). Planted: patterns.py's search with another epsilon than the model's composite ("fusion-not-fired"),
+    a search covering all but the final cast ("fusion-partial"), a spec pattern doubling gamma ("fusion-wrong-pattern")
+    and kv_cache_update without its `when:` (int32 slots, which the kernel refuses: "fusion-applies-too-widely")."""
+    partial = (
+        "def _add_rms_norm_search(x1, x2, gamma):\n"
+        "    x = x1 + x2\n"
+        "    xf = x.float()\n"
+        "    rstd = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-06)\n"
+        "    return xf * rstd * gamma.float(), rstd, x\n\n\n"
+        "def _add_rms_norm_replacement(x1, x2, gamma):\n"
+        "    y, rstd, x = torch.ops.fz_partial.add_rms_norm.default(x1, x2, gamma)\n"
+        "    return y.float(), rstd, x\n\n\n"
+        "def _add_rms_norm_applies(")
+    projects = {
+        "fz_good": _fused_project(tmp_path, "add_rms_norm", "fz_good"),
+        "fz_cache": _fused_project(tmp_path, "kv_cache_update", "fz_cache"),
+        "fz_eps": _fused_project(tmp_path, "add_rms_norm", "fz_eps", edit_patterns=lambda t: t.replace(
+            "return add_rms_norm_composite(x1, x2, gamma, epsilon=1e-06)",
+            "return add_rms_norm_composite(x1, x2, gamma, epsilon=1e-05)")),
+        "fz_partial": _fused_project(tmp_path, "add_rms_norm", "fz_partial", edit_patterns=lambda t: re.sub(
+            r"def _add_rms_norm_search\(.*?def _add_rms_norm_applies\(", lambda _: partial, t, flags=re.DOTALL)),
+        "fz_wrong": _fused_project(tmp_path, "add_rms_norm", "fz_wrong", edit_spec=lambda t: t.replace(
+            "return (xf * rstd * gamma.float()).to(x.dtype), rstd, x",
+            "return (xf * rstd * gamma.float() * 2).to(x.dtype), rstd, x")),
+        "fz_wide": _fused_project(tmp_path, "kv_cache_update", "fz_wide", edit_spec=lambda t: t.replace(
+            '      when: ["slot_mapping.dtype == int64"]', "")),
+    }
+    done = check("--json", "--skip", "static", *map(str, projects.values()), env=cache_env, timeout=900)
+    found = {op.split("::")[0]: report for op, report in reports(done).items()}
+    assert set(found) == set(projects), done.stderr[-3000:]
+    fusion = {name: next(r for r in report["rungs"] if r["name"] == "fusion") for name, report in found.items()}
+    routes = "npugraph_ex and inductor" if cache_env.get("npugraph_ex") != "absent" else "inductor"
+    for name in ("fz_good", "fz_cache"):
+        assert found[name]["verdict"] is None, found[name]["verdict"]
+        assert fusion[name]["reason"].startswith(f"ops[0].fusion fires on its composite under {routes}")
+    planted = {"fz_eps": ("performance", "fusion-not-fired", "ops[0].fusion in opgen.yaml did not fire under"),
+               "fz_partial": ("performance", "fusion-partial", "nodes of the composite are left"),
+               "fz_wrong": ("precision", "fusion-wrong-pattern", ("ops[0].fusion in opgen.yaml: its composite is not "
+                            "what fz_wrong::add_rms_norm computes")),
+               "fz_wide": ("precision", "fusion-applies-too-widely", ("which the CPU kernel of fz_wide.kv_cache_update."
+                           "default refuses (RuntimeError: index_copy_(): Expected a long tensor"))}
+    for name, (layer, signature, text) in planted.items():
+        verdict = found[name]["verdict"]
+        assert (verdict["layer"], verdict["signature"]) == (layer, signature), (name, verdict)
+        assert fusion[name]["status"] == "fail" and text in verdict["evidence"], (name, verdict["evidence"])
+    assert done.returncode == 1

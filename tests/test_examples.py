@@ -24,6 +24,10 @@ TIERS = ("is_registered", "enters_graph_with_fake_tensors", "opcheck", "compiled
          "npugraph_ex_capture_replay_on_cpu", "matches_expected_values", "matches_the_reference",
          "writes_what_the_schema_says", "compiles_once_for_two_sizes", "non_contiguous_inputs")
 AUTOGRAD_TIERS = ("opcheck_with_requires_grad", "gradcheck")  # only for ops with `autograd:` in the spec
+FUSED = ("add_rms_norm", "kv_cache_update")  # the examples with `fusion:`
+FUSION_TIERS = ("fusion_composite_is_the_op", "fusion_fires_under_inductor",
+                "fusion_near_misses_stay_unfused_under_inductor")
+FUSION_NPUGRAPH_EX_TIERS = ("fusion_fires_under_npugraph_ex", "fusion_near_misses_stay_unfused_under_npugraph_ex")
 DYNAMIC = ("has a data-dependent output size (`dynamic`); a captured graph cannot return a size known only at "
            "run time")
 NO_NPU = None if importlib.util.find_spec("torch_npu") else "no NPU: torch_npu not importable"
@@ -86,6 +90,10 @@ def expected_outcomes() -> dict[str, tuple[str, str]]:
             expected[capture] = ("skipped", NPUGRAPH_EX)
         elif not semantics:
             expected[capture] = ("failed", TODO_MESSAGE)
+        if stem in FUSED:
+            expected.update({f"test_{stem}_{tier}": ("passed", "") for tier in FUSION_TIERS})
+            expected.update({f"test_{stem}_{tier}": ("passed", "") if NPUGRAPH_EX is None else ("skipped", NPUGRAPH_EX)
+                             for tier in FUSION_NPUGRAPH_EX_TIERS})
     return expected
 
 
@@ -116,15 +124,17 @@ def test_generated_tests_pass_and_skip_exactly_as_expected(generated, tmp_path):
             assert text in got["message"], f"{style}: {name} failed without the TODO message:\n{got['message']}"
     counts = {kind: sum(1 for r in results.values() if r["outcome"] == kind) for kind in ("passed", "skipped",
                                                                                           "failed")}
-    # npugraph_ex on CPU: 6 pass, the dynamic op skips, the 2 tagged ops xfail (a known copy), the TODO op fails
-    npugraph_ex = {"passed": 6, "skipped": 3, "failed": 1} if NPUGRAPH_EX is None else {"passed": 0, "skipped": 10,
-                                                                                         "failed": 0}
+    # npugraph_ex on CPU: 6 pass, the dynamic op skips, the 2 tagged ops xfail (a known copy), the TODO op fails;
+    # and the 2 fused ops' 2 fusion tests under npugraph_ex
+    npugraph_ex = {"passed": 6 + 4, "skipped": 3, "failed": 1} if NPUGRAPH_EX is None else {
+        "passed": 0, "skipped": 10 + 4, "failed": 0}
     # capture & replay on CPU: 8 pass (the tagged ops too), the dynamic op skips, the TODO op fails
     capture = {"passed": 8, "skipped": 1, "failed": 1} if NPUGRAPH_EX is None else {"passed": 0, "skipped": 10,
                                                                                      "failed": 0}
     ran = [name for name, r in results.items() if name.endswith("_capture_replay_on_cpu") and r["outcome"] == "passed"]
     assert len(ran) == capture["passed"], f"{style}: capture & replay on CPU passed for {sorted(ran)}"
-    assert counts == {"passed": 10 * 9 - 5 + 2 + 9 + npugraph_ex["passed"] + capture["passed"],
+    fusion = 2 * len(FUSION_TIERS)  # with Inductor's pass and without a compile: they run everywhere
+    assert counts == {"passed": 10 * 9 - 5 + 2 + 9 + fusion + npugraph_ex["passed"] + capture["passed"],
                       "skipped": 10 * 2 + npugraph_ex["skipped"] + capture["skipped"],
                       "failed": 5 + npugraph_ex["failed"] + capture["failed"]}
 

@@ -90,6 +90,13 @@ MUTANTS = (
            "[len(xs), *[int(n) for n in xs[0].shape]]", ("ops[0].outputs",)),
     Mutant("fake drops the input's layout (like: x)", "rms_norm", "ops", "y = torch.empty_like(x)",
            "y = torch.empty(x.shape, dtype=x.dtype, device=x.device)", ("ops[0].outputs",)),
+    # a fusion whose composite is not the op (compiled models would change results), or that would replace it on
+    # inputs the kernel refuses
+    Mutant("fusion: the pattern doubles gamma", "add_rms_norm", "spec",
+           "return (xf * rstd * gamma.float()).to(x.dtype), rstd, x",
+           "return (xf * rstd * gamma.float() * 2).to(x.dtype), rstd, x", ("ops[0].fusion in opgen.yaml",)),
+    Mutant("fusion: its when: left out", "kv_cache_update", "spec", 'when: ["slot_mapping.dtype == int64"]',
+           "targets: [npugraph_ex, inductor]", ("ops[0].fusion.when in opgen.yaml",)),
     # a wrong rule in the spec (fake and tier 1 agree with it; the kernel does not)
     Mutant("spec shape rule wrong", "rms_norm", "spec", '+ [1] * gamma.dim()"', '"', ("ops[0].outputs.rstd.shape",)),
     Mutant("spec dtype rule wrong", "add_rms_norm", "spec", "gamma.dim()\", dtype: float32}",
@@ -249,7 +256,9 @@ def run_all(projects: dict[str, Path], root: Path) -> dict[str, dict[str, str]]:
     env = {**os.environ, "PYTHONPATH": pythonpath(projects.values())}
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--import-mode=importlib",
                "-c", os.devnull, f"--rootdir={root}", f"--junitxml={junit}",
-               "-k", "not gradcheck and not requires_grad",  # autograd tiers: slow, and no mutant is about them
+               # the autograd tiers and the compiling fusion tiers: slow, and no mutant is about them
+               # (tests/test_fusion_checks.py plants their bugs)
+               "-k", "not gradcheck and not requires_grad and not fusion_fires and not fusion_near_misses",
                *[str(p / "tests") for p in projects.values()]]
     subprocess.run(command, env=env, capture_output=True, text=True, timeout=1200, cwd=root, check=False)
     results: dict[str, dict[str, str]] = {}

@@ -8,5 +8,5 @@ report with `report`.
 from __future__ import annotations
 
 # The ladder, in order. "import" registers the op (importing its module); the rest are the rungs of
-# ../shared/reference/npugraph_ex.md §4, numbered 0-5 in the docs.
-RUNGS = ("import", "static", "eager", "opcheck", "aot_eager", "npugraph_ex", "capture")
+# ../shared/reference/npugraph_ex.md §4, numbered 0-5 in the docs, and "fusion" (a project's `fusion:` patterns).
+RUNGS = ("import", "static", "eager", "opcheck", "aot_eager", "npugraph_ex", "fusion", "capture")

@@ -30,7 +30,7 @@ from ..lint.rules import (
 LAYERS = ("static", "eager", "dynamo-fx", "npugraph_ex", "ge-cann", "precision", "performance")
 # Where a failure no row knows is shown, by rung.
 RUNG_LAYERS = {"import": "eager", "static": "static", "eager": "eager", "opcheck": "dynamo-fx",
-               "aot_eager": "dynamo-fx", "npugraph_ex": "npugraph_ex", "capture": "ge-cann"}
+               "aot_eager": "dynamo-fx", "npugraph_ex": "npugraph_ex", "fusion": "dynamo-fx", "capture": "ge-cann"}
 
 
 @dataclass(frozen=True)
@@ -249,6 +249,23 @@ TABLE: tuple[Signature, ...] = (
     S("npugraph_ex-no-graph", "npugraph_ex", "npugraph_ex produced no graph to capture",
       ("the whole call was optimised away", "npugraph_ex fell back to eager"),
       "rerun with TORCH_COMPILE_DEBUG=1 and read npugraph_ex's output_code.py", None),
+    S("fusion-not-fired", "performance", "the op's fusion pattern does not fire on its own composite",
+      (("the pattern registered is not the composite the model writes: a constant, a dim or an op differs (the "
+        "matcher compares them literally)"), ("register_fusions() registers nothing for the route (targets, or "
+       "npugraph_ex not importable when it runs)"), "`fusion.when` (or ops[i].dtypes) refuses the example"),
+      "compare patterns.py's _<op>_search with the composite; regenerate patterns.py (opgen new) after editing it",
+      None),
+    S("fusion-partial", "performance", "the fusion leaves nodes of its composite in the graph",
+      ("the pattern covers part of the composite (the rest stays and runs beside the op)",),
+      "write the whole composite in `fusion.pattern`, returning what the op returns", None),
+    S("fusion-wrong-pattern", "precision", "the composite a fusion replaces is not what the op computes",
+      ("`fusion.pattern` differs from the kernel's semantics (a missing factor, another reduction dim)",
+       "`fusion.when` lets it apply where the op computes something else (gamma with two dims)"),
+      "fix `fusion.pattern` in opgen.yaml, or narrow `fusion.when` to the inputs where the two agree", None),
+    S("fusion-applies-too-widely", "precision", "the fusion would replace the composite on inputs the kernel refuses",
+      ("the kernel takes fewer dtypes (int64 indices only) or shapes than the composite",),
+      "add the condition to `fusion.when` (e.g. \"slot_mapping.dtype == int64\"), or list the dtypes in ops[i].dtypes",
+      None),
     S("worker-crash", None, "the process running the rung died",
       ("a segmentation fault or abort in a C++/device kernel", "the kernel exhausted memory"),
       "run the rung's call under gdb or with PYTHONFAULTHANDLER=1; check the kernel's bounds and allocations",

@@ -61,6 +61,9 @@ class Op:
         self.calls: list = []  # kwargs dicts, one per example
         self.dynamic = False  # a data-dependent output size (known from a project's spec only)
         self.eager_notes: dict = {}
+        self.field = ""  # a project's op: where opgen.yaml describes it ("ops[0]")
+        self.fusion = None  # a project's op with `fusion:`: its Fusion record (<package>/patterns.py)
+        self.register = None  # ... and the package's register_fusions
 
 
 def _all_op_names() -> set[str]:
@@ -128,6 +131,12 @@ def _resolve_project(target: dict) -> list[Op]:
     if error is not None:
         return [Op(f"{spec.namespace}::{op.schema.name}", import_error=error) for op in spec.ops]
     source = str(Path(target["path"]) / spec.package / "ops.py")
+    patterns = None
+    if any(op_spec.fusion for op_spec in spec.ops):
+        patterns, error = _import(f"{spec.package}.patterns", target["text"])
+        if error is not None:
+            return [Op(f"{spec.namespace}::{op.schema.name}", import_error=error) for op in spec.ops]
+    fusions = {fusion.overload: fusion for fusion in (patterns.FUSIONS if patterns else ())}
     found = []
     for op_spec in spec.ops:
         name = f"{spec.namespace}::{op_spec.schema.name}" + (f".{op_spec.schema.overload}"
@@ -138,6 +147,9 @@ def _resolve_project(target: dict) -> list[Op]:
                         "regenerate the project (opgen new) or check its package")
         found.append(Op(name, overload, examples=op_spec.examples, sources=[source], project=True))
         found[-1].dynamic = op_spec.is_dynamic
+        found[-1].field = f"ops[{op_spec.index}]"
+        found[-1].fusion = fusions.get(overload)
+        found[-1].register = patterns.register_fusions if patterns else None
     return found
 
 
@@ -511,6 +523,39 @@ def _decomposition(op: Op) -> str | None:
     return traced.code.strip()
 
 
+def rung_fusion(op: Op) -> str:
+    """A generated project's op with `fusion:`: where the fusion applies, the composite computes what the op computes,
+    and a model written with it gets the op under npugraph_ex (on CPU, when fetched) and Inductor's pattern pass."""
+    from dataclasses import replace
+
+    from ..npugraph_ex import loader
+
+    if not op.project:
+        raise RungSkipped("fusion patterns come from `fusion:` in a generated project's opgen.yaml: give the project "
+                          "directory")
+    if op.fusion is None:
+        raise RungSkipped(f"no `fusion:` for {op.name} in opgen.yaml")
+    checks = _checks()
+    target = replace(_target(op), field=op.field)
+    fired, skipped = [], []
+    try:
+        checks.assert_fusion_matches_the_op(target, op.fusion, lambda seed: calls(op, seed))
+        for route in op.fusion.targets:
+            reason = loader().unavailable() if route == "npugraph_ex" else None
+            if reason is not None:
+                skipped.append(f"{route} ({reason})")
+                continue
+            checks.assert_fusion_fires(target, op.fusion, op.register, lambda seed: calls(op, seed)[0], route)
+            fired.append(route)
+    except checks.CheckFailed as failed:
+        raise RungFailed(failed.kind, str(failed).splitlines()[0], str(failed)) from None
+    if not fired:
+        raise RungSkipped(f"{op.fusion.field} could fire under none of its targets here: " + ", ".join(skipped))
+    note = f"; not run under {', '.join(skipped)}" if skipped else ""
+    return (f"{op.fusion.field} fires on its composite under {' and '.join(fired)}, no node of it left; the composite "
+            f"computes what the op computes where the fusion applies{note}")
+
+
 def rung_capture(op: Op) -> str:
     """npugraph_ex capture/replay with a real NPU; CUDA graphs with a CUDA GPU; else npugraph_ex's own AclGraph
     over the NPU graph emulation on CPU (after `opgen npugraph-ex fetch`)."""
@@ -561,7 +606,7 @@ def run_rung(op: Op, rung: str, job: dict) -> dict:
     started = time.perf_counter()
     result = {"status": "pass", "reason": ""}
     try:
-        if rung in ("opcheck", "aot_eager", "npugraph_ex") and op.eager_notes.get("device_only"):
+        if rung in ("opcheck", "aot_eager", "npugraph_ex", "fusion") and op.eager_notes.get("device_only"):
             raise RungSkipped("no kernel for CPU and no device for the kernel the op has (see the eager rung)")
         if rung == "static":
             result["reason"] = rung_static(op)
@@ -573,6 +618,8 @@ def run_rung(op: Op, rung: str, job: dict) -> dict:
             result["reason"] = rung_aot_eager(op)
         elif rung == "npugraph_ex":
             result["reason"] = rung_npugraph_ex(op)
+        elif rung == "fusion":
+            result["reason"] = rung_fusion(op)
         elif rung == "capture":
             result["reason"] = rung_capture(op)
     except RungSkipped as skip:

@@ -21,6 +21,7 @@ from ..spec.autograd import backward_header, function_source, setup_context_head
 from ..spec.model import DEVICES, OpSpec, ProjectSpec
 from .examples import call_lines, expected_lines, two_sizes, uses_generator
 from .fakes import rule_code
+from .fusions import fusion_code
 from .kernel_code import kernel_lines, reference_lines
 from .pyformat import (
     LINE_LENGTH,
@@ -76,6 +77,9 @@ def project_context(spec: ProjectSpec) -> dict:
             "init_import": wrapped_list("from .ops import ", functions, "(", ")"),
             "init_all": wrapped_list("__all__ = ", [literal(n) for n in functions], "[", "]"),
             "import_lines": sorted(line for op in ops for line in op["import_lines"]),
+            # ops with `fusion:`: <package>/patterns.py registers their replacements
+            "fusions": tuple_text([op["fusion"]["constant"] for op in ops if op["fusion"]["constant"]])
+            if any(op["fusion"]["constant"] for op in ops) else "",
             "ops": ops,
             "tests": data(_test_module(spec, ops)),
         },
@@ -102,6 +106,7 @@ def op_context(spec: ProjectSpec, op: OpSpec) -> dict:
         "kernels": data(_kernels(spec, op, qualname, files)),
         "fake": data(_fake(op, qualname, files)),
         "autograd": data(_autograd(op, stem)),
+        "fusion": data(fusion_code(spec, op)),
         "tests": data(_op_tests(spec, op, qualname, files)),
         "import_lines": [import_line(f".kernels.{files.cpu_kernel}", files.cpu_kernel)]
         + ([import_line(f".kernels.{files.device_kernel}", files.device_kernel)] if files.device_kernel else [])
@@ -352,6 +357,7 @@ class TestModule:
 
     uses_number: bool  # a semantics function's parameter is a Scalar
     uses_reference: bool  # some op has `reference:`: the tests import <package>/reference.py
+    package_modules: tuple[str, ...]  # what the tests import from the package: patterns (`fusion:`), reference
     npu_unavailable: str
     cuda_unavailable: str
     no_autograd_note: tuple[str, ...]
@@ -363,6 +369,9 @@ def _test_module(spec: ProjectSpec, ops: list[dict]) -> TestModule:
     return TestModule(
         uses_number=any("Number" in op["tests"]["semantics_def"] + op["tests"]["bounds_def"] for op in ops),
         uses_reference=any(op["reference"]["function"] for op in ops),
+        package_modules=tuple(name for name, used in (("patterns", any(op["fusion"]["constant"] for op in ops)),
+                                                      ("reference", any(op["reference"]["function"] for op in ops)))
+                              if used),
         npu_unavailable="checks.npu_unavailable()" if spec.device == "npu" else skipped["npu"],
         cuda_unavailable="checks.cuda_unavailable()" if spec.device == "cuda" else skipped["cuda"],
         no_autograd_note=tuple(_no_autograd_note([op["qualname"] for op in ops if not op["autograd"]["enabled"]])),

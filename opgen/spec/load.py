@@ -38,15 +38,15 @@ from ..schema.model import BaseType, ListType, Return, Schema, base_name, strip_
 from ..schema.parser import parse_schema, span_column
 from .autograd import (
     CONTEXT_PARAMETERS,
-    FOREIGN_LINE_BREAKS,
     backward_header,
     backward_name_problems,
-    function_source,
     grad_names,
     output_names,
     setup_context_header,
 )
+from .bodies import body_error, check_body, value_returns
 from .examples import derive_example, describe_value, examples, load_inputs_text, tolerance
+from .fusion import parse_fusion
 from .model import (
     DEFAULT_DEVICE,
     DEFAULT_TARGET,
@@ -60,7 +60,7 @@ from .model import (
     OpSpec,
     ProjectSpec,
 )
-from .nodes import SpecError, _choice, _identifier, _kind, _mapping, _scalar, _Source, _string, compose
+from .nodes import _choice, _identifier, _kind, _mapping, _scalar, _Source, _string, compose
 from .outputs import bindings, outputs
 from .semantics_ir import DTYPE_ALIASES
 
@@ -68,7 +68,7 @@ __all__ = ["derive_example", "load_inputs_text", "load_spec", "load_spec_text"]
 
 SPEC_KEYS = ("namespace", "style", "device", "package", "target", "dtype_codes", "ops")
 OP_KEYS = ("schema", "doc", "tags", "let", "outputs", "reference", "autograd", "examples", "tolerances", "dtypes",
-           "contiguous", "op_plugin")
+           "contiguous", "fusion", "op_plugin")
 AUTOGRAD_KEYS = ("setup_context", "backward")
 TOLERANCE_KEYS = ("rtol", "atol")
 # Names the generated modules use themselves; an argument with one of them would shadow it.
@@ -212,8 +212,13 @@ def _op(source: _Source, node: Node, index: int, project: _Project) -> OpSpec:
     dtypes = _dtypes(source, fields["dtypes"][1], f"{where}.dtypes") if "dtypes" in fields else ()
     contiguous = _contiguous(source, fields["contiguous"][1], schema, f"{where}.contiguous") \
         if "contiguous" in fields else ()
-    return OpSpec(index, schema, doc, described, reference, calls, tuple(notes), tags, autograd, tolerances,
-                  op_plugin, tuple(binding for binding, _ in let), dtypes, contiguous)
+    op = OpSpec(index, schema, doc, described, reference, calls, tuple(notes), tags, autograd, tolerances, op_plugin,
+                tuple(binding for binding, _ in let), dtypes, contiguous)
+    if "fusion" in fields:
+        reference_node = fields["reference"][1] if "reference" in fields else None
+        op = replace(op, fusion=parse_fusion(source, fields["fusion"], op, reference_node, fields["schema"][1],
+                                             project.namespace))
+    return op
 
 
 def _op_schema(source: _Source, fields: dict, where: str, project: _Project, tags: tuple[str, ...],
@@ -292,37 +297,24 @@ def _reference(source: _Source, fields: dict, schema: Schema, where: str, notes:
     node = fields["reference"][1]
     reference = _string(source, node, f"{where}.reference")
     header = ["def _reference():"]
-    function = _check_body(source, node, reference, f"{where}.reference", header,
+    function = check_body(source, node, reference, f"{where}.reference", header,
                            "write the body of a function whose parameters are the op's arguments")
     if re.search(r"\.view\(", reference):
         notes.append(f"{where}.reference calls .view(), which fails on a non-contiguous input (the generated tests "
                      f"pass some): use .reshape, or declare the inputs the kernel needs contiguous in {where}.contiguous")
     if schema.returns:
         return reference
-    returned = next(iter(_value_returns(function)), None)
+    returned = next(iter(value_returns(function)), None)
     if returned is not None:
         rewritten = any(note.startswith("OPG102: rewrote") for note in notes)
         why = ("opgen dropped the aliased return of `-> Tensor(a!)` (the op now returns nothing, as OPG102 "
                "explains)" if rewritten else "the op returns nothing (`-> ()`)")
         hint = ("drop the `return` (the caller keeps the tensor it passed), or add `tags: [inplace]` to keep the "
                 "return" if rewritten else "drop the returned value")
-        raise _body_error(source, node, returned.lineno - 1 - len(header), returned.col_offset + 1 - 4,
-                          f"{where}.reference returns a value, but {why}: torch would raise \"Expected ... to return "
+        raise body_error(source, node, returned.lineno - 1 - len(header), returned.col_offset + 1 - 4,
+                         f"{where}.reference returns a value, but {why}: torch would raise \"Expected ... to return "
                           "None\" at the first call", hint)
     return reference
-
-
-def _value_returns(function: ast.FunctionDef):
-    """The `return X` statements of a function itself (not of functions nested in it), X not None."""
-    pending = list(function.body)
-    while pending:
-        statement = pending.pop(0)
-        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            continue
-        if isinstance(statement, ast.Return) and statement.value is not None and not (
-                isinstance(statement.value, ast.Constant) and statement.value.value is None):
-            yield statement
-        pending.extend(ast.iter_child_nodes(statement))
 
 
 def _tags(source: _Source, node: Node, where: str) -> tuple[str, ...]:
@@ -407,18 +399,18 @@ def _autograd(source: _Source, entry: tuple[ScalarNode, Node], schema: Schema, s
     fields = _mapping(source, node, field, AUTOGRAD_KEYS, required=("backward",))
     grads = ", ".join(grad_names(schema))
     backward = _string(source, fields["backward"][1], f"{field}.backward")
-    function = _check_body(source, fields["backward"][1], backward, f"{field}.backward",
+    function = check_body(source, fields["backward"][1], backward, f"{field}.backward",
                            backward_header(schema, "_backward"),
                            f"write the body of `def backward(ctx, {grads})`: return one gradient per positional input")
     _check_gradient_count(source, fields["backward"][1], function, schema, f"{field}.backward")
     header = len(backward_header(schema, "_backward"))
     for name, message, hint in backward_name_problems(function, schema):
-        raise _body_error(source, fields["backward"][1], name.lineno - 1 - header, name.col_offset + 1 - 4,
+        raise body_error(source, fields["backward"][1], name.lineno - 1 - header, name.col_offset + 1 - 4,
                           f"{field}.backward: {message}", hint)
     setup_context = None
     if "setup_context" in fields:
         setup_context = _string(source, fields["setup_context"][1], f"{field}.setup_context")
-        _check_body(source, fields["setup_context"][1], setup_context, f"{field}.setup_context",
+        check_body(source, fields["setup_context"][1], setup_context, f"{field}.setup_context",
                     setup_context_header(schema, "_setup_context", setup_context),
                     "write the body of setup_context: `ctx`, the inputs and the outputs are in scope by name")
     return AutogradSpec(backward, setup_context)
@@ -427,7 +419,6 @@ def _autograd(source: _Source, entry: tuple[ScalarNode, Node], schema: Schema, s
 def _check_gradient_count(source: _Source, node: ScalarNode, function, schema: Schema, field: str) -> None:
     """A `return a, b` in backward must give one gradient per positional input (None for non-tensors):
     torch only finds out at the first backward call. `function` is the parsed generated function."""
-    import ast
 
     header = len(backward_header(schema, "_backward"))
 
@@ -441,52 +432,11 @@ def _check_gradient_count(source: _Source, node: ScalarNode, function, schema: S
             got = len(statement.value.elts)
             if got != expected and not any(isinstance(e, ast.Starred) for e in statement.value.elts):
                 names = ", ".join(a.name for a in schema.positional)
-                raise _body_error(source, node, statement.lineno - 1 - header, statement.col_offset + 1 - 4,
+                raise body_error(source, node, statement.lineno - 1 - header, statement.col_offset + 1 - 4,
                                   f"{field} returns {got} gradients, but the op has {expected} positional input(s) "
                                   f"({names})", "return one gradient per positional input, None for non-tensors; "
                                   "keyword-only inputs get none")
         pending.extend(ast.iter_child_nodes(statement))
-
-
-def _check_body(source: _Source, node: ScalarNode, body: str, field: str, header: list[str], hint: str):
-    """Parse `body` exactly as it will be generated (after opgen's `header` lines): the function's AST.
-
-    Validating the very text that is written is what keeps the code inside its function: the module
-    must be that one `def`, so the body can neither end the function early nor add code around it."""
-    import ast
-
-    for char in body:
-        if char in FOREIGN_LINE_BREAKS or char == "\0":
-            raise source.error(node, f"{field} contains the control character {char!r}",
-                               "write the code with plain newlines (a `|` block)")
-    text = function_source(header, body)
-    try:
-        tree = ast.parse(text)
-    except SyntaxError as error:
-        line = max((error.lineno or 1) - 1 - len(header), 0)
-        raise _body_error(source, node, line, max((error.offset or 1) - 4, 1),
-                          f"{field} is not valid Python: {error.msg}", hint) from None
-    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef):  # cannot happen: belt and braces
-        raise source.error(node, f"{field} does not stay inside its function", hint)
-    return tree.body[0]
-
-
-def _body_error(source: _Source, node: ScalarNode, line: int, column: int, message: str, hint: str) -> SpecError:
-    """An error at 0-based `line`, 1-based `column` of a body as dedented (a `|` block maps to the file)."""
-    body = _scalar(node)
-    if node.style != "|" or not isinstance(body, str):
-        return source.error(node, message, hint)
-    import textwrap
-
-    raw = body.split("\n")
-    skipped = next((i for i, text in enumerate(raw) if text.strip()), 0)  # blank lines dropped before the code
-    index = min(line + skipped, len(raw) - 1)
-    dedented = textwrap.dedent(body).split("\n")
-    common = len(raw[index]) - len(dedented[index]) if index < len(dedented) else 0
-    file_line = node.start_mark.line + 1 + index
-    text = source.lines[file_line] if file_line < len(source.lines) else ""
-    margin = len(text) - len(raw[index]) if text.endswith(raw[index]) else 0
-    return source.error(None, message, hint, line=file_line, column=margin + common + column)
 
 
 def _check_names_unique(source: _Source, ops_node: SequenceNode, ops: list[OpSpec]) -> None:

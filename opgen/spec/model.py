@@ -107,6 +107,26 @@ class AutogradSpec:
     setup_context: str | None = None
 
 
+# Where `ops[i].fusion` registers its replacement: npugraph_ex's pattern pass, Inductor's post-grad pass.
+FUSION_TARGETS = ("npugraph_ex", "inductor")
+
+
+@dataclass(frozen=True)
+class FusionSpec:
+    """`ops[i].fusion`: the composite models write instead of calling the op, which compiled graphs replace with it.
+
+    The composite is matched literally: its ops, their order and every constant in it (a dim, a literal epsilon).
+    `inputs` are matched as graph values (the tensors, and scalars matched by value with the pattern matcher's
+    `scalar_workaround`); the other arguments are `constants`, baked into the pattern."""
+
+    body: str  # the composite's body: `fusion.pattern`, else the op's `reference:`
+    from_reference: bool
+    inputs: tuple[str, ...]
+    constants: tuple[tuple[str, object], ...]  # (argument, value), in schema order
+    conditions: tuple = ()  # `fusion.when`: ConditionRules on the matched values, all must hold
+    targets: tuple[str, ...] = FUSION_TARGETS
+
+
 @dataclass(frozen=True)
 class OpSpec:
     index: int  # position in `ops:`, for messages naming `ops[i]...`
@@ -126,6 +146,7 @@ class OpSpec:
     bindings: tuple = ()  # `ops[i].let`: the names its rules share (opgen.spec.semantics.Binding), in order
     dtypes: tuple[str, ...] = ()  # `ops[i].dtypes`: the floating dtypes the tests sweep (empty: float16, bfloat16, float32)
     contiguous: tuple[str, ...] = ()  # `ops[i].contiguous`: inputs the registration makes contiguous for the kernels
+    fusion: FusionSpec | None = None  # `ops[i].fusion`: the composite compiled graphs replace with the op
 
     @property
     def aliasing_tag(self) -> str:

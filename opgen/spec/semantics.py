@@ -68,8 +68,9 @@ from .semantics_ir import (
     _Py,
 )
 
-__all__ = ["Binding", "DtypeRule", "IntRule", "PyContext", "Scope", "SemanticsError", "ShapeRule", "TensorRule",
-           "binding_statements", "parse_binding", "parse_dtype", "parse_int", "parse_shape", "parse_tensor"]
+__all__ = ["Binding", "ConditionRule", "DtypeRule", "IntRule", "PyContext", "Scope", "SemanticsError", "ShapeRule",
+           "TensorRule", "binding_statements", "parse_binding", "parse_condition", "parse_dtype", "parse_int",
+           "parse_shape", "parse_tensor"]
 
 FUNCTIONS = ("broadcast", "dynamic", "from_code", "insert_size", "len", "max", "min", "promote", "reduce",
              "remove_size", "replace_size", "wrap_dim")
@@ -194,6 +195,11 @@ class TensorRule(_ExpressionRule):
 
 
 @dataclass(frozen=True)
+class ConditionRule(_ExpressionRule):
+    """A condition on the arguments, a bool (`fusion.when`: when a fused op may replace its composite)."""
+
+
+@dataclass(frozen=True)
 class Binding(_ExpressionRule):
     """`let: {name: rule}`: a name the op's rules share; the fake assigns it once, the C++ inlines it."""
 
@@ -245,6 +251,19 @@ def parse_binding(name: str, text: str, schema: Schema, scope: Scope | None = No
         binding.statements()
         binding.cpp()
     return binding
+
+
+def parse_condition(text: str, schema: Schema, scope: Scope | None = None) -> ConditionRule:
+    """Parse and check a condition (a comparison, `and`/`or`/`not` of them, a bool argument); printed as Python only."""
+    with _depth_guard(text):
+        source = _Source(text)
+        checker = _Checker(source, schema, scope or Scope())
+        tree = source.parse()
+        node = checker.boolean(checker.value(tree, frozenset()), tree)
+        checker._no_dynamic(node, tree, "a condition")
+        rule = ConditionRule(text, node, schema)
+        rule.python()
+    return rule
 
 
 def binding_statements(bindings: Sequence[Binding], rules: Sequence[_Rule], ctx: PyContext | None = None) -> list[str]:

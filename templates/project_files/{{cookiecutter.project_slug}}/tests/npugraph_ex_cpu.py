@@ -19,6 +19,10 @@ itself without Ascend's CANN breaks `import torch`, so this module never does.
 - npugraph_ex's pattern-fusion pass is switched off on the stand-in: its patterns are written in
   torch_npu's own C++ operators (torch.ops.npu.npu_add_rms_norm, ...), which do not exist without
   torch_npu, and a graph of one custom op cannot match them. Every other npugraph_ex pass runs.
+  `session.backend(fusion=True)` switches it on, for the patterns registered with
+  `npugraph_ex.register_replacement`; on the stand-in the five built-in pattern families are not
+  registered during the session (BUILT_IN_PATTERNS_OFF says why, and the session prints it). Patterns
+  registered during a session are dropped at its end, so sessions do not see each other's patterns.
 - `Session()` (compile only) replaces one piece, `AclGraph`, npugraph_ex's capture-and-replay manager:
   the concrete graph builds it at the very end of `AclConcreteGraph.optimize_graph_without_runtime`, after
   every FX pass, and npugraph_ex's generated kernel calls it with the inputs of each run. The replacement
@@ -51,6 +55,13 @@ from pathlib import Path
 from typing import ClassVar
 
 FETCH_HINT = "run 'opgen npugraph-ex fetch'"
+BUILT_IN_PATTERNS = ("_register_addrmsnormcast_pattern", "_register_addrmsnormdynamicquant_pattern",
+                     "_register_addrmsnormdynamicquant_pattern2", "_register_addrmsnormquant_patterns",
+                     "_register_batchmatmultranspose_patterns")  # npugraph_ex.patterns.pattern_util's families
+BUILT_IN_PATTERNS_OFF = ("npugraph_ex's built-in fusion patterns (add_rms_norm_cast, add_rms_norm_dynamic_quant, "
+                         "add_rms_norm_quant, batch_matmul_transpose) are not registered: they are written in "
+                         "torch_npu's operators (torch.ops.npu.npu_add_rms_norm, ...), which the CPU stand-in for "
+                         "torch_npu does not define; the patterns registered with npugraph_ex.register_replacement run")
 PACKAGE = "npugraph_ex"
 EMULATION = "npu_graph_cpu"  # tests/npu_graph_cpu.py
 RECORD = "opgen-fetch.json"
@@ -193,6 +204,7 @@ class _Loaded:
     modules: dict | None = None
     stand_in: types.ModuleType | None = None
     eager_acl_graph: type | None = None
+    told = False  # BUILT_IN_PATTERNS_OFF printed (once per process)
     # (a dict of torch's, {key: its value before or _MISSING}, {key: npugraph_ex's value})
     torch_changes: ClassVar[list] = []
 
@@ -264,13 +276,22 @@ class Session:
         self.emulation = None
         self._saved: dict = {}
 
-    def backend(self, **options):
-        """npugraph_ex's own backend: CompilerConfig, mode npugraph_ex, the backend's decompositions and AOT."""
+    def backend(self, *, fusion: bool = False, **options):
+        """npugraph_ex's own backend: CompilerConfig, mode npugraph_ex, the backend's decompositions and AOT.
+        `fusion`: its pattern-fusion pass on (the registered patterns; module docstring)."""
         npugraph_ex = _Loaded.modules[PACKAGE]
         config = npugraph_ex.CompilerConfig()
         config.mode = "npugraph_ex"
-        if _Loaded.stand_in is not None:
+        if _Loaded.stand_in is not None and not fusion:
             config.pattern_fusion_pass = False  # its patterns are torch_npu's C++ ops (module docstring)
+        if _Loaded.stand_in is not None and fusion and "built_in_patterns" not in self._saved:
+            util = _Loaded.modules[f"{PACKAGE}.patterns.pattern_util"]
+            self._saved["built_in_patterns"] = {name: getattr(util, name) for name in BUILT_IN_PATTERNS}
+            for name in BUILT_IN_PATTERNS:
+                setattr(util, name, lambda *_args, **_kwargs: None)
+            if not _Loaded.told:
+                print(f"npugraph_ex_cpu: {BUILT_IN_PATTERNS_OFF}")
+                _Loaded.told = True
         for key, value in options.items():
             setattr(config, key, value)
         return npugraph_ex.get_npu_backend(compiler_config=config)
@@ -302,6 +323,7 @@ class Session:
                 converter = _Loaded.modules[f"{PACKAGE}._acl_concrete_graph.fx2acl_converter"]
                 self._saved["acl_graph"] = (acl_graph.AclGraph, converter.AclGraph)
                 acl_graph.AclGraph = converter.AclGraph = _Loaded.eager_acl_graph
+            self._saved["patterns"] = _registered_patterns()
         except BaseException:
             self._restore()
             raise
@@ -321,6 +343,12 @@ class Session:
             acl_graph = _Loaded.modules[f"{PACKAGE}._acl_concrete_graph.acl_graph"]
             converter = _Loaded.modules[f"{PACKAGE}._acl_concrete_graph.fx2acl_converter"]
             acl_graph.AclGraph, converter.AclGraph = self._saved.pop("acl_graph")
+        if "patterns" in self._saved:
+            _restore_patterns(self._saved.pop("patterns"))
+        if "built_in_patterns" in self._saved:
+            util = _Loaded.modules[f"{PACKAGE}.patterns.pattern_util"]
+            for name, function in self._saved.pop("built_in_patterns").items():
+                setattr(util, name, function)
         if _Loaded.modules is not None and _Loaded.stand_in is None:
             return  # the real torch_npu: it stays, with its npugraph_ex
         if _Loaded.modules is not None:
@@ -338,6 +366,24 @@ class Session:
                 del torch.npu
         else:
             torch.npu = self._saved["npu"]
+
+
+def _pattern_pass():
+    """npugraph_ex's one PatternMatcherPass, which register_replacement fills and its fusion pass applies."""
+    return _Loaded.modules[f"{PACKAGE}.patterns.pattern_pass_manager"]._pattern_manager().pass_dict
+
+
+def _registered_patterns() -> tuple[dict, dict]:
+    patterns = _pattern_pass()
+    return ({key: list(value) for key, value in patterns.patterns.items()},
+            {key: list(value) for key, value in patterns.seen_patterns.items()})
+
+
+def _restore_patterns(saved: tuple[dict, dict]) -> None:
+    patterns = _pattern_pass()
+    for registry, before in zip((patterns.patterns, patterns.seen_patterns), saved, strict=True):
+        registry.clear()
+        registry.update({key: list(value) for key, value in before.items()})
 
 
 def _our_modules(modules) -> list[str]:
@@ -374,6 +420,7 @@ def _first_import() -> None:
         atexit.unregister(module._finalize)
     acl_graph = importlib.import_module(f"{PACKAGE}._acl_concrete_graph.acl_graph")
     importlib.import_module(f"{PACKAGE}._acl_concrete_graph.fx2acl_converter")
+    importlib.import_module(f"{PACKAGE}.patterns.pattern_util")
     _Loaded.modules = {name: sys.modules[name] for name in _our_modules(sys.modules) if name.startswith(PACKAGE)}
     _Loaded.stand_in = stand_in
     _Loaded.eager_acl_graph = _eager_acl_graph(acl_graph)

@@ -18,6 +18,11 @@ The checks are in tests/graph_checks.py (copied by opgen; `opgen check` runs the
      would capture run eagerly;
   6. npugraph_ex's capture and replay on CPU (after the fetch too): its own AclGraph captures the kernel on an
      emulated NPU graph (tests/npu_graph_cpu.py) and replays it with new values, without the kernel's Python.
+{% if cookiecutter._opgen.fusions %}
+  7. fusion (ops with `fusion:`, <package>/patterns.py): the composite computes what the op computes where the
+     fusion applies; a model written with it gets the op under npugraph_ex (pattern fusion on) and under Inductor's
+     pattern pass (aot_eager), no node of the composite left, values equal eager; near misses stay unfused.
+{% endif %}
 Tiers that cannot run on this machine are skipped with the reason.
 {% if t.no_autograd_note %}
 
@@ -35,8 +40,8 @@ from torch.types import Number
 {% endif %}
 
 import {{ cookiecutter._opgen.package }}  # registers the operators
-{% if t.uses_reference %}
-from {{ cookiecutter._opgen.package }} import reference
+{% if t.package_modules %}
+from {{ cookiecutter._opgen.package }} import {{ t.package_modules | join(", ") }}
 {% endif %}
 
 NPU_UNAVAILABLE = {{ t.npu_unavailable }}
@@ -266,5 +271,26 @@ def test_{{ op.stem }}_npugraph_ex_capture_replay_on_cpu():
     {{ o.skips.no_example }}
 {% else %}
     {{ call("checks.assert_npugraph_ex_capture_replay_on_cpu", [c, each_seed], "    ") }}
+{% endif %}
+{% if op.fusion.constant %}
+{% set f = "patterns." ~ op.fusion.constant %}
+{% set first_call = "lambda seed: " ~ o.examples ~ "(seed)[0]" %}
+
+
+def test_{{ op.stem }}_fusion_composite_is_the_op():
+    """ops[{{ op.index }}].fusion: where it applies, the composite it replaces computes what the op computes."""
+    {{ call("checks.assert_fusion_matches_the_op", [c, f, o.examples], "    ") }}
+{% for route in ("npugraph_ex", "inductor") %}
+
+
+def test_{{ op.stem }}_fusion_fires_under_{{ route }}():
+    """A model written with the composite gets the op{% if route == "npugraph_ex" %} under npugraph_ex (pattern fusion on){% else %} under Inductor's pattern pass (aot_eager){% endif %}."""
+    {{ call("checks.assert_fusion_fires", [c, f, "patterns.register_fusions", first_call, '"' ~ route ~ '"'], "    ") }}
+
+
+def test_{{ op.stem }}_fusion_near_misses_stay_unfused_under_{{ route }}():
+    """Another constant, an intermediate used outside, another dim, a call `when:` refuses: no op in the graph."""
+    {{ call("checks.assert_near_misses_stay_unfused", [c, f, "patterns.register_fusions", o.examples, '"' ~ route ~ '"'], "    ") }}
+{% endfor %}
 {% endif %}
 {% endfor %}

@@ -1,0 +1,140 @@
+"""`ops[i].fusion` in a spec: what it reads (no torch), each bad form refused at its line and column with a hint,
+and through the real CLI: exit code 2 and nothing written."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+from new_helpers import opgen
+
+from opgen.errors import OpgenError
+from opgen.render.context import project_context
+from opgen.spec.load import load_spec_text
+
+OP = """\
+namespace: ns
+ops:
+  - schema: "add_norm(Tensor x, Tensor y, Tensor g, float eps=1e-06, int n=1) -> (Tensor out, Tensor sum)"
+    outputs:
+      out: {like: x}
+      sum: {like: x}
+    reference: |
+      s = x + y
+      return s * g * eps, s
+"""
+
+
+def load(fusion: str, op: str = OP):
+    return load_spec_text(op + textwrap.indent(textwrap.dedent(fusion).lstrip("\n"), "    "), "spec.yaml")
+
+
+def test_defaults_match_the_reference_with_every_tensor_an_input_and_each_scalar_its_default():
+    fusion = load("fusion: {}\n").ops[0].fusion
+    assert fusion.from_reference and fusion.body.startswith("s = x + y")
+    assert (fusion.inputs, fusion.constants, fusion.conditions) == (("x", "y", "g"), (("eps", 1e-06), ("n", 1)), ())
+    assert fusion.targets == ("npugraph_ex", "inductor")
+
+
+def test_a_pattern_constants_a_float_matched_by_value_conditions_and_targets():
+    spec = load("""
+        fusion:
+          pattern: |
+            s = x + y
+            return s * g * eps, s
+          inputs: [x, y, g, eps]
+          when: ["g.dim() == 1", "x.dtype == y.dtype"]
+          targets: [inductor]
+        """)
+    fusion = spec.ops[0].fusion
+    assert not fusion.from_reference and fusion.inputs == ("x", "y", "g", "eps") and fusion.constants == (("n", 1),)
+    assert [rule.python() for rule in fusion.conditions] == ["g.dim() == 1", "x.dtype == y.dtype"]
+    assert fusion.targets == ("inductor",)
+    context = project_context(spec)["_opgen"]
+    assert context["fusions"] == "(ADD_NORM,)"
+    code = context["ops"][0]["fusion"]["code"]
+    assert 'scalar_workaround={"eps": ' in code and 'targets=("inductor",)' in code
+    assert "return g.dim() == 1 and x.dtype == y.dtype" in code
+
+
+def test_an_op_without_fusion_gets_no_patterns_module():
+    context = project_context(load_spec_text(OP, "spec.yaml"))["_opgen"]
+    assert context["fusions"] == "" and context["ops"][0]["fusion"] == {"constant": "", "code": ""}
+
+
+@pytest.mark.parametrize("fusion, message, hint", [
+    ("fusion: {inputs: [x, y, gg]}\n", "spec.yaml:10:29: ops[0].fusion.inputs: 'gg' is not an argument of ns::add_norm",
+     "did you mean 'g'?"),
+    ("fusion: {inputs: [x, y]}\n", "spec.yaml:10:22: ops[0].fusion.inputs leaves out the tensor(s) g",
+     "add g to ops[0].fusion.inputs"),
+    ("fusion: {inputs: [x, y, g, n]}\n",
+     "spec.yaml:10:32: ops[0].fusion.inputs: 'n' is 'int', which a pattern cannot match as a value",
+     "give its value in `ops[0].fusion.constants` instead"),
+    ("fusion: {constants: {x: 1.0}}\n", "spec.yaml:10:26: ops[0].fusion.constants: 'x' cannot be a constant: a tensor",
+     "remove it from ops[0].fusion.constants"),
+    ("fusion: {constants: {eps: fast}}\n", "spec.yaml:10:31: ops[0].fusion.constants.eps must be a number",
+     "the argument is 'float'"),
+    ("fusion: {patern: x}\n", "spec.yaml:10:14: unknown key 'patern' in ops[0].fusion", "did you mean 'pattern'?"),
+    ("fusion: {targets: [npugraph]}\n", "spec.yaml:10:24: ops[0].fusion.targets: unknown target 'npugraph'",
+     "did you mean 'npugraph_ex'?"),
+    ("fusion: {when: [\"g.dims() == 1\"]}\n", "spec.yaml:10:24: ops[0].fusion.when[0]: unsupported attribute `.dims`",
+     "did you mean `.dim`?"),
+    ("fusion: {when: \"g.dim()\"}\n", "spec.yaml:10:21: ops[0].fusion.when: a condition must be a bool",
+     "compare explicitly"),
+    ("fusion:\n  pattern: |\n    s = x +\n    return s, s\n", "spec.yaml:12:16: ops[0].fusion.pattern is not valid Python",
+     "write the body of a function"),
+    ("fusion:\n  pattern: |\n    s = x + y\n    return s * g\n",
+     ("spec.yaml:13:9: ops[0].fusion.pattern returns 1 value(s), but it must return 2 value(s), one per return of the op "
+     "(out, sum)"), "return what the op returns"),
+    ("fusion:\n  pattern: |\n    s = x + y\n    return s * eps, s\n",
+     "spec.yaml:11:16: ops[0].fusion.pattern never reads g, an input of the pattern (ops[0].fusion.inputs)",
+     "read it in the composite"),
+    ("fusion:\n  pattern: |\n    return torch.ops.ns.add_norm(x, y, g), x\n",
+     "spec.yaml:12:16: ops[0].fusion.pattern calls the op itself", "write the computation with torch operators"),
+])
+def test_a_bad_fusion_is_refused_at_its_line_and_column_with_a_hint(fusion, message, hint):
+    with pytest.raises(OpgenError) as caught:
+        load(fusion)
+    rendered = caught.value.render()
+    assert message in rendered, rendered
+    if hint:
+        assert hint in rendered, rendered
+
+
+@pytest.mark.parametrize("op, message, hint", [
+    (('namespace: ns\nops:\n  - schema: "noise(Tensor x) -> Tensor"\n    tags: [nondeterministic_seeded]\n'
+     '    outputs: {out0: {like: x}}\n    reference: "return torch.rand_like(x)"\n'),
+     "spec.yaml:7:5: ops[0].fusion: ns::noise cannot replace a composite: the op draws random numbers",
+     "remove `ops[0].fusion`"),
+    ('namespace: ns\nops:\n  - schema: "prefetch(Tensor x) -> ()"\n    reference: "pass"\n',
+     "spec.yaml:5:5: ops[0].fusion: ns::prefetch cannot replace a composite: the op returns nothing and writes nothing",
+     None),
+    (('namespace: ns\nops:\n  - schema: "scale_(Tensor(a!) x, float s) -> Tensor(a!)"\n    tags: [inplace]\n'
+     '    reference: "return x.mul_(s)"\n'),
+     "spec.yaml:6:5: ops[0].fusion: ns::scale_ cannot replace a composite: the op is tagged torch.Tag.inplace",
+     "opgen's default form"),
+    ('namespace: ns\nops:\n  - schema: "top(Tensor x) -> Tensor"\n    reference: "return x"\n',
+     "ops[0].fusion: ns::top cannot replace a composite: the op has no fake function", "fill ops[0].outputs.out0"),
+    (('namespace: ns\nops:\n  - schema: "cat2(Tensor[] xs) -> Tensor"\n    outputs: {out0: {like: "xs[0]"}}\n'
+     '    reference: "return xs[0]"\n'),
+     "spec.yaml:3:19: ops[0].schema: `ops[0].fusion`: argument 'xs' is a list of tensors", "remove `ops[0].fusion`"),
+    ('namespace: ns\nops:\n  - schema: "twice(Tensor x) -> Tensor"\n    outputs: {out0: {like: x}}\n',
+     "spec.yaml:5:5: ops[0].fusion: no composite to match: the op has no `reference:`", "give `ops[0].fusion.pattern`"),
+])
+def test_an_op_that_cannot_be_a_replacement_is_refused(op, message, hint):
+    with pytest.raises(OpgenError) as caught:
+        load_spec_text(op + "    fusion: {}\n", "spec.yaml")
+    rendered = caught.value.render()
+    assert message in rendered, rendered
+    if hint:
+        assert hint in rendered, rendered
+
+
+def test_the_cli_refuses_a_bad_fusion_with_exit_2_and_writes_nothing(tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(OP + "    fusion: {inputs: [x, y, gg]}\n", encoding="utf-8")
+    done = opgen("new", str(spec), "-o", str(tmp_path / "out"))
+    assert done.returncode == 2, done.stderr
+    assert f"{spec}:10:29: ops[0].fusion.inputs: 'gg' is not an argument" in done.stderr
+    assert "hint: did you mean 'g'?" in done.stderr
+    assert not (tmp_path / "out").exists()
