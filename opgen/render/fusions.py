@@ -72,9 +72,17 @@ def _result_name(op: OpSpec) -> str:
     return next(name for name in ("result", "result_", "result__") if name not in names)
 
 
+def _arguments(op: OpSpec) -> list[str]:
+    """The op's arguments in schema order, each an input by name or a constant as its literal (a constant may come
+    before an input: `softmax(x, int dim=-1, float scale)` with `scale` matched)."""
+    inputs, constants = set(op.fusion.inputs), dict(_constants(op))
+    args = [a.name if a.name in inputs else constants[a.name] for a in op.schema.positional]
+    return args + [f"{a.name}={a.name if a.name in inputs else constants[a.name]}" for a in op.schema.kwarg_only]
+
+
 def _search(op: OpSpec, stem: str) -> str:
     inputs = list(op.fusion.inputs)
-    args = inputs + [f"{name}={source}" for name, source in _constants(op)]
+    args = _arguments(op)
     written = [a.name for a in op.schema.mutated_args]
     head = define(f"_{stem}_search", _typed(op, inputs), "object")
     composite = call(f"{stem}_composite", args, "    ")
@@ -97,8 +105,7 @@ def _replacement(op: OpSpec, stem: str, overload: str) -> str:
     head = define(f"_{stem}_replacement", _typed(op, inputs), "object")
     written = [a.name for a in op.schema.mutated_args]
     if not written:
-        args = [a.name if a.name in inputs else constants[a.name] for a in op.schema.positional]
-        args += [f"{a.name}={a.name if a.name in inputs else constants[a.name]}" for a in op.schema.kwarg_only]
+        args = _arguments(op)
         return "\n".join([head, f'    """{op.schema.qualified_name} in place of the composite."""',
                           "    return " + call(overload, args, "    ")])
     kwargs = [f"{a.name}={a.name if a.name in inputs else constants[a.name]}" for a in op.schema.arguments]
@@ -177,7 +184,8 @@ def _example_inputs(op: OpSpec, stem: str) -> str:
     lines = [define(f"_{stem}_example_inputs", [], "list[tuple]"),
              (f'    """Inputs of the first traces, one per dtype and rank of ops[{op.index}].examples: only their '
              'metadata matters."""'), "    with FakeTensorMode():", "        return ["]
-    lines += [f"            {call('', row, '            ')}," for row in rows] + ["        ]"]
+    lines += [f"            {tuple_text(row) if len(row) == 1 else call('', row, '            ')},"
+              for row in rows] + ["        ]"]
     return "\n".join(lines)
 
 

@@ -1645,13 +1645,16 @@ def _composite_frames(composite: Callable) -> tuple[str, str]:
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line \d+, in (?P<name>\S+)')
 
 
-def composite_nodes(graph: torch.fx.Graph, composite: Callable) -> list[torch.fx.Node]:
+def composite_nodes(graph: torch.fx.Graph, composite: Callable, overload) -> list[torch.fx.Node]:
     """The nodes traced from a line of `composite` (their stack trace has its frame), but the op's own nodes, the
-    glue of a replacement and the copies back into graph inputs (a written buffer's epilogue)."""
+    glue of a replacement and the copies back into graph inputs (a written buffer's epilogue). (A replacement's
+    nodes may carry the stack trace of the node they replace.)"""
     frame = _composite_frames(composite)
     found = []
     for node in graph.nodes:
-        if node.op != "call_function" or getattr(node.target, "__name__", "") in FUSION_GLUE:
+        if node.op != "call_function" or node.target is overload:
+            continue
+        if getattr(node.target, "__name__", "") in FUSION_GLUE:
             continue
         if node.target is torch.ops.aten.copy_.default and node.args[0].op == "placeholder":
             continue
@@ -1668,8 +1671,8 @@ def calls_op(graph: torch.fx.Graph, overload) -> bool:
 
 
 def _snapshot(graph: torch.fx.Graph, composite: Callable, overload) -> dict:
-    return {"op": calls_op(graph, overload), "composite": [n.format_node() for n in composite_nodes(graph, composite)],
-            "code": str(graph)}
+    left = composite_nodes(graph, composite, overload)
+    return {"op": calls_op(graph, overload), "composite": [n.format_node() for n in left], "code": str(graph)}
 
 
 def _fusion_backend(route: str, fusion, register: Callable, seen: FusedGraphs, session=None):
