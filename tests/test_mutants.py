@@ -298,3 +298,8 @@ def test_every_planted_bug_fails_a_generated_test_naming_what_to_fix(tmp_path, h
                                       "test_top_rows_compiles_once_for_two_sizes"} | NPUGRAPH_EX_TODO}.get(example, set())
         assert tests and set(failed) == allowed, f"control {example} ({style}): {failed}"
     assert not escaped, "not caught (or caught without naming the spec field or file):\n" + "\n".join(rows)
+
+
+def test_the_readme_counts_the_mutants():
+    count = re.search(r"`tests/test_mutants.py` plants (\d+) bugs", (REPO / "README.md").read_text(encoding="utf-8"))
+    assert count and int(count.group(1)) == len(MUTANTS), (count and count.group(1), len(MUTANTS))
