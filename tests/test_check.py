@@ -505,8 +505,8 @@ def test_the_fusion_rung_says_whether_each_pattern_fires_and_names_planted_bugs(
         "fz_good": _fused_project(tmp_path, "add_rms_norm", "fz_good"),
         "fz_cache": _fused_project(tmp_path, "kv_cache_update", "fz_cache"),
         "fz_eps": _fused_project(tmp_path, "add_rms_norm", "fz_eps", edit_patterns=lambda t: t.replace(
-            "return add_rms_norm_composite(x1, x2, gamma, epsilon=1e-06)",
-            "return add_rms_norm_composite(x1, x2, gamma, epsilon=1e-05)")),
+            "return add_rms_norm_composite(x1, x2, gamma, 1e-06)",
+            "return add_rms_norm_composite(x1, x2, gamma, 1e-05)")),
         "fz_partial": _fused_project(tmp_path, "add_rms_norm", "fz_partial", edit_patterns=lambda t: re.sub(
             r"def _add_rms_norm_search\(.*?def _add_rms_norm_applies\(", lambda _: partial, t, flags=re.DOTALL)),
         "fz_wrong": _fused_project(tmp_path, "add_rms_norm", "fz_wrong", edit_spec=lambda t: t.replace(
