@@ -244,3 +244,42 @@ def test_fusions_of_new_specs_pass_their_generated_tests(tmp_path):
         assert result["outcome"] == wanted, f"{name}: {result['message'][-3000:]}"
     others = {name: r["outcome"] for name, r in results.items() if r["outcome"] not in ("passed", "skipped")}
     assert not others, others
+
+
+# --- what the generated README tells a user to do -------------------------------------------------
+
+
+def test_register_fusions_once_then_plain_torch_compile_calls_the_op(norm):
+    """`register_fusions()` then `torch.compile(model)` with Inductor itself (not the tests' aot_eager stand-in): the
+    op is in the code Inductor generates and values equal eager; a post-grad pass already installed stays and runs,
+    and a second call installs nothing twice."""
+    from torch._inductor.utils import run_and_get_code
+
+    seen = []
+
+    def user_pass(graph):
+        seen.append(len(graph.nodes))
+
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(32, 32)
+            self.gamma = torch.nn.Parameter(torch.rand(32) + 0.5)
+
+        def forward(self, x1):
+            x = x1 + self.linear(x1)  # the Llama form of the composite, written out in the model
+            xf = x.float()
+            rstd = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-06)
+            return (xf * rstd * self.gamma.float()).to(x.dtype), x
+
+    model, x1 = Block(), torch.randn(4, 32)
+    with torch._inductor.config.patch(post_grad_custom_post_pass=user_pass), torch.no_grad():
+        norm.patterns.register_fusions()
+        norm.patterns.register_fusions()
+        installed = torch._inductor.config.post_grad_custom_post_pass
+        assert installed == [user_pass, norm.patterns.FUSION_PASS], installed
+        torch.compiler.reset()
+        out, code = run_and_get_code(torch.compile(model), x1)
+    assert seen, "the pass installed before register_fusions() did not run"
+    assert any("fz_norm.add_rms_norm" in text for text in code), "\n".join(code)[-3000:]
+    torch.testing.assert_close(out, model(x1))
