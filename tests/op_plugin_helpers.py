@@ -78,7 +78,7 @@ def cpp_inputs(schema, example) -> list[str]:
 
 
 def _cpp_input(name: str, arg, value) -> list[str]:
-    from opgen.schema.model import BaseType, EnumWord, ListType, OptionalType, strip_alias
+    from opgen.schema.model import BaseType, ListType, OptionalType, strip_alias
     from opgen.spec.model import TensorValue
 
     base = strip_alias(arg.type)
@@ -96,7 +96,7 @@ def _cpp_input(name: str, arg, value) -> list[str]:
                 BaseType("Scalar"): "at::Scalar"}.get(elem, "int64_t")
         if _is_tensor_list(elem):
             kind = "at::TensorList"
-        if isinstance(elem, ListType):
+        elif isinstance(elem, ListType):
             return [f"at::OptionalIntArrayRef {name};"]
         return [f"c10::optional<{kind}> {name};"]
     scalar = _cpp_scalar(elem, value)
@@ -107,8 +107,6 @@ def _cpp_input(name: str, arg, value) -> list[str]:
         if strip_alias(elem.elem) == BaseType("bool"):
             return [f"std::array<bool, {len(value)}> {name}{{{', '.join('true' if v else 'false' for v in value)}}};"]
         return [f"std::vector<int64_t> v{name}{{{', '.join(map(str, value))}}};", f"at::IntArrayRef {name}(v{name});"]
-    if isinstance(value, EnumWord):
-        raise AssertionError(f"the harness cannot build argument {arg.name!r} = {value}")
     raise AssertionError(f"the harness cannot build argument {arg.name!r} of type '{arg.type}'")
 
 

@@ -214,7 +214,7 @@ def _entry(op: OpSpec, kind: str, config: OpPluginSpec, where: str) -> PluginOp:
     try:
         converted = conversions(schema, exec_args, config.none_values, taken)
     except ConversionError as error:
-        keys = ("op_plugin", "exec") if config.exec_args else ("schema",)
+        keys = ("op_plugin", "exec", config.exec_args.index(error.argument)) if config.exec_args else ("schema",)
         raise _Refusal(f"{where}: {error.message}", error.hint, *keys) from None
     return PluginOp(schema, kind, op, outputs, config, aclnn, exec_args, kernel, conversions=converted)
 
