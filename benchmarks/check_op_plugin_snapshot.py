@@ -158,13 +158,13 @@ def check_generator(report: Report, root: Path, entries, pythonpath: str, work: 
     report.check("the version filter keeps every op", all(f"func: {e.func}" in kept for e in entries))
     header = (work / "gencode" / "OpApiInterface.h").read_text(encoding="utf-8")
     for entry in entries:
-        declared = _declaration(header, entry.name)
+        declared = _declaration(header, entry.schema.name)
         ours = " ".join(kernel.signature_lines(entry.schema)).replace("(    ", "(")
         report.check(f"OpApiInterface.h declares {entry.name} as its kernel does", declared is not None and _normal(
             declared) == _normal(ours), declared or "not declared")
     struct = "\n".join(p.read_text(encoding="utf-8") for p in sorted((work / "gencode" / "opapi").glob("*_*.cpp")))
     for entry in (e for e in entries if e.kernel == "gen_opapi"):
-        body = struct[struct.find(f" {entry.name}("):][:3000]
+        body = struct[struct.find(f" {entry.schema.name}("):][:3000]
         report.check(f"gen_opapi writes {entry.name}'s kernel", f"EXEC_NPU_CMD({entry.aclnn}, " in body)
         for conversion in entry.conversions:
             report.check(f"{entry.name}: {conversion.argument} reaches aclnn converted",
@@ -205,7 +205,7 @@ def _covers(versions: list[str], version: str) -> bool:
 def check_compatibility(report: Report, root: Path, entries, pythonpath: str, work: Path) -> None:
     schema = json.loads((root / compat.SCHEMA_JSON).read_text(encoding="utf-8"))
     ours = {e.name for e in entries}
-    public = {e.name for e in entries if e.twin_of is None and (e.config.exposed or e.config.public_api)}
+    public = {e.schema.name for e in entries if e.twin_of is None and (e.config.exposed or e.config.public_api)}
     theirs = 0
     # the torch versions whose public API the JSON tracks (its op_api forms cover them; v2.3 and v2.4 not)
     tracked = {v for _, versions in compat.read_forms(json.dumps(schema)) for v in ALL_VERSIONS
@@ -232,7 +232,8 @@ def check_compatibility(report: Report, root: Path, entries, pythonpath: str, wo
                 theirs += 1
         keyed = {k.split("(", 1)[0].removeprefix("op_api: torch_npu.") for k, v in schema.items()
                  if k.startswith("op_api:") and _covers(v["version"], version)}
-        for name in ours if version in tracked else ():
+        exists = {e.schema.name for e in entries if version in compat.version_set(e.config.versions)}
+        for name in exists if version in tracked else ():
             if (name in public) != (name in keyed):
                 report.check(f"test_op_api_compatibility on torch {version}: {name}", False,
                              "public without its op_api key" if name in public else "an op_api key for no public op")
@@ -267,6 +268,17 @@ def check_diff(report: Report, root: Path, entries) -> None:
         done = subprocess.run([program, f"--style=file:{root / '.clang-format'}", "--dry-run", "--Werror", str(path)],
                               capture_output=True, text=True, check=False)
         report.check(f"clang-format changes nothing in {path.name}", done.returncode == 0, done.stderr[:1500])
+
+
+def check_python(report: Report, root: Path) -> None:
+    import ast
+
+    for path in git(root, "diff", "--name-only").split() + git(root, "ls-files", "--others", "--exclude-standard").split():
+        if path.endswith(".py"):
+            try:
+                ast.parse((root / path).read_text(encoding="utf-8"))
+            except SyntaxError as error:
+                report.check(f"{path} parses", False, f"line {error.lineno}: {error.msg}")
 
 
 def check_re_adding(report: Report, root: Path, spec: Path, work: Path, entries) -> None:
@@ -361,6 +373,7 @@ def run(source: Path, spec: Path, with_measure: bool) -> Report:
         pythonpath, which = torchnpugen_path(root, work)
         report.numbers["torchnpugen"] = which
         check_diff(report, root, entries)
+        check_python(report, root)
         check_generator(report, root, entries, pythonpath, work)
         check_compatibility(report, root, entries, pythonpath, work)
         check_re_adding(report, root, spec, work, entries)

@@ -303,6 +303,11 @@ ops:
     tags: [nondeterministic_seeded]
     outputs: {out0: {length: "len(x)", shape: "x[i].shape", dtype: "x[i]"}}
     op_plugin: {exec: [x, bias, sizes, mask, k, out0], none_values: {k: "0"}}
+  - schema: "npu_conv_gen(Tensor x, *, str mode=\\"rint\\", str? layout=None, int? k=None, float? eps=1e-05, ScalarType? out_dtype=None) -> Tensor"
+    outputs: {out0: {like: x}}
+    op_plugin: {none_values: {k: "0", out_dtype: "at::kFloat"}}
+    examples:
+      - {x: {shape: [4]}, layout: "BSND"}
 """
 
 
@@ -320,6 +325,16 @@ def test_cpp_signature_printer_matches_torchnpugen_on_many_types(torchnpugen, tm
     assert "EXEC_NPU_CMD(aclnnSigC, w, x, cache_mode, k, out1, out0);" in generated
     kept = {e["func"].split("(")[0]: e for e in report["filtered"]["custom"]}
     assert kept["npu_sig_c"]["internal_format_opapi"] is True
+    # the str, optional str, optional int, optional float and optional ScalarType reach aclnn converted (new_params):
+    # g++ compiles torchnpugen's kernel against stubs of op-plugin's ConvertType overloads (test_op_plugin_convert.py)
+    code = struct_source(report["gen_opapi"]["npu_conv_gen"])
+    entry = next(e for e in plugin_ops(load_spec_text(SIGNATURE_SPEC, "sig.yaml")) if e.name == "npu_conv_gen")
+    calls = [(entry.name, entry.schema, example) for example in entry.source.examples]
+    assert "-- aclnnConvGen: aclTensor* char* char* int64_t double aclDataType aclTensor*" in run_kernels(
+        code, calls, tmp_path / "cc", exec_lines=True)
+    with pytest.raises(subprocess.CalledProcessError) as failure:  # torchnpugen passing the string_view itself
+        run_kernels(code.replace(", mode_ptr,", ", mode,"), calls, tmp_path / "bad")
+    assert "EXEC_NPU_CMD would pass this argument to the aclnn C API as it is" in failure.value.stderr
 
 
 @needs_wheel

@@ -76,8 +76,10 @@ def desired_pieces(spec, target: Target, entries) -> list[Piece]:
     forms = target.op_api_forms()
     allow_sections = _allowlist_sections(target)
 
+    documented: set[str] = set()
+
     def add(role: str, kind: str, key: str, text: str, op: str, section: str = "") -> None:
-        if role in paths:
+        if role in paths and not any(p.ident == Piece(paths[role], kind, key, text, op, section).ident for p in pieces):
             pieces.append(Piece(paths[role], kind, key, text, op, section))
 
     for entry in entries:
@@ -86,16 +88,17 @@ def desired_pieces(spec, target: Target, entries) -> list[Piece]:
         if derivatives_entry(entry):
             add("derivatives", "yaml", entry.name, "\n".join(derivatives_entry(entry)), op, "backward")
         add("meta", "meta", entry.name, meta_function(entry), op)
-        if entry.twin_of is None:
-            add("docs", "docstr", entry.name, docs.doc_call(entry), op)
+        if entry.twin_of is None and docs.public_name(entry) not in documented:  # one docstring per torch_npu.<name>
+            documented.add(docs.public_name(entry))
+            add("docs", "docstr", docs.public_name(entry), docs.doc_call(entry), op)
         members = [compat.func_entry(entry)] + (compat.op_api_entries(entry, forms) if public(entry) else [])
         for key, value in members:
             add("schema_json", "json", key, compat.member_text(key, value), op)
         for section in compat.allowlist_keys(entry, allow_sections) if public(entry) else ():
-            add("allowlist", "allow", entry.name, f'"{entry.name}"', op, section)
+            add("allowlist", "allow", docs.public_name(entry), f'"{docs.public_name(entry)}"', op, section)
         if entry.config.exposed and entry.twin_of is None:
-            add("menu", "menu", entry.name, docs.menu_line(entry), op)
-            add("api_list", "row", entry.name, docs.list_row(entry), op)
+            add("menu", "menu", docs.public_name(entry), docs.menu_line(entry), op)
+            add("api_list", "row", docs.public_name(entry), docs.list_row(entry), op)
     for group in by_spec_op(entries).values():
         name = faketest.class_name(camel(group[0].source.schema.name))
         text = faketest.fake_test_class(name, group, group[0].config.devices)
@@ -115,7 +118,7 @@ def _file_owner(path: str, spec) -> str:
     for op in spec.ops:
         if path in (f"op_plugin/ops/opapi/{camel(op.schema.name)}KernelNpuOpApi.cpp",
                     f"test/test_custom_ops/test_{cpp.stem(op.schema)}.py",
-                    f"{docs.PAGES_DIR}/torch_npu-{op.schema.op_name}.md"):
+                    f"{docs.PAGES_DIR}/torch_npu-{op.schema.name}.md"):
             return op.schema.op_name
     return ""
 
@@ -194,8 +197,22 @@ def plan_add(root: Path, spec) -> Plan:
                        "the file) first; opgen add replaces only what it wrote itself")
     _drop_unwanted(pieces, {op.schema.op_name for op in spec.ops}, recorded, files, editors, plan)
     plan.changes = files.changes()
+    _check_python(plan.changes)
     plan.record_changed = plan.record != recorded
     return plan
+
+
+def _check_python(changes: list[Change]) -> None:
+    """Every Python file still parses (belt and braces: nothing broken is ever written)."""
+    import ast
+
+    for change in changes:
+        if change.path.endswith(".py") and change.new is not None:
+            try:
+                ast.parse(change.new)
+            except SyntaxError as error:
+                raise AddError(f"{change.path}: the edit would leave invalid Python (line {error.lineno}: "
+                               f"{error.msg})", hint="please report this spec and file to opgen") from None
 
 
 def role_path(role: str) -> str:

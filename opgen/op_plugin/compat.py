@@ -62,7 +62,7 @@ def op_api_entries(entry, forms=DEFAULT_FORMS) -> list[tuple[str, dict]]:
     for signature, versions in forms:
         both = [v for v in _covered(list(versions)) if v in covered]
         if both:
-            found.append((f"op_api: torch_npu.{entry.name}{signature}",
+            found.append((f"op_api: torch_npu.{entry.schema.name}{signature}",  # the packet, not an overload
                           {"version": json_versions(both, newest_form=versions[-1] == "newest")}))
     return found
 

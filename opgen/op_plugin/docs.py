@@ -30,6 +30,15 @@ MENU = f"{DOCS_DIR}/menu_Pytorch_API.md"
 API_LIST = f"{PAGES_DIR}/torch_npu_list.md"
 
 
+def public_name(entry) -> str:
+    """The name a user calls, `torch_npu.<name>` (the dispatcher picks an overload): the schema's base name."""
+    return entry.schema.name
+
+
+def prototype(entry) -> str:
+    return f"torch_npu.{entry.schema.name}{entry.func[len(entry.name):]}"
+
+
 def description(entry) -> str:
     return (entry.source.doc or f"{entry.name}: an NPU custom operator.").strip()
 
@@ -89,13 +98,13 @@ def example_lines(entry) -> list[str]:
     if not entry.source.examples:
         return []
     result = "" if entry.kind == "inplace" else ("outputs = " if len(entry.outputs) > 1 else "output = ")
-    inputs, call = example_call(entry.schema, entry.source.examples[0], f"torch_npu.{entry.name}", lead=result)
+    inputs, call = example_call(entry.schema, entry.source.examples[0], f"torch_npu.{public_name(entry)}", lead=result)
     return ["import torch", "import torch_npu", "", *inputs, call]
 
 
 def docstring(entry) -> str:
     """The text of the docstring, sections as op-plugin's recent entries have them."""
-    blocks = [[description(entry)], [f"torch_npu.{entry.func}"], parameter_lines(entry), output_lines(entry),
+    blocks = [[description(entry)], [prototype(entry)], parameter_lines(entry), output_lines(entry),
               [versions_line(entry.config.versions)], products(entry), example_lines(entry)]
     parts = [f"{head}\n" + "\n".join(block) for head, block in zip(SECTIONS, blocks) if block]
     return "\n" + "\n\n".join(parts) + "\n"
@@ -104,17 +113,17 @@ def docstring(entry) -> str:
 def doc_call(entry) -> str:
     """`_add_torch_npu_docstr(\\n    "npu_x",\\n    \"\"\"...\"\"\"\\n)` as the repo writes its 207 calls."""
     text = docstring(entry).replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
-    return f'_add_torch_npu_docstr(\n    "{entry.name}",\n    """{text}"""\n)'
+    return f'_add_torch_npu_docstr(\n    "{public_name(entry)}",\n    """{text}"""\n)'
 
 
 def page(entry) -> str:
     """docs/zh/custom_APIs/torch_npu/torch_npu-<name>.md, in the sections of the repo's API pages."""
     rows = [f"|  <term>{name}</term>   |     √    |" for name in products(entry)]
     examples = example_lines(entry)
-    lines = [f"# torch_npu.{entry.name}", "", "## 产品支持情况", "", "|产品             |  是否支持  |",
+    lines = [f"# torch_npu.{public_name(entry)}", "", "## 产品支持情况", "", "|产品             |  是否支持  |",
              "|:-------------------------|:----------:|", *rows, "", "## 功能说明", "",
              f"- API功能：{' '.join(description(entry).split())}", "", "## 函数原型", "", "```python",
-             f"torch_npu.{entry.func}", "```", "", "## 参数说明", ""]
+             prototype(entry), "```", "", "## 参数说明", ""]
     for line in parameter_lines(entry):
         name, _, rest = line.partition(" ")
         kind, _, what = rest.partition(": ")
@@ -132,16 +141,17 @@ def page(entry) -> str:
 
 
 def page_path(entry) -> str:
-    return f"{PAGES_DIR}/torch_npu-{entry.name}.md"
+    return f"{PAGES_DIR}/torch_npu-{public_name(entry)}.md"
 
 
 def menu_line(entry, indent: str = "        ") -> str:
-    return f"{indent}-   [torch_npu.{entry.name}](./torch_npu/torch_npu-{entry.name}.md)"
+    name = public_name(entry)
+    return f"{indent}-   [torch_npu.{name}](./torch_npu/torch_npu-{name}.md)"
 
 
 def list_row(entry) -> str:
     """One row of torch_npu_list.md's HTML table (ids of the row's own, as the newest rows have)."""
-    name, text = entry.name, html.escape(summary(entry), quote=False)
+    name, text = public_name(entry), html.escape(summary(entry), quote=False)
     cell = 'class="cellrowborder" valign="top"'
     return (f'<tr id="row_{name}"><td {cell} width="38.61%" headers="mcps1.2.3.1.1 "><p id="p_{name}_api">'
             f'<a name="p_{name}_api"></a><a name="p_{name}_api"></a><a href="torch_npu-{name}.md">'

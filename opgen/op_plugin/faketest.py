@@ -5,6 +5,7 @@ output), one class per spec op after the file's last class."""
 from __future__ import annotations
 
 from .calls import example_call
+from .cpp import stem
 
 FAKE_TEST = "test/core_tests/test_fake_tensor.py"
 # names the entries use, with the import that gives each (added to the file when it lacks one)
@@ -26,7 +27,7 @@ def fake_test_class(name: str, entries, devices) -> str | None:
 
 
 def _method(entry, devices) -> str:
-    lines = [f"    @SupportedDevices({list(devices)!r})", f"    def test_{entry.name}_meta(self):"]
+    lines = [f"    @SupportedDevices({list(devices)!r})", f"    def test_{stem(entry.schema)}_meta(self):"]
     many = len(entry.schema.returns) > 1
     for number, example in enumerate(entry.source.examples):
         if number:

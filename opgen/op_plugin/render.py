@@ -65,6 +65,15 @@ def public(entry: PluginOp) -> bool:
     return entry.twin_of is None and (entry.config.exposed or entry.config.public_api)
 
 
+def _doc_calls(entries: list[PluginOp]) -> list[str]:
+    """One docstring per torch_npu.<name> (the first overload's), none for a functional twin."""
+    calls: dict[str, str] = {}
+    for entry in entries:
+        if entry.twin_of is None:
+            calls.setdefault(docs.public_name(entry), docs.doc_call(entry))
+    return list(calls.values())
+
+
 def project_context(spec: ProjectSpec, style: Path | None = None) -> dict:
     entries = plugin_ops(spec)
     grouped = by_spec_op(entries)
@@ -80,9 +89,9 @@ def project_context(spec: ProjectSpec, style: Path | None = None) -> dict:
             "yaml_entries": ["\n".join(yaml_entry(entry)) for entry in entries],
             "derivatives_entries": ["\n".join(lines) for lines in map(derivatives_entry, entries) if lines],
             "meta_functions": [meta_function(entry) for entry in entries],
-            "doc_calls": [docs.doc_call(entry) for entry in entries if entry.twin_of is None],
+            "doc_calls": _doc_calls(entries),
             "json_members": [compat.member_text(key, value) for key, value in members],
-            "public_names": [entry.name for entry in entries if public(entry)],
+            "public_names": list(dict.fromkeys(entry.schema.name for entry in entries if public(entry))),
             "fake_tests": [text for text in fake_tests if text],
             "ops": ops,
         },
@@ -240,7 +249,7 @@ def op_context(spec: ProjectSpec, op, entries: list[PluginOp], style: Path | Non
         "spec_op": f"ops[{op.index}]",
         "scratch_namespace": f"{SCRATCH_NAMESPACE}_{cpp.stem(main.schema)}",
         "doc_page": docs.page(main) if main.config.exposed else "",
-        "doc_page_name": f"torch_npu-{main.name}.md" if main.config.exposed else "",
+        "doc_page_name": f"torch_npu-{docs.public_name(main)}.md" if main.config.exposed else "",
     }
 
 
