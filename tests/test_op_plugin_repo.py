@@ -245,3 +245,26 @@ def test_the_kernel_follows_the_checkouts_own_clang_format(tmp_path):
     add(root, REPO / "examples/op_plugin/kv_cache_update.yaml")
     kernel = (root / "op_plugin/ops/opapi/KvCacheUpdateKernelNpuOpApi.cpp").read_text()
     assert "\n   EXEC_NPU_CMD(" in kernel and "\n  EXEC_NPU_CMD(" not in kernel
+
+
+@pytest.mark.parametrize("spec", [REPO / "examples/op_plugin/kv_cache_update.yaml", NEW_OPS])
+def test_without_clang_format_the_kernels_are_already_laid_out_as_it_would(spec):
+    """What opgen itself writes (signature, allocations, conversions, the call, the return) is what clang-format
+    makes of it under op-plugin's rules: only a size lambda from the semantics printer is left to the formatter."""
+    from opgen.op_plugin.clangformat import executable, format_cpp
+    from opgen.op_plugin.kernel import kernel_file
+    from opgen.op_plugin.model import plugin_ops
+    from opgen.op_plugin.render import by_spec_op
+    from opgen.spec.load import load_spec
+
+    if executable() is None:
+        pytest.fail("clang-format is not installed (it is part of the test extra)")
+    checked = 0
+    for group in by_spec_op(plugin_ops(load_spec(str(spec)))).values():
+        kernels = [entry for entry in group if entry.kernel == "opapi"]
+        source = kernel_file(kernels, group[0].config.acl_op) if kernels else ""
+        if source and "[&]" not in source:
+            assert format_cpp(source) == source
+            assert format_cpp(source, FIXTURE / ".clang-format") == source
+            checked += 1
+    assert checked >= 1
