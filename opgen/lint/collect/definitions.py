@@ -7,10 +7,11 @@ from __future__ import annotations
 import ast
 
 from ..dispatch_keys import key_of_device_type
-from ..records import UNKNOWN, Definition, Function, LibraryDecl, Registration, Where
+from ..records import UNKNOWN, Definition, Function, LibraryDecl, Registration, UnknownName, Where
 from .context import FileContext
 from .functions import function_arg
 from .libraries import dispatch_key, library_assignment, library_at, scoped_libraries
+from .names import pattern_of
 from .syntax import arguments, assigned_names, keyword
 
 
@@ -54,7 +55,7 @@ def define(ctx: FileContext, call, schema_node, namespace, tags_, style, library
     """A schema string defined in `namespace` (the Library's; the string may carry its own)."""
     schema = ctx.value(schema_node)
     if not isinstance(schema, str):
-        ctx.record.opaque_namespaces.add(namespace)
+        ctx.record.unknown_names.append(_unread_definition(ctx, schema_node, namespace, name_prefix))
         return
     text = name_prefix + schema
     literal = ctx.literal(schema_node)
@@ -74,6 +75,24 @@ def define(ctx: FileContext, call, schema_node, namespace, tags_, style, library
     elif schema_node is not None:
         definition.where = ctx.where(schema_node)
     ctx.record.definitions.append(definition)
+
+
+def _unread_definition(ctx: FileContext, schema_node, namespace: str, name_prefix: str) -> UnknownName:
+    """A define whose schema is built at run time defines the op its readable head names (`torch.library.define(
+    "ns::f", schema)`, `lib.define(f"f_{kind}(Tensor x) -> Tensor")`), else some op of its namespace."""
+    head: list[str | None] = [name_prefix] if name_prefix else []
+    for part in [] if name_prefix else ctx.names.template(schema_node) or [None]:
+        if part is not None and "(" in part:
+            head.append(part.split("(", 1)[0])
+            break
+        head.append(part)
+    else:
+        if not name_prefix:
+            head.append(None)  # nothing readable ends the name: anything may follow
+    if head[0] is None or "::" not in head[0]:
+        head.insert(0, f"{namespace}::")
+    pattern = pattern_of(head)
+    return UnknownName("definition", pattern, namespace, ctx.path)
 
 
 def torch_library_define(ctx: FileContext, call: ast.Call) -> None:

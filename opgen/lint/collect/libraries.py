@@ -59,6 +59,11 @@ def library_assignment(ctx: FileContext, node: ast.AST, value: ast.Call) -> None
         key = dotted(target)
         if key:
             ctx.libraries.setdefault(key, []).append((node.lineno, decl))
+            namespaces = {library.namespace for _, library in ctx.libraries[key]}
+            if len(namespaces) == 1:  # `f"{lib.ns}::f"`: the Library's namespace, when the name has one
+                ctx.names.constants[key + ".ns"] = decl.namespace
+            else:
+                ctx.names.constants.pop(key + ".ns", None)
 
 
 def library_call(ctx: FileContext, call: ast.Call, *, scoped: bool, module_level: bool, record: bool = True

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 
 from ..records import UNKNOWN
+from .syntax import dotted
 
 LIB = "torch.library."
 
@@ -93,6 +95,8 @@ class Names:
             if node.id in self.bindings:
                 return self._bound_value(node.id)
             return self.constants.get(node.id, UNKNOWN)
+        if isinstance(node, ast.Attribute) and node.attr == "ns" and isinstance(node.value, (ast.Name, ast.Attribute)):
+            return self.constants.get(f"{dotted(node.value)}.ns", UNKNOWN)  # a Library's namespace
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             left, right = self.value(node.left), self.value(node.right)
             if isinstance(left, str) and isinstance(right, str):
@@ -107,6 +111,27 @@ class Names:
             inner = self.value(node.operand)
             return -inner if isinstance(inner, (int, float)) and not isinstance(inner, bool) else UNKNOWN
         return UNKNOWN
+
+    def template(self, node: ast.AST | None) -> list[str | None] | None:
+        """A string expression as its readable parts and holes (None): `f"ns::{name}_out"` is
+        ["ns::", None, "_out"]; None when it is no string expression (a call, a variable we cannot read)."""
+        value = self.value(node)
+        if isinstance(value, str):
+            return [value]
+        if isinstance(node, ast.JoinedStr):
+            parts: list[str | None] = []
+            for part in node.values:
+                inner = self.value(part.value) if isinstance(part, ast.FormattedValue) else part.value
+                simple = isinstance(part, ast.Constant) or part.conversion == -1 and part.format_spec is None
+                parts.append(str(inner) if simple and isinstance(inner, (str, int)) and not isinstance(inner, bool)
+                             else None)
+            return parts
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            left, right = self.template(node.left), self.template(node.right)
+            if left is None and right is None:
+                return None
+            return [*(left or [None]), *(right or [None])]
+        return None
 
     def _formatted(self, node: ast.JoinedStr):
         """A simple f-string whose every placeholder is a readable str or int."""
@@ -143,6 +168,17 @@ class Names:
         module, name, level = source
         target = module_file(self.path, module, level)
         return (target, name) if target is not None else None
+
+
+def pattern_of(parts: list[str | None]) -> str:
+    """A regular expression matching what a template (`Names.template`) can be: its holes match anything."""
+    pattern = []
+    for part in parts:
+        if part is not None:
+            pattern.append(re.escape(part.strip()))
+        elif not pattern or pattern[-1] != ".*":
+            pattern.append(".*")
+    return "".join(pattern)
 
 
 def module_file(path: str, module: str, level: int) -> str | None:

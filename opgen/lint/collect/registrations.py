@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import ast
 
-from ..records import UNKNOWN, Definition, Registration
+from ..records import UNKNOWN, Definition, Registration, UnknownName
 from .context import FileContext
 from .definitions import custom_op, define, device_keys, direct_register, read_assignment, tags, torch_library_define
 from .functions import decorated_or, function_arg, function_node
 from .libraries import dispatch_key, library_at
-from .names import LIB
+from .names import LIB, pattern_of
 from .syntax import arguments, keyword
 from .walk import Gathered
 from .wrappers import Wrapper, bind, wrapper_at
@@ -129,14 +129,33 @@ def _registration(ctx: FileContext, op_node, default_ns, key, call, function, ap
     role = "fake" if key in ("fake", "Meta") else "kernel"
     if ref is None:
         if role == "fake" or key in ("CompositeExplicitAutograd", "CompositeImplicitAutograd"):
-            ctx.record.unresolved_fake_namespaces.add(default_ns)
+            ctx.record.unknown_names.append(unknown_name(ctx, "fake", op_node, default_ns, call))
         return
     if not isinstance(key, str):
-        key = UNKNOWN
-        ctx.record.unresolved_fake_namespaces.add(ref[0])
+        key = UNKNOWN  # a kernel at a key we cannot read: this op's fake needs are unknown
     namespace, name, overload = ref
     ctx.record.registrations.append(Registration(role, namespace, name, overload, key,
                                                  ctx.where(ctx.site or call), api, function, False))
+
+
+def unknown_name(ctx: FileContext, what: str, node: ast.AST | None, default_ns: str | None, at: ast.AST
+                 ) -> UnknownName:
+    """What an op name lint cannot read in full may name: the readable parts of an f-string or `+` (`f"ns::{n}"`
+    is any op of ns), the namespace of `getattr(torch.ops.ns, name)` or of the Library, else any op of the
+    file's own package."""
+    parts = ctx.names.template(node) if node is not None else None
+    if parts is None:
+        head = ctx.qualname(node.args[0]) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+            and node.func.id == "getattr" and node.args else None
+        namespace = head[len("torch.ops."):] if head and head.count(".") == 2 and head.startswith("torch.ops.") \
+            else default_ns
+        parts = [f"{namespace}::" if namespace else None, None]
+    elif not any(part is not None and "::" in part for part in parts) and default_ns is not None:
+        parts = [f"{default_ns}::", *parts]  # a Library method's name is in the Library's namespace
+    pattern = pattern_of(parts)
+    first = parts[0]
+    namespace = first.split("::", 1)[0] if first is not None and "::" in first else None
+    return UnknownName(what, pattern, namespace, ctx.where(ctx.site or at).path)
 
 
 def op_ref(ctx: FileContext, node: ast.AST, default_ns: str | None) -> tuple[str | None, str, str | None] | None:
@@ -239,7 +258,7 @@ def _side_effect(ctx: FileContext, call: ast.Call) -> None:
         return
     ref = op_ref(ctx, call.args[0], None)
     if ref is None or ref[0] is None:
-        ctx.record.unresolved_side_effect = True
+        ctx.record.unknown_names.append(unknown_name(ctx, "side_effect", call.args[0], None, call))
     else:
         ctx.record.side_effect_ops.add((ref[0], ref[1]))
 
