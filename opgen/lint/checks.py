@@ -128,7 +128,7 @@ def _contract(op: LintOp) -> list[Diagnostic]:
     if schema is None and definition.style == "custom_op" and definition.kernel is not None:
         name = f"{definition.namespace}::{definition.name}" if definition.namespace else definition.name
         schema = infer_schema(name, definition.kernel.params, definition.kernel.returns_annotation,
-                              definition.mutates_args)
+                              definition.mutates_args, definition.tags or ())
     if schema is None:
         return []
     found = []

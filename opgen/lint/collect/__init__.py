@@ -61,6 +61,7 @@ def collect_source(path: str, text: str) -> FileRecord:
 def _read(ctx: FileContext) -> None:
     counts, imports = walk.top_level(ctx)
     ctx.add_imports(imports)
+    ctx.names.add_api_aliases(ctx.tree)
     gathered = walk.gather(ctx)
     ctx.add_imports(gathered.nested_imports)
     if find_wrappers(ctx, gathered.calls):  # their call sites name no registration API: walk those lines too

@@ -9,7 +9,7 @@ import ast
 from ..dispatch_keys import key_of_device_type
 from ..records import UNKNOWN, Definition, Function, LibraryDecl, Registration, UnknownName, Where
 from .context import FileContext
-from .functions import function_arg
+from .functions import applied, function_arg
 from .libraries import dispatch_key, library_assignment, library_at, scoped_libraries
 from .names import pattern_of
 from .syntax import arguments, assigned_names, keyword
@@ -23,16 +23,27 @@ def read_assignment(ctx: FileContext, node: ast.AST) -> None:
     value = node.value
     if not isinstance(value, ast.Call):
         return
-    if len(value.args) >= 2 and ctx.is_api(value.func, "custom_op", "triton_op"):
-        # `op = custom_op("ns::f", fn, ...)`, then `@op.register_fake`: the name is the op
-        definition = custom_op(ctx, value, function_arg(ctx, value.args[1], value.lineno),
-                               triton=ctx.is_api(value.func, "triton_op") is not None)
-        ctx.decorator_ids.add(id(value))  # read here, not again as a plain call
+    # `op = custom_op("ns::f", fn, ...)` or `fn = custom_op("ns::f", ...)(fn)`, then `@op.register_fake`:
+    # the name is the op
+    call = value.func if isinstance(value.func, ast.Call) and len(value.args) == 1 else value
+    api = ctx.is_api(call.func, "custom_op", "triton_op")
+    if api is not None and (call is not value or len(call.args) >= 2 or keyword(call, "fn") is not None):
+        definition = custom_op(ctx, call, custom_op_function(ctx, call), triton=api == "triton_op")
+        ctx.decorator_ids.add(id(call))  # read here, not again as a plain call
         for target in assigned_names(node):
             if definition is not None and isinstance(target, ast.Name):
                 ctx.custom_ops[target.id] = definition
         return
     library_assignment(ctx, node, value)
+
+
+def custom_op_function(ctx: FileContext, call: ast.Call) -> Function | None:
+    """The function a custom_op / triton_op call defines the op with: `custom_op("ns::f", fn, ...)`,
+    `custom_op("ns::f", fn=fn, ...)`, or the call form `custom_op("ns::f", ...)(fn)`."""
+    given = call.args[1] if len(call.args) >= 2 else keyword(call, "fn")
+    if given is not None:
+        return function_arg(ctx, given, call.lineno)
+    return applied(ctx, call)
 
 
 def tags(ctx: FileContext, call: ast.Call) -> tuple[str, ...] | None:

@@ -58,6 +58,29 @@ class Names:
                 if value is not UNKNOWN:
                     self.constants[statement.targets[0].id] = value
 
+    def add_api_aliases(self, tree: ast.Module) -> None:
+        """Module-level names bound to a registration API or namespace (`_custom_op = torch.library.custom_op`,
+        `register_fake = getattr(torch.library, "register_fake", None)`, `ops = torch.ops.ns`), also under
+        a module-level `if`/`try` (a fallback for old torch): every registration behind them is read."""
+        for statement in _module_statements(tree):
+            if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+                    and isinstance(statement.targets[0], ast.Name)):
+                continue
+            target = self._api_target(statement.value)
+            if target is not None:
+                self.aliases.setdefault(statement.targets[0].id, target)
+
+    def _api_target(self, value: ast.AST) -> str | None:
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "getattr" \
+                and len(value.args) >= 2 and isinstance(self.value(value.args[1]), str):
+            head = self.qualname(value.args[0])
+            qual = f"{head}.{self.value(value.args[1])}" if head else None
+        else:
+            qual = self.qualname(value) if isinstance(value, ast.Attribute) else None
+        if qual is not None and qual.startswith(("torch.library.", "torch._library.", "torch.ops.")):
+            return qual
+        return None
+
     def registration_aliases(self) -> set[str]:
         """The local names that stand for a registration API (or torch.library itself)."""
         return {name for name, target in self.aliases.items()
@@ -168,6 +191,16 @@ class Names:
         module, name, level = source
         target = module_file(self.path, module, level)
         return (target, name) if target is not None else None
+
+
+def _module_statements(tree: ast.Module):
+    """The module-level statements, and those one `if`/`try` block deep."""
+    for statement in tree.body:
+        yield statement
+        if isinstance(statement, (ast.If, ast.Try)):
+            for block in (statement.body, statement.orelse, getattr(statement, "finalbody", []),
+                          *(handler.body for handler in getattr(statement, "handlers", []))):
+                yield from block
 
 
 def pattern_of(parts: list[str | None]) -> str:

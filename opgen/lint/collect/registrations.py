@@ -10,7 +10,16 @@ import ast
 
 from ..records import UNKNOWN, Definition, Registration, UnknownName
 from .context import FileContext
-from .definitions import custom_op, define, device_keys, direct_register, read_assignment, tags, torch_library_define
+from .definitions import (
+    custom_op,
+    custom_op_function,
+    define,
+    device_keys,
+    direct_register,
+    read_assignment,
+    tags,
+    torch_library_define,
+)
 from .functions import decorated_or, function_arg, function_node
 from .libraries import dispatch_key, library_at
 from .names import LIB, pattern_of
@@ -23,6 +32,10 @@ LIBRARY_METHODS = frozenset({"define", "impl", "_register_fake", "fallback"})
 
 def read(ctx: FileContext, gathered: Gathered) -> None:
     """Libraries, then decorated functions, then calls, in source order."""
+    for call in gathered.calls:  # a decorator applied by a call: `torch.library.impl(lib, "f", "CPU")(kernel)`
+        if isinstance(call.func, ast.Call) and len(call.args) == 1 and isinstance(call.args[0],
+                                                                                 (ast.Name, ast.Lambda)):
+            ctx.applied[id(call.func)] = call.args[0]
     for node in sorted(gathered.assigns, key=lambda n: n.lineno):
         read_assignment(ctx, node)
     for node in sorted(gathered.defs, key=lambda n: n.lineno):
@@ -32,10 +45,6 @@ def read(ctx: FileContext, gathered: Gathered) -> None:
                 _expand(ctx, wrapper, decorator, node)
             else:
                 _decorator(ctx, decorator, node)
-    for call in gathered.calls:  # a decorator applied by a call: `torch.library.impl(lib, "f", "CPU")(kernel)`
-        if isinstance(call.func, ast.Call) and len(call.args) == 1 and isinstance(call.args[0],
-                                                                                 (ast.Name, ast.Lambda)):
-            ctx.applied[id(call.func)] = call.args[0]
     for call in sorted(gathered.calls, key=lambda n: (n.lineno, n.col_offset)):
         if id(call) in ctx.decorator_ids or id(call) in ctx.templates:
             continue
@@ -94,8 +103,10 @@ def _torch_library_call(ctx: FileContext, call: ast.Call, api: str) -> None:
         _register_kernel(ctx, call, None)
     elif api == "register_autograd":
         _register_autograd(ctx, call.args[0] if call.args else keyword(call, "op"))
-    elif api == "custom_op" and call.args and len(call.args) >= 2:
-        custom_op(ctx, call, function_arg(ctx, call.args[1], call.lineno))
+    elif api in ("custom_op", "triton_op") and (len(call.args) >= 2 or id(call) in ctx.applied
+                                                or keyword(call, "fn") is not None):
+        # `custom_op("ns::f", fn, ...)`, or the call form `custom_op("ns::f", ...)(fn)`
+        custom_op(ctx, call, custom_op_function(ctx, call), triton=api == "triton_op")
 
 
 def _library_method(ctx: FileContext, call: ast.Call, method: str, library) -> None:

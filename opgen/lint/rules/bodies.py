@@ -510,25 +510,60 @@ as tensors and keep scalars on the device.
 )
 
 
-def _custom_op_returns_input(op: LintOp, project: Project):
+def _declares_alias(op: LintOp) -> bool:
+    """Whether the op may return an input by contract: its schema returns an alias, or it is tagged
+    inplace/out (torch infers `-> Tensor(a!)` from the tag), or its tags cannot be read."""
+    tags = op.definition.tags
+    return (op.schema is not None and any(r.alias for r in op.schema.returns)) or tags is None \
+        or bool(set(tags) & {"inplace", "out"})
+
+
+def _real_kernels(op: LintOp) -> list[Function]:
+    """The kernels that run for real and whose output torch checks for aliasing: not fakes, Meta or
+    CompositeImplicitAutograd kernels (decomposed before the check), each once."""
+    found = {id(r.function): r.function for r in op.kernels if r.function is not None
+             and isinstance(r.key, str) and r.key not in ("Meta", "fake", "CompositeImplicitAutograd")}
+    if op.definition.kernel is not None:
+        found.setdefault(id(op.definition.kernel), op.definition.kernel)
+    return list(found.values())
+
+
+def _kernel_returns_input(op: LintOp, project: Project):
     definition = op.definition
-    if definition.style != "custom_op" or definition.kernel is None or definition.fake_from_kernel \
-            or definition.api == "direct_register_custom_op":  # that helper skips custom_op's aliasing check
-        return
-    for finding in unique(definition.kernel.returned_params):
-        yield diag(KERNEL_RETURNS_INPUT, f"the kernel {definition.kernel.name}() of custom_op {op.name} returns its "
-                   f"input {finding.param!r}; torch raises when the op is called (outputs must not alias inputs): "
-                   "return nothing from an in-place op, or a new tensor",
-                   Where(definition.kernel.where.path, finding.line, finding.column))
+    if definition.fake_from_kernel or _declares_alias(op):
+        return  # a triton_op is traced, not called as a black box
+    if definition.style == "custom_op" and definition.api != "direct_register_custom_op":
+        what, why = f"custom_op {op.name}", "torch raises when the op is called (outputs must not alias inputs)"
+    elif op.seen and (op.schema is not None or definition.api == "direct_register_custom_op"):
+        what, why = op.name, ("its schema declares no alias, so torch.compile's first-call check refuses it "
+                              "(\"must not also be an input\": a warning today, an error under CI=1 and in "
+                              "later torch) and a compiled caller writing the output also writes the input")
+    else:
+        return  # no schema seen: it may declare the alias
+    # a fake returning the same input is OPG303's finding, which names the kernel too (one contract broken)
+    by_fakes = {f.param for _r, fake, _kind in _fakes(op) for f in fake.returned_params}
+    for kernel in _real_kernels(op):
+        for finding in unique(kernel.returned_params):
+            if finding.param in by_fakes:
+                continue
+            yield diag(KERNEL_RETURNS_INPUT, f"the kernel {kernel.name}() of {what} returns its input "
+                       f"{finding.param!r}; {why}: return nothing from an in-place op, or a new tensor",
+                       Where(kernel.where.path, finding.line, finding.column))
 
 
 KERNEL_RETURNS_INPUT = lint_rule(
-    "OPG308", "custom-op-returns-input", ERROR, "a custom_op kernel returns one of its inputs: return a new tensor",
+    "OPG308", "kernel-returns-input", ERROR,
+    "a kernel returns one of its inputs while the schema declares no alias: return a new tensor",
     """
-torch.library.custom_op refuses outputs that alias inputs: calling the op raises "The output of this
-custom operator (1) must not also be an input to this custom operator", also for an in-place op
-that returns the tensor it mutated (`mutates_args=("x",)` and `return x`). Return nothing from an
-in-place op (`-> None`), or return a new tensor (`x.clone()`).
+An op whose schema declares no alias promises outputs that are new tensors. torch.library.custom_op
+checks it on every call: the op raises "The output of this custom operator (1) must not also be an
+input to this custom operator", also for an in-place op that returns the tensor it mutated
+(`mutates_args=("x",)` and `return x`). A Library op (and vLLM's direct_register_custom_op, which defines
+through a Library) is checked at its first call under torch.compile: a warning today, an error under
+`CI=1` and in later torch; either way a compiled caller that writes the output writes the input too.
+Return nothing from an in-place op (`-> None` / `-> ()`), or return a new tensor (`x.clone()`); or
+declare the alias (`Tensor(a!) x -> Tensor(a!)` with `torch.Tag.inplace`, `Tensor(a) x -> Tensor(a)`).
+Not reported for kernels at CompositeImplicitAutograd (decomposed before the check) or a triton_op.
 """,
     valid=[code_example("""
         import torch
@@ -537,6 +572,14 @@ in-place op (`-> None`), or return a new tensor (`x.clone()`).
         @torch.library.custom_op("myops::add_one_", mutates_args=("x",))
         def add_one_(x: torch.Tensor) -> None:
             x.add_(1)
+    """), code_example("""
+        import torch
+
+
+        @torch.library.custom_op("myops::scale_", mutates_args=("x",), tags=torch.Tag.inplace)
+        def scale_(x: torch.Tensor, s: float) -> torch.Tensor:
+            x.mul_(s)
+            return x
     """)],
     invalid=[Invalid(code_example("""
         import torch
@@ -546,8 +589,18 @@ in-place op (`-> None`), or return a new tensor (`x.clone()`).
         def add_one_(x: torch.Tensor) -> torch.Tensor:
             x.add_(1)
             return x
-    """), 7)],
-    check=_custom_op_returns_input, scope="op",
+    """), 7), Invalid(lib_example("""
+        lib.define("ident(Tensor x) -> Tensor")
+
+
+        def ident(x):
+            return x
+
+
+        lib.impl("ident", ident, "CPU")
+        lib.impl("ident", lambda x: torch.empty_like(x), "Meta")
+    """), 9)],
+    check=_kernel_returns_input, scope="op",
 )
 
 
