@@ -10,6 +10,7 @@ import re
 
 from ..records import UNKNOWN, Finding, Function, Param
 from .context import FileContext
+from .flow import Flow
 from .syntax import has_keyword, keyword, mentions, own_args
 
 TODO_MARKER = "# opgen: TODO-fake"
@@ -32,6 +33,11 @@ RANDOM_METHODS = frozenset({"uniform_", "normal_", "bernoulli_", "random_", "exp
 HOST_NAME = re.compile(r"cpu|host|(?:^|_)np(?:_|$)|numpy", re.IGNORECASE)
 HOST_WORD = re.compile(r"\b(?:cpu|host)\b", re.IGNORECASE)
 SYNC_METHODS = frozenset({"item", "tolist", "cpu", "numpy", "synchronize", "nonzero"})
+# Calls that write their tensor arguments in place when their result is dropped: torch.distributed's
+# collectives (and their look-alikes in communicator objects: `comm.all_reduce(x)`); an op (`torch.ops.*`)
+# called for its effect alone writes an argument too.
+IN_PLACE_COLLECTIVE = re.compile(r"(?:all_reduce|all_gather\w*|reduce_scatter\w*|broadcast|all_to_all\w*|reduce"
+                                 r"|recv|irecv)$")
 
 
 class FunctionReader:
@@ -43,6 +49,8 @@ class FunctionReader:
         self.host: set[str] = set()  # parameters on the host by construction (name or docstring says so)
         self.rebound: dict[str, int] = {}  # re-bound parameters -> the first line that re-binds each
         self.looped: set[int] | None = None  # ids of the names inside loops (computed when needed)
+        self.flow: Flow | None = None  # where the body's local values come from
+        self.reads: set[str] = set()  # names holding an input's data: live parameters and values derived from one
 
     def read(self) -> Function:
         node = self.node
@@ -55,6 +63,8 @@ class FunctionReader:
         self.host = self._host_params(names)
         self.rebound = self._rebound(names)
         live = names - self.rebound.keys()
+        self.flow = Flow(self.c, node, names)
+        self.reads = live | self.flow.derived
         if lambda_:  # a lambda returns its body
             self._returned(node.body, function, live)
         else:
@@ -64,7 +74,27 @@ class FunctionReader:
             self._node(sub, function, live)
         if function.todo is None:
             function.todo = self._todo_marker()
+        function.mutations.extend(self._written_through_calls(function, live))
         return function
+
+    def _written_through_calls(self, function: Function, live: set[str]) -> list[Finding]:
+        """A parameter handed to a call whose result is dropped (`comm.all_reduce(x)`), then returned: the
+        call can only have acted on it in place. (Lint cannot see which arguments an opaque call writes; the
+        return of the argument is what it can see.)"""
+        returned = {finding.param for finding in function.returned_params}
+        found = []
+        for sub in ast.walk(self.node):
+            if not (isinstance(sub, ast.Expr) and isinstance(sub.value, ast.Call)):
+                continue
+            call = sub.value
+            callee = ast.unparse(call.func)
+            qual = self.c.qualname(call.func) or ""
+            if not (qual.startswith("torch.ops.") or IN_PLACE_COLLECTIVE.match(callee.rsplit(".", 1)[-1])):
+                continue  # another call may only set metadata (`_set_buffer_donation(x)`), log or check it
+            for arg in call.args:
+                if isinstance(arg, ast.Name) and arg.id in live and arg.id in returned:
+                    found.append(self._finding(f"hands to {callee}() (dropping its result) and returns", arg, arg.id))
+        return found
 
     def _node(self, sub: ast.AST, function: Function, live: set[str]) -> None:
         kind = type(sub)
@@ -238,9 +268,10 @@ class FunctionReader:
         if short == "synchronize":
             function.capture_unsafe.append(self._finding(f"host sync {qual}()", call))
         if short in DYNAMIC_SHAPE and qual == "torch." + short and call.args \
-                and self._tensor_root(call.args[0]) in live:
+                and self._tensor_root(call.args[0]) in self.reads:
             function.data_reads.append(self._finding(f"{qual}()", call))
-            function.capture_unsafe.append(self._finding(f"host sync {qual}()", call))
+            if not self._on_host(call.args[0]):
+                function.capture_unsafe.append(self._finding(f"host sync {qual}()", call))
 
     def _allocation(self, call: ast.Call, qual: str, function: Function) -> None:
         if not has_keyword(call, "device"):
@@ -258,14 +289,19 @@ class FunctionReader:
                 and root in live:
             function.mutations.append(self._finding(f"calls .{attr}() on", func.value, root))
         tensor_root = self._tensor_root(func.value)
-        if tensor_root not in live:
+        if tensor_root not in self.reads:
             return
         if attr in DATA_READS or attr in DYNAMIC_SHAPE:
             function.data_reads.append(self._finding(f".{attr}()", call))
-        if attr in SYNC_METHODS and tensor_root not in self.host:
+        if attr in SYNC_METHODS and not self._on_host(func.value):
             function.capture_unsafe.append(self._finding(f"host sync .{attr}()", call))
         if attr in RANDOM_METHODS:
             function.capture_unsafe.append(self._finding(f"random op .{attr}()", call))
+
+    def _on_host(self, value: ast.AST) -> bool:
+        """Whether a tensor expression is on the host: a parameter named or documented so, or a value the code
+        makes there (reading it is no device sync)."""
+        return self._tensor_root(value) in self.host or self.flow.is_host(value)
 
     def _fixed_device(self, node: ast.AST | None) -> str | None:
         """'cpu' for `device="cpu"` or `device=torch.device("cpu")`: a device written into the code."""

@@ -235,16 +235,26 @@ schema returns an alias.
 )
 
 
+DEVICE_GENERIC_KEYS = frozenset({"CompositeExplicitAutograd", "CompositeImplicitAutograd"})
+
+
 def _fake_alloc_without_device(op: LintOp, project: Project):
     kernels = _kernel_functions(op)
     devices = _op_devices(op)
     kernel_fixed = {f.what for k in kernels for f in k.fixed_device_allocs}
-    elsewhere = devices - {"cpu", "meta"}
+    # the op's outputs are off the default device where the code shows a kernel off the CPU, or one for
+    # every device (a composite key, a custom_op without device_types: its outputs are on the input's device)
+    elsewhere = bool(devices - {"cpu", "meta"}) or any(r.key in DEVICE_GENERIC_KEYS for r in op.kernels)
+    default_device_kernel = any(k.device_less_allocs for k in kernels)  # then the outputs live there
     for registration, function, kind in _fakes(op):
         path = function.where.path
-        if elsewhere and function not in kernels and not any(k.device_less_allocs for k in kernels):
-            # the op's outputs are on another device than the default one only where the code shows a
-            # kernel for one; a kernel that allocates on the default device itself makes outputs live there
+        if registration.key == "Meta":  # called on meta tensors, whatever else the op has
+            for finding in unique(function.device_less_allocs):
+                yield diag(FAKE_ALLOC_NO_DEVICE, f"the Meta kernel of {op.name} calls {finding.what}() without "
+                           "device=: on meta tensors it returns a CPU tensor (FakeTensorMode: \"tensor's device "
+                           "must be 'meta'\"); pass device=<input>.device (or use new_empty/empty_like)",
+                           Where(path, finding.line, finding.column))
+        elif elsewhere and function not in kernels and not default_device_kernel:
             for finding in unique(function.device_less_allocs):
                 yield diag(FAKE_ALLOC_NO_DEVICE, f"the {kind} of {op.name} calls {finding.what}() without device=; "
                            "pass device=<input>.device (or use new_empty/empty_like)",
@@ -265,12 +275,14 @@ FAKE_ALLOC_NO_DEVICE = lint_rule(
     "a fake/Meta kernel allocates without `device=`: pass the input's device",
     """
 `torch.empty(shape)` in a fake creates a CPU tensor; for an op that runs on another device (the code shows
-a CUDA / PrivateUse1 / ... kernel for it) the traced graph then has the wrong device ("tensor's device must
-be `meta`") and capture fails. Use `x.new_empty(shape)`, `torch.empty_like(x)`, or `torch.empty(shape,
-device=x.device, dtype=x.dtype)`. Not reported where the code shows no kernel off the CPU (a CPU-only op,
-an op whose kernels are in C++: its outputs may well be on the default device), nor where the op's kernel
-itself allocates on the default device. Also reported: a fake that allocates on a hard-coded device other
-than those the op has kernels for.
+a CUDA / PrivateUse1 / ... kernel for it, or a device-generic one: CompositeExplicitAutograd /
+CompositeImplicitAutograd, a custom_op without device_types) the traced graph then has the wrong device
+and capture fails. A kernel registered at the Meta key is always wrong so: it is called on meta tensors,
+and under FakeTensorMode torch raises "tensor's device must be 'meta', got cpu instead". Use
+`x.new_empty(shape)`, `torch.empty_like(x)`, or `torch.empty(shape, device=x.device, dtype=x.dtype)`. A
+`register_fake` is not reported where the code shows only CPU kernels (or none: kernels in C++; its
+outputs may well be on the default device), nor where the op's kernel itself allocates on the default
+device. Also reported: a fake that allocates on a hard-coded device other than those the op has kernels for.
 """,
     valid=[_fake("return torch.empty(x.shape[0], device=x.device, dtype=x.dtype)\n",
                  kernel='lib.impl("rows", lambda x: x[: int(x.sum())].clone(), "CUDA")\n'),
