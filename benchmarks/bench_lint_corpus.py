@@ -70,7 +70,20 @@ PACKAGES = (
     ("gemlite", "gemlite==0.6.0.post2"),
     ("hqq", "hqq==0.2.8.post1"),
     ("fla", "fla-core==0.6.0"),
+    # Added for issue 28: registration code in forms the rules had not read (API aliases, the call form of
+    # custom_op, tags=, host handles passed between ops): a diffusion library, a training platform, kernel
+    # collections, a PyTorch compiler, and two CUDA-kernel packages (sdists: only their .py files are read)
+    ("diffusers", "diffusers==0.42.1"),
+    ("torchtitan", "torchtitan==0.3.0"),
+    ("quack", "quack-kernels==0.6.5"),
+    ("thunder", "lightning-thunder==0.2.6"),
+    ("flash_attn", "flash-attn==2.8.3.post2"),
+    ("causal_conv1d", "causal-conv1d==1.7.0"),
 )
+# Downloading an sdist makes pip read its metadata: with the installed torch (no isolated build env, which
+# would fetch a CUDA torch) and without compiling the CUDA extensions.
+SDIST_ENV = {"PIP_NO_BUILD_ISOLATION": "0", "FLASH_ATTENTION_SKIP_CUDA_BUILD": "TRUE",
+             "CAUSAL_CONV1D_SKIP_CUDA_BUILD": "TRUE"}
 SOURCES = (".py", ".yaml", ".yml")  # what is extracted: the Python code and the op YAML files
 EXTRACTED = ".opgen-extracted-v2"  # marks a tree extracted with SOURCES (older trees held .py only)
 TORCH_VERSION = "2.13.0"
@@ -203,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3, help="timed runs over all trees (median)")
     parser.add_argument("--dump", action="store_true", help="print unclassified findings as verdict stubs")
     args = parser.parse_args(argv)
+    for key, value in SDIST_ENV.items():
+        os.environ.setdefault(key, value)
 
     trees: dict[str, Path] = {}
     for name, requirement in PACKAGES:

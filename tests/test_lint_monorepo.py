@@ -379,14 +379,37 @@ HOST = """
     lib.impl("pick_bad", pick_bad, "CUDA")
     lib._register_fake("pick", lambda x, n: x.new_empty(n))
     lib._register_fake("pick_bad", lambda x, n: x.new_empty(n))
+    lib.define("dispatch(Tensor x) -> (Tensor, Tensor)")
+    lib.define("combine(Tensor x, Tensor handle_id, Tensor scale) -> Tensor")
+
+
+    def _next_handle_id():
+        return torch.tensor([7], dtype=torch.int64, device="cpu")
+
+
+    def dispatch(x):
+        handle_id = _next_handle_id()
+        return x * 2, handle_id
+
+
+    def combine(x, handle_id, scale):
+        handles = {7: 1.0}
+        return x * handles[handle_id.item()] * scale.item()
+
+
+    lib.impl("dispatch", dispatch, "CUDA")
+    lib.impl("combine", combine, "CUDA")
+    lib._register_fake("dispatch", lambda x: (torch.empty_like(x), torch.empty(1, dtype=torch.int64)))
+    lib._register_fake("combine", lambda x, handle_id, scale: torch.empty_like(x))
 """
 
 
 def test_item_of_a_host_tensor_made_in_the_code_is_no_capture_sync(tmp_path):
-    # planted: .item() of the (re-bound) input in a CUDA kernel; look-alikes: a helper's device="cpu" tensor,
-    # torch.tensor(...) without a device, and a .cpu() copy (the .cpu() itself is the sync, reported once)
+    # planted: .item() of the (re-bound) input in a CUDA kernel, and of `scale`; look-alikes: a helper's
+    # device="cpu" tensor, torch.tensor(...) without a device, a .cpu() copy (the .cpu() itself is the sync,
+    # reported once), and the CPU handle one op's kernel makes and returns for the next op
     write(tmp_path, {"host.py": HOST})
-    assert codes(lint(tmp_path)) == {(16, "OPG307"), (23, "OPG307")}
+    assert codes(lint(tmp_path)) == {(16, "OPG307"), (23, "OPG307"), (46, "OPG307")}
     module = run_module(tmp_path, "host.py")
     # torch says where each tensor lives: on an input off the CPU (meta stands in for the device), the host
     # reads work and the planted one is a read of the input's device memory
@@ -394,6 +417,10 @@ def test_item_of_a_host_tensor_made_in_the_code_is_no_capture_sync(tmp_path):
     assert module["_host_lens"](3).device.type == "cpu"
     with pytest.raises(Exception, match="meta"):
         module["pick_bad"](x, 2)
+    _, handle_id = module["dispatch"](x)
+    assert handle_id.device.type == "cpu"
+    with pytest.raises(Exception, match="meta"):
+        module["combine"](x, handle_id, torch.ones((), device="meta"))  # the scale is a device read
 
 
 # -- item 3: OPG304 for Meta kernels always, and for device-generic kernels; OPG308 for Library kernels ----

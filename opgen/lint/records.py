@@ -80,6 +80,7 @@ class Function:
     discarded: tuple[str, ...] = ()  # parameters re-bound at the top level before anything reads them
     uses_get_ctx: bool = False
     imported_from: str | None = None  # a placeholder: the function lives in this other file
+    host_returns: tuple[str, ...] = ()  # names it returns that hold a tensor it made on the host
 
 
     def param(self, name: str) -> Param | None:

@@ -31,6 +31,7 @@ class FileContext:
         self.wrappers: dict = {}  # local functions that forward to a registration API (wrappers.Wrapper)
         self.templates: set[int] = set()  # ids of the registration calls inside wrappers (read at each use)
         self.site: ast.AST | None = None  # while a wrapper's use is read: where it is used (reported there)
+        self.host_helpers: dict[str, bool] = {}  # local functions -> whether each returns a host tensor
 
     @property
     def lines(self) -> list[str]:

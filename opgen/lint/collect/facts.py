@@ -51,6 +51,7 @@ class FunctionReader:
         self.looped: set[int] | None = None  # ids of the names inside loops (computed when needed)
         self.flow: Flow | None = None  # where the body's local values come from
         self.reads: set[str] = set()  # names holding an input's data: live parameters and values derived from one
+        self.subs = list(ast.walk(node))  # every node of the body, walked once
 
     def read(self) -> Function:
         node = self.node
@@ -63,19 +64,31 @@ class FunctionReader:
         self.host = self._host_params(names)
         self.rebound = self._rebound(names)
         live = names - self.rebound.keys()
-        self.flow = Flow(self.c, node, names)
+        self.flow = Flow(self.c, self.subs, names)
         self.reads = live | self.flow.derived
         if lambda_:  # a lambda returns its body
             self._returned(node.body, function, live)
         else:
             function.refuses = tuple(_refused(node.body, names))
             function.discarded = tuple(_discarded(node.body, [n for n in self.rebound if self.rebound[n] > 0]))
-        for sub in ast.walk(node):
+        for sub in self.subs:
             self._node(sub, function, live)
         if function.todo is None:
             function.todo = self._todo_marker()
         function.mutations.extend(self._written_through_calls(function, live))
+        function.host_returns = tuple(sorted(self._host_returns()))
         return function
+
+    def _host_returns(self) -> set[str]:
+        """The names this function returns (alone or in a tuple) that hold a host tensor it made: an op whose
+        kernel returns one hands it to the next op by that name (a CPU handle, a CPU lengths tensor)."""
+        found = set()
+        for sub in self.subs:
+            value = sub.value if isinstance(sub, ast.Return) else None
+            for element in value.elts if isinstance(value, ast.Tuple) else [value]:
+                if isinstance(element, ast.Name) and element.id in self.flow.host:
+                    found.add(element.id)
+        return found
 
     def _written_through_calls(self, function: Function, live: set[str]) -> list[Finding]:
         """A parameter handed to a call whose result is dropped (`comm.all_reduce(x)`), then returned: the
@@ -83,7 +96,7 @@ class FunctionReader:
         return of the argument is what it can see.)"""
         returned = {finding.param for finding in function.returned_params}
         found = []
-        for sub in ast.walk(self.node):
+        for sub in self.subs:
             if not (isinstance(sub, ast.Expr) and isinstance(sub.value, ast.Call)):
                 continue
             call = sub.value
@@ -155,7 +168,7 @@ class FunctionReader:
         # `out += x` writes a tensor in place (Tensor.__iadd__), it does not re-bind the name
         augmented = set()
         own = {id(arg) for arg in own_args(self.node)}
-        subs = list(ast.walk(self.node))
+        subs = self.subs
         for sub in subs:
             if isinstance(sub, ast.AugAssign):
                 augmented.add(id(sub.target))
@@ -294,7 +307,7 @@ class FunctionReader:
         if attr in DATA_READS or attr in DYNAMIC_SHAPE:
             function.data_reads.append(self._finding(f".{attr}()", call))
         if attr in SYNC_METHODS and not self._on_host(func.value):
-            function.capture_unsafe.append(self._finding(f"host sync .{attr}()", call))
+            function.capture_unsafe.append(self._finding(f"host sync .{attr}()", call, tensor_root))
         if attr in RANDOM_METHODS:
             function.capture_unsafe.append(self._finding(f"random op .{attr}()", call))
 

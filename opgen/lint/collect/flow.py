@@ -26,11 +26,11 @@ class Flow:
     """The derived and host names of one function (`helpers`: whether calls to local functions are followed,
     one level)."""
 
-    def __init__(self, ctx: FileContext, node: ast.AST, params: set[str], *, helpers: bool = True) -> None:
+    def __init__(self, ctx: FileContext, nodes: list[ast.AST], params: set[str], *, helpers: bool = True) -> None:
         self.ctx = ctx
         self.names: Names = ctx.names
         self.helpers = helpers
-        self.bindings = _bindings(node)
+        self.bindings = _bindings(nodes)
         # a parameter re-bound to something not computed from the inputs no longer holds its input
         self.derived: set[str] = set(params)
         self.derived = {name for name in params if self._all(name, self.derives)}
@@ -140,14 +140,21 @@ class Flow:
     def _helper_returns_host(self, name: str) -> bool:
         """A local helper every `return` of which is a host tensor (read one level: its own calls are not
         followed)."""
+        known = self.ctx.host_helpers.get(name)
+        if known is None:
+            known = self.ctx.host_helpers[name] = self._reads_as_host_helper(name)
+        return known
+
+    def _reads_as_host_helper(self, name: str) -> bool:
         functions = self.ctx.functions.get(name)
         if not functions:
             return False
         helper = functions[-1]
-        returns = [n.value for n in ast.walk(helper) if isinstance(n, ast.Return) and n.value is not None]
+        nodes = list(ast.walk(helper))
+        returns = [n.value for n in nodes if isinstance(n, ast.Return) and n.value is not None]
         if not returns:
             return False
-        flow = Flow(self.ctx, helper, set(), helpers=False)
+        flow = Flow(self.ctx, nodes, set(), helpers=False)
         return all(flow.is_host(value) for value in returns)
 
 
@@ -168,11 +175,11 @@ class _Element:
         return flow.is_host(self.element) or flow.root(self.element) == self.variable and flow.is_host(self.item)
 
 
-def _bindings(node: ast.AST) -> dict[str, list]:
-    """Every name bound in a function body, each with the values bound to it (None: bound some way we do not
-    follow: a loop, `with`, `except`, an import, `global`)."""
+def _bindings(nodes: list[ast.AST]) -> dict[str, list]:
+    """Every name bound among a function's nodes, each with the values bound to it (None: bound some way we do
+    not follow: a loop, `with`, `except`, an import, `global`)."""
     found: dict[str, list] = {}
-    for sub in ast.walk(node):
+    for sub in nodes:
         if isinstance(sub, ast.Assign):
             for target in sub.targets:
                 _bind(found, target, sub.value)

@@ -21,7 +21,7 @@ CALL_SITE = re.compile(
     rb"|direct_register_custom_op|has_side_effect|define|impl|fallback|register_autograd)\s*\("
     rb"|\.register_(?:fake|kernel|autograd)\b"
     rb"|library\s+import[^\n]*\bas\b"
-    rb"|(?m:=[ \t]*torch\.(?:_library|library|ops)\.[\w.]+[ \t]*(?:#[^\n]*)?$)"  # an alias of an API
+    rb"|(?m:=[ \t]*torch\.(?:_library|library)\.[\w.]+[ \t]*(?:#[^\n]*)?$)"  # an alias of an API
     rb"|getattr\(\s*torch\.(?:_library|library)\b"
 )
 NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?", re.IGNORECASE)

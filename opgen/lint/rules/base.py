@@ -114,6 +114,7 @@ class Project:
     unseen: dict[tuple, LintOp] = field(default_factory=dict)
     dangling: list[Registration] = field(default_factory=list)
     unknown_names: list[UnknownName] = field(default_factory=list)
+    _host_returns: dict[str, set[str]] | None = None
 
     def maybe_named(self, op: LintOp, what: str) -> bool:
         """Whether a `what` ("fake", "side_effect") whose name we could not read may be for `op`."""
@@ -125,6 +126,16 @@ class Project:
         qualified = qualified_name(registration)
         return any(u.what == "definition" and u.may_name(qualified, registration.where.path)
                    for u in self.unknown_names)
+
+    def host_returns(self, path: str) -> set[str]:
+        """The names the kernels registered in a file return holding a host tensor they made."""
+        if self._host_returns is None:
+            self._host_returns = {}
+            for op in self.checked_ops():
+                for function in [r.function for r in op.kernels] + [op.definition.kernel]:
+                    if function is not None and function.host_returns:
+                        self._host_returns.setdefault(function.where.path, set()).update(function.host_returns)
+        return self._host_returns.get(path, set())
 
     def checked_ops(self) -> list[LintOp]:
         """What the per-op rules run over: every definition (an op defined twice, under `if`/`else` or in two

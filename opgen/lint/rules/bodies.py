@@ -245,7 +245,10 @@ def _fake_alloc_without_device(op: LintOp, project: Project):
     # the op's outputs are off the default device where the code shows a kernel off the CPU, or one for
     # every device (a composite key, a custom_op without device_types: its outputs are on the input's device)
     elsewhere = bool(devices - {"cpu", "meta"}) or any(r.key in DEVICE_GENERIC_KEYS for r in op.kernels)
-    default_device_kernel = any(k.device_less_allocs for k in kernels)  # then the outputs live there
+    # a kernel allocating on the default device, or returning a tensor it made on the host (a CPU handle),
+    # has outputs there: a fake allocating there may be describing them
+    host_output = any(k.host_returns for k in kernels)
+    default_device_kernel = host_output or any(k.device_less_allocs for k in kernels)
     for registration, function, kind in _fakes(op):
         path = function.where.path
         if registration.key == "Meta":  # called on meta tensors, whatever else the op has
@@ -263,7 +266,8 @@ def _fake_alloc_without_device(op: LintOp, project: Project):
             continue
         for finding in unique(function.fixed_device_allocs):
             fixed = finding.param
-            if finding.what in kernel_fixed or devices <= {fixed} or fixed == "meta" and registration.key == "Meta":
+            if finding.what in kernel_fixed or devices <= {fixed} or fixed == "meta" and registration.key == "Meta" \
+                    or fixed == "cpu" and host_output:
                 continue  # a Meta kernel computes on meta tensors: device="meta" is its device
             yield diag(FAKE_ALLOC_NO_DEVICE, f"the {kind} of {op.name} allocates with {finding.what} although the "
                        f"op has {'/'.join(sorted(devices))} kernels: the fake output is on the wrong device; pass "
@@ -483,7 +487,12 @@ def _capture_unsafe(op: LintOp, project: Project):
         function = registration.function
         if function is None or registration.key not in CAPTURE_KEYS:
             continue
+        # a parameter named like a host tensor another kernel of the file makes and returns (a CPU handle
+        # passed from one op to the next) is that tensor: reading it is no sync
+        handed = project.host_returns(function.where.path)
         for finding in unique(function.capture_unsafe):
+            if finding.param and finding.param in handed and function.param(finding.param) is not None:
+                continue
             yield diag(CAPTURE_UNSAFE, f"{registration.key} kernel of {op.name} uses {finding.what}, which fails "
                        "under graph capture; keep random state and scalars on the device",
                        Where(function.where.path, finding.line, finding.column))
