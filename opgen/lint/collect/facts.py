@@ -84,7 +84,9 @@ class FunctionReader:
         kernel returns one hands it to the next op by that name (a CPU handle, a CPU lengths tensor)."""
         found = set()
         for sub in self.subs:
-            value = sub.value if isinstance(sub, ast.Return) else None
+            if type(sub) is not ast.Return:
+                continue
+            value = sub.value
             for element in value.elts if isinstance(value, ast.Tuple) else [value]:
                 if isinstance(element, ast.Name) and element.id in self.flow.host:
                     found.add(element.id)
@@ -97,7 +99,7 @@ class FunctionReader:
         returned = {finding.param for finding in function.returned_params}
         found = []
         for sub in self.subs:
-            if not (isinstance(sub, ast.Expr) and isinstance(sub.value, ast.Call)):
+            if type(sub) is not ast.Expr or type(sub.value) is not ast.Call:
                 continue
             call = sub.value
             callee = ast.unparse(call.func)

@@ -175,23 +175,30 @@ class _Element:
         return flow.is_host(self.element) or flow.root(self.element) == self.variable and flow.is_host(self.item)
 
 
+_UNFOLLOWED = (ast.For, ast.AsyncFor, ast.comprehension)
+
+
 def _bindings(nodes: list[ast.AST]) -> dict[str, list]:
     """Every name bound among a function's nodes, each with the values bound to it (None: bound some way we do
     not follow: a loop, `with`, `except`, an import, `global`)."""
     found: dict[str, list] = {}
     for sub in nodes:
-        if isinstance(sub, ast.Assign):
+        kind = type(sub)
+        if kind is ast.Assign:
             for target in sub.targets:
                 _bind(found, target, sub.value)
-        elif isinstance(sub, (ast.AnnAssign, ast.NamedExpr)) and sub.value is not None:
-            _bind(found, sub.target, sub.value)
-        elif isinstance(sub, (ast.For, ast.AsyncFor, ast.comprehension)):
+        elif kind is ast.AnnAssign or kind is ast.NamedExpr:
+            if sub.value is not None:
+                _bind(found, sub.target, sub.value)
+        elif kind in _UNFOLLOWED:
             _bind(found, sub.target, None)
-        elif isinstance(sub, ast.withitem) and sub.optional_vars is not None:
-            _bind(found, sub.optional_vars, None)
-        elif isinstance(sub, ast.ExceptHandler) and sub.name:
-            found.setdefault(sub.name, []).append(None)
-        elif isinstance(sub, (ast.Global, ast.Nonlocal)):
+        elif kind is ast.withitem:
+            if sub.optional_vars is not None:
+                _bind(found, sub.optional_vars, None)
+        elif kind is ast.ExceptHandler:
+            if sub.name:
+                found.setdefault(sub.name, []).append(None)
+        elif kind is ast.Global or kind is ast.Nonlocal:
             for name in sub.names:
                 found.setdefault(name, []).append(None)
     return found
