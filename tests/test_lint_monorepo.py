@@ -307,9 +307,13 @@ REBOUND = """
     lib.impl("attn_ok", lambda q, k: q @ k.T, "CPU")
 
 
+    def maybe_contiguous(x):
+        return x.contiguous() if x.stride(-1) != 1 else x
+
+
     @torch.library.register_fake("t28_flow::attn")
     def _(q, k):
-        q, k = [t.contiguous() for t in (q, k)]
+        q, k = [maybe_contiguous(t) for t in (q, k)]
         n = int(q.sum().item())
         return q.new_empty(n, k.shape[0])
 
@@ -324,7 +328,7 @@ REBOUND = """
 def test_a_parameter_re_bound_through_a_comprehension_is_still_the_input(tmp_path):
     # before: `q` re-bound was no longer the parameter, and the data read was lost
     write(tmp_path, {"flow.py": REBOUND})
-    assert codes(lint(tmp_path)) == {(13, "OPG302")}
+    assert codes(lint(tmp_path)) == {(17, "OPG302")}
     run_module(tmp_path, "flow.py")
     from torch._subclasses.fake_tensor import FakeTensorMode
 
