@@ -24,7 +24,8 @@ from opgen.spec.load import load_spec_text
 JINJA = {"trim_blocks": True, "lstrip_blocks": True}
 EXTENSIONS = ["opgen.render.pyformat.PythonFormat"]  # the templates' Python formatter
 # files every project carries verbatim (they hold Python braces, not Jinja)
-VERBATIM = ["*tests/graph_checks.py", "*tests/npugraph_ex_cpu.py", "*tests/npu_graph_cpu.py"]
+VERBATIM = ["*tests/graph_checks.py", "*tests/input_variants.py", "*tests/npugraph_ex_cpu.py",
+            "*tests/npu_graph_cpu.py"]
 PACKAGE_DEMO = "examples/rms_norm.yaml"
 OP_PLUGIN_DEMO = "examples/op_plugin/rms_norm.yaml"
 
