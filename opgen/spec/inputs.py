@@ -73,7 +73,8 @@ def _one(source: _Source, entries: dict, schema: Schema, field: str, name: str) 
         node = entries["index_into"][1]
         text = _scalar(node)
         if not isinstance(node, ScalarNode) or not isinstance(text, str):
-            raise source.error(node, f"{field}.index_into must be a size rule in quotes, such as \"cache.shape[0]\"")
+            raise source.error(node, f"{field}.index_into must be a size rule in quotes",
+                               'e.g. `index_into: "cache.shape[0]"`: the number of rows its values index')
         try:
             index_into = parse_int(text, schema)
         except SemanticsError as error:
@@ -88,7 +89,7 @@ def _one(source: _Source, entries: dict, schema: Schema, field: str, name: str) 
         if key in entries:
             value = _scalar(entries[key][1])
             if not isinstance(value, bool):
-                raise source.error(entries[key][1], f"{field}.{key} must be true or false")
+                raise source.error(entries[key][1], f"{field}.{key} must be true or false", f"write `{key}: true`")
             flags[key] = value
     return InputSpec(name, low, high, index_into, **flags)
 
