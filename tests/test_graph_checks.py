@@ -224,8 +224,8 @@ def test_fake_tracing_passes_a_correct_op_and_catches_wrong_metadata_and_device(
 
 def test_the_kernel_is_held_to_the_semantics():
     checks.assert_follows_semantics(DOUBLE, [x_call()], same_shape)
-    with pytest.raises(AssertionError, match=r"ops\[0\].outputs.out0.dtype gives torch.float32 on ops\[0\].examples\[0\], "
-                                             r"the CPU kernel \(kernels/wrong_dtype_cpu.py\) returns torch.float64"):
+    with pytest.raises(AssertionError, match=r"ops\[0\].outputs.out0.dtype: the CPU kernel \(kernels/wrong_dtype_cpu.py\) "
+                                             r"gives torch.float64 on ops\[0\].examples\[0\], the spec says torch.float32"):
         checks.assert_follows_semantics(WRONG_DTYPE, [x_call()], same_shape)
 
 

@@ -442,17 +442,26 @@ def _flat(op: Op, expected: list) -> tuple[list, list[str]]:
 def _assert_metadata(op: Op, outputs: list, expected: list) -> None:
     """Fake outputs have the shapes and dtypes the spec's semantics give (shape None: data-dependent)."""
     expected, names = _flat(op, expected)
-    assert len(outputs) == len(expected), (f"the fake gives {len(outputs)} tensors on example 0, the spec's semantics "
-                                           f"{len(expected)}")
-    for index, (value, (shape, dtype)) in enumerate(zip(outputs, expected, strict=True)):
-        where = f"opgen.yaml: {names[index]}"
-        assert dtype is None or value.dtype == dtype, (
-            f"{where}.dtype: the fake gives {value.dtype} on example 0, the spec says {dtype}")
+    problem = metadata_mismatch("the fake", "example 0", outputs, expected, names, traced=True)
+    assert problem is None, problem
+
+
+def metadata_mismatch(who: str, where: str, outputs: list, expected: list, names: list[str],
+                      traced: bool = False) -> str | None:
+    """How `outputs` (of `who`, on `where`) first differ from the (shape, dtype) pairs the semantics give, or None.
+    A data-dependent size (shape None) is only judged on a `traced` graph, where it must be a symbol."""
+    if len(outputs) != len(expected):
+        return f"{who} gives {len(outputs)} tensors on {where}, the spec's semantics {len(expected)}"
+    for value, (shape, dtype), name in zip(outputs, expected, names, strict=True):
+        if dtype is not None and value.dtype != dtype:
+            return f"opgen.yaml: {name}.dtype: {who} gives {value.dtype} on {where}, the spec says {dtype}"
         if shape is None:
-            assert free_unbacked_symbols(value.shape), f"{where}.shape: expected a data-dependent size"
-        else:
-            assert tuple(value.shape) == tuple(shape), (
-                f"{where}.shape: the fake gives {tuple(value.shape)} on example 0, the spec says {tuple(shape)}")
+            if traced and not free_unbacked_symbols(value.shape):
+                return f"opgen.yaml: {name}.shape: expected a data-dependent size"
+        elif not free_unbacked_symbols(value.shape) and tuple(value.shape) != tuple(shape):
+            return (f"opgen.yaml: {name}.shape: {who} gives {tuple(value.shape)} on {where}, the spec says "
+                    f"{tuple(shape)}")
+    return None
 
 
 def _assert_fake_device(op: Op, call: Call, bounds: Sequence = ()) -> None:
@@ -499,15 +508,8 @@ def assert_follows_semantics(op: Op, examples: Callable[[int], list[Call]] | Seq
 
 
 def _assert_kernel_follows(op: Op, label: str, got: list, want: list, names: list[str]) -> None:
-    assert len(got) == len(want), (f"{op.kernel} returns {len(got)} tensors on {op.field}.{label}, the spec's "
-                                   f"semantics {len(want)}")
-    for index, (value, (shape, dtype)) in enumerate(zip(got, want, strict=True)):
-        where = f"opgen.yaml: {names[index]}"
-        assert dtype is None or value.dtype == dtype, (
-            f"{where}.dtype gives {dtype} on {op.field}.{label}, the CPU kernel ({op.kernel}) returns {value.dtype}")
-        assert shape is None or tuple(value.shape) == tuple(shape), (
-            f"{where}.shape gives {tuple(shape)} on {op.field}.{label}, the CPU kernel ({op.kernel}) returns "
-            f"{tuple(value.shape)}")
+    problem = metadata_mismatch(f"the CPU kernel ({op.kernel})", f"{op.field}.{label}", got, want, names)
+    assert problem is None, problem
 
 
 def _semantics_calls(op: Op, examples) -> list[tuple[str, Call, str]]:
@@ -533,18 +535,10 @@ def _assert_fake_follows(op: Op, label: str, call: Call, want: list, names: list
         except Exception as error:
             raise CheckFailed(f"the fake function of {op.overload} raises on {op.field}.{label}, which the CPU kernel "
                               f"takes: {type(error).__name__}: {error}", "fake-raised") from error
-    if len(fakes) != len(want):
-        raise CheckFailed(f"the fake function of {op.overload} gives {len(fakes)} tensors on {op.field}.{label}, the "
-                          f"spec's semantics {len(want)}", "fake-wrong-shape")
-    for index, (fake, (shape, dtype)) in enumerate(zip(fakes, want, strict=True)):
-        where = f"opgen.yaml: {names[index]}"
-        if dtype is not None and fake.dtype != dtype:
-            raise CheckFailed(f"{where}.dtype: the fake function gives {fake.dtype} on {op.field}.{label}, the spec "
-                              f"says {dtype} (the fake is generated from it: was ops.py edited?)", "fake-wrong-dtype")
-        if shape is not None and not free_unbacked_symbols(fake.shape) and tuple(fake.shape) != tuple(shape):
-            raise CheckFailed(f"{where}.shape: the fake function gives {tuple(fake.shape)} on {op.field}.{label}, the "
-                              f"spec says {tuple(shape)} (the fake is generated from it: was ops.py edited?)",
-                              "fake-wrong-shape")
+    problem = metadata_mismatch("the fake function", f"{op.field}.{label}", fakes, want, names)
+    if problem:
+        kind = "fake-wrong-dtype" if ".dtype:" in problem else "fake-wrong-shape"
+        raise CheckFailed(f"{problem} (the fake is generated from the spec: was ops.py edited?)", kind)
 
 
 # --- the CPU kernel --------------------------------------------------------------------------------
