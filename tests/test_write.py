@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from opgen.errors import OpgenError
-from opgen.render import write
+from opgen.render import staging, write
 from opgen.render.write import (
     BACKUP_DIR,
     MANIFEST,
@@ -644,7 +644,7 @@ def test_failure_midway_leaves_complete_files_and_a_valid_old_manifest(tmp_path,
     plan = plan_changes(tmp_path, version2)
     with monkeypatch.context() as patch:
         fail_on_call(patch, name, failing_call)
-        with pytest.raises(OSError, match="No space"):
+        with pytest.raises(OpgenError, match="No space"):
             apply_plan(plan)
     # each generated file is entirely old or entirely new, the first `new_files` in write (path) order new
     pairs = sorted(((old, new) for old, new in zip(PROJECT, version2) if old.owner == "generated"),
@@ -667,14 +667,14 @@ def open_descriptors() -> int | None:
 
 
 def test_many_files_are_synced_in_groups_without_leaking_descriptors(tmp_path, monkeypatch):
-    monkeypatch.setattr(write._Batch, "_OPEN_FILES", 3)
+    monkeypatch.setattr(staging.Batch, "_OPEN_FILES", 3)
     files = [PlannedFile(f"pkg/m{index:02}.py", f"x = {index}\n", "generated") for index in range(10)]
     before = open_descriptors()
     generate(tmp_path, files)
     assert [(tmp_path / file.path).read_text() for file in files] == [file.content for file in files]
     with monkeypatch.context() as patch:  # a failure after two groups were synced: still nothing renamed
         fail_on_call(patch, "fdopen", 8)
-        with pytest.raises(OSError, match="No space"):
+        with pytest.raises(OpgenError, match="No space"):
             apply_plan(plan_changes(tmp_path, [edited(file, "v2\n") for file in files]))
     assert [(tmp_path / file.path).read_text() for file in files] == [file.content for file in files]
     assert not [path for path in snapshot(tmp_path) if path.endswith(".opgen-tmp")]
@@ -684,7 +684,7 @@ def test_many_files_are_synced_in_groups_without_leaking_descriptors(tmp_path, m
 def test_failure_during_a_first_run_can_be_resumed(tmp_path, monkeypatch):
     with monkeypatch.context() as patch:
         fail_on_call(patch, "replace", 3)
-        with pytest.raises(OSError):
+        with pytest.raises(OpgenError):
             apply_plan(plan_changes(tmp_path / "proj", PROJECT))
     assert not (tmp_path / "proj" / MANIFEST).exists()
     generate(tmp_path / "proj", PROJECT)
