@@ -4,6 +4,7 @@ rung, each failure classified by opgen.check.signatures. Torch-free: torch runs 
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import queue
@@ -26,6 +27,15 @@ from .report import render_json, render_text
 from .signatures import BY_ID, RUNG_LAYERS, classify
 from .signatures import explain as explain_signature
 
+MAX_TIMEOUT = 7 * 24 * 3600  # seconds; beyond it the clocks and queues a rung is timed with overflow
+
+
+def _finite(param: click.Parameter, value: float) -> float:
+    if not math.isfinite(value):  # click's FloatRange lets nan through (every comparison with it is false)
+        raise click.BadParameter(f"{value} is not a number of seconds", param=param)
+    return value
+
+
 TARGET = re.compile(r"^(?P<module>[A-Za-z_]\w*(\.[A-Za-z_]\w*)*)(:(?P<op>[A-Za-z_]\w*::[A-Za-z_]\w*(\.\w+)?))?$")
 
 
@@ -37,8 +47,9 @@ TARGET = re.compile(r"^(?P<module>[A-Za-z_]\w*(\.[A-Za-z_]\w*)*)(:(?P<op>[A-Za-z
 @click.option("--keep-going", is_flag=True, help="Run every rung even after one fails.")
 @click.option("--skip", multiple=True, type=click.Choice(RUNGS[1:]), help="Skip a rung (repeatable).")
 @click.option("--train", is_flag=True, help="Also check with requires_grad=True inputs (autograd formula).")
-@click.option("--timeout", type=click.FloatRange(min=1), default=180, show_default=True, metavar="SECONDS",
-              help="Longest a rung may run; a hang is reported as such.")
+@click.option("--timeout", type=click.FloatRange(min=1, max=MAX_TIMEOUT), default=180, show_default=True,
+              metavar="SECONDS", callback=lambda ctx, param, value: _finite(param, value),
+              help="Longest a rung may run (at most a week); a hang is reported as such.")
 @click.option("--explain", "explain", metavar="SIGNATURE", help="Explain a failure signature (or OPGxxx) and exit.")
 @click.option("--versions", is_flag=True, help="Print torch / torch_npu / CANN / Python / opgen versions and exit.")
 @handle_errors

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import click
 
-from ..errors import OpgenError
+from ..errors import OpgenError, os_error
+from ..files import read_input
 
 FUNCTIONS_YAML = "op_plugin/config/op_plugin_functions.yaml"
 DERIVATIVES_YAML = "op_plugin/config/derivatives.yaml"
@@ -58,13 +59,37 @@ def _require_extra():
 
 def _load_rt(text: str, path: str):
     YAML, _ = _require_extra()
+    from ruamel.yaml.composer import Composer
     from ruamel.yaml.error import YAMLError
 
+    from ..spec.nodes import TooDeep, bounded_composer
+
     yaml = YAML(typ="rt")
+    yaml.Composer = bounded_composer(Composer)
     try:
         return yaml.load(text)
+    except TooDeep as error:
+        mark = error.problem_mark
+        raise AddError(f"{path}:{mark.line + 1}:{mark.column + 1}: {error.problem}",
+                       hint="an op-plugin YAML file nests a few levels; is this the right file?") from None
     except YAMLError as error:
         raise AddError(f"{path}: cannot read it as YAML: {error}") from None
+
+
+def _section(data, path: str, section: str, entry: str):
+    """The top-level list `section` of a loaded file, refused (at its line) when it is not a list of mappings."""
+    if not hasattr(data, "get") or section not in data:
+        raise AddError(f"{path} has no top-level `{section}:`", hint="is ROOT an op-plugin checkout?")
+    seq = data[section]
+    line = data.lc.key(section)[0] + 1
+    if seq is not None and not isinstance(seq, list):
+        raise AddError(f"{path}:{line}: `{section}:` must be a list of entries, not {type(seq).__name__} {seq!r:.40}",
+                       hint=f"each entry is a `- {entry}: ...` line")
+    for index, item in enumerate(seq or []):
+        if not hasattr(item, "get"):
+            raise AddError(f"{path}:{seq.lc.item(index)[0] + 1}: entry {index} of `{section}:` is not a mapping "
+                           f"({item!r:.40})", hint=f"each entry is a `- {entry}: ...` line")
+    return seq
 
 
 def _entry_names(seq, key: str) -> dict[str, int]:
@@ -80,10 +105,8 @@ def insert_entries(text: str, path: str, section: str, entry_lines: list[str], k
     """`text` with `entry_lines` (written for `  - key: ...`) appended to the top-level list `section`;
     None when exactly these entries are there already. Refuses an op of the same name."""
     data = _load_rt(text, path)
-    if not hasattr(data, "get") or section not in data:
-        raise AddError(f"{path} has no top-level `{section}:`", hint="is ROOT an op-plugin checkout?")
+    seq = _section(data, path, section, key)
     block = "\n".join(entry_lines)
-    seq = data[section]
     lines = text.split("\n")  # a CRLF file keeps its "\r" on every line, and the new lines get one too
     carriage = "\r" if "\r\n" in text else ""
     dash = _indent(lines[seq.lc.item(0)[0]]) if seq else 2  # the column of the entries' `-`
@@ -242,11 +265,10 @@ def plan_add(root: Path, spec) -> list[Change]:
 
     def read(relative: str) -> str:
         path = root / relative
-        if not path.is_file():
+        if not path.exists():
             raise AddError(f"{path} does not exist", hint="--op-plugin-root must be an op-plugin checkout "
                            f"(with {FUNCTIONS_YAML} and {META_PY})")
-        with path.open(encoding="utf-8", newline="") as handle:  # line endings as they are (CRLF stays CRLF)
-            return handle.read()
+        return read_input(str(path), "op-plugin file")  # line endings as they are (CRLF stays CRLF)
 
     text = read(FUNCTIONS_YAML)
     new = insert_entries(text, FUNCTIONS_YAML, "custom", [line for e in entries for line in yaml_entry(e)], "func")
@@ -272,7 +294,7 @@ def plan_add(root: Path, spec) -> list[Change]:
             continue
         target = root / planned.path
         if target.exists():
-            if target.read_text(encoding="utf-8") == planned.content:
+            if read_input(str(target), "file") == planned.content:
                 continue
             raise AddError(f"{target} already exists", hint="opgen add creates kernel and test files only when "
                            "they are new; move it away or remove the op from the spec")
@@ -290,24 +312,27 @@ def diff(changes: list[Change]) -> str:
 
 
 def apply(root: Path, changes: list[Change]) -> None:
-    """Stage every file beside its target first, then rename them all into place."""
-    staged = []
+    """Stage every file beside its target first (a file replaced keeps its mode), then rename them all into place;
+    a failure while staging writes nothing."""
+    from ..render.staging import Batch
+
+    batch = Batch()
     try:
-        for change in changes:
-            target = root / change.path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            descriptor, temp = tempfile.mkstemp(prefix=".opgen-", dir=target.parent)
-            with os.fdopen(descriptor, "w", encoding="utf-8", newline="") as handle:
-                handle.write(change.new)
-            if target.exists():
-                os.chmod(temp, target.stat().st_mode & 0o7777)
-            staged.append((temp, target))
-    except OSError:
-        for temp, _ in staged:
-            os.unlink(temp)
-        raise
-    for temp, target in staged:
-        os.replace(temp, target)
+        try:
+            for change in changes:
+                target = root / change.path
+                batch.add(target, change.new.encode("utf-8"), executable=None,
+                          like=target if target.exists() else None)
+            batch.sync()
+        except OSError as error:
+            raise os_error(error, "write", outcome="nothing was written") from None
+        try:
+            batch.commit()
+        except OSError as error:
+            raise os_error(error, "write", outcome="the files written so far are complete; the others are as "
+                           "they were") from None
+    finally:
+        batch.discard()
 
 
 @click.command("add")

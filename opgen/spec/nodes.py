@@ -117,8 +117,8 @@ def bounded_composer(base: type) -> type:
             self._depth += 1
             try:
                 if self._depth > MAX_YAML_DEPTH:
-                    raise TooDeep(f"lists and mappings nested more than {MAX_YAML_DEPTH} deep",
-                                  self.peek_event().start_mark)
+                    peek = getattr(self, "peek_event", None) or self.parser.peek_event  # PyYAML's, ruamel's
+                    raise TooDeep(f"lists and mappings nested more than {MAX_YAML_DEPTH} deep", peek().start_mark)
                 return super().compose_node(parent, index)
             finally:
                 self._depth -= 1
