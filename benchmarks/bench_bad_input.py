@@ -516,7 +516,7 @@ def explain_cases():
                     return [Run(["explain", schema])]
                 if mode == "json":
                     return [Run(["explain", "--json", schema])]
-                return [Run(["explain", "-", "--json"], stdin=schema + "\nf(Tensor x) -> Tensor\n",
+                return [Run(["explain", "-", "--json"], stdin=schema + "\nf(Tensor x) -> Tensor\n", expect="either",
                             check=_stdin_other_line_answered)]
             CASES[f"explain_{key}_{mode}"] = make
 

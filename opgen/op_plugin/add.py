@@ -59,13 +59,13 @@ def _require_extra():
 
 def _load_rt(text: str, path: str):
     YAML, _ = _require_extra()
-    from ruamel.yaml.composer import Composer
     from ruamel.yaml.error import YAMLError
 
     from ..spec.nodes import TooDeep, bounded_composer
 
     yaml = YAML(typ="rt")
-    yaml.Composer = bounded_composer(Composer)
+    yaml.Composer = bounded_composer(yaml.Composer)
+    yaml.Scanner = bounded_composer(yaml.Scanner)
     try:
         return yaml.load(text)
     except TooDeep as error:

@@ -107,8 +107,10 @@ class TooDeep(Exception):
 
 
 def bounded_composer(base: type) -> type:
-    """`base` (PyYAML's or ruamel.yaml's recursive Composer, or a loader holding one) refusing to nest past
-    MAX_YAML_DEPTH, with the mark of the collection that goes too deep."""
+    """`base` (PyYAML's SafeLoader, or ruamel.yaml's Composer or Scanner) refusing to nest past MAX_YAML_DEPTH,
+    with the mark of the collection that goes too deep. The scanner stops at the first bracket too many (its work
+    per token grows with the depth: a file of 100000 `[` would take minutes), the composer at the first block
+    collection too many (it recurses)."""
 
     class Bounded(base):
         _depth = 0
@@ -118,13 +120,25 @@ def bounded_composer(base: type) -> type:
             try:
                 if self._depth > MAX_YAML_DEPTH:
                     peek = getattr(self, "peek_event", None) or self.parser.peek_event  # PyYAML's, ruamel's
-                    raise TooDeep(f"lists and mappings nested more than {MAX_YAML_DEPTH} deep", peek().start_mark)
+                    raise TooDeep(_TOO_DEEP, peek().start_mark)
                 return super().compose_node(parent, index)
             finally:
                 self._depth -= 1
 
+        def fetch_flow_collection_start(self, *args, **kwargs):
+            if self.flow_level >= MAX_YAML_DEPTH:
+                get_mark = getattr(self, "get_mark", None) or self.reader.get_mark
+                raise TooDeep(_TOO_DEEP, get_mark())
+            return super().fetch_flow_collection_start(*args, **kwargs)
+
+    for method in ("compose_node", "fetch_flow_collection_start"):
+        if not hasattr(base, method):
+            delattr(Bounded, method)
     Bounded.__name__ = Bounded.__qualname__ = f"Bounded{base.__name__}"
     return Bounded
+
+
+_TOO_DEEP = f"lists and mappings nested more than {MAX_YAML_DEPTH} deep"
 
 
 _BOUNDED_LOADER = None
@@ -179,6 +193,16 @@ def _scalar(node: Node):
         return SafeConstructor().construct_object(node, deep=True)
     except ConstructorError:
         return node.value
+
+
+def _data(source: _Source, node: Node, what: str):
+    """The Python value of any node (lists and mappings built as `yaml.safe_load` would); a tag SafeLoader does
+    not know (`!!python/object`) is an error at the node."""
+    try:
+        return SafeConstructor().construct_object(node, deep=True)
+    except ConstructorError as error:
+        raise source.error(node, f"{what}: {error.problem}",
+                           "write plain YAML values (numbers, strings, lists, mappings)") from None
 
 
 def _string(source: _Source, node: Node, what: str, *, allow_empty: bool = False) -> str:
