@@ -18,7 +18,7 @@ UNFILLABLE = frozenset({
     "bits8", "bits16", *(f"uint{n}" for n in range(1, 8)), *(f"int{n}" for n in range(1, 8)),
 })
 # The values torch.tensor(..., dtype=) accepts for an integer dtype: (ints, floats); measured on torch 2.13
-_INTEGER_RANGES = {
+INTEGER_RANGES = {
     "int8": ((-(2**7), 2**7 - 1), (-(2**7), 2**7 - 1)),
     "int16": ((-(2**15), 2**15 - 1), (-(2**15), 2**15 - 1)),
     "int32": ((-(2**31), 2**31 - 1), (-(2**31), 2**31 - 1)),
@@ -26,7 +26,7 @@ _INTEGER_RANGES = {
     "uint8": ((-(2**8 - 1), 2**8 - 1), (0, 2**8 - 1)),
     "uint16": ((-(2**16 - 1), 2**16 - 1), (0, 2**16 - 1)),
     "uint32": ((-(2**32 - 1), 2**32 - 1), (0, 2**32 - 1)),
-    "uint64": ((0, 2**64 - 1), (0, 2**63 - 1)),
+    "uint64": ((0, 2**64 - 1), None),  # torch.tensor makes no uint64 tensor from a float at all
 }
 
 
@@ -60,15 +60,18 @@ def values_problem(values, dtype: str) -> tuple[str, str] | None:
     problem = shape_problem(shape)
     if problem is not None:
         return problem
-    ranges = _INTEGER_RANGES.get(dtype)
+    ranges = INTEGER_RANGES.get(dtype)
     floating = dtype.startswith(("float", "bfloat", "complex"))
     for number in _flat(values):
         if isinstance(number, bool):
             continue
         if ranges is not None:
-            low, high = ranges[0] if isinstance(number, int) else ranges[1]
             if isinstance(number, float) and not math.isfinite(number):
                 return f"{number} cannot be a {dtype} value", "nan and inf exist in floating dtypes only"
+            if ranges[isinstance(number, float)] is None:
+                return f"{number} is a float: torch.tensor makes {dtype} tensors from integers only", \
+                    f"write {int(number)}" if number.is_integer() else "write integers"
+            low, high = ranges[isinstance(number, float)]
             if not low <= number <= high:
                 return (f"{_short_number(number)} does not fit in {dtype} (torch.tensor accepts {low}..{high})",
                         "give a value in range, or a wider dtype")
