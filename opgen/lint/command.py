@@ -32,7 +32,7 @@ def lint(paths, output_format, select, ignore, exclude, extend_exclude, statisti
     """Check custom-op registrations in PATHS (files or directories; default '.').
 
     Ops are matched across all files given: a fake registered in another file counts.
-    Exit codes: 0 clean, 1 diagnostics remain, 2 usage or internal error.
+    Exit codes: 0 clean, 1 diagnostics remain, 2 usage or internal error, 3 the machine refused.
     Suppress one line with `# noqa: OPG204` (or a bare `# noqa`), a whole file with `# opgen: noqa`.
     """
     from ..console import handle_errors

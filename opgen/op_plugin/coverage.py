@@ -188,7 +188,7 @@ def meta_coverage(source: str, meta_files: tuple[str, ...], as_json: bool, emit:
     \b
     opgen meta-coverage ~/op-plugin
     opgen meta-coverage op_plugin_functions.yaml --meta _meta_registrations.py --meta _fake_registrations.py --json
-    Exit codes: 0 every op is covered, 1 some are missing, 2 bad input.
+    Exit codes: 0 every op is covered, 1 some are missing, 2 bad input, 3 the machine refused.
     """
     from ..console import handle_errors
 
