@@ -33,10 +33,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 OP_PLUGIN_FIXTURE = ROOT / "tests" / "fixtures" / "op_plugin_root"
+FIXTURE_META = OP_PLUGIN_FIXTURE / "op_plugin" / "python" / "meta" / "_meta_registrations.py"
 MEMORY_LIMIT = 3 << 30  # bytes of address space a case may use before it counts as runaway memory
 # an error naming a file (and line, column or byte offset), a column of the input, or the option at fault
 LOCATED = re.compile(r"^(error: (\S.*?:\d+(:\d+)?: |column \d+: |-\S+ |.*(byte|offset) \d+|.*(/|\.yaml|\.py|\.json)\b)"
-                     r"|Error: Invalid value for '-)", re.MULTILINE)
+                     r"|Error: Invalid value for ')", re.MULTILINE)
 SIMPLE_SPEC = """\
 namespace: bad
 style: library
@@ -746,6 +747,169 @@ def case_lint_fix_read_only_file(work):
     subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
     return [Run(["lint", "--fix", str(root)], expect="ok",
                 check=fix_check([good], {mount / "keep_ro.py": FIXABLE.encode()}))]
+
+
+# more of the same kind: other files, other commands
+
+@case
+def case_new_spec_is_dev_zero(work):
+    os.symlink("/dev/zero", work / "zero.yaml")
+    return [Run(["new", str(work / "zero.yaml"), "-o", "out"], timeout=20)]
+
+
+@case
+def case_new_spec_is_a_directory(work):
+    (work / "dir.yaml").mkdir()
+    return [Run(["new", str(work / "dir.yaml"), "-o", "out"])]
+
+
+@case
+def case_new_spec_utf16(work):
+    return [Run(["new", str(write(work / "s.yaml", SIMPLE_SPEC.format(schema="double(Tensor x) -> Tensor")
+                                   .encode("utf-16"))), "-o", "out"])]
+
+
+@case
+def case_new_spec_with_nul(work):
+    return [Run(["new", spec_with(work, text="namespace: bad\x00\nops: []\n"), "-o", "out"])]
+
+
+@case
+def case_new_spec_40mb(work):
+    return [Run(["new", str(write(work / "big.yaml", "namespace: bad\n# " + "x" * (40 << 20) + "\nops: []\n")),
+                 "-o", "out"], timeout=60)]
+
+
+@case
+def case_new_schema_flag_deep(work):
+    return [Run(["new", "--schema", "ns::f(" + "(" * 5000 + "Tensor x) -> Tensor", "-o", "out"])]
+
+
+@case
+def case_new_schema_flag_keyword(work):
+    return [Run(["new", "--schema", "ns::lambda(Tensor x) -> Tensor", "-o", "out"])]
+
+
+@case
+def case_new_manifest_is_a_fifo(work):
+    out = work / "out"
+    subprocess.run([sys.executable, "-m", "opgen", "new", spec_with(work), "-o", str(out)], check=True,
+                   capture_output=True, env=case_env(work))
+    (out / ".opgen" / "manifest.json").unlink()
+    os.mkfifo(out / ".opgen" / "manifest.json")
+    return [Run(["new", spec_with(work), "-o", str(out)], timeout=20)]
+
+
+@case
+def case_new_opgen_dir_is_a_file(work):
+    out = work / "out"
+    out.mkdir()
+    write(out / ".opgen", "x")
+    return [Run(["new", spec_with(work), "-o", str(out)])]
+
+
+@case
+def case_new_values_nan_in_int8(work):
+    return [Run(["new", spec_with(work, text=example_spec("- {x: {values: [.nan], dtype: int8}}\n")), "-o", "out"])]
+
+
+@case
+def case_new_shape_negative(work):
+    return [Run(["new", spec_with(work, text=example_spec("- {x: {shape: [-1, 2]}}\n")), "-o", "out"])]
+
+
+@case
+def case_new_reference_5000_terms(work):
+    text = SIMPLE_SPEC.format(schema="double(Tensor x) -> Tensor").replace("return x * 2",
+                                                                           "return x" + " + 0" * 5000)
+    return [Run(["new", spec_with(work, text=text), "-o", "out"])]
+
+
+@case
+def case_new_rule_deep(work):
+    text = SIMPLE_SPEC.format(schema="double(Tensor x) -> Tensor").replace(
+        "{like: x}", '{shape: "[x.shape[0]' + " + 1" * 3000 + ']", dtype: "x.dtype"}')
+    return [Run(["new", spec_with(work, text=text), "-o", "out"])]
+
+
+@case
+def case_new_arg_named_len_called(work):
+    text = SIMPLE_SPEC.format(schema="f(Tensor x, int[] len=[1, 2]) -> Tensor").replace(
+        "return x * 2", "return x * len(len)")
+    return [Run(["new", spec_with(work, text=text), "-o", "out"])]
+
+
+@case
+def case_explain_nul_and_unicode(work):
+    return [Run(["explain", "-", "--json"], stdin="f(Tensor\x00 x) -> Tensor\nf(Tensor \u00e9) -> Tensor\n"
+                 "f(Tensor x) -> Tensor\n", expect="either")]
+
+
+@case
+def case_add_root_is_a_file(work):
+    write(work / "root", "x")
+    return [Run(["add", "--op-plugin-root", str(work / "root"), str(EXAMPLES / "op_plugin" / "rms_norm.yaml")])]
+
+
+@case
+def case_add_meta_is_dev_zero(work):
+    root = op_plugin_root(work)
+    meta = root / "op_plugin/python/meta/_meta_registrations.py"
+    meta.unlink()
+    os.symlink("/dev/zero", meta)
+    return add_run(work, root, timeout=20)
+
+
+@case
+def case_check_inputs_fifo(work):
+    os.mkfifo(work / "in.yaml")
+    return [Run(["check", "x.y", "--inputs", str(work / "in.yaml")], timeout=20)]
+
+
+@case
+def case_meta_coverage_fifo(work):
+    os.mkfifo(work / "f.yaml")
+    return [Run(["meta-coverage", str(work / "f.yaml"), "--meta", str(FIXTURE_META)], timeout=20)]
+
+
+@case
+def case_meta_coverage_latin1(work):
+    return [Run(["meta-coverage", str(write(work / "f.yaml", "custom:\n  - func: caf\xe9() -> Tensor\n"
+                                                 .encode("latin-1"))), "--meta", str(FIXTURE_META)], timeout=20)]
+
+
+@case
+def case_lint_config_fifo(work):
+    os.mkfifo(work / "pyproject.toml")
+    root = with_good_file(work)
+    return [Run(["lint", "--config", str(work / "pyproject.toml"), str(root)], timeout=20)]
+
+
+@case
+def case_lint_binary_and_empty_files(work):
+    root = with_good_file(work)
+    write(root / "bin.py", bytes(range(256)) * 64)
+    write(root / "nul.py", b"import torch\ntorch.library.define('x::f(Tensor x) -> Tensor')\x00\n")
+    write(root / "empty.py", b"")
+    write(root / "op_functions.yaml", bytes(range(256)))
+    return [Run(["lint", str(root)], expect="ok", check=finding_printed)]
+
+
+@case
+def case_lint_deep_python(work):
+    root = with_good_file(work)
+    write(root / "deep.py", "import torch\ntorch.library.define('x::f(Tensor x) -> Tensor')\nx = 1" + " + 1" * 5000
+          + "\n")
+    return [Run(["lint", str(root)], expect="ok", check=finding_printed)]
+
+
+@case
+def case_lint_fix_file_vanishes(work):
+    """A file is fixed through a symlink whose target is read-only: reported, nothing lost."""
+    root = work / "proj"
+    write(root / "a_ops.py", FIXABLE)
+    os.symlink("/proc/version", root / "b_ops.py")
+    return [Run(["lint", "--fix", str(root)], expect="ok")]
 
 
 # recovery after kill -9

@@ -5,6 +5,7 @@ into a result or an OpgenError (located), never another exception: another excep
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
@@ -61,7 +62,7 @@ def _mutate(tree, data) -> object:
         del parent[path[-1]]
         return tree
     if kind == "retype":
-        return _replace(tree, path, data.draw(st.sampled_from(VALUES)))
+        return _replace(tree, path, copy.deepcopy(data.draw(st.sampled_from(VALUES))))
     if kind == "unicode" and isinstance(value, str):
         at = data.draw(st.integers(0, len(value)))
         return _replace(tree, path, value[:at] + data.draw(st.sampled_from(ODD)) + value[at:])

@@ -70,6 +70,7 @@ def _rewrite(path: str, file_edits: list[Edit]) -> int:
     lines = text.split("\n")
     lines = [line + "\n" for line in lines[:-1]] + [lines[-1]]
     raw = data.split(b"\n")
+    original = list(lines)
     taken: dict[int, list[tuple[int, int]]] = {}
     applied = 0
     for edit in sorted(set(file_edits), key=lambda e: (e.line, e.start), reverse=True):
@@ -80,8 +81,9 @@ def _rewrite(path: str, file_edits: list[Edit]) -> int:
         if not 0 < edit.line <= len(lines):
             raise _NotRewritten(f"it changed since it was checked (no line {edit.line})")
         # the collector counts columns in the text as UTF-8 (bad bytes replaced): the line must read the same
-        if raw[edit.line - 1].decode("utf-8", errors="replace") != lines[edit.line - 1].removesuffix("\n"):
-            raise _NotRewritten(f"line {edit.line} is not the same text in {encoding} and in UTF-8")
+        if raw[edit.line - 1].decode("utf-8", errors="replace") != original[edit.line - 1].removesuffix("\n"):
+            raise _NotRewritten(f"line {edit.line} reads differently in its encoding ({encoding}) and in UTF-8, "
+                                "which the columns were counted in")
         line = lines[edit.line - 1]
         lines[edit.line - 1] = line[:edit.start] + edit.text + line[edit.end:]
         spans.append((edit.start, edit.end))
