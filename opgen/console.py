@@ -87,6 +87,8 @@ class _terminate_as_exception:
     def __enter__(self):
         self.previous = None
         if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            global _HANDLER_PID
+            _HANDLER_PID = os.getpid()
             self.previous = signal.signal(signal.SIGTERM, _raise_terminated)
         return self
 
@@ -95,7 +97,14 @@ class _terminate_as_exception:
             signal.signal(signal.SIGTERM, self.previous)
 
 
+_HANDLER_PID = None
+
+
 def _raise_terminated(signum, frame) -> None:
+    if os.getpid() != _HANDLER_PID:  # a forked worker (lint's pool ends its workers with SIGTERM): end quietly
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
     raise Terminated
 
 

@@ -318,3 +318,14 @@ def _make_unwritable(path: Path) -> bool:
         return True
     done = subprocess.run(["chattr", "+i", str(path)], capture_output=True, check=False)
     return done.returncode == 0 and not os.access(path, os.W_OK)
+
+
+def test_lint_in_parallel_ends_its_workers_quietly(tmp_path):
+    """The pool's workers end with SIGTERM, which the command boundary turns into an unwind only in its own
+    process: a forked worker must not print the Terminated traceback."""
+    from opgen.lint.engine import PARALLEL_THRESHOLD
+
+    for index in range(PARALLEL_THRESHOLD + 4):
+        (tmp_path / f"f{index}.py").write_text(GOOD.replace("myops", f"ns{index}"))
+    done = run_opgen_command("lint", "-j", "2", str(tmp_path))
+    assert done.returncode == 1 and "Traceback" not in done.stderr and "Terminated" not in done.stderr, done.stderr
