@@ -329,3 +329,34 @@ def test_lint_in_parallel_ends_its_workers_quietly(tmp_path):
         (tmp_path / f"f{index}.py").write_text(GOOD.replace("myops", f"ns{index}"))
     done = run_opgen_command("lint", "-j", "2", str(tmp_path))
     assert done.returncode == 1 and "Traceback" not in done.stderr and "Terminated" not in done.stderr, done.stderr
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="finds the worker through /proc")
+def test_check_stopped_by_sigterm_stops_its_worker_and_removes_its_folder(tmp_path):
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    (tmp_path / "hangs_on_import.py").write_text("import time\ntime.sleep(600)\n")
+    env = {**os.environ, "TMPDIR": str(scratch), "PYTHONPATH": str(tmp_path)}
+    process = subprocess.Popen([sys.executable, "-m", "opgen", "check", "hangs_on_import", "--timeout", "600"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 60
+    while not _workers(scratch) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _workers(scratch), "the worker never started"
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 128 + signal.SIGTERM and "Traceback" not in err, err
+    assert not _workers(scratch) and not list(scratch.iterdir())
+
+
+def _workers(scratch: Path) -> list[int]:
+    """The pids of opgen.check.worker processes whose job lies in `scratch`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            command = Path("/proc", entry, "cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"opgen.check.worker" in command and str(scratch).encode() in command:
+            found.append(int(entry))
+    return found

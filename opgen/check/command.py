@@ -12,7 +12,6 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from importlib import metadata
@@ -170,7 +169,9 @@ def _worker_env() -> dict:
 
 
 def _run_worker(job: dict, timeout: float, results: list[dict]) -> dict:
-    with tempfile.TemporaryDirectory(prefix="opgen-check-") as tmp:
+    from ..render.staging import scratch_dir
+
+    with scratch_dir("check") as tmp:
         job_path = Path(tmp) / "job.json"
         job_path.write_text(json.dumps(job), encoding="utf-8")
         stderr_path = Path(tmp) / "stderr.txt"
@@ -178,42 +179,51 @@ def _run_worker(job: dict, timeout: float, results: list[dict]) -> dict:
             process = subprocess.Popen([sys.executable, "-m", "opgen.check.worker", str(job_path)],
                                        stdout=subprocess.PIPE, stderr=stderr, text=True, env=_worker_env(),
                                        start_new_session=True)
-            lines: queue.Queue = queue.Queue()
-            threading.Thread(target=_pump, args=(process.stdout, lines), daemon=True).start()
-            current: tuple = (None, None)
+            try:
+                return _follow(process, stderr, timeout, results)
+            finally:  # Ctrl-C or SIGTERM here: the worker is in its own session, it would run on
+                if process.poll() is None:
+                    _kill(process)
+
+
+def _follow(process: subprocess.Popen, stderr, timeout: float, results: list[dict]) -> dict:
+    """The worker's events until it is done, hangs (`timeout` per rung) or dies."""
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=_pump, args=(process.stdout, lines), daemon=True).start()
+    current: tuple = (None, None)
+    started = time.perf_counter()
+    while True:
+        try:
+            line = lines.get(timeout=max(0.1, timeout - (time.perf_counter() - started)))
+        except queue.Empty:
+            _kill(process)
+            return {"done": False, "current": current, "failure": _failure(
+                "worker-timeout", f"no result after {timeout:g} s (a hang?)", stderr,
+                time.perf_counter() - started)}
+        if line is None:  # the worker exited
+            code = process.wait()
+            return {"done": False, "current": current, "failure": _failure(
+                "worker-crash", f"the process died ({_exit_text(code)})", stderr,
+                time.perf_counter() - started)}
+        event = json.loads(line)
+        kind = event.pop("event")
+        if kind == "usage":
+            _kill(process)
+            raise OpgenError(event["message"], hint=event.get("hint") or None)
+        if kind == "done":
+            process.wait()
+            return {"done": True}
+        if kind == "op":
+            if event["index"] >= len(results):
+                results.append({"op": event["op"], "rungs": {}})
+            continue
+        if kind == "start":
+            current = (event["index"], event["rung"])
             started = time.perf_counter()
-            while True:
-                try:
-                    line = lines.get(timeout=max(0.1, timeout - (time.perf_counter() - started)))
-                except queue.Empty:
-                    _kill(process)
-                    return {"done": False, "current": current, "failure": _failure(
-                        "worker-timeout", f"no result after {timeout:g} s (a hang?)", stderr,
-                        time.perf_counter() - started)}
-                if line is None:  # the worker exited
-                    code = process.wait()
-                    return {"done": False, "current": current, "failure": _failure(
-                        "worker-crash", f"the process died ({_exit_text(code)})", stderr,
-                        time.perf_counter() - started)}
-                event = json.loads(line)
-                kind = event.pop("event")
-                if kind == "usage":
-                    _kill(process)
-                    raise OpgenError(event["message"], hint=event.get("hint") or None)
-                if kind == "done":
-                    process.wait()
-                    return {"done": True}
-                if kind == "op":
-                    if event["index"] >= len(results):
-                        results.append({"op": event["op"], "rungs": {}})
-                    continue
-                if kind == "start":
-                    current = (event["index"], event["rung"])
-                    started = time.perf_counter()
-                    continue
-                index, rung = event.pop("index"), event.pop("rung")
-                results[index]["rungs"][rung] = event
-                current, started = (index, None), time.perf_counter()
+            continue
+        index, rung = event.pop("index"), event.pop("rung")
+        results[index]["rungs"][rung] = event
+        current, started = (index, None), time.perf_counter()
 
 
 def _pump(stream, lines: queue.Queue) -> None:
