@@ -16,6 +16,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import stat
 import tempfile
 from collections.abc import Iterator
@@ -64,12 +65,29 @@ _SCRATCH = re.compile(r"opgen-(?P<purpose>[a-z]+)-(?P<pid>\d+)-")
 def scratch_dir(purpose: str) -> Iterator[Path]:
     """A new folder `opgen-<purpose>-<pid>-...` in the temp directory, removed when the block ends (also on an
     error, Ctrl-C or SIGTERM); the folders of runs killed outright (SIGKILL) are removed first."""
-    _remove_dead_scratch()
-    path = Path(tempfile.mkdtemp(prefix=f"opgen-{purpose}-{os.getpid()}-"))
+    path = None
     try:
+        with _signals_held():  # a SIGTERM between making the folder and owning it would leave it behind
+            _remove_dead_scratch()
+            path = Path(tempfile.mkdtemp(prefix=f"opgen-{purpose}-{os.getpid()}-"))
         yield path
     finally:
-        shutil.rmtree(path, ignore_errors=True)
+        if path is not None:
+            with _signals_held():
+                shutil.rmtree(path, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """SIGTERM and SIGINT wait (delivered when the block ends), where the platform lets a thread hold them."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _remove_dead_scratch() -> None:
