@@ -152,6 +152,7 @@ def _(x, *rest):
 '''
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::SyntaxWarning")  # Python's, on the fuzzed code
 @settings(SETTINGS, max_examples=60)
 @given(st.data())
 def test_mutated_registration_code_lints_without_an_internal_error(data):

@@ -6,6 +6,7 @@ import fnmatch
 import functools
 import mmap
 import os
+import warnings
 from dataclasses import dataclass, field
 
 from ..contract import RULES, Diagnostic
@@ -168,7 +169,9 @@ def _read_chunk(paths: list[str]) -> list[FileRecord]:
     records = []
     for path in paths:
         try:
-            record = read_file(path, read_limited(path, MAX_FILE_BYTES))
+            with warnings.catch_warnings():  # Python's own warnings about the code read ("invalid escape sequence")
+                warnings.simplefilter("ignore")
+                record = read_file(path, read_limited(path, MAX_FILE_BYTES))
         except CannotRead as refusal:
             record = _too_large(path, refusal) if refusal.too_large else _unreadable(path, refusal.reason)
         except (RecursionError, MemoryError):
