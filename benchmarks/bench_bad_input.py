@@ -543,8 +543,20 @@ def op_plugin_root(work: Path) -> Path:
     return root
 
 
-def add_run(work: Path, root: Path, **kwargs) -> list[Run]:
-    spec = EXAMPLES / "op_plugin" / "rms_norm.yaml"
+OP_PLUGIN_SPEC = """\
+namespace: npu
+ops:
+  - schema: "npu_double(Tensor self) -> Tensor"
+    outputs:
+      out0: {like: self}
+    reference: "return self * 2"
+    examples:
+      - {self: {shape: [2, 3]}}
+"""
+
+
+def add_run(work: Path, root: Path, spec: Path | None = None, **kwargs) -> list[Run]:
+    spec = spec or write(work / "plugin_spec.yaml", OP_PLUGIN_SPEC)  # no backward: the checkout's files decide
     before = tree_digest(root, skip=())
 
     def check(outcome, work):
@@ -553,11 +565,11 @@ def add_run(work: Path, root: Path, **kwargs) -> list[Run]:
     return [Run(["add", "--op-plugin-root", str(root), str(spec)], check=check, **kwargs)]
 
 
-def hostile_file(relative: str, data: bytes):
+def hostile_file(relative: str, data: bytes, spec: Path | None = None):
     def make(work):
         root = op_plugin_root(work)
         write(root / relative, data)
-        return add_run(work, root)
+        return add_run(work, root, spec)
     return make
 
 
@@ -573,7 +585,8 @@ CASES["add_functions_top_list"] = hostile_file(FUNCTIONS, b"- custom\n")
 CASES["add_meta_latin1"] = hostile_file("op_plugin/python/meta/_meta_registrations.py",
                                         "# caf\xe9\nimport torch\n".encode("latin-1"))
 CASES["add_derivatives_latin1"] = hostile_file("op_plugin/config/derivatives.yaml",
-                                               "backward:\n  - name: caf\xe9\n".encode("latin-1"))
+                                               "backward:\n  - name: caf\xe9\n".encode("latin-1"),
+                                               EXAMPLES / "op_plugin" / "rms_norm.yaml")  # it has a backward
 CASES["add_docs_latin1"] = hostile_file("codegen/templates/_op_plugin_docs.py", "# caf\xe9\n".encode("latin-1"))
 
 

@@ -215,16 +215,30 @@ def test_explain_locates_schemas_nested_or_numbered_past_any_limit():
 # --- opgen add, opgen check -----------------------------------------------------------------------------------
 
 
+OP_PLUGIN_SPEC = """\
+namespace: npu
+ops:
+  - schema: "npu_double(Tensor self) -> Tensor"
+    outputs:
+      out0: {like: self}
+    reference: "return self * 2"
+    examples:
+      - {self: {shape: [2, 3]}}
+"""
+
+
 @pytest.mark.parametrize(("file", "data", "fragment"), [
     ("op_plugin/config/op_plugin_functions.yaml", "custom:\n  - func: caf\xe9(Tensor x) -> Tensor\n".encode("latin-1"),
      "op_plugin_functions.yaml:2:14: not UTF-8: byte 0xe9 at offset 21"),
     ("op_plugin/config/op_plugin_functions.yaml", b"custom:\n  func: f(Tensor x) -> Tensor\n",
-     "op_plugin_functions.yaml:1: `custom:` must be a list of entries"),
+     "op_plugin_functions.yaml:2: `custom:` must be a list of entries, not a mapping"),
+    ("op_plugin/config/op_plugin_functions.yaml", b"custom: [1, 2]\n",
+     "op_plugin_functions.yaml:1: an entry of `custom:` is not a mapping"),
     ("op_plugin/config/op_plugin_functions.yaml", b"custom:\n  - " + b"[" * 20000 + b"]" * 20000 + b"\n",
-     "op_plugin_functions.yaml:2:69: lists and mappings nested more than 64 deep"),
+     "op_plugin_functions.yaml:2: cannot read it as YAML: while increasing flow level exceeded maximum nesting depth"),
     ("op_plugin/python/meta/_meta_registrations.py", "# caf\xe9\n".encode("latin-1"),
      "_meta_registrations.py:1:6: not UTF-8"),
-], ids=["functions-latin1", "custom-a-mapping", "custom-20000-deep", "meta-latin1"])
+], ids=["functions-latin1", "custom-a-mapping", "custom-ints", "custom-20000-deep", "meta-latin1"])
 def test_add_refuses_a_hostile_checkout_where_it_is_wrong_and_writes_nothing(tmp_path, file, data, fragment):
     import shutil
 
@@ -232,7 +246,7 @@ def test_add_refuses_a_hostile_checkout_where_it_is_wrong_and_writes_nothing(tmp
     shutil.copytree(FIXTURE, root)
     (root / file).write_bytes(data)
     before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
-    done = run_opgen_command("add", "--op-plugin-root", str(root), str(REPO / "examples/op_plugin/rms_norm.yaml"))
+    done = run_opgen_command("add", "--op-plugin-root", str(root), spec(tmp_path, text=OP_PLUGIN_SPEC))
     assert_error(done, fragment, located=False)
     assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
 
