@@ -101,7 +101,7 @@ def _expect_opgen_error_or_result(function, *args):
         return None
 
 
-@settings(SETTINGS, max_examples=120)
+@settings(SETTINGS, max_examples=80)
 @given(st.data())
 def test_mutated_specs_load_or_fail_with_a_located_error(data):
     text = data.draw(st.sampled_from(SPECS))
@@ -124,7 +124,7 @@ SCHEMA_PIECES = ["(", ")", "[", "]", "?", "!", ",", " ", "->", "*", "=", "Tensor
                  "9" * 30, "-", ".", "::", "\u00e9", "Dict(str, ", "None", "1e400", "'s'", "\\", "..."]
 
 
-@settings(SETTINGS, max_examples=400)
+@settings(SETTINGS, max_examples=300)
 @given(st.data())
 def test_mutated_schemas_explain_or_fail_at_a_column(data):
     schema = data.draw(st.sampled_from(SCHEMAS))
@@ -153,7 +153,7 @@ def _(x, *rest):
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::SyntaxWarning")  # Python's, on the fuzzed code
-@settings(SETTINGS, max_examples=60)
+@settings(SETTINGS, max_examples=40)
 @given(st.data())
 def test_mutated_registration_code_lints_without_an_internal_error(data):
     schema = data.draw(st.sampled_from(SCHEMAS))
