@@ -5,30 +5,54 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 import sys
+import threading
 
 import click
 
 from .colour import paint
-from .errors import EXIT_USAGE, OpgenError
+from .errors import EXIT_USAGE, EnvironmentFault, OpgenError, os_error
+
+EXIT_TERMINATED = 128 + signal.SIGTERM  # what a shell reports for a process SIGTERM ended
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived: unwind (temporary folders and staged files are removed on the way out), then exit."""
 
 
 def handle_errors(fn):
-    """Run a command body: OpgenError -> its message and exit 2; a missing dependency -> an installation
-    problem naming the package; any other exception -> a short "bug in opgen" message (exit 2)."""
+    """Run a command body: OpgenError -> its message and its exit code (2, or 3 for an environment fault); an
+    OSError nobody located -> the file and the reason; input nested past Python's recursion limit -> exit 2; a
+    missing dependency -> an installation problem naming the package; SIGTERM -> a clean unwind; any other
+    exception -> a short "bug in opgen" message (exit 2)."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
-            return fn(*args, **kwargs)
+            with _terminate_as_exception():
+                return fn(*args, **kwargs)
         except OpgenError as error:
-            click.echo(error.render(color=True), err=True)
-            sys.exit(EXIT_USAGE)
+            _fail(error)
         except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
             raise
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             sys.exit(EXIT_USAGE)
+        except Terminated:
+            click.echo("terminated", err=True)
+            sys.exit(EXIT_TERMINATED)
+        except OSError as error:
+            _debug_raise()
+            _fail(os_error(error, "use"))
+        except RecursionError:
+            _debug_raise()
+            _fail(OpgenError("the input is nested too deeply for opgen to read",
+                             hint="OPGEN_DEBUG=1 shows where; nest less (a real spec, schema or file needs a few levels)"))
+        except MemoryError:
+            _debug_raise()
+            _fail(EnvironmentFault("opgen ran out of memory", hint="the input may be far larger than the limits "
+                                   "documented in docs/; otherwise free memory and re-run"))
         except ImportError as error:
             missing = missing_dependency(error)
             if missing is None:
@@ -44,6 +68,44 @@ def handle_errors(fn):
             _internal_error(error)
 
     return wrapper
+
+
+def _debug_raise() -> None:
+    if os.environ.get("OPGEN_DEBUG"):
+        raise  # noqa: PLE0704  (called from an except block: the exception being handled)
+
+
+def _fail(error: OpgenError) -> None:
+    click.echo(error.render(color=True), err=True)
+    sys.exit(error.exit_code)
+
+
+class _terminate_as_exception:
+    """While a command runs in the main thread, SIGTERM raises Terminated (Python's default would end the process
+    at once, leaving temporary folders and staged files behind)."""
+
+    def __enter__(self):
+        self.previous = None
+        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            global _HANDLER_PID
+            _HANDLER_PID = os.getpid()
+            self.previous = signal.signal(signal.SIGTERM, _raise_terminated)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGTERM, self.previous)
+
+
+_HANDLER_PID = None
+
+
+def _raise_terminated(signum, frame) -> None:
+    if os.getpid() != _HANDLER_PID:  # a forked worker (lint's pool ends its workers with SIGTERM): end quietly
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+    raise Terminated
 
 
 def _internal_error(error: Exception) -> None:

@@ -1,12 +1,17 @@
-"""The one error type for input opgen cannot accept, and the exit codes every command shares."""
+"""The one error type for input opgen cannot accept, the machine faults it reports the same way, and the exit
+codes every command shares."""
 
 from __future__ import annotations
 
 import copy
+import errno
+import os
 
 from .colour import paint
 
-EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2  # clean; findings (lint, explain); bad input, usage or internal error
+# clean; findings (lint, explain, check); bad input, usage or internal error; the environment refused (disk full,
+# read-only file system, file size limit, no permission, out of memory): the input was fine, re-run once it is fixed
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_ENVIRONMENT = 0, 1, 2, 3
 
 
 class OpgenError(Exception):
@@ -15,6 +20,8 @@ class OpgenError(Exception):
     `source` and `column` (1-based) locate the problem inside one line of text; `path` and
     `line` locate that text inside a file when it came from one.
     """
+
+    exit_code = EXIT_USAGE
 
     def __init__(
         self,
@@ -60,9 +67,10 @@ class OpgenError(Exception):
             where = f"column {self.column}: "
         lines = [f"{paint('error', color, fg='red', bold=True)}: {where}{self.message}"]
         if self.source is not None and "\n" not in self.source:
-            lines.append(f"  | {self.source}")
+            shown, column = _window(self.source, self._source_column())
+            lines.append(f"  | {shown}")
             if self.column is not None:
-                lines.append("  | " + " " * (self._source_column() - 1) + paint("^", color, fg="red", bold=True))
+                lines.append("  | " + " " * (column - 1) + paint("^", color, fg="red", bold=True))
         if self.hint:
             lines.append(f"  = {paint('hint', color, fg='cyan', bold=True)}: {self.hint}")
         return "\n".join(lines)
@@ -72,3 +80,60 @@ class OpgenError(Exception):
 
     def __str__(self) -> str:
         return self.render()
+
+
+_QUOTED = 100  # characters of a long source line quoted around the caret
+
+
+def _window(source: str, column: int) -> tuple[str, int]:
+    """The part of a long `source` line around `column` (1-based), elided with "...", and the caret's column in it."""
+    if len(source) <= _QUOTED + 20:
+        return source, column
+    start = max(0, min(column - 1 - _QUOTED // 2, len(source) - _QUOTED))
+    end = start + _QUOTED
+    shown = ("..." if start else "") + source[start:end] + ("..." if end < len(source) else "")
+    return shown, column - start + (3 if start else 0)
+
+
+class EnvironmentFault(OpgenError):
+    """The machine refused what opgen had to do (a full disk, a read-only file system, a size limit): the input was
+    fine; the command exits with EXIT_ENVIRONMENT."""
+
+    exit_code = EXIT_ENVIRONMENT
+
+
+# errno -> (is it the environment's fault, what to do)
+_OS_ERRORS = {
+    errno.ENOSPC: (True, "free some space on that file system and re-run"),
+    errno.EDQUOT: (True, "your disk quota is used up: free some space and re-run"),
+    errno.EROFS: (True, "the file system is read-only: choose a writable location, or remount it read-write"),
+    errno.EFBIG: (True, "a file size limit stopped the write (`ulimit -f`): raise it and re-run"),
+    errno.EACCES: (True, "you have no permission there: choose another location or fix the permissions"),
+    errno.EPERM: (True, "the operation is not permitted there: choose another location or fix the permissions"),
+    errno.EIO: (True, "the device reported an I/O error: check the disk"),
+    errno.EMFILE: (True, "too many open files: raise the limit (`ulimit -n`) and re-run"),
+    errno.ENFILE: (True, "the system has too many open files: re-run when fewer are open"),
+    errno.ENOMEM: (True, "the system is out of memory"),
+    errno.EBUSY: (True, "the file or device is busy: re-run when it is free"),
+    errno.ETXTBSY: (True, "the file is in use by a running program"),
+    errno.ENAMETOOLONG: (False, "a name is too long for the file system (most allow 255 bytes): choose shorter names"),
+    errno.ENOENT: (False, "a directory on the way does not exist"),
+    errno.ENOTDIR: (False, "a part of the path is not a directory"),
+    errno.EISDIR: (False, "it is a directory, not a file"),
+    errno.ELOOP: (False, "a symbolic link on the way points back to itself"),
+    errno.EEXIST: (False, "something is already there"),
+}
+
+
+def os_error(error: OSError, action: str, path: object = None, *, outcome: str = "") -> OpgenError:
+    """A located error for an OSError met while trying to `action` ("read", "write", ...) `path` (default: the
+    error's file name): an EnvironmentFault for a machine fault (exit 3), else bad input (exit 2). `outcome` says
+    what state the run left ("nothing was written")."""
+    where = path if path is not None else error.filename
+    environment, hint = _OS_ERRORS.get(error.errno, (False, None))
+    reason = error.strerror or (os.strerror(error.errno) if error.errno else str(error)) or type(error).__name__
+    message = f"cannot {action} {where}: {reason}" if where is not None else f"cannot {action}: {reason}"
+    if outcome:
+        message += f" ({outcome})"
+    kind = EnvironmentFault if environment else OpgenError
+    return kind(message, hint=hint)

@@ -106,9 +106,10 @@ def run_new(spec_path: str | None, out_dir: str | None, schema_text: str | None,
     from .render.write import WriteRefused, apply_plan, plan_changes
 
     spec_path, out_dir = _paths(spec_path, out_dir, schema_text)
-    spec, name = _load(spec_path, schema_text, style, device, target)
+    spec, name, text = _load(spec_path, schema_text, style, device, target)
     _warn(spec, name, out_dir, schema_text is not None)
     files = _render(spec)
+    _refuse_shadowed_builtins(spec, files, text, name, schema_text)
     try:
         plan = plan_changes(out_dir, files, force=force)
     except WriteRefused as refused:
@@ -139,31 +140,44 @@ def _paths(spec_path: str | None, out_dir: str | None, schema_text: str | None) 
                              f"inside a generated project plain `opgen new` regenerates from {SPEC_NAME}")
     if out_dir is None:
         raise click.UsageError("missing -o/--out DIR (the project directory to create)")
+    from .render.write import MAX_NAME_BYTES
+
+    for part in Path(out_dir).parts:
+        if len(os.fsencode(part)) > MAX_NAME_BYTES:
+            shown = part if len(part) <= 40 else f"{part[:20]}...{part[-10:]}"
+            raise OpgenError(f"-o {shown}: a name of {len(os.fsencode(part))} bytes; file systems allow "
+                             f"{MAX_NAME_BYTES}", hint="choose a shorter directory name")
     return spec_path, out_dir
 
 
 def _load(spec_path: str | None, schema_text: str | None, style: str | None, device: str | None,
           target: str | None):
-    """(the checked spec, its name for messages); an error in a `--schema` spec points into the schema typed."""
-    from .spec.load import load_spec_text
+    """(the checked spec, its name for messages, its text); an error in a `--schema` spec points into the schema
+    typed."""
+    from .spec.load import load_spec_text, read_spec
 
     if schema_text is not None:
         text, name = schema_spec_text(schema_text, style, device), "<--schema>"
     else:
         name = spec_path
-        try:
-            text = Path(spec_path).read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise OpgenError(f"spec file {spec_path} does not exist",
-                             hint="give the path of an opgen spec (see docs/spec.md), or start with --schema") from None
-        except (OSError, UnicodeDecodeError) as error:
-            raise OpgenError(f"cannot read spec file {spec_path}: {error}") from None
+        text = read_spec(spec_path)
     try:
-        return load_spec_text(text, name, style=style, device=device, target=target), name
+        return load_spec_text(text, name, style=style, device=device, target=target), name, text
     except OpgenError as error:
         if schema_text is None:
             raise
         raise schema_error(error, schema_text, text) from None
+
+
+def _refuse_shadowed_builtins(spec, files: list, text: str, name: str, schema_text: str | None) -> None:
+    """A name from the spec that would replace a builtin the generated code uses, refused where the spec gave it
+    (rendering is what shows which builtins the code uses: the templates, the spec's bodies and rules)."""
+    from .spec.names import shadow_error, shadowed_builtins
+
+    shadows = shadowed_builtins(files)
+    error = shadow_error(text, name, spec, shadows) if shadows else None
+    if error is not None:
+        raise error if schema_text is None else schema_error(error, schema_text, text)
 
 
 def _warn(spec, name: str, out_dir: str, from_schema: bool) -> None:

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from opgen.errors import OpgenError
-from opgen.render import write
+from opgen.render import staging, write
 from opgen.render.write import (
     BACKUP_DIR,
     MANIFEST,
@@ -644,7 +644,7 @@ def test_failure_midway_leaves_complete_files_and_a_valid_old_manifest(tmp_path,
     plan = plan_changes(tmp_path, version2)
     with monkeypatch.context() as patch:
         fail_on_call(patch, name, failing_call)
-        with pytest.raises(OSError, match="No space"):
+        with pytest.raises(OpgenError, match="No space"):
             apply_plan(plan)
     # each generated file is entirely old or entirely new, the first `new_files` in write (path) order new
     pairs = sorted(((old, new) for old, new in zip(PROJECT, version2) if old.owner == "generated"),
@@ -667,14 +667,14 @@ def open_descriptors() -> int | None:
 
 
 def test_many_files_are_synced_in_groups_without_leaking_descriptors(tmp_path, monkeypatch):
-    monkeypatch.setattr(write._Batch, "_OPEN_FILES", 3)
+    monkeypatch.setattr(staging.Batch, "_OPEN_FILES", 3)
     files = [PlannedFile(f"pkg/m{index:02}.py", f"x = {index}\n", "generated") for index in range(10)]
     before = open_descriptors()
     generate(tmp_path, files)
     assert [(tmp_path / file.path).read_text() for file in files] == [file.content for file in files]
     with monkeypatch.context() as patch:  # a failure after two groups were synced: still nothing renamed
         fail_on_call(patch, "fdopen", 8)
-        with pytest.raises(OSError, match="No space"):
+        with pytest.raises(OpgenError, match="No space"):
             apply_plan(plan_changes(tmp_path, [edited(file, "v2\n") for file in files]))
     assert [(tmp_path / file.path).read_text() for file in files] == [file.content for file in files]
     assert not [path for path in snapshot(tmp_path) if path.endswith(".opgen-tmp")]
@@ -684,7 +684,7 @@ def test_many_files_are_synced_in_groups_without_leaking_descriptors(tmp_path, m
 def test_failure_during_a_first_run_can_be_resumed(tmp_path, monkeypatch):
     with monkeypatch.context() as patch:
         fail_on_call(patch, "replace", 3)
-        with pytest.raises(OSError):
+        with pytest.raises(OpgenError):
             apply_plan(plan_changes(tmp_path / "proj", PROJECT))
     assert not (tmp_path / "proj" / MANIFEST).exists()
     generate(tmp_path / "proj", PROJECT)
@@ -798,3 +798,85 @@ def test_user_text_survives_any_sequence_of_edits_and_runs(history):
                 if kinds(plan)[file.path] != "keep":
                     written[file.path].add(file.data)
             assert not plan_changes(root, argument).changed
+
+
+# --- what an interrupted run left (issue 29) ------------------------------------------------------------------
+
+
+def dead_pid() -> int:
+    """The pid of a process that has ended."""
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True)
+    return int(done.stdout)
+
+
+def test_staged_files_of_a_dead_run_are_removed_by_the_next_and_make_no_directory_foreign(tmp_path):
+    root = tmp_path / "proj"
+    (root / "pkg").mkdir(parents=True)
+    pid = dead_pid()
+    leftovers = [root / f".README.md.{pid}-0123abcd.opgen-tmp", root / "pkg" / f"._ops.py.{pid}-89abcdef.opgen-tmp",
+                 root / "pkg" / ".kernel.py.deadbeef.opgen-tmp"]  # opgen's older name, without the pid
+    for path in leftovers:
+        path.write_text("half")
+    (root / "pkg" / "_ops.py").write_bytes(OPS.data)  # renamed into place before the kill
+    plan = plan_changes(root, PROJECT)  # no "opgen did not create"
+    removed = {action.path: action.reason for action in plan.actions if action.kind == "remove"}
+    assert removed == dict.fromkeys((path.relative_to(root).as_posix() for path in leftovers),
+                                    "staged by an interrupted opgen run")
+    assert "remove     pkg/._ops.py." in plan.render()  # a dry run shows it
+    apply_plan(plan)
+    assert not list(root.rglob("*.opgen-tmp"))
+    assert not plan_changes(root, PROJECT).changed
+
+
+def test_a_live_runs_staged_file_is_left_alone_and_is_not_foreign(tmp_path):
+    root = tmp_path / "proj"
+    root.mkdir()
+    mine = root / f".README.md.{os.getpid()}-0123abcd.opgen-tmp"  # this process: alive
+    mine.write_text("being written")
+    plan = plan_changes(root, PROJECT)
+    assert mine.name not in plan.render()
+    apply_plan(plan)
+    assert mine.read_text() == "being written"
+
+
+def test_a_user_file_named_like_a_staged_one_but_not_is_foreign(tmp_path):
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / ".notes.opgen-tmp").write_text("mine")  # no hex part: not opgen's naming
+    assert refusal(root, PROJECT).problems[0].kind == "foreign"
+
+
+def test_the_staged_manifest_of_a_killed_run_is_its_journal(tmp_path):
+    """Killed after renaming its files, before its manifest: the files it created are recorded as opgen's (a user
+    file it wrote keeps its sha256, so a later plan without it removes it), as the uninterrupted run records."""
+    root, clean = tmp_path / "proj", tmp_path / "clean"
+    version1 = [OPS, FAKE, SCRIPT]
+    for directory in (root, clean):
+        generate(directory, version1)
+    plan = plan_changes(clean, PROJECT)
+    apply_plan(plan)
+    # the killed run: files renamed into place, its manifest still staged
+    for file in PROJECT:
+        (root / file.path).parent.mkdir(parents=True, exist_ok=True)
+        (root / file.path).write_bytes(file.data)
+    write._set_executable(root / SCRIPT.path, True)
+    (root / ".opgen" / f".manifest.json.{dead_pid()}-0123abcd.opgen-tmp").write_text(plan.manifest_text)
+    generate(root, PROJECT)
+    assert manifest(root)["files"] == manifest(clean)["files"]
+    assert manifest(root)["files"][KERNEL.path]["sha256"] == KERNEL.sha256
+    assert not list(root.rglob("*.opgen-tmp"))
+    assert kinds(generate(root, version1))[KERNEL.path] == "remove"  # never edited, no longer planned
+
+
+def test_a_failure_while_staging_removes_the_directories_it_made(tmp_path, monkeypatch):
+    fail_on_call(monkeypatch, "fdopen", 3)
+    with pytest.raises(OpgenError, match=r"cannot write .*: No space left on device \(nothing was written\)"):
+        apply_plan(plan_changes(tmp_path / "new" / "proj", PROJECT))
+    assert not (tmp_path / "new").exists()
+
+
+def test_a_file_name_over_255_bytes_is_a_path_problem(tmp_path):
+    planned = PlannedFile("pkg/" + "k" * 253 + ".py", "x = 1\n", "user")
+    problem = refusal(tmp_path / "proj", [planned]).problems[0]
+    assert problem.kind == "path" and "has a name of 256 bytes; file systems allow 255" in problem.message

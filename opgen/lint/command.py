@@ -32,7 +32,7 @@ def lint(paths, output_format, select, ignore, exclude, extend_exclude, statisti
     """Check custom-op registrations in PATHS (files or directories; default '.').
 
     Ops are matched across all files given: a fake registered in another file counts.
-    Exit codes: 0 clean, 1 diagnostics remain, 2 usage or internal error.
+    Exit codes: 0 clean, 1 diagnostics remain, 2 usage or internal error, 3 the machine refused.
     Suppress one line with `# noqa: OPG204` (or a bare `# noqa`), a whole file with `# opgen: noqa`.
     """
     from ..console import handle_errors
@@ -60,19 +60,14 @@ def _run(paths, output_format, select, ignore, exclude, extend_exclude, statisti
     select_codes = tuple(s for s in select.split(",") if s.strip())
     ignore_codes = tuple(s for s in ignore.split(",") if s.strip())
     result = lint_paths(paths, config, select=select_codes, ignore=ignore_codes, jobs=jobs)
-    fixed = 0
+    fixed, not_rewritten = 0, {}
     if fix:
-        from .fix import apply_edits
-
-        for _ in range(MAX_FIX_PASSES):
-            edits = [d.fix for d in result.diagnostics if d.fix is not None]
-            if not edits:
-                break
-            applied = apply_edits(edits)
-            fixed += applied
-            result = lint_paths(paths, config, select=select_codes, ignore=ignore_codes, jobs=jobs)
-            if not applied:
-                break
+        result, fixed = _fix(result, not_rewritten, lambda: lint_paths(paths, config, select=select_codes,
+                                                                        ignore=ignore_codes, jobs=jobs))
+    for note in result.notes:
+        click.echo(f"note: {note}", err=True)
+    for path, reason in not_rewritten.items():
+        click.echo(f"error: {path}: --fix did not rewrite this file: {reason}; its fixable problems remain", err=True)
     diagnostics = result.diagnostics
     if statistics:
         text = render_statistics(diagnostics)
@@ -80,14 +75,35 @@ def _run(paths, output_format, select, ignore, exclude, extend_exclude, statisti
         text = render(diagnostics, output_format, fixed=fixed)
     if text:
         click.echo(paint_text(text) if output_format == "text" and not statistics else text)
-    if fix and output_format != "text" and fixed:
-        click.echo(f"{fixed} fixed", err=True)
+    if fix and output_format != "text" and (fixed or not_rewritten):
+        files = f" ({len(not_rewritten)} file{'s' if len(not_rewritten) != 1 else ''} not rewritten)" \
+            if not_rewritten else ""
+        click.echo(f"{fixed} fixed{files}", err=True)
     for path, error in result.internal_errors:
         click.echo(f"error: {path}: opgen could not check this file: {error}\n"
                    "  = hint: rerun with OPGEN_DEBUG=1 for the traceback and report it", err=True)
     if result.internal_errors:
         sys.exit(EXIT_USAGE)
     sys.exit(EXIT_OK if exit_zero or not diagnostics else EXIT_FINDINGS)
+
+
+def _fix(result, not_rewritten: dict[str, str], relint):
+    """Apply the safe fixes, re-linting after each pass (a fix may reveal another); a file that cannot be
+    rewritten is left whole and recorded in `not_rewritten` (path -> why), and its edits are not offered again."""
+    from .fix import apply_edits
+
+    fixed = 0
+    for _ in range(MAX_FIX_PASSES):
+        edits = [d.fix for d in result.diagnostics if d.fix is not None and d.fix.path not in not_rewritten]
+        if not edits:
+            break
+        applied = apply_edits(edits, not_rewritten)
+        fixed += applied
+        if applied:
+            result = relint()
+        else:
+            break
+    return result, fixed
 
 
 def _globs(text: str) -> tuple[str, ...]:

@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass, field
 
 from ..errors import OpgenError
+from ..files import read_input
 
 # ruff's default excludes, plus opgen's own state directory (`.opgen/backup/` holds stale copies that
 # `opgen new --force` saved). Like ruff, `exclude` replaces this list and `extend-exclude` adds to it.
@@ -53,11 +54,13 @@ def load_config(start: str, explicit: str | None = None) -> LintConfig:
             import tomli as tomllib
         except ModuleNotFoundError:
             return LintConfig(root=os.path.dirname(os.path.abspath(path)), source=path)
+    text = read_input(path, "configuration file")
     try:
-        with open(path, "rb") as handle:
-            data = tomllib.load(handle)
-    except (OSError, tomllib.TOMLDecodeError) as error:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
         raise OpgenError(f"cannot read {path}: {error}", hint="fix the TOML syntax of the file") from None
+    except RecursionError:
+        raise OpgenError(f"cannot read {path}: it nests too deeply", hint="is this the right file?") from None
     table = data.get("tool", {}).get("opgen", {}).get("lint", {})
     if not isinstance(table, dict):
         raise OpgenError(f"{path}: [tool.opgen.lint] must be a table")

@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import mmap
 import os
+import warnings
 from dataclasses import dataclass, field
 
 from ..contract import RULES, Diagnostic
 from ..errors import OpgenError
+from ..files import CannotRead, read_limited, special_kind
 from .config import LintConfig
 from .records import FileRecord, Unreadable, package_root
 
 PARALLEL_THRESHOLD = 256  # below this many files, starting worker processes costs more than it saves
+# The largest file lint parses (10x torch's _meta_registrations.py): Python's parser takes about 120 bytes of
+# memory per byte of source, so a bigger file is reported as not checked instead of taking gigabytes.
+MAX_FILE_BYTES = 2 << 20
 
 
 @dataclass
@@ -20,6 +26,7 @@ class LintResult:
     diagnostics: list[Diagnostic]
     files_checked: int
     records: list[FileRecord] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # files skipped, and why (a FIFO, a dangling symlink)
 
     @property
     def internal_errors(self) -> list[tuple[str, str]]:
@@ -50,14 +57,20 @@ def _opt_in(code: str) -> bool:
     return rule is not None and rule.opt_in
 
 
-def discover(paths: list[str], config: LintConfig) -> tuple[list[str], list[str]]:
+def discover(paths: list[str], config: LintConfig, notes: list[str] | None = None) -> tuple[list[str], list[str]]:
+    """The Python and YAML files to lint under `paths`. Only regular files are read: a FIFO, a device, a socket
+    or a symlink to one of them (or to nothing) is skipped, with a line in `notes` saying so."""
+    notes = [] if notes is None else notes
     python, yaml = [], []
     for given in paths:
         if not os.path.exists(given):
+            if os.path.islink(given):
+                notes.append(f"{given}: skipped: a symbolic link to nothing")
+                continue
             raise OpgenError(f"no such file or directory: {given}", hint="give existing files or directories")
-        if os.path.isfile(given):
+        if not os.path.isdir(given):
             given = os.path.normpath(given)
-            if not _excluded(given, config):
+            if not _excluded(given, config) and _regular(given, notes):
                 _classify(given, python, yaml, explicit=True)
             continue
         for directory, subdirs, files in os.walk(given):
@@ -65,9 +78,24 @@ def discover(paths: list[str], config: LintConfig) -> tuple[list[str], list[str]
             for name in sorted(files):
                 if name.endswith((".py", ".pyi", ".yaml", ".yml")):
                     path = os.path.normpath(os.path.join(directory, name))
-                    if not _excluded(path, config):
+                    if not _excluded(path, config) and _regular(path, notes):
                         _classify(path, python, yaml, explicit=False)
     return _unique_paths(python), _unique_paths(yaml)
+
+
+def _regular(path: str, notes: list[str]) -> bool:
+    """Whether `path` (followed through symlinks) is a regular file; if not, why not goes to `notes`."""
+    try:
+        kind = special_kind(os.stat(path).st_mode)
+    except FileNotFoundError:
+        notes.append(f"{path}: skipped: a symbolic link to nothing")
+        return False
+    except OSError as error:
+        notes.append(f"{path}: skipped: {error.strerror or error}")
+        return False
+    if kind is not None:
+        notes.append(f"{path}: skipped: {kind}, not a regular file")
+    return kind is None
 
 
 def _unique_paths(paths: list[str]) -> list[str]:
@@ -141,11 +169,13 @@ def _read_chunk(paths: list[str]) -> list[FileRecord]:
     records = []
     for path in paths:
         try:
-            record = read_file(path)
-        except OSError as error:
-            record = _unreadable(path, error)
-        except RecursionError:
-            record = FileRecord(path, internal_error="too deeply nested for Python's parser")
+            with warnings.catch_warnings():  # Python's own warnings about the code read ("invalid escape sequence")
+                warnings.simplefilter("ignore")
+                record = read_file(path, read_limited(path, MAX_FILE_BYTES))
+        except CannotRead as refusal:
+            record = _too_large(path, refusal) if refusal.too_large else _unreadable(path, refusal.reason)
+        except (RecursionError, MemoryError):
+            record = _unreadable(path, "it nests too deeply for opgen's checks")
         except Exception as error:  # an opgen bug: the other files are still checked; exit code 2
             if os.environ.get("OPGEN_DEBUG"):
                 raise
@@ -155,10 +185,24 @@ def _read_chunk(paths: list[str]) -> list[FileRecord]:
     return records
 
 
-def _unreadable(path: str, error: OSError) -> FileRecord:
+def _unreadable(path: str, reason: str) -> FileRecord:
     record = FileRecord(path)
-    record.unreadable = Unreadable(str(error.strerror or error), parsed=False)
+    record.unreadable = Unreadable(reason, parsed=False)
     return record
+
+
+def _too_large(path: str, refusal: CannotRead) -> FileRecord | None:
+    """A file above MAX_FILE_BYTES is not parsed: a finding when it may hold a registration (its bytes scanned
+    through a memory map, not read into memory), nothing when it cannot."""
+    from .collect import CALL_SITE
+
+    try:
+        with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            if CALL_SITE.search(data) is None:
+                return None
+    except (OSError, ValueError):
+        pass  # cannot map it: say it was not checked
+    return _unreadable(path, f"it {refusal.reason}: not checked (split it, or exclude it)")
 
 
 def read_all(paths: list[str], jobs: int | None = None) -> list[FileRecord]:
@@ -209,36 +253,66 @@ def _context_records(paths: list[str], linted: list[str], config: LintConfig, jo
 
 def lint_paths(paths: list[str], config: LintConfig, *, select=(), ignore=(), jobs: int | None = None) -> LintResult:
     from .checks import check_records
-    from .collect import _read_noqa
-    from .yaml_ops import is_op_yaml, lint_yaml
 
     selected = expand_selectors(tuple(select) or config.select, "select")
     selected -= expand_selectors(tuple(ignore) + config.ignore, "ignore", selecting=False)
     per_file = {glob: expand_selectors(codes, f"per-file-ignores.{glob}", selecting=False)
                 for glob, codes in config.per_file_ignores.items()}
-    python, yaml = discover(paths, config)
+    notes: list[str] = []
+    python, yaml = discover(paths, config, notes)
     records = read_all(python, jobs)
+    yaml_records, yaml_diagnostics = [], []
+    for path in yaml:
+        record, found = _lint_yaml_file(path)
+        if record is not None:
+            yaml_records.append(record)
+            yaml_diagnostics.extend(found)
+    unreadable_yaml = [record for record in yaml_records if record.unreadable is not None]
     context = _context_records(paths, python, config, jobs)
     # Report in the linted files and in the kernel/fake files they import, not in the context.
-    reported = {os.path.abspath(p) for p in python}
+    reported = {os.path.abspath(p) for p in [*python, *(record.path for record in unreadable_yaml)]}
     reported |= {os.path.abspath(r.function.imported_from) for record in records for r in record.registrations
                  if r.function is not None and r.function.imported_from}
-    diagnostics = [d for d in check_records(records + context) if d.path and os.path.abspath(d.path) in reported]
-    for path in yaml:
-        with open(path, "rb") as handle:
-            data = handle.read()
-        if not is_op_yaml(path, data[:65536]):
-            continue
-        text = data.decode("utf-8", errors="replace")
-        record = FileRecord(path)
-        _read_noqa(record, text)
-        records.append(record)
-        diagnostics.extend(lint_yaml(path, text))
+    diagnostics = [d for d in check_records(records + unreadable_yaml + context)
+                   if d.path and os.path.abspath(d.path) in reported] + yaml_diagnostics
+    records += yaml_records
     by_path = {record.path: record for record in records}
     kept = [d for d in diagnostics if d.code in selected and not _suppressed(d, by_path, per_file, config)]
     kept = _dedupe(kept)
     kept.sort(key=lambda d: (d.path or "", d.line or 0, d.column or 0, d.code))
-    return LintResult(kept, len(python) + len(yaml), records)
+    return LintResult(kept, len(python) + len(yaml), records, notes)
+
+
+def _lint_yaml_file(path: str) -> tuple[FileRecord | None, list[Diagnostic]]:
+    """An op YAML file's record and findings (None: not an op YAML); one that cannot be read is a record with the
+    reason (OPG200), never an exception that stops the run."""
+    from .collect import _read_noqa
+    from .yaml_ops import is_op_yaml, lint_yaml
+
+    try:
+        data = read_limited(path, MAX_FILE_BYTES)
+    except CannotRead as refusal:
+        if refusal.too_large and not is_op_yaml(path, _head(path)):
+            return None, []
+        return _unreadable(path, refusal.reason if not refusal.too_large else
+                           f"it {refusal.reason}: not checked (split it, or exclude it)"), []
+    if not is_op_yaml(path, data[:65536]):
+        return None, []
+    text = data.decode("utf-8", errors="replace")
+    record = FileRecord(path)
+    _read_noqa(record, text)
+    try:
+        return record, lint_yaml(path, text)
+    except (RecursionError, MemoryError):
+        return _unreadable(path, "it nests too deeply for opgen's checks"), []
+
+
+def _head(path: str) -> bytes:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(65536)
+    except OSError:
+        return b""
 
 
 def _suppressed(diagnostic: Diagnostic, by_path, per_file, config) -> bool:

@@ -9,7 +9,14 @@ next to the rule, in `opgen.lint.rules`.
 
 from __future__ import annotations
 
+import io
+import os
+import tokenize
 from dataclasses import dataclass
+from pathlib import Path
+
+from ..files import CannotRead, read_limited
+from ..render.staging import atomic_write
 
 
 @dataclass(frozen=True)
@@ -26,26 +33,76 @@ class Edit:
                 "end_location": {"row": self.line, "column": self.end + 1}, "message": self.message}
 
 
-def apply_edits(edits: list[Edit]) -> int:
-    """Apply non-overlapping edits file by file; returns how many were applied."""
+def apply_edits(edits: list[Edit], failed: dict[str, str] | None = None) -> int:
+    """Apply non-overlapping edits file by file; returns how many were applied. Each file is rewritten whole or
+    not at all (atomically, its mode and encoding kept); one that cannot be (unreadable, read-only, a line whose
+    columns its encoding moves) is left as it was, and why goes to `failed` (path -> reason)."""
     by_path: dict[str, list[Edit]] = {}
     for edit in edits:
         by_path.setdefault(edit.path, []).append(edit)
     applied = 0
     for path, file_edits in by_path.items():
-        with open(path, encoding="utf-8", newline="") as handle:
-            lines = handle.read().split("\n")
-            lines = [line + "\n" for line in lines[:-1]] + [lines[-1]]
-        taken: dict[int, list[tuple[int, int]]] = {}
-        for edit in sorted(set(file_edits), key=lambda e: (e.line, e.start), reverse=True):
-            spans = taken.setdefault(edit.line, [])
-            if any(edit.start < end and start < edit.end or (edit.start == start == end == edit.end)
-                   for start, end in spans):
-                continue
-            line = lines[edit.line - 1]
-            lines[edit.line - 1] = line[:edit.start] + edit.text + line[edit.end:]
-            spans.append((edit.start, edit.end))
-            applied += 1
-        with open(path, "w", encoding="utf-8", newline="") as handle:
-            handle.write("".join(lines))
+        try:
+            count = _rewrite(path, file_edits)
+        except _NotRewritten as refusal:
+            if failed is not None:
+                failed[path] = str(refusal)
+            continue
+        applied += count
     return applied
+
+
+class _NotRewritten(Exception):
+    pass
+
+
+def _rewrite(path: str, file_edits: list[Edit]) -> int:
+    try:
+        data = read_limited(path)
+    except CannotRead as refusal:
+        raise _NotRewritten(f"cannot read it: it {refusal.reason}" if refusal.error is None else
+                            f"cannot read it: {refusal.reason}") from None
+    encoding = _encoding(data)
+    try:
+        text = data.decode(encoding)
+    except (UnicodeDecodeError, LookupError):
+        raise _NotRewritten(f"it is not valid {encoding}") from None
+    lines = text.split("\n")
+    lines = [line + "\n" for line in lines[:-1]] + [lines[-1]]
+    raw = data.split(b"\n")
+    original = list(lines)
+    taken: dict[int, list[tuple[int, int]]] = {}
+    applied = 0
+    for edit in sorted(set(file_edits), key=lambda e: (e.line, e.start), reverse=True):
+        spans = taken.setdefault(edit.line, [])
+        if any(edit.start < end and start < edit.end or (edit.start == start == end == edit.end)
+               for start, end in spans):
+            continue
+        if not 0 < edit.line <= len(lines):
+            raise _NotRewritten(f"it changed since it was checked (no line {edit.line})")
+        # the collector counts columns in the text as UTF-8 (bad bytes replaced): the line must read the same
+        if raw[edit.line - 1].decode("utf-8", errors="replace") != original[edit.line - 1].removesuffix("\n"):
+            raise _NotRewritten(f"line {edit.line} reads differently in its encoding ({encoding}) and in UTF-8, "
+                                "which the columns were counted in")
+        line = lines[edit.line - 1]
+        lines[edit.line - 1] = line[:edit.start] + edit.text + line[edit.end:]
+        spans.append((edit.start, edit.end))
+        applied += 1
+    target = Path(os.path.realpath(path))  # through a symlink, the file it names
+    if not os.access(target, os.W_OK):
+        raise _NotRewritten("it is read-only")
+    try:
+        atomic_write(target, "".join(lines).encode(encoding), keep_mode=True)
+    except (OSError, UnicodeEncodeError) as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        raise _NotRewritten(f"cannot write it: {reason}") from None
+    return applied
+
+
+def _encoding(data: bytes) -> str:
+    """The encoding Python reads the source in (a coding cookie, a BOM, else UTF-8)."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError:
+        return "utf-8"
+    return encoding

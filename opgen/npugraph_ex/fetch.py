@@ -78,6 +78,8 @@ def verify(wheel: Path, version: str | None) -> tuple[str, list[zipfile.ZipInfo]
     match = WHEEL_NAME.match(wheel.name)
     if match is None:
         raise OpgenError(f"{wheel} is not a torch-npu wheel (expected torch_npu-<version>-....whl)")
+    if not wheel.is_file():  # a FIFO would block the zip reader forever
+        raise OpgenError(f"{wheel} is not a regular file", hint="give the path of a downloaded torch_npu-*.whl")
     wheel_version = match.group("version")
     if version is not None and loader().post_release(wheel_version, version) is None:
         raise OpgenError(f"{wheel.name} is torch-npu {wheel_version}, not {described(version)}",

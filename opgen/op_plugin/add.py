@@ -22,7 +22,7 @@ from pathlib import Path
 
 import click
 
-from ..errors import OpgenError
+from ..errors import OpgenError, os_error
 from .clangformat import executable
 from .pieces import EditError, FileEditor, Piece, line_of
 from .target import FUNCTIONS_YAML, META_PY, Target, TargetError
@@ -188,6 +188,8 @@ def plan_add(root: Path, spec) -> Plan:
         try:
             clash = _resolve(piece, files, editors[piece.kind], recorded.get(piece.ident), plan)
         except EditError as error:
+            if error.line is not None:  # the file is wrong there
+                raise AddError(f"{piece.path}:{error.line}: {error}") from None
             raise AddError(f"{piece.path}: {error}", hint="opgen add edits op-plugin's own file formats; please "
                            "report this file's layout") from None
         if clash:
@@ -317,29 +319,31 @@ def diff(changes: list[Change]) -> str:
 
 
 def apply(root: Path, changes: list[Change]) -> None:
-    """Stage every file beside its target first, then rename them all into place (and remove the gone)."""
-    staged = []
+    """Stage every file beside its target first (a file replaced keeps its mode), then rename them all into place
+    and remove the gone; a failure while staging writes nothing."""
+    from ..render.staging import Batch
+
+    batch = Batch()
     try:
-        for change in changes:
-            if change.new is None:
-                continue
-            target = root / change.path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            descriptor, temp = tempfile.mkstemp(prefix=".opgen-", dir=target.parent)
-            with os.fdopen(descriptor, "w", encoding="utf-8", newline="") as handle:
-                handle.write(change.new)
-            if target.exists():
-                os.chmod(temp, target.stat().st_mode & 0o7777)
-            staged.append((temp, target))
-    except OSError:
-        for temp, _ in staged:
-            os.unlink(temp)
-        raise
-    for temp, target in staged:
-        os.replace(temp, target)
-    for change in changes:
-        if change.new is None:
-            (root / change.path).unlink()
+        try:
+            for change in changes:
+                if change.new is not None:
+                    target = root / change.path
+                    batch.add(target, change.new.encode("utf-8"), executable=None,
+                              like=target if target.exists() else None)
+            batch.sync()
+        except OSError as error:
+            raise os_error(error, "write", outcome="nothing was written") from None
+        try:
+            batch.commit()
+            for change in changes:
+                if change.new is None:
+                    (root / change.path).unlink()
+        except OSError as error:
+            raise os_error(error, "write", outcome="the files written so far are complete; the others are as "
+                           "they were") from None
+    finally:
+        batch.discard()
 
 
 @click.command("add")

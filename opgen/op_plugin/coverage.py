@@ -23,6 +23,7 @@ from pathlib import Path
 import click
 
 from ..errors import OpgenError
+from ..files import read_input
 
 REGISTRATION_FUNCTIONS = re.compile(r"(impl|register_fake|register_meta\w*|impl_abstract|_register_fake)\Z")
 YAML_IN_ROOT = "op_plugin/config/op_plugin_functions.yaml"
@@ -43,10 +44,9 @@ def load_entries(path: Path) -> list[Entry]:
     import yaml
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    text = read_input(str(path), "YAML file")
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=loader)
-    except (OSError, UnicodeDecodeError) as error:
-        raise OpgenError(f"cannot read {path}: {error}") from None
+        data = yaml.load(text, Loader=loader)
     except yaml.YAMLError as error:
         raise OpgenError(f"{path} is not valid YAML: {error}") from None
     if not isinstance(data, dict) or not isinstance(data.get("custom"), list):
@@ -63,12 +63,13 @@ def load_entries(path: Path) -> list[Entry]:
 
 def registered_names(path: Path) -> set[str]:
     """Op names (`name` or `name.overload`, namespace dropped) with a Meta/fake registration in `path`."""
+    text = read_input(str(path), "Meta file")
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    except (OSError, UnicodeDecodeError) as error:
-        raise OpgenError(f"cannot read Meta file {path}: {error}") from None
+        tree = ast.parse(text, filename=str(path))
     except SyntaxError as error:
         raise OpgenError(f"{path}:{error.lineno}: not valid Python: {error.msg}") from None
+    except (RecursionError, MemoryError):
+        raise OpgenError(f"{path}: nested too deeply for Python's parser", hint="is this the right file?") from None
     names = set()
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
@@ -188,7 +189,7 @@ def meta_coverage(source: str, meta_files: tuple[str, ...], as_json: bool, emit:
     \b
     opgen meta-coverage ~/op-plugin
     opgen meta-coverage op_plugin_functions.yaml --meta _meta_registrations.py --meta _fake_registrations.py --json
-    Exit codes: 0 every op is covered, 1 some are missing, 2 bad input.
+    Exit codes: 0 every op is covered, 1 some are missing, 2 bad input, 3 the machine refused.
     """
     from ..console import handle_errors
 

@@ -26,7 +26,12 @@ class Piece:
 
 
 class EditError(Exception):
-    """A file that cannot take the piece (not parseable, no place for it); nothing is written."""
+    """A file that cannot take the piece (not parseable, no place for it); nothing is written. `line`: where in
+    the file, when known."""
+
+    def __init__(self, message: str, *, line: int | None = None) -> None:
+        super().__init__(message)
+        self.line = line
 
 
 def line_of(text: str, offset: int) -> int:

@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..files import read_input
 from . import compat, docs, faketest
 
 FUNCTIONS_YAML = "op_plugin/config/op_plugin_functions.yaml"
@@ -40,7 +41,7 @@ class Target:
         target = cls(root)
         names = None
         for role, default in FILES.items():
-            if (root / default).is_file():
+            if os.path.lexists(root / default):  # a FIFO or a directory there is an error when it is read
                 target.paths[role] = default
                 continue
             names = _index(root) if names is None else names
@@ -57,11 +58,12 @@ class Target:
         return self.paths.get(role)
 
     def read_text(self, relative: str) -> str | None:
+        """The file's text with its line endings as they are; None when it does not exist. A FIFO, a device, a
+        file over opgen's size limit or one that is not UTF-8 is an error naming it (at the bad byte)."""
         path = self.root / relative
-        if not path.is_file():
+        if not path.exists():
             return None
-        with path.open(encoding="utf-8", newline="") as handle:  # line endings as they are
-            return handle.read()
+        return read_input(str(path), "op-plugin file")
 
     @property
     def clang_format(self) -> Path | None:

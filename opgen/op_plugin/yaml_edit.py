@@ -26,12 +26,31 @@ def _section(text: str, section: str):
     """(the `section:` key node, its value node) of the top-level mapping."""
     try:
         root = yaml.compose(text, Loader=_LOADER)
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        problem = " ".join(filter(None, (error.context, error.problem))) or "malformed YAML"
+        raise EditError(f"cannot read it as YAML: {problem}" + (f" (column {mark.column + 1})" if mark else ""),
+                        line=mark.line + 1 if mark else None) from None
     except yaml.YAMLError as error:
         raise EditError(f"cannot read it as YAML: {error}") from None
     for key, value in root.value if isinstance(root, yaml.MappingNode) else ():
         if getattr(key, "value", None) == section:
+            _check_list(value, section)
             return key, value
     raise EditError(f"no top-level `{section}:`")
+
+
+def _check_list(value: yaml.Node, section: str) -> None:
+    """`section:` holds a list of mappings (or nothing yet); anything else is refused at its line."""
+    entry = f"each entry is a `- {SCHEMA_KEYS[section]}: ...` mapping"
+    if isinstance(value, yaml.ScalarNode) and value.tag.endswith(":null"):
+        return
+    if not isinstance(value, yaml.SequenceNode):
+        kind = "a mapping" if isinstance(value, yaml.MappingNode) else f"the value {value.value!r:.40}"
+        raise EditError(f"`{section}:` must be a list of entries, not {kind} ({entry})", line=value.start_mark.line + 1)
+    for item in value.value:
+        if not isinstance(item, yaml.MappingNode):
+            raise EditError(f"an entry of `{section}:` is not a mapping ({entry})", line=item.start_mark.line + 1)
 
 
 @functools.lru_cache(maxsize=8)

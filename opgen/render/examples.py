@@ -78,20 +78,14 @@ def value_source(value, random: str = "checks.random_tensor") -> str:
     if isinstance(value, TensorValue):
         if value.shape is not None:
             return f"{random}({tuple(value.shape)!r}, torch.{value.dtype}, g)"
-        return f"torch.tensor({_nested(value.values)}, dtype=torch.{value.dtype})"
+        return f"torch.tensor({_numbers(value.values)}, dtype=torch.{value.dtype})"
     if isinstance(value, tuple):
         return "[" + ", ".join(value_source(v, random) for v in value) + "]"
     if isinstance(value, EnumWord):
         return f"torch.{value.word}"
     if isinstance(value, str):
         return literal(value)
-    return repr(value)
-
-
-def _nested(values) -> str:
-    if isinstance(values, tuple):
-        return "[" + ", ".join(_nested(v) for v in values) + "]"
-    return repr(values)
+    return _numbers(value)
 
 
 # --- the two-sizes tier -----------------------------------------------------------------------------
@@ -232,7 +226,8 @@ def expected_lines(op: OpSpec) -> list[str]:
 
 
 def _numbers(values) -> str:
-    """Expected numbers as Python source (nan and inf spelled as float(...))."""
+    """Numbers (nested lists of them: tensor values, expected values) as Python source, nan and inf spelled as
+    float(...)."""
     if isinstance(values, tuple):
         return "[" + ", ".join(_numbers(v) for v in values) + "]"
     if isinstance(values, float) and not math.isfinite(values):

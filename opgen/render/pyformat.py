@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import textwrap
 
+from jinja2 import BytecodeCache
 from jinja2.ext import Extension
 
 LINE_LENGTH = 120
@@ -228,3 +229,22 @@ class PythonFormat(Extension):
     def __init__(self, environment) -> None:
         super().__init__(environment)
         environment.globals.update(call=call, define=define, ruler=ruler, literal=literal)
+        # cookiecutter builds a new environment for every render (one per op): compile each template once
+        environment.bytecode_cache = _COMPILED
+
+
+class _MemoryBytecodeCache(BytecodeCache):
+    """Compiled templates kept for the life of the process (jinja keys them by name and source checksum)."""
+
+    def __init__(self) -> None:
+        self._code: dict[str, bytes] = {}
+
+    def load_bytecode(self, bucket) -> None:
+        if bucket.key in self._code:
+            bucket.bytecode_from_string(self._code[bucket.key])
+
+    def dump_bytecode(self, bucket) -> None:
+        self._code[bucket.key] = bucket.bytecode_to_string()
+
+
+_COMPILED = _MemoryBytecodeCache()

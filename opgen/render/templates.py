@@ -3,11 +3,9 @@ directory (cookiecutter never writes into the user's directory) and read back as
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
-from ..errors import OpgenError
+from ..errors import OpgenError, os_error
 from ..registration_styles import STYLES
 
 # A package: every project file comes from PROJECT_TEMPLATE (the registration module branches on the style),
@@ -19,6 +17,8 @@ OP_TEMPLATE = "op_files"
 TOOL_DIRS = frozenset({"__pycache__", ".ruff_cache", ".pytest_cache", ".mypy_cache", ".hypothesis"})
 # Plain-cookiecutter entry points, one demo per style: their project directory and hook are links into
 # PROJECT_TEMPLATE, so each holds nothing but its demo context.
+# The project values OP_TEMPLATE reads (`cookiecutter._opgen.KEY`); an undefined one fails the render.
+OP_PROJECT_KEYS = ("device_name", "dispatch_key", "package")
 STYLE_TEMPLATES = {name: style.demo_template for name, style in STYLES.items()}
 
 
@@ -36,28 +36,44 @@ def render_templates(jobs: list[tuple[str, dict, str]], templates: Path | None =
                      skip_blank: bool = False) -> list:
     """Render each (template name, context, owner) job and return every file as a PlannedFile, sorted by
     path. `skip_blank`: a file that renders to whitespace only is one the project does not need."""
+    from .staging import scratch_dir
+
+    templates = templates or templates_dir()
+    scratch = None
+    try:
+        with scratch_dir("render") as scratch:
+            return _render_in(scratch, jobs, templates, skip_blank)
+    except OSError as error:
+        raise os_error(error, "write", error.filename or scratch or "opgen's scratch folder",
+                       outcome="opgen's scratch folder; nothing was written to the project") from None
+
+
+def _render_in(scratch: Path, jobs: list[tuple[str, dict, str]], templates: Path, skip_blank: bool) -> list:
+    """Every job rendered into `scratch`, one output folder per template: the files of a job are read and
+    removed before the next job (of the same template) renders into the same folders."""
     from cookiecutter.main import cookiecutter
 
     from .write import PlannedFile
 
-    templates = templates or templates_dir()
     files: dict[str, PlannedFile] = {}
-    with tempfile.TemporaryDirectory(prefix="opgen-") as tmp:
-        config = {"replay_dir": os.path.join(tmp, "replay"), "cookiecutters_dir": os.path.join(tmp, "cookiecutters")}
-        for number, (template, context, owner) in enumerate(jobs):
-            rendered = Path(cookiecutter(str(templates / template), no_input=True, extra_context=context,
-                                         output_dir=os.path.join(tmp, f"out{number}"), default_config=config,
-                                         accept_hooks=False))
-            for path in sorted(rendered.rglob("*")):
-                if not path.is_file() or TOOL_DIRS.intersection(path.parts):
-                    continue
-                text = path.read_text(encoding="utf-8")
-                if skip_blank and not text.strip():
-                    continue
-                relative = path.relative_to(rendered).as_posix()
-                if relative in files:
-                    raise OpgenError(f"two ops would write {relative}", hint="give the ops distinct names")
-                files[relative] = PlannedFile(relative, text, owner)
+    config = {"replay_dir": str(scratch / "replay"), "cookiecutters_dir": str(scratch / "cookiecutters")}
+    used: set[str] = set()
+    for template, context, owner in jobs:
+        rendered = Path(cookiecutter(str(templates / template), no_input=True, extra_context=context,
+                                     output_dir=str(scratch / template), default_config=config,
+                                     accept_hooks=False, overwrite_if_exists=template in used))
+        used.add(template)
+        for path in sorted(rendered.rglob("*")):
+            if not path.is_file() or TOOL_DIRS.intersection(path.parts):
+                continue
+            text = path.read_text(encoding="utf-8")
+            path.unlink()
+            if skip_blank and not text.strip():
+                continue
+            relative = path.relative_to(rendered).as_posix()
+            if relative in files:
+                raise OpgenError(f"two ops would write {relative}", hint="give the ops distinct names")
+            files[relative] = PlannedFile(relative, text, owner)
     return [files[path] for path in sorted(files)]
 
 
@@ -68,5 +84,13 @@ def render_package(spec, templates: Path | None = None) -> list:
 
     context = project_context(spec)
     jobs = [(PROJECT_TEMPLATE, context, "generated")]
-    jobs += [(OP_TEMPLATE, {**context, "_op": op}, "user") for op in context["_opgen"]["ops"]]
+    jobs += [(OP_TEMPLATE, op_files_context(context, op), "user") for op in context["_opgen"]["ops"]]
     return render_templates(jobs, templates)
+
+
+def op_files_context(context: dict, op: dict) -> dict:
+    """What OP_TEMPLATE renders one op's files from: the op and the few project values they name, never the
+    whole project (cookiecutter copies and saves its context on every run: N ops would cost N^2)."""
+    project = context["_opgen"]
+    return {"project_slug": context["project_slug"], "_op": op,
+            "_opgen": {key: project[key] for key in OP_PROJECT_KEYS}}

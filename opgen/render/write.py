@@ -10,19 +10,17 @@ that is still true for the next run.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import secrets
 import stat
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from .. import __version__
-from ..errors import OpgenError
+from ..errors import OpgenError, os_error
+from .staging import Batch, fsync_dirs, is_staged, left_by_dead_run, leftovers, with_executable
 
 MANIFEST = ".opgen/manifest.json"
 BACKUP_DIR = ".opgen/backup"
@@ -32,6 +30,7 @@ OWNERS = ("generated", "user")
 KINDS = ("create", "update", "overwrite", "remove", "unchanged", "keep", "orphan")
 WRITING_KINDS = frozenset({"create", "update", "overwrite", "remove"})
 _RESERVED = PurePosixPath(MANIFEST).parts[0]
+MAX_NAME_BYTES = 255  # one file or directory name (ext4, APFS, NTFS...)
 _YOURS = "yours; never overwritten"
 _SPEC_CHANGED = ("yours, kept; the spec now gives this file other code (a changed reference or schema): "
                  "move it away and re-run to get that")
@@ -170,9 +169,17 @@ class Plan:
 
 
 def plan_changes(out_dir: str | Path, files: list[PlannedFile], *, force: bool = False) -> Plan:
-    """Decide what writing `files` into `out_dir` does, without writing; raise WriteRefused if unsafe."""
+    """Decide what writing `files` into `out_dir` does, without writing; raise WriteRefused if unsafe. What an
+    interrupted run left is part of the plan: its staged files are removed, and the files it renamed into place
+    count as opgen's (as its staged manifest records them)."""
     root = Path(out_dir)
-    files = sorted(files, key=lambda planned: planned.path)
+    try:
+        return _plan(root, sorted(files, key=lambda planned: planned.path), force)
+    except OSError as error:
+        raise os_error(error, "read", outcome="nothing was written") from None
+
+
+def _plan(root: Path, files: list[PlannedFile], force: bool) -> Plan:
     problems = _check_plan_paths(files)
     blocker = _check_root(root)
     if blocker is not None:
@@ -191,7 +198,9 @@ def plan_changes(out_dir: str | Path, files: list[PlannedFile], *, force: bool =
     old_manifest_text, old_entries, manifest_problem = _load_manifest(root, force)
     if manifest_problem is not None:
         problems.append(manifest_problem)
-    if old_manifest_text is None and not force and _is_foreign(root, files):
+    finished = _journal(root, old_entries)
+    old_entries = {**old_entries, **finished}
+    if old_manifest_text is None and not force and _is_foreign(root, files, set(finished)):
         problems.insert(0, Problem("", f"opgen did not create {root} (it is not empty and has no {MANIFEST})",
                                    "foreign", forceable=True))
 
@@ -214,9 +223,27 @@ def plan_changes(out_dir: str | Path, files: list[PlannedFile], *, force: bool =
             actions.append(action)
     if problems:
         raise WriteRefused(root, problems)
+    actions += _leftover_actions(root, [planned.path for planned in files] + list(old_entries))
     actions.sort(key=lambda action: action.path)
     uses_backup = any(action.backup for action in actions)
     return Plan(root, actions, _manifest_text(entries), old_manifest_text, backup_dir if uses_backup else None, force)
+
+
+def _leftover_actions(root: Path, paths: list[str]) -> list[Action]:
+    """Removing the temp files an interrupted run staged beside `paths` and in .opgen/ (they are opgen's own)."""
+    if not root.is_dir():
+        return []
+    directories = {"", *(str(PurePosixPath(path).parent) for path in paths)} - {"."}
+    reserved = root / _RESERVED
+    if reserved.is_dir():
+        directories |= {Path(walked).relative_to(root).as_posix() for walked, _, _ in os.walk(reserved)}
+    actions = []
+    for path in leftovers(root, directories):
+        data = _read(root / path)
+        if data is not None:
+            actions.append(Action(path, "remove", "staged by an interrupted opgen run",
+                                  expected_sha256=_sha256(data)))
+    return actions
 
 
 def write_files(out_dir: str | Path, files: list[PlannedFile], *, force: bool = False,
@@ -229,43 +256,71 @@ def write_files(out_dir: str | Path, files: list[PlannedFile], *, force: bool = 
 
 
 def apply_plan(plan: Plan) -> None:
-    """Perform `plan`. Every new text (backups first) is written to a temp file beside its target and
-    made durable before the first rename, so a failure while writing changes nothing; the renames
-    follow (backups before the files they save), then removals, and the manifest comes last, so a
-    failure midway leaves complete files and an old manifest that is still true. Writes nothing when
-    the disk no longer looks the way it did when the plan was made."""
+    """Perform `plan`. Every new text (backups first, the new manifest last) is written to a temp file beside
+    its target and made durable before the first rename, so a failure while writing changes nothing; the
+    renames follow (backups before the files they save), then removals, and the manifest is renamed last, so
+    a failure midway leaves complete files and an old manifest that is still true, and a run killed midway
+    leaves its staged manifest for the next run to learn what it wrote (`_journal`). Writes nothing when the
+    disk no longer looks the way it did when the plan was made. An OSError ends as an OpgenError that names
+    the file and says what was written (an EnvironmentFault for a full disk, a read-only file system...)."""
     root = plan.out_dir
     _verify_unchanged_since_plan(plan)
     if not plan.changed:
         return
-    batch = _Batch()
-    mode_only: list[Action] = []
+    files, manifest = Batch(), Batch()
     try:
-        if plan.backup_dir:
-            ignore = root / _RESERVED / ".gitignore"
-            if not ignore.exists():  # backups stay on disk but out of version control; the manifest is committed
-                batch.add(ignore, b"backup/\n", executable=False)
-        for action in plan.actions:
-            if action.backup:
-                _ensure_inside(root, root / action.path)
-                batch.add(root / action.backup, (root / action.path).read_bytes(), executable=False)
-        for action in plan.actions:
-            if action.kind not in ("create", "update", "overwrite"):
-                continue
-            assert action.file is not None
-            target = root / action.path
-            _ensure_inside(root, target)
-            current = _read(target)
-            if current == action.file.data:
-                mode_only.append(action)
-            else:
-                batch.add(target, action.file.data, executable=action.file.executable,
-                          like=target if current is not None else None)
-        batch.sync()
-        batch.commit()
+        try:
+            mode_only = _stage(plan, files)
+            if plan.manifest_changed:
+                manifest.add(root / MANIFEST, plan.manifest_text.encode("utf-8"))
+            files.sync()
+            manifest.sync()
+        except OSError as error:
+            raise os_error(error, "write", outcome="nothing was written") from None
+        try:
+            files.commit()
+            _finish(plan, set(files.directories), mode_only)
+            manifest.commit()
+            fsync_dirs([(root / MANIFEST).parent])
+        except OSError as error:
+            raise os_error(error, "write", outcome="the files written so far are complete: run opgen again "
+                           "to finish") from None
     finally:
-        batch.discard()
-    touched = set(batch.directories)
+        files.discard()
+        manifest.discard()
+
+
+def _stage(plan: Plan, batch: Batch) -> list[Action]:
+    """Stage the backups and every new text of `plan`; the actions whose text is already on disk (only the
+    executable bit changes) are returned instead."""
+    root = plan.out_dir
+    mode_only: list[Action] = []
+    if plan.backup_dir:
+        ignore = root / _RESERVED / ".gitignore"
+        if not ignore.exists():  # backups stay on disk but out of version control; the manifest is committed
+            batch.add(ignore, b"backup/\n")
+    for action in plan.actions:
+        if action.backup:
+            _ensure_inside(root, root / action.path)
+            batch.add(root / action.backup, (root / action.path).read_bytes())
+    for action in plan.actions:
+        if action.kind not in ("create", "update", "overwrite"):
+            continue
+        assert action.file is not None
+        target = root / action.path
+        _ensure_inside(root, target)
+        current = _read(target)
+        if current == action.file.data:
+            mode_only.append(action)
+        else:
+            batch.add(target, action.file.data, executable=action.file.executable,
+                      like=target if current is not None else None)
+    return mode_only
+
+
+def _finish(plan: Plan, touched: set[Path], mode_only: list[Action]) -> None:
+    """After the renames: executable bits, removals (stale files, what an interrupted run left), durable dirs."""
+    root = plan.out_dir
     for action in mode_only:
         _set_executable(root / action.path, action.file.executable)
     for action in plan.actions:
@@ -275,9 +330,7 @@ def apply_plan(plan: Plan) -> None:
             target.unlink()
             touched.add(target.parent)
             _remove_empty_parents(root, target.parent)
-    _fsync_dirs(sorted(directory for directory in touched if directory.exists()))
-    if plan.manifest_changed:
-        _atomic_write(root / MANIFEST, plan.manifest_text.encode("utf-8"))
+    fsync_dirs(sorted(directory for directory in touched if directory.exists()))
 
 
 # --- deciding -------------------------------------------------------------------------------------
@@ -350,18 +403,20 @@ def _decide_stale(root: Path, path: str, old: dict) -> Action | None:
     return Action(path, "orphan", reason + "; left in place", expected_sha256=current_sha)
 
 
-def _is_foreign(root: Path, files: list[PlannedFile]) -> bool:
-    """Whether `root` holds anything besides opgen's own files (an interrupted first run is not foreign)."""
+def _is_foreign(root: Path, files: list[PlannedFile], finished: set[str]) -> bool:
+    """Whether `root` holds anything besides opgen's own files: what it plans, what an interrupted run of it
+    wrote (`finished`) and staged, so that an interrupted first run is not foreign."""
     if not root.is_dir():
         return False
     planned = {planned.path: planned.data for planned in files}
-    parents = {str(parent) for path in planned for parent in PurePosixPath(path).parents if str(parent) != "."}
+    parents = {str(parent) for path in [*planned, *finished] for parent in PurePosixPath(path).parents
+               if str(parent) != "."}
 
     def foreign(directory: Path, prefix: str) -> bool:
         with os.scandir(directory) as entries:
             for entry in entries:
                 rel = f"{prefix}{entry.name}"
-                if rel == _RESERVED:
+                if rel == _RESERVED or rel in finished or is_staged(entry.name):
                     continue
                 if entry.is_dir(follow_symlinks=False) and rel in parents:
                     if foreign(Path(entry.path), rel + "/"):
@@ -419,6 +474,8 @@ def _path_error(path: str) -> str | None:
     if parts[0] == _RESERVED:
         return f"is inside {_RESERVED}/, which opgen keeps for itself"
     for part in parts:  # the project must also check out on Windows and macOS
+        if len(part.encode("utf-8")) > MAX_NAME_BYTES:
+            return f"has a name of {len(part.encode('utf-8'))} bytes; file systems allow {MAX_NAME_BYTES}"
         if set(part) & set('<>:"|?*'):
             return f"{part!r} contains one of < > : \" | ? *, which Windows does not allow in file names"
         if part[-1] in ". ":
@@ -503,6 +560,37 @@ def _load_manifest(root: Path, force: bool) -> tuple[str | None, dict[str, dict]
     return text, entries, None
 
 
+def _journal(root: Path, old_entries: dict[str, dict]) -> dict[str, dict]:
+    """What an interrupted run had finished: the entries of the manifest it staged (complete and fsynced before
+    its first rename) whose file holds exactly what it wrote. The next run takes them as its old entries, so
+    that it ends as the interrupted one would have (a kernel it created stays opgen's to remove later)."""
+    reserved = root / _RESERVED
+    if not reserved.is_dir():
+        return {}
+    prefix = "." + PurePosixPath(MANIFEST).name + "."
+    candidates = sorted((path for path in reserved.iterdir() if path.name.startswith(prefix) and left_by_dead_run(path.name)),
+                        key=lambda path: path.stat().st_mtime, reverse=True)
+    for candidate in candidates:
+        try:
+            data = json.loads(candidate.read_text(encoding="utf-8"))
+            entries = data["files"] if data.get("format") == MANIFEST_FORMAT else None
+        except (OSError, ValueError, AttributeError, KeyError, TypeError):
+            continue
+        if not isinstance(entries, dict):
+            continue
+        finished = {}
+        for path, entry in entries.items():
+            if _path_error(path) is not None or not _valid_entry(entry) or entry.get("sha256") is None:
+                continue
+            if old_entries.get(path) == entry or _check_on_disk(root, path) is not None:
+                continue
+            current = _read(root / path)
+            if current is not None and _sha256(current) == entry["sha256"]:
+                finished[path] = entry
+        return finished
+    return {}
+
+
 def _valid_entry(entry: object) -> bool:
     return (isinstance(entry, dict) and entry.get("owner") in OWNERS
             and all(entry.get(key) is None or isinstance(entry.get(key), str) for key in ("sha256", "planned_sha256"))
@@ -559,108 +647,8 @@ def _is_executable(path: Path) -> bool:
     return bool(path.stat().st_mode & stat.S_IXUSR)
 
 
-def _with_executable(mode: int, executable: bool) -> int:
-    if executable:
-        return mode | ((mode & 0o444) >> 2)  # x wherever r is, like `chmod +x` under the user's umask
-    return mode & ~0o111
-
-
 def _set_executable(path: Path, executable: bool) -> None:
-    os.chmod(path, _with_executable(stat.S_IMODE(path.stat().st_mode), executable))
-
-
-class _Batch:
-    """New texts staged as temp files beside their targets, fsynced together, then renamed into place
-    in the order they were added. `discard` removes whatever was not renamed."""
-
-    _OPEN_FILES = 128  # fsync and close in groups: bounded open descriptors
-
-    def __init__(self) -> None:
-        self.staged: list[tuple[Path, Path]] = []  # (temp, target), not yet renamed
-        self.directories: list[Path] = []
-        self._open: list[int] = []
-
-    def add(self, target: Path, data: bytes, *, executable: bool, like: Path | None = None) -> None:
-        """New files get the umask's permissions; a replaced file keeps its own (`like`)."""
-        target.parent.mkdir(parents=True, exist_ok=True)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
-        while True:
-            temp = target.parent / f".{target.name}.{secrets.token_hex(4)}.opgen-tmp"
-            try:
-                descriptor = os.open(temp, flags, 0o777 if executable else 0o666)
-                break
-            except FileExistsError:
-                continue
-        self.staged.append((temp, target))
-        self._open.append(descriptor)
-        with os.fdopen(descriptor, "wb", closefd=False) as stream:
-            stream.write(data)
-        if like is not None:
-            os.chmod(temp, _with_executable(stat.S_IMODE(like.stat().st_mode), executable))
-        if target.parent not in self.directories:
-            self.directories.append(target.parent)
-        if len(self._open) >= self._OPEN_FILES:
-            self.sync()
-
-    def sync(self) -> None:
-        """fsync every staged file; concurrent calls let the filesystem commit them together."""
-        descriptors, self._open = self._open, []
-        try:
-            if len(descriptors) > 1:
-                with ThreadPoolExecutor(max_workers=min(16, len(descriptors))) as pool:
-                    list(pool.map(os.fsync, descriptors))
-            elif descriptors:
-                os.fsync(descriptors[0])
-        finally:
-            for descriptor in descriptors:
-                os.close(descriptor)
-
-    def commit(self) -> None:
-        while self.staged:
-            temp, target = self.staged[0]
-            os.replace(temp, target)
-            self.staged.pop(0)
-
-    def discard(self) -> None:
-        for descriptor in self._open:
-            with contextlib.suppress(OSError):
-                os.close(descriptor)
-        self._open = []
-        for temp, _ in self.staged:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
-        self.staged = []
-
-
-def _atomic_write(target: Path, data: bytes) -> None:
-    """Replace `target` by `data` all at once: readers see the old file or the new one, never a part."""
-    batch = _Batch()
-    try:
-        batch.add(target, data, executable=False)
-        batch.sync()
-        batch.commit()
-    finally:
-        batch.discard()
-    _fsync_dirs([target.parent])
-
-
-def _fsync_dirs(directories: list[Path]) -> None:
-    """Make the renames inside `directories` durable (POSIX; Windows cannot open a directory)."""
-    descriptors = []
-    for directory in directories:
-        with contextlib.suppress(OSError):
-            descriptors.append(os.open(directory, os.O_RDONLY))
-    try:
-        with ThreadPoolExecutor(max_workers=max(1, min(16, len(descriptors)))) as pool:
-            list(pool.map(_fsync_quietly, descriptors))
-    finally:
-        for descriptor in descriptors:
-            os.close(descriptor)
-
-
-def _fsync_quietly(descriptor: int) -> None:
-    with contextlib.suppress(OSError):  # some filesystems refuse fsync on a directory
-        os.fsync(descriptor)
+    os.chmod(path, with_executable(stat.S_IMODE(path.stat().st_mode), executable))
 
 
 def _remove_empty_parents(root: Path, directory: Path) -> None:

@@ -101,6 +101,11 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _INTEGER = re.compile(r"-?\d+")
 _OCTAL = re.compile(r"[0-7]{3}")
 _NONZERO_MANTISSA = re.compile(r"-?0*\.?0*[1-9]")
+# How deep types (T[]?, (T, U), Dict(K, V)) and default lists may nest: real schemas need 2; a limit keeps a
+# hostile schema from exhausting Python's recursion in the parser and in everything that walks its types.
+MAX_NESTING = 16
+# Digits an integer literal may have: Python refuses to convert longer ones, and torch's int64 has 19.
+_MAX_DIGITS = 4000
 _FLOAT_MIN_NORMAL = 2.2250738585072014e-308
 _EXACT_MIN_NORMAL = Decimal(_FLOAT_MIN_NORMAL)  # strtod flags ERANGE below it even when rounding up to it
 
@@ -131,10 +136,11 @@ def _offsets(text: str) -> list[int]:
 
 
 class _Parser:
-    __slots__ = ("anonymous", "pos", "scan", "text", "toks")
+    __slots__ = ("anonymous", "nesting", "pos", "scan", "text", "toks")
 
     def __init__(self, text: str) -> None:
         self.text = text
+        self.nesting = 0  # open tuple types, Dict types and default lists around the position
         self.anonymous = 0  # `Tensor!` sets made so far: torch names them $0, $1, ... in schema order
         self.scan = _blank_comments(text) if "#" in text else text
         self.toks = _TOKEN.findall(self.scan)
@@ -156,6 +162,13 @@ class _Parser:
 
     def fail(self, message: str, hint: str | None = None, index: int | None = None):
         self.fail_at(_offsets(self.scan)[self.pos if index is None else index], message, hint)
+
+    def enter(self, what: str) -> None:
+        """One level deeper into a tuple type, a Dict type or a default list (the caller leaves it again)."""
+        self.nesting += 1
+        if self.nesting > MAX_NESTING:
+            self.fail(f"{what} nested more than {MAX_NESTING} deep",
+                      hint="opgen reads schemas nested a few levels deep (real ones need two); flatten it")
 
     def not_reserved(self, word: str, what: str, index: int) -> None:
         if word in RESERVED_WORDS:
@@ -384,12 +397,22 @@ class _Parser:
         return None
 
     def _tuple_type(self) -> Type:
+        at = self.pos
+        self.enter("tuple types")
         self.pos += 1
         elems = [self.type(True)]
         while self.accept(","):
             elems.append(self.type(True))
         self.expect(")", "to close the tuple type")
-        return TupleType(tuple(elems))
+        self.nesting -= 1
+        return self._bounded(TupleType(tuple(elems)), at)
+
+    def _bounded(self, typ: Type, at: int) -> Type:
+        """`typ`, refused at token `at` when it nests deeper than MAX_NESTING."""
+        if _type_depth(typ) > MAX_NESTING:
+            self.fail(f"type '{_short(typ)}' nests more than {MAX_NESTING} deep", index=at,
+                      hint="opgen reads types nested a few levels deep (real schemas need two, as in Tensor?[])")
+        return typ
 
     def _named_type(self) -> Type:
         at = self.pos
@@ -409,7 +432,9 @@ class _Parser:
         return BaseType(name, alias)
 
     def _dict_type(self) -> Type:
+        at = self.pos
         self.expect("(", "after Dict")
+        self.enter("Dict types")
         key_at = self.pos
         key = self.type(True)
         if not isinstance(key, BaseType) or key.name not in _DICT_KEY_TYPES:
@@ -419,12 +444,19 @@ class _Parser:
         self.expect(",", "between the key and value types of Dict")
         value = self.type(True)
         self.expect(")", "to close Dict(...)")
-        return DictType(key, value)
+        self.nesting -= 1
+        return self._bounded(DictType(key, value), at)
 
     def _type_suffixes(self, typ: Type, in_container: bool) -> Type:
         """`typ` followed by any `?` and `[N]` suffixes."""
+        depth = _type_depth(typ)
         while True:
             tok = self.toks[self.pos]
+            if tok in ("?", "["):
+                depth += 1
+                if depth > MAX_NESTING:
+                    self.fail(f"type '{_short(typ)}' nests more than {MAX_NESTING} deep",
+                              hint="opgen reads types nested a few levels deep (real schemas need two, as in Tensor?[])")
             if tok == "?":
                 if isinstance(typ, OptionalType):
                     self.fail(f"'{typ}' is already optional", hint="write one '?': torch reads T?? as T?")
@@ -449,6 +481,9 @@ class _Parser:
             if in_container:
                 self.fail("a fixed-size list inside a tuple or Dict type",
                           hint="torch accepts a size only on an argument's or return's own list; write []")
+            if len(text) > 19:
+                self.fail(f"list size {_short_number(text)} does not fit in a 64-bit integer",
+                          hint="a fixed list size is a small number, such as int[2]")
             size = int(text)
             self.pos += 1
         elif kind == "hex":
@@ -514,6 +549,10 @@ class _Parser:
                 self.fail(f"complex literal {text!r} as a default", index=self.pos - 1,
                           hint="opgen does not support complex defaults; take a float, or make it optional with None")
             if _INTEGER.fullmatch(text):
+                if len(text) > _MAX_DIGITS:
+                    self.fail(f"the {len(text.lstrip('-'))}-digit number {_short_number(text)} is out of range for "
+                              "every schema type", index=self.pos - 1,
+                              hint="an int default fits in 64 bits (19 digits), a float one below 1.8e+308")
                 return int(text)
             if "E" in text and "." not in text:
                 self.fail(f"{text!r} with a capital E", index=self.pos - 1,
@@ -537,6 +576,7 @@ class _Parser:
                           "(or 9223372036854775807 for an int), or make the argument optional with None")
             return EnumWord(text)
         if self.accept("["):
+            self.enter("default lists")
             items = []
             if not self.accept("]"):
                 while True:
@@ -544,6 +584,7 @@ class _Parser:
                     if self.accept("]"):
                         break
                     self.expect(",", "between list elements")
+            self.nesting -= 1
             return tuple(items)
         self.fail(f"expected a default value, found {self.describe()}",
                   hint="defaults are None, True, False, numbers, \"strings\", [lists] or enum words such as contiguous_format")
@@ -626,6 +667,26 @@ class _Parser:
 
 
 _SIMPLE_ALIASES: dict[tuple[str, bool], Alias] = {}
+
+
+def _type_depth(typ: Type) -> int:
+    """How many list, optional, tuple and Dict levels `typ` has (a plain type: 0); bounded by the parser."""
+    if isinstance(typ, (OptionalType, ListType)):
+        return 1 + _type_depth(typ.elem)
+    if isinstance(typ, TupleType):
+        return 1 + max((_type_depth(elem) for elem in typ.elems), default=0)
+    if isinstance(typ, DictType):
+        return 1 + max(_type_depth(typ.key), _type_depth(typ.value))
+    return 0
+
+
+def _short(typ: Type) -> str:
+    text = str(typ)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _short_number(text: str) -> str:
+    return text if len(text) <= 24 else f"{text[:10]}...{text[-10:]}"
 
 
 def _simple_alias(name: str, is_write: bool) -> Alias:

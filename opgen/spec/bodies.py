@@ -11,6 +11,11 @@ from yaml.nodes import ScalarNode
 from .autograd import FOREIGN_LINE_BREAKS, function_source
 from .nodes import SpecError, _scalar, _Source
 
+# How deep a body's syntax tree may nest (calls in calls, `a + b + ...` chains: each term one level). Python
+# compiles about 3000, but its own ast.unparse and every recursive visitor (opgen's, the linters') stop near
+# 500; real bodies need 20.
+MAX_BODY_DEPTH = 200
+
 
 def check_body(source: _Source, node: ScalarNode, body: str, field: str, header: list[str], hint: str):
     """Parse `body` exactly as it will be generated (after opgen's `header` lines): the function's AST.
@@ -22,15 +27,35 @@ def check_body(source: _Source, node: ScalarNode, body: str, field: str, header:
             raise source.error(node, f"{field} contains the control character {char!r}",
                                "write the code with plain newlines (a `|` block)")
     text = function_source(header, body)
+    too_deep = f"{field} nests more than {MAX_BODY_DEPTH} levels deep"
+    deep_hint = "split the expression with intermediate variables"
     try:
         tree = ast.parse(text)
     except SyntaxError as error:
         line = max((error.lineno or 1) - 1 - len(header), 0)
         raise body_error(source, node, line, max((error.offset or 1) - 4, 1),
                          f"{field} is not valid Python: {error.msg}", hint) from None
+    except (RecursionError, MemoryError):  # deeper than Python's own parser goes
+        raise source.error(node, too_deep, deep_hint) from None
+    deepest = deepest_node(tree, MAX_BODY_DEPTH)
+    if deepest is not None:
+        raise body_error(source, node, max(deepest.lineno - 1 - len(header), 0),
+                         max(deepest.col_offset + 1 - 4, 1), too_deep, deep_hint)
     if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef):  # cannot happen: belt and braces
         raise source.error(node, f"{field} does not stay inside its function", hint)
     return tree.body[0]
+
+
+def deepest_node(tree: ast.AST, limit: int) -> ast.AST | None:
+    """The first node nested deeper than `limit` below `tree` (found without recursion), or None."""
+    pending = [(tree, 0)]
+    while pending:
+        node, depth = pending.pop()
+        if depth > limit:
+            return node
+        # operators and contexts (ast.Add, ast.Load) are leaves without a position
+        pending.extend((child, depth + 1) for child in ast.iter_child_nodes(node) if hasattr(child, "col_offset"))
+    return None
 
 
 def body_error(source: _Source, node: ScalarNode, line: int, column: int, message: str, hint: str) -> SpecError:

@@ -7,12 +7,12 @@ import difflib
 import math
 import re
 
-import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from ..schema.model import BaseType, EnumWord, ListType, OptionalType, Schema, base_name, strip_alias
 from .model import DTYPES, Example, Expected, TensorValue
-from .nodes import _kind, _mapping, _scalar, _Source, _string, compose
+from .nodes import _data, _kind, _mapping, _scalar, _Source, _string, compose
+from .tensor_limits import dtype_problem, shape_problem, values_problem
 
 TENSOR_KEYS = ("shape", "dtype", "values")
 EXPECT_KEYS = ("values", "rows", "rtol", "atol")
@@ -160,7 +160,7 @@ def _rows(source: _Source, node: Node, where: str) -> tuple[tuple[int, object], 
 
 def _numbers(source: _Source, node: Node, field: str):
     """A number or a (nested, rectangular) list of numbers, as nested tuples."""
-    values = yaml.safe_load(yaml.serialize(node)) if not isinstance(node, ScalarNode) else _scalar(node)
+    values = _data(source, node, field) if not isinstance(node, ScalarNode) else _scalar(node)
     if isinstance(values, str):
         number = _number(values)
         values = values if number is None else number
@@ -277,9 +277,14 @@ def _tensor_value(source: _Source, node: Node, field: str) -> TensorValue:
     if "dtype" in entries:
         word = _string(source, entries["dtype"][1], f"{field}.dtype")
         dtype = DTYPES[_dtype_word(source, entries["dtype"][1], f"{field}.dtype", word)]
+    if dtype is not None and dtype_problem(dtype):
+        raise source.error(entries["dtype"][1], f"{field}.dtype: {dtype_problem(dtype)[0]}", dtype_problem(dtype)[1])
     if "shape" in entries:
-        return TensorValue(dtype or "float32", shape=_shape(source, entries["shape"][1], field))
-    values = yaml.safe_load(yaml.serialize(entries["values"][1]))
+        shape = _shape(source, entries["shape"][1], field)
+        if shape_problem(shape):
+            raise source.error(entries["shape"][1], f"{field}.shape: {shape_problem(shape)[0]}", shape_problem(shape)[1])
+        return TensorValue(dtype or "float32", shape=shape)
+    values = _data(source, entries["values"][1], f"{field}.values")
     flat = list(_flatten(values))
     if not flat and not isinstance(values, list) or any(isinstance(v, (str, type(None), dict)) for v in flat):
         raise source.error(entries["values"][1], f"{field}.values must be a number or (nested) list of numbers",
@@ -287,6 +292,9 @@ def _tensor_value(source: _Source, node: Node, field: str) -> TensorValue:
     if dtype is None:
         dtype = "bool" if all(isinstance(v, bool) for v in flat) and flat else (
             "int64" if all(isinstance(v, int) for v in flat) else "float32")
+    problem = values_problem(_freeze(values), dtype)
+    if problem is not None:
+        raise source.error(entries["values"][1], f"{field}.values: {problem[0]}", problem[1])
     return TensorValue(dtype, values=_freeze(values))
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 import difflib
-import keyword
+import os
 import re
 from dataclasses import dataclass, replace
 
@@ -32,7 +32,8 @@ from ..contract import (
     tag_contract_problems,
 )
 from ..errors import OpgenError
-from ..layout import BOUND_NAMES
+from ..files import read_input
+from ..layout import op_stem
 from ..registration_styles import DEFAULT_STYLE
 from ..schema.model import BaseType, ListType, Return, Schema, base_name, strip_alias
 from ..schema.parser import parse_schema, span_column
@@ -61,11 +62,12 @@ from .model import (
     OpSpec,
     ProjectSpec,
 )
+from .names import argument_problem, op_name_problem, package_problem
 from .nodes import _choice, _identifier, _kind, _mapping, _scalar, _Source, _string, compose
 from .outputs import bindings, outputs
 from .semantics_ir import DTYPE_ALIASES
 
-__all__ = ["derive_example", "load_inputs_text", "load_spec", "load_spec_text"]
+__all__ = ["derive_example", "load_inputs_text", "load_spec", "load_spec_text", "read_spec"]
 
 SPEC_KEYS = ("namespace", "style", "device", "package", "target", "dtype_codes", "ops")
 OP_KEYS = ("schema", "doc", "tags", "let", "outputs", "reference", "autograd", "examples", "inputs", "tolerances",
@@ -76,15 +78,15 @@ TOLERANCE_KEYS = ("rtol", "atol")
 
 
 def load_spec(path: str) -> ProjectSpec:
-    try:
-        with open(path, encoding="utf-8") as stream:
-            text = stream.read()
-    except FileNotFoundError:
+    return load_spec_text(read_spec(path), path)
+
+
+def read_spec(path: str) -> str:
+    """The text of the spec file `path` (a regular file of at most MAX_INPUT_BYTES, UTF-8), or a located error."""
+    if not os.path.lexists(path):
         raise OpgenError(f"spec file {path} does not exist", hint="give the path of an opgen spec (YAML); "
-                         "see docs/spec.md, or start from a schema with --schema") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise OpgenError(f"cannot read spec file {path}: {error}") from None
-    return load_spec_text(text, path)
+                         "see docs/spec.md, or start from a schema with --schema")
+    return read_input(path, "spec file")
 
 
 def load_spec_text(text: str, path: str = "<spec>", *, style: str | None = None,
@@ -131,10 +133,10 @@ def _project(source: _Source, top: dict, style: str | None, device: str | None) 
     device_value = device or (_choice(source, top["device"][1], "device", tuple(DEVICES))
                               if "device" in top else DEFAULT_DEVICE)
     package = _identifier(source, top["package"][1], "package") if "package" in top else namespace
-    if keyword.iskeyword(package) or package in ("torch", "tests", "test"):
+    problem = package_problem(package)
+    if problem is not None:
         node = top["package"][1] if "package" in top else top["namespace"][1]
-        raise source.error(node, f"{package!r} cannot be the name of the generated Python package",
-                           "set `package:` to another name")
+        raise source.error(node, *problem)
     for diagnostic in check_namespace(namespace):
         if diagnostic.severity == ERROR:
             raise source.error(top["namespace"][1], diagnostic.message, diagnostic.hint)
@@ -270,13 +272,15 @@ def _check_contract(source: _Source, schema_node: ScalarNode, schema: Schema, ta
                                f"{where}.schema [{diagnostic.code}]")
         if diagnostic.severity != "info":
             notes.append(f"{diagnostic.code}: {diagnostic.message}")
+    problem = op_name_problem(schema.name, op_stem(schema))
+    if problem is not None:
+        raise source.inner(schema_node, span_column(schema, "name") or 1, OpgenError(problem[0], hint=problem[1]),
+                           f"{where}.schema")
     for arg in schema.arguments:
-        if keyword.iskeyword(arg.name) or arg.name in BOUND_NAMES or arg.name.startswith("_"):
-            offset = span_column(schema, ("arg", arg.name)) or 1
-            raise source.inner(schema_node, offset, OpgenError(
-                f"argument name {arg.name!r} cannot be used in generated Python code",
-                hint=f"rename it (Python keywords, {', '.join(map(repr, sorted(BOUND_NAMES)))} and names starting "
-                "with '_' are taken)"), f"{where}.schema")
+        problem = argument_problem(arg.name)
+        if problem is not None:
+            raise source.inner(schema_node, span_column(schema, ("arg", arg.name)) or 1,
+                               OpgenError(problem[0], hint=problem[1]), f"{where}.schema")
 
 
 def _op_outputs(source: _Source, fields: dict, schema: Schema, tags: tuple[str, ...], let, project: _Project,

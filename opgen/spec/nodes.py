@@ -13,6 +13,9 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from ..errors import OpgenError
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+# How deep lists and mappings may nest in a spec (a real one needs 6): a limit, so that a document nested
+# thousands deep is refused at its line and column instead of exhausting Python's recursion.
+MAX_YAML_DEPTH = 64
 
 
 class SpecError(OpgenError):
@@ -79,7 +82,11 @@ def compose(source: _Source, what: str = "YAML") -> Node | None:
     import yaml
 
     try:
-        return yaml.compose(source.text, Loader=yaml.SafeLoader)
+        return yaml.compose(source.text, Loader=bounded_loader())
+    except TooDeep as error:
+        mark = error.problem_mark
+        raise source.error(None, f"invalid {what}: {error.problem}", "a spec needs a few levels of lists and "
+                           "mappings; this one is far deeper", line=mark.line, column=mark.column + 1) from None
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         problem = error.problem or error.context or "malformed YAML"
@@ -88,6 +95,63 @@ def compose(source: _Source, what: str = "YAML") -> Node | None:
                            column=mark.column + 1 if mark else 1) from None
     except yaml.YAMLError as error:
         raise source.error(None, f"invalid {what}: {error}") from None
+
+
+class TooDeep(Exception):
+    """A YAML document nested past MAX_YAML_DEPTH; `problem_mark` is where (PyYAML's or ruamel's mark)."""
+
+    def __init__(self, problem: str, problem_mark) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.problem_mark = problem_mark
+
+
+def bounded_composer(base: type) -> type:
+    """`base` (PyYAML's SafeLoader, or ruamel.yaml's Composer or Scanner) refusing to nest past MAX_YAML_DEPTH,
+    with the mark of the collection that goes too deep. The scanner stops at the first bracket too many (its work
+    per token grows with the depth: a file of 100000 `[` would take minutes), the composer at the first block
+    collection too many (it recurses)."""
+
+    class Bounded(base):
+        _depth = 0
+
+        def compose_node(self, parent, index):
+            self._depth += 1
+            try:
+                if self._depth > MAX_YAML_DEPTH:
+                    peek = getattr(self, "peek_event", None) or self.parser.peek_event  # PyYAML's, ruamel's
+                    raise TooDeep(_TOO_DEEP, peek().start_mark)
+                return super().compose_node(parent, index)
+            finally:
+                self._depth -= 1
+
+        def fetch_flow_collection_start(self, *args, **kwargs):
+            if self.flow_level >= MAX_YAML_DEPTH:
+                get_mark = getattr(self, "get_mark", None) or self.reader.get_mark
+                raise TooDeep(_TOO_DEEP, get_mark())
+            return super().fetch_flow_collection_start(*args, **kwargs)
+
+    for method in ("compose_node", "fetch_flow_collection_start"):
+        if not hasattr(base, method):
+            delattr(Bounded, method)
+    Bounded.__name__ = Bounded.__qualname__ = f"Bounded{base.__name__}"
+    return Bounded
+
+
+_TOO_DEEP = f"lists and mappings nested more than {MAX_YAML_DEPTH} deep"
+
+
+_BOUNDED_LOADER = None
+
+
+def bounded_loader() -> type:
+    """PyYAML's SafeLoader with the depth limit."""
+    global _BOUNDED_LOADER
+    if _BOUNDED_LOADER is None:
+        import yaml
+
+        _BOUNDED_LOADER = bounded_composer(yaml.SafeLoader)
+    return _BOUNDED_LOADER
 
 
 def _mapping(source: _Source, node: Node, what: str, allowed: tuple[str, ...],
@@ -129,6 +193,16 @@ def _scalar(node: Node):
         return SafeConstructor().construct_object(node, deep=True)
     except ConstructorError:
         return node.value
+
+
+def _data(source: _Source, node: Node, what: str):
+    """The Python value of any node (lists and mappings built as `yaml.safe_load` would); a tag SafeLoader does
+    not know (`!!python/object`) is an error at the node."""
+    try:
+        return SafeConstructor().construct_object(node, deep=True)
+    except ConstructorError as error:
+        raise source.error(node, f"{what}: {error.problem}",
+                           "write plain YAML values (numbers, strings, lists, mappings)") from None
 
 
 def _string(source: _Source, node: Node, what: str, *, allow_empty: bool = False) -> str:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from opgen.errors import OpgenError
 from opgen.schema.model import Argument, BaseType, ListType, OptionalType, Schema, base_name, strip_alias
 
+from .bodies import deepest_node
 from .semantics_ir import (
     BOOL,
     DTYPE,
@@ -78,6 +79,8 @@ TENSOR_MEMBERS = ("shape", "dtype", "ndim", "size()", "dim()", "numel()", "is_co
 # what a `let:` name may hold (a float or a string has no use in a shape or dtype rule)
 BINDING_KINDS = ("int", "bool", "sizes", "dtype", "tensor", "tensors")
 _EXAMPLE_DYNAMIC = "[dynamic(max=x.shape[0]), x.shape[1]]"
+# How deep a rule may nest (a real one: 5); deeper ones would exhaust the recursion of the checker and printers.
+MAX_RULE_DEPTH = 64
 
 
 class SemanticsError(OpgenError):
@@ -372,7 +375,10 @@ class _Source:
             raise self.error("empty rule", 0, "write an expression over the op's arguments, e.g. `x.shape`")
         self._refuse_comments()
         try:
-            return ast.parse(self.flat, mode="eval").body
+            tree = ast.parse(self.flat, mode="eval").body
+        except (RecursionError, MemoryError):
+            raise self.error(f"the expression nests more than {MAX_RULE_DEPTH} levels deep", 0,
+                             "rules are short expressions: split it with `let:` bindings") from None
         except SyntaxError as e:
             message = e.msg[0].lower() + e.msg[1:] if e.msg else "invalid syntax"
             if not e.offset:  # Python reports an unfinished expression at offset 0
@@ -381,6 +387,11 @@ class _Source:
                 offset = self.lead + min(e.offset - 1, len(self.flat))
             raise self.error(f"not a valid expression: {message}", offset,
                              "rules use Python expression syntax, e.g. `x.shape[:-1] + [1]`") from None
+        deepest = deepest_node(tree, MAX_RULE_DEPTH)
+        if deepest is not None:
+            raise self.error(f"the expression nests more than {MAX_RULE_DEPTH} levels deep", self.offset(deepest),
+                             "rules are short expressions: split it with `let:` bindings")
+        return tree
 
     def _refuse_comments(self) -> None:
         if "#" not in self.flat:

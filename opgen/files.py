@@ -1,0 +1,108 @@
+"""Reading the files a user points opgen at: regular files only (a FIFO would block forever, /dev/zero never
+end), at most a documented size, decoded as UTF-8 with the place of a bad byte; every refusal says why.
+
+`read_limited` is the one reader (lint turns its refusals into findings, the other commands into errors
+through `read_input`).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from .errors import OpgenError, os_error
+
+MAX_INPUT_BYTES = 32 << 20  # a spec, an --inputs file, an op-plugin YAML or Python file: real ones are < 1 MiB
+
+
+class CannotRead(Exception):
+    """Why a file was not read: `reason` (a phrase: "is a named pipe (FIFO)", "is 40.0 MiB, above ..."); `special`
+    for a FIFO, device, socket or directory, `missing` for a name that leads nowhere (a dangling symlink),
+    `too_large` for a file above the limit, `error` the OSError otherwise."""
+
+    def __init__(self, reason: str, *, special: bool = False, missing: bool = False, too_large: bool = False,
+                 error: OSError | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.special = special
+        self.missing = missing
+        self.too_large = too_large
+        self.error = error
+
+
+def special_kind(mode: int) -> str | None:
+    """What a non-regular file is, in words; None for a regular file."""
+    for test, words in ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+                        (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return words
+    return None if stat.S_ISREG(mode) else "not a regular file"
+
+
+def megabytes(size: int) -> str:
+    return f"{size / (1 << 20):.1f} MiB"
+
+
+def read_limited(path: str | os.PathLike, limit: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of the regular file `path`, at most `limit` of them; CannotRead otherwise. The file is opened
+    without blocking and checked on the open descriptor, so a FIFO swapped in after a check cannot hang it."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except FileNotFoundError as error:
+        reason = "is a symbolic link to nothing" if os.path.islink(path) else "does not exist"
+        raise CannotRead(reason, missing=True, error=error) from None
+    except OSError as error:
+        raise CannotRead(error.strerror or str(error), error=error) from None
+    try:
+        info = os.fstat(descriptor)
+        kind = special_kind(info.st_mode)
+        if kind is not None:
+            raise CannotRead(f"is {kind}, not a regular file", special=True)
+        if info.st_size > limit:
+            raise CannotRead(f"is {megabytes(info.st_size)}, above opgen's limit of {megabytes(limit)}",
+                             too_large=True)
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(descriptor, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:  # it grew while being read
+            raise CannotRead(f"is above opgen's limit of {megabytes(limit)}", too_large=True)
+        return b"".join(chunks)
+    except OSError as error:
+        raise CannotRead(error.strerror or str(error), error=error) from None
+    finally:
+        os.close(descriptor)
+
+
+def decode_utf8(data: bytes, path: str) -> str:
+    """`data` as text; a byte that is not UTF-8 is an error at its line and column (counted in bytes) and
+    offset."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        start = error.start
+        line = data.count(b"\n", 0, start) + 1
+        column = start - (data.rfind(b"\n", 0, start) + 1) + 1
+        encoding = "UTF-16" if data[:2] in (b"\xff\xfe", b"\xfe\xff") else "another encoding"
+        raise OpgenError(f"not UTF-8: byte 0x{data[start]:02x} at offset {start} ({error.reason})", path=path,
+                         line=line, column=column,
+                         hint=f"the file is in {encoding}; save it as UTF-8 (e.g. iconv -t utf-8)") from None
+
+
+def read_input(path: str, what: str, limit: int = MAX_INPUT_BYTES) -> str:
+    """The text of an input file (`what`: "spec file", ...), or an OpgenError saying why it cannot be read."""
+    try:
+        data = read_limited(path, limit)
+    except CannotRead as refusal:
+        if refusal.error is not None and not refusal.missing:
+            raise os_error(refusal.error, "read", f"{what} {path}") from None
+        hint = {True: "give the path of a regular file"}.get(refusal.special)
+        if refusal.missing:
+            hint = "check the path"
+        elif refusal.too_large:
+            hint = f"opgen reads {what}s of up to {megabytes(limit)}; is this the right file?"
+        raise OpgenError(f"{what} {path} {refusal.reason}", hint=hint) from None
+    return decode_utf8(data, path)
