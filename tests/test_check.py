@@ -21,7 +21,8 @@ import pytest
 from conftest import run_opgen_command
 from new_helpers import REPO, opgen
 
-from opgen.check.signatures import BY_ID, classify
+from opgen.check.signatures import BY_ID, causes_for, classify
+from opgen.check.signatures import explain as explain_signature
 from opgen.npugraph_ex import loader
 
 FIXTURES = Path(__file__).parent / "fixtures" / "check"
@@ -65,12 +66,13 @@ BROKEN = {
     "chk_lib::fake_raises": ("dynamo-fx", "fake-raised", None),
     "chk_lib::plain_only": ("dynamo-fx", "fake-raised", None),
     "chk_lib::composite": ("npugraph_ex", "npugraph_ex-op-decomposed", None),
+    "chk_lib::redispatched": ("npugraph_ex", "npugraph_ex-op-decomposed", None),  # by its Autograd kernel
     "chk_vllm::gelu_tanh": ("npugraph_ex", "npugraph_ex-op-decomposed", None),
 }
 # a module that fails to import -> the op of good_library.py that is its correct twin
 MODULE_TWINS = {"check_fixtures.bad_schema": "bad_schema"}
 NEEDS_NPUGRAPH_EX = {"chk_lib::host_sync", "chk_lib::float_sync", "chk_lib::scale_", "chk_lib::side_effect", "chk_lib::positive",
-                     "chk_lib::composite", "chk_vllm::gelu_tanh"}
+                     "chk_lib::composite", "chk_vllm::gelu_tanh", "chk_lib::redispatched"}
 BROKEN_MODULES = ("check_fixtures.broken_library", "check_fixtures.broken_custom_op", "check_fixtures.broken_vllm",
                   "check_fixtures.defined_twice", "check_fixtures.bad_schema")
 GOOD_MODULES = ("check_fixtures.good_library", "check_fixtures.good_custom_op", "check_fixtures.good_vllm")
@@ -115,6 +117,8 @@ def test_every_broken_op_is_classified_and_every_twin_passes(cache_env):
         assert (verdict["layer"], verdict["signature"], verdict["rule"]) == (layer, signature, rule), (op, verdict)
         assert verdict["causes"] and verdict["next_action"] and verdict["evidence"]
         assert [r["name"] for r in found[op]["rungs"]] == RUNG_NAMES
+    if cache_env.get("npugraph_ex") != "absent":
+        _assert_explanations_hold_for_the_ops_dispatch_keys(found)
     good = check("--json", *GOOD_MODULES, env=cache_env)
     twins = reports(good)
     assert {op.split("::")[-1] for op in twins} == ({op.split("::")[-1] for op in BROKEN if "::" in op}
@@ -133,6 +137,56 @@ def test_every_broken_op_is_classified_and_every_twin_passes(cache_env):
     assert good.returncode == 0, good.stdout
 
 
+def _assert_explanations_hold_for_the_ops_dispatch_keys(found: dict) -> None:
+    """A cause naming a kernel is printed only for an op that has it: the CompositeImplicitAutograd op is told it is
+    inlined, the op an Autograd kernel replaces (no CompositeImplicitAutograd kernel) is told which kernel calls what;
+    an op with a Meta kernel is never told it has none. A data-dependent output is said in opgen's words, npugraph_ex's
+    own TypeError kept as evidence."""
+    composite, redispatched = found["chk_lib::composite"]["verdict"], found["chk_lib::redispatched"]["verdict"]
+    assert any("registered at CompositeImplicitAutograd" in cause for cause in composite["causes"])
+    assert not any("CompositeImplicitAutograd (" in cause for cause in redispatched["causes"]), redispatched["causes"]
+    assert redispatched["causes"][0].startswith("its Autograd kernel (an autograd formula or a wrapper registered "
+                                                "there) calls aten.mul.Tensor instead of redispatching to the op")
+    npugraph_ex = next(r for r in found["chk_lib::redispatched"]["rungs"] if r["name"] == "npugraph_ex")
+    assert npugraph_ex["reason"] == ("chk_lib::redispatched is replaced by aten.mul.Tensor before npugraph_ex sees it: "
+                                     "it has no CompositeImplicitAutograd kernel; its Autograd kernel calls "
+                                     "aten.mul.Tensor in its place")
+    assert any("was never written" in cause for cause in found["chk_lib::no_fake"]["verdict"]["causes"])
+    positive = next(r for r in found["chk_lib::positive"]["rungs"] if r["name"] == "npugraph_ex")
+    assert positive["reason"].startswith("chk_lib::positive has a data-dependent output size (output 0 [u0]: its fake "
+                                         "leaves the size to the input values): npugraph_ex cannot compile it")
+    assert "'ValuePack' and 'int'" not in positive["reason"]
+    assert "npugraph_ex raised: BackendCompilerFailed: TypeError: '>=' not supported between instances of 'ValuePack'" \
+        in found["chk_lib::positive"]["verdict"]["evidence"]
+
+
+def test_a_cause_naming_a_kernel_is_printed_only_for_an_op_that_has_it_or_lacks_it_as_it_says():
+    fake = [cause for cause in BY_ID["missing-fake"].causes if "never written" in str(cause)]
+    assert fake and str(fake[0]) in causes_for(BY_ID["missing-fake"], {"CPU"})
+    assert str(fake[0]) not in causes_for(BY_ID["missing-fake"], {"CPU", "Meta"})  # it has one: not the cause
+    assert str(fake[0]) in causes_for(BY_ID["missing-fake"], None)  # keys unknown (the op never resolved): printed
+    inlined = [str(c) for c in BY_ID["compiled-differs"].causes if "CompositeImplicitAutograd" in str(c)]
+    assert inlined and not set(inlined) & set(causes_for(BY_ID["compiled-differs"], {"CPU", "Meta"}))
+    assert set(inlined) <= set(causes_for(BY_ID["compiled-differs"], {"CompositeImplicitAutograd"}))
+    assert "(printed for an op with a CompositeImplicitAutograd kernel)" in explain_signature("compiled-differs")
+
+
+def _assert_compiled_ops_pass_and_a_stand_in_is_a_skip(found: dict) -> None:
+    """torch's own C++ quantization op (check_fixtures/native.py, a fake added as a third party adds one) passes every
+    rung: the capture takes it as one launch of the op and replays it whole, as an NPU graph does (recorded launch by
+    launch, its outputs stayed the emulation's poison). A CPU kernel standing in for a stub NPU kernel whose host read
+    fails capture is a skip naming the line; the same kernel as an op's only kernel fails (zero_rows)."""
+    rungs = {r["name"]: r for r in found[NATIVE]["rungs"]}
+    assert {name: r["status"] for name, r in rungs.items()} == {**dict.fromkeys(RUNG_NAMES, "pass"), "static": "skip",
+                                                                "fusion": "skip"}, rungs
+    assert ("captured its CPU kernel (compiled code; the op has no NPU kernel), as one launch of the op" in
+            rungs["capture"]["reason"]), rungs["capture"]["reason"]
+    stand_in = {r["name"]: r for r in found[STAND_IN]["rungs"]}
+    assert stand_in["capture"]["status"] == "skip" and found[STAND_IN]["verdict"] is None, stand_in
+    assert "judged only the op's plumbing, which passed" in stand_in["capture"]["reason"]
+    assert "capture.py:58: for row in idx.tolist():" in stand_in["capture"]["reason"]
+
+
 # check_fixtures/capture.py: op -> (signature, the kernel line its evidence names)
 CAPTURE = {
     "chk_cap::value_branch": ("cpu-sync-in-kernel", "capture.py:28: if x.abs().max() > 1:"),
@@ -146,6 +200,8 @@ CAPTURE = {
 }
 # its kernel is no function of its inputs, which opcheck, aot_eager and npugraph_ex's compiler all see first
 FROZEN = "chk_cap::scheduled"
+NATIVE = "quantization::_FloatToBfloat16Quantized"  # a C++ kernel (check_fixtures/native.py)
+STAND_IN = "chk_cap::stub_read"  # a CPU kernel standing in for a stub NPU kernel
 
 
 @pytest.mark.slow
@@ -157,8 +213,9 @@ def test_the_capture_rung_classifies_planted_kernels_and_passes_their_twins(cach
     kernel's line as evidence. Every twin passes every rung, the capture included."""
     if cache_env.get("npugraph_ex") == "absent":
         pytest.skip("npugraph_ex is not fetched")
-    targets = [f"check_fixtures.capture:{op}" for op in CAPTURE if op != FROZEN]
-    found = reports(check("--json", "--skip", "static", *targets, env=cache_env))
+    targets = [f"check_fixtures.capture:{op}" for op in [*CAPTURE, STAND_IN] if op != FROZEN]
+    found = reports(check("--json", "--skip", "static", *targets, f"check_fixtures.native:{NATIVE}", env=cache_env))
+    _assert_compiled_ops_pass_and_a_stand_in_is_a_skip(found)
     frozen = reports(check("--json", "--skip", "static", "--skip", "opcheck", "--skip", "aot_eager", "--skip",
                            "npugraph_ex", f"check_fixtures.capture:{FROZEN}", env=cache_env))
     assert reports(check("--json", "--skip", "static", f"check_fixtures.capture:{FROZEN}", env=cache_env))[FROZEN][

@@ -34,11 +34,35 @@ RUNG_LAYERS = {"import": "eager", "static": "static", "eager": "eager", "opcheck
 
 
 @dataclass(frozen=True)
+class Cause:
+    """A likely cause that names a kernel: true only of an op with (`needs`) or without (`lacks`) a kernel at that
+    dispatch key, so it is checked against the op's real dispatch keys before it is printed."""
+
+    text: str
+    needs: str | None = None
+    lacks: str | None = None
+
+    def holds(self, keys: set[str] | None) -> bool:
+        """Unknown keys (the op never resolved): printed."""
+        if keys is None:
+            return True
+        return (self.needs is None or self.needs in keys) and (self.lacks is None or self.lacks not in keys)
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def causes_for(signature: Signature, keys: set[str] | None) -> list[str]:
+    """The row's causes that hold for an op with kernels at `keys` (None: not known, every cause)."""
+    return [str(cause) for cause in signature.causes if not isinstance(cause, Cause) or cause.holds(keys)]
+
+
+@dataclass(frozen=True)
 class Signature:
     id: str
     layer: str | None  # None: the layer of the rung that failed (a crash or a hang)
     title: str
-    causes: tuple[str, ...]
+    causes: tuple[str | Cause, ...]
     next_action: str
     rule: str | None = None
     rungs: tuple[str, ...] = ()  # empty: any rung
@@ -88,8 +112,9 @@ TABLE: tuple[Signature, ...] = (
       (), r"no autograd formula was registered|autograd kernel was not registered|test_autograd_registration"),
     # --- fake / schema (opcheck, Dynamo, AOTAutograd) ---
     S("missing-fake", "dynamo-fx", "no fake (Meta) kernel: Dynamo cannot trace the op (graph break)",
-      ("register_fake / a Meta impl was never written", ("the fake is registered in a module that was not imported "
-       "before torch.compile"), "the fake is registered for another overload or namespace"),
+      (Cause("register_fake / a Meta impl was never written", lacks="Meta"),
+       "the fake is registered in a module that was not imported before torch.compile",
+       "the fake is registered for another overload or namespace"),
       "add @torch.library.register_fake('ns::op') returning empty tensors of the output shape", NO_FAKE.code, (),
       ("UnsupportedOperatorException", "Unsupported", "OpCheckError", "RuntimeError"),
       r"UnsupportedOperatorException|does not support running with fake tensors|no fake impl|There was no fake impl registered|"
@@ -162,8 +187,8 @@ TABLE: tuple[Signature, ...] = (
     S("fake-raised", "dynamo-fx", "the op raised when run with fake tensors (its fake, or a kernel traced on "
       "fake tensors)",
       ("the fake rejects these inputs (a shape or dtype check the kernel does not make, an assertion, a bug)",
-       ("a CompositeImplicitAutograd kernel is traced with fake tensors and does what only real tensors allow "
-        "(a type check, numpy, another library)")),
+       Cause("a CompositeImplicitAutograd kernel is traced with fake tensors and does what only real tensors allow "
+             "(a type check, numpy, another library)", needs="CompositeImplicitAutograd")),
       "call the fake on the example's shapes (torch.library.opcheck(op, args)) and fix the exception in the "
       "evidence; a kernel that needs real tensors belongs at CPU/PrivateUse1 with a register_fake", None, (), (),
       r"Dynamo failed to run FX node with fake tensors|when making fake tensor call|^test_faketensor\n"),
@@ -190,8 +215,8 @@ TABLE: tuple[Signature, ...] = (
       ("npugraph_ex",), ("BackendCompilerFailed",), r"."),
     S("compiled-differs", "precision", "compiled output differs from eager",
       (("the kernel depends on global state (torch.is_grad_enabled(), counters, caches) that differs at compile "
-       "time"), ("a CompositeImplicitAutograd kernel is traced into the graph: a branch on "
-       "torch.compiler.is_compiling() or other trace-time state is baked in"),
+       "time"), Cause("a CompositeImplicitAutograd kernel is traced into the graph: a branch on "
+       "torch.compiler.is_compiling() or other trace-time state is baked in", needs="CompositeImplicitAutograd"),
        "the kernel reads memory it does not own (uninitialised output)", ("tolerance: a low-precision "
        "dtype accumulates differently")),
       "compare eager and compiled on one small input; make the kernel a pure function of its arguments", None,
@@ -241,8 +266,9 @@ TABLE: tuple[Signature, ...] = (
       ("the op returns nothing and mutates nothing, so dead-code elimination drops it", "its output is unused"),
       "mark it with torch.fx.node.has_side_effect(op), or declare the tensors it writes Tensor(a!)", SIDE_EFFECT_ONLY.code),
     S("npugraph_ex-op-decomposed", "npugraph_ex", "the op is decomposed before npugraph_ex sees it",
-      (("its kernel is registered at CompositeImplicitAutograd (Library.impl, or vLLM's direct_register_custom_op "
-        "with dispatch_key='CompositeImplicitAutograd'), so tracing inlines it into aten ops"),
+      (Cause("its kernel is registered at CompositeImplicitAutograd (Library.impl, or vLLM's direct_register_custom_op "
+             "with dispatch_key='CompositeImplicitAutograd'), so tracing inlines it into aten ops",
+             needs="CompositeImplicitAutograd"),
        "an NPU kernel of the op is never called in the captured graph: the aten ops run instead"),
       "register the kernel at 'CPU' (and 'PrivateUse1' for NPU) with a register_fake, instead of "
       "CompositeImplicitAutograd: the op then stays one node in the graph"),
@@ -300,6 +326,14 @@ def explain(identifier: str) -> str | None:
         types = ", ".join(signature.types) if signature.types else "any exception"
         lines.append(f"  matches: {types} at {where}, message /{signature.pattern}/")
     lines.append("  likely causes:")
-    lines.extend(f"    {i}. {cause}" for i, cause in enumerate(signature.causes, 1))
+    lines.extend(f"    {i}. {cause}{_condition(cause)}" for i, cause in enumerate(signature.causes, 1))
     lines.append(f"  next action: {signature.next_action}")
     return "\n".join(lines)
+
+
+def _condition(cause: str | Cause) -> str:
+    if not isinstance(cause, Cause):
+        return ""
+    if cause.needs:
+        return f" (printed for an op with a {cause.needs} kernel)"
+    return f" (printed for an op without a {cause.lacks} kernel)" if cause.lacks else ""

@@ -39,11 +39,12 @@ class Usage(Exception):
 
 
 class RungFailed(Exception):
-    """A rung found a problem without an exception of its own: `signature` names it."""
+    """A rung found a problem without an exception of its own: `signature` names it; `causes`, computed from the op,
+    come before the row's."""
 
-    def __init__(self, signature: str, message: str, evidence: str = "") -> None:
+    def __init__(self, signature: str, message: str, evidence: str = "", causes: tuple[str, ...] = ()) -> None:
         super().__init__(message)
-        self.signature, self.evidence = signature, evidence
+        self.signature, self.evidence, self.causes = signature, evidence, causes
 
 
 class RungSkipped(Exception):
@@ -419,6 +420,17 @@ def _kernel_keys(op: Op) -> set[str]:
     return {k for k in keys if torch._C._dispatch_has_kernel_for_dispatch_key(op.overload._schema.name, k)}
 
 
+KERNEL_KEYS = ("CPU", "CUDA", "PrivateUse1", "Meta", "CompositeExplicitAutograd", "CompositeImplicitAutograd",
+               "Autograd", "AutogradCPU", "AutogradPrivateUse1", "ADInplaceOrView", "Python")
+
+
+def dispatch_keys(op: Op) -> set[str]:
+    """The dispatch keys at which the op (this overload) has a kernel registered: what the explanations may claim."""
+    import torch
+
+    return {key for key in KERNEL_KEYS if torch._C._dispatch_has_kernel_for_dispatch_key(op.name, key)}
+
+
 def _device_available(key: str) -> bool:
     import torch
 
@@ -483,30 +495,70 @@ def rung_npugraph_ex(op: Op) -> str:
             _blame_randomness(op, error)
             raise
         except BaseException as error:  # pytest's xfail (a BaseException): a copy npugraph_ex is known to leave
-            if type(error).__name__ != "XFailed":
-                raise
-            raise RungFailed("npugraph_ex-leftover-copy", "npugraph_ex left a copy of a mutated buffer, paid at every "
-                             "replay", str(error)) from None
+            if type(error).__name__ == "XFailed":
+                raise RungFailed("npugraph_ex-leftover-copy", "npugraph_ex left a copy of a mutated buffer, paid at "
+                                 "every replay", str(error)) from None
+            if isinstance(error, Exception):
+                _blame_data_dependence(op, error)
+            raise
         graphs += 1
     # host syncs and random numbers in the kernel are the capture rung's findings (captured, with the kernel's line)
     return (f"{graphs} graph(s) through npugraph_ex's passes, three calls each equal to eager, mutated buffers "
             "written in place")
 
 
+def data_dependent_sizes(op: Op) -> list[str]:
+    """The outputs whose size the op's fake leaves to the data (unbacked sizes), on its first example."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv, free_unbacked_symbols
+
+    checks = _checks()
+    try:
+        with FakeTensorMode(shape_env=ShapeEnv()) as mode:
+            result = op.overload(**checks.tensor_map(mode.from_tensor, calls(op)[0]))
+    except Exception:  # noqa: BLE001  (a fake that cannot run is the other rungs' finding)
+        return []
+    return [f"output {index} {list(t.shape)}" for index, t in enumerate(checks.tensors(result))
+            if isinstance(t, torch.Tensor) and free_unbacked_symbols(t)]
+
+
+def _blame_data_dependence(op: Op, error: Exception) -> None:
+    """npugraph_ex's compiler failing on an op whose output size depends on data: said in opgen's words."""
+    sizes = data_dependent_sizes(op)
+    if not sizes:
+        return
+    op.dynamic = True
+    raise RungFailed("npugraph_ex-dynamic-output", f"{op.name} has a data-dependent output size ({', '.join(sizes)}: "
+                     "its fake leaves the size to the input values): npugraph_ex cannot compile it, and a captured "
+                     "graph could not return a size known only when the kernel runs",
+                     f"npugraph_ex raised: {type(error).__name__}: {_first_line(str(error))}") from None
+
+
 def _blame_elimination(op: Op, evidence: str) -> None:
-    """The op is not in the graph npugraph_ex captures: decomposed before it (CompositeImplicitAutograd) or
+    """The op is not in the graph npugraph_ex captures: decomposed before it (a kernel tracing goes through) or
     eliminated."""
-    decomposed = _decomposition(op)
-    if decomposed is not None:
+    traced = _decomposition(op)
+    if traced is None:
+        raise RungFailed("npugraph_ex-op-eliminated", f"{op.name} is not in the graph npugraph_ex captures", evidence)
+    code, instead = traced
+    detail = f"{op.name} traced alone (make_fx):\n{code}\n{evidence}"
+    keys = dispatch_keys(op)
+    if "CompositeImplicitAutograd" in keys:
         raise RungFailed("npugraph_ex-op-decomposed", f"{op.name} is decomposed into aten ops before "
-                         "npugraph_ex sees it (its CompositeImplicitAutograd kernel is inlined)",
-                         f"{op.name} traced alone (make_fx):\n{decomposed}\n{evidence}")
-    raise RungFailed("npugraph_ex-op-eliminated", f"{op.name} is not in the graph npugraph_ex captures", evidence)
+                         "npugraph_ex sees it (its CompositeImplicitAutograd kernel is inlined)", detail)
+    above = [key for key in ("Autograd", "AutogradCPU", "ADInplaceOrView", "Python") if key in keys]
+    by = f"its {'/'.join(above)} kernel" if above else "a kernel the dispatcher runs before its own"
+    calls_made = ", ".join(instead) or "no op"
+    raise RungFailed("npugraph_ex-op-decomposed", f"{op.name} is replaced by {calls_made} before npugraph_ex sees it: "
+                     f"it has no CompositeImplicitAutograd kernel; {by} calls {calls_made} in its place", detail,
+                     causes=((f"{by} (an autograd formula or a wrapper registered there) calls {calls_made} "
+                              "instead of redispatching to the op itself, so tracing records those ops, not the op"),))
 
 
-def _decomposition(op: Op) -> str | None:
-    """The op traced alone to aten ops (make_fx, no dead-code elimination) when it is not in that trace:
-    tracing inlined its CompositeImplicitAutograd kernel. None when the op is traced as itself."""
+def _decomposition(op: Op) -> tuple[str, list[str]] | None:
+    """The op traced alone (make_fx, no dead-code elimination) when it is not in that trace: (the code, the ops it
+    became). None when the op is traced as itself."""
     import torch
     from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -518,9 +570,10 @@ def _decomposition(op: Op) -> str | None:
 
     with torch.no_grad():
         traced = make_fx(alone)(*[call[name] for name in names])
-    if op.overload in [n.target for n in traced.graph.nodes]:
+    targets = [n.target for n in traced.graph.nodes if n.op == "call_function"]
+    if op.overload in targets:
         return None
-    return traced.code.strip()
+    return traced.code.strip(), sorted({str(target) for target in targets})
 
 
 def rung_fusion(op: Op) -> str:
@@ -584,6 +637,10 @@ def _capture_on_cpu(op: Op) -> str:
         raise RungSkipped(f"no NPU and no CUDA GPU, and capture on CPU needs npugraph_ex: {reason}")
     if op.eager_notes.get("device_only"):
         raise RungSkipped("the op has no CPU kernel to compare a capture on CPU with (see the eager rung)")
+    sizes = [] if op.dynamic else data_dependent_sizes(op)
+    if op.dynamic or sizes:
+        raise RungSkipped(f"{op.name} has a data-dependent output size{' (' + ', '.join(sizes) + ')' if sizes else ''}: "
+                          "a captured graph cannot return a size known only when the kernel runs")
     checks = _checks()
     reports = []
     for index in range(len(op.calls)):
@@ -625,7 +682,8 @@ def run_rung(op: Op, rung: str, job: dict) -> dict:
     except RungSkipped as skip:
         result = {"status": "skip", "reason": str(skip)}
     except RungFailed as failed:
-        result = {"status": "fail", "reason": str(failed), "signature": failed.signature, "evidence": failed.evidence}
+        result = {"status": "fail", "reason": str(failed), "signature": failed.signature, "evidence": failed.evidence,
+                  "causes": list(failed.causes)}
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as error:  # noqa: BLE001  (a check's skip; else any exception of the op is the evidence)
@@ -670,7 +728,7 @@ def main(argv: list[str]) -> int:
     resume = job.get("resume") or {}
     first_op, after = resume.get("op", 0), resume.get("after")
     for index, op in enumerate(ops):
-        emit(event="op", index=index, op=op.name)
+        emit(event="op", index=index, op=op.name, keys=sorted(dispatch_keys(op)) if op.overload is not None else None)
     for index, op in enumerate(ops):
         if index < first_op:
             continue
