@@ -1228,7 +1228,12 @@ CAPTURE_FIXES = {
                      "count tensor), or keep the data-dependent part out of the captured graph",
     "synchronize": "remove the synchronize: a captured graph is one stream of device tasks that nothing on the host "
                    "waits for",
+    "stream-sync": "order streams with events on the device (stream.wait_stream(other), event.record() then "
+                   "stream.wait_event(event)), never by the host waiting: the kernel may run on a side stream of a "
+                   "multi-stream scope, where a host wait breaks the capture and the overlap",
 }
+# CheckFailed.kind of each capture error (opgen check's signature)
+CAPTURE_KINDS = {"stream-sync": "stream-misuse"}
 ALLOW_RANDOM = "OPGEN_ALLOW_RANDOM_IN_CAPTURE"  # =1: random-number ops in a captured kernel are a warning
 RANDOM_IN_CAPTURE = ("npugraph_ex does not support random-number ops in capture (its documented constraint; torch-npu "
                      "2.13.0 registers generator state during capture, so a replay draws new numbers, never eager's)")
@@ -1278,7 +1283,8 @@ class _CaptureRun:
             with self.emulation.kernel_python() as ran, outputs_are_new_memory():
                 raw = self.compiled(**call)
         except self.capture_error as error:
-            raise CheckFailed(self.capture_failure(error), "cpu-sync-in-kernel") from None
+            kind = CAPTURE_KINDS.get(error.kind, "cpu-sync-in-kernel")
+            raise CheckFailed(self.capture_failure(error), kind) from None
         self.assert_fake_planned_the_outputs()
         if number == 1:
             self.after_capture(raw, call, memory)
@@ -1293,10 +1299,10 @@ class _CaptureRun:
         """An op captured as one launch writes buffers allocated from its fake: the kernel must return what it says."""
         for graph in self.emulation.captures:
             for name, index, (fake_shape, fake_dtype), (shape, dtype) in graph.fake_mismatches[:1]:
-                raise CheckFailed(f"output {index} of {name}: its fake says {list(fake_shape)} {fake_dtype}, its kernel "
-                                  f"returned {list(shape)} {dtype} at a replay: a captured graph allocates the op's "
-                                  "outputs from its fake and the device task writes into them, so the fake must give "
-                                  "the kernel's shapes and dtypes", "fake-wrong-metadata")
+                raise CheckFailed(f"output {index} of {name}: its fake says {list(fake_shape)} {fake_dtype}, its "
+                                  f"kernel returned {list(shape)} {dtype} at a replay: a captured graph allocates the "
+                                  "op's outputs from its fake and the device task writes into them, so the fake must "
+                                  "give the kernel's shapes and dtypes", "fake-wrong-metadata")
 
     def capture_failure(self, error) -> str:
         captured = self.emulation.captures[-1] if self.emulation.captures else None
@@ -1613,7 +1619,7 @@ def assert_npugraph_ex_capture_replay_on_cpu(op: Op, make_call: Callable[[int], 
 
 
 # What a kernel standing in for the device kernel may do that says nothing about the op: the device kernel's to avoid
-STAND_IN_FINDINGS = ("cpu-sync-in-kernel", "capture-frozen-value", "random-op", "capture-recapture",
+STAND_IN_FINDINGS = ("cpu-sync-in-kernel", "stream-misuse", "capture-frozen-value", "random-op", "capture-recapture",
                      "capture-static-output", "compiled-differs")
 
 

@@ -71,8 +71,8 @@ _MISSING = object()
 
 class CaptureError(RuntimeError):
     """A call the capturing stream refuses: `what` (an op, a Tensor method), `why` it needs the host, its `kind`
-    ("host-read", "host-copy", "dynamic-shape" or "synchronize"), and `where`, "file:line" of the kernel code that
-    made it, with its `code` ("" outside a kernel)."""
+    ("host-read", "host-copy", "dynamic-shape", "synchronize" or "stream-sync"), and `where`, "file:line" of the
+    kernel code that made it, with its `code` ("" outside a kernel)."""
 
     def __init__(self, what: str, why: str, kind: str, where: str = "", code: str = "") -> None:
         message = f"{REFUSED.format(what=what)} ({why})" + (f"\n  at {where}: {code}" if where else "")
@@ -603,7 +603,7 @@ class Stream:
         return True
 
     def synchronize(self) -> None:
-        synchronize()
+        _refuse_stream_sync(f"Stream.synchronize() of {self!r}")
 
 
 class Event:
@@ -622,7 +622,15 @@ class Event:
         return True
 
     def synchronize(self) -> None:
-        synchronize()
+        _refuse_stream_sync("Event.synchronize()")
+
+
+def _refuse_stream_sync(what: str) -> None:
+    """The host waiting for a stream or an event: inside a capture, a misuse of the capturing stream."""
+    emulation = Emulation.current
+    if emulation is not None and emulation.capturing is not None:
+        raise emulation.capturing._recorder.refuse(what, "the host waits for a stream of the captured graph",
+                                                   "stream-sync")
 
 
 @contextlib.contextmanager
