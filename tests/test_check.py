@@ -26,7 +26,12 @@ from opgen.check.signatures import explain as explain_signature
 from opgen.npugraph_ex import loader
 
 FIXTURES = Path(__file__).parent / "fixtures" / "check"
-RUNG_NAMES = ["import", "static", "eager", "opcheck", "aot_eager", "npugraph_ex", "fusion", "capture"]
+RUNG_NAMES = ["import", "static", "eager", "opcheck", "aot_eager", "npugraph_ex", "fusion", "capture", "compile_cache",
+              "capture_limit", "streams"]
+# npugraph_ex's production features (a fresh process, dynamic shapes): proven on a few ops by
+# test_the_feature_rungs_..., skipped in the other runs here, which check dozens of ops
+FEATURES = ("compile_cache", "capture_limit", "streams")
+FEATURES_SKIPPED = dict.fromkeys(FEATURES, "skip")
 
 # op -> (layer, signature, rule) of the first failing rung, static rung skipped (the dynamic diagnosis)
 BROKEN = {
@@ -94,10 +99,13 @@ def cache_env(tmp_path_factory) -> dict:
     return {"npugraph_ex": "absent"}
 
 
-def check(*args: str, env: dict | None = None, cwd: Path = FIXTURES, timeout: float = 600):
+def check(*args: str, env: dict | None = None, cwd: Path = FIXTURES, timeout: float = 600, features: bool = False):
+    """`opgen check ARGS` on the fixtures; the feature rungs skipped unless `features`."""
     env = {key: value for key, value in (env or {}).items() if key != "npugraph_ex"}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(FIXTURES), os.environ.get("PYTHONPATH", "")])
-    return run_opgen_command("check", *args, env=env, cwd=str(cwd), timeout=timeout)
+    skips = [] if features or args[:1] == ("--explain",) or "--versions" in args else [
+        arg for rung in FEATURES if rung not in args for arg in ("--skip", rung)]
+    return run_opgen_command("check", *skips, *args, env=env, cwd=str(cwd), timeout=timeout)
 
 
 def reports(done) -> dict[str, dict]:
@@ -128,7 +136,7 @@ def test_every_broken_op_is_classified_and_every_twin_passes(cache_env):
         statuses = {r["name"]: r["status"] for r in report["rungs"]}
         expected_npugraph_ex = "skip" if cache_env.get("npugraph_ex") == "absent" else "pass"
         assert statuses == {**dict.fromkeys(RUNG_NAMES, "pass"), "npugraph_ex": expected_npugraph_ex,
-                            "fusion": "skip", "capture": expected_npugraph_ex}, op  # fusion: patterns come from a project
+                            "fusion": "skip", "capture": expected_npugraph_ex, **FEATURES_SKIPPED}, op  # fusion: projects
         capture = report["rungs"][-1]["reason"]
         if cache_env.get("npugraph_ex") == "absent":  # no NPU, no GPU here: capture on CPU needs npugraph_ex too
             assert "capture on CPU needs npugraph_ex" in capture, capture
@@ -178,7 +186,7 @@ def _assert_compiled_ops_pass_and_a_stand_in_is_a_skip(found: dict) -> None:
     fails capture is a skip naming the line; the same kernel as an op's only kernel fails (zero_rows)."""
     rungs = {r["name"]: r for r in found[NATIVE]["rungs"]}
     assert {name: r["status"] for name, r in rungs.items()} == {**dict.fromkeys(RUNG_NAMES, "pass"), "static": "skip",
-                                                                "fusion": "skip"}, rungs
+                                                                "fusion": "skip", **FEATURES_SKIPPED}, rungs
     assert ("captured its CPU kernel (compiled code; the op has no NPU kernel), as one launch of the op" in
             rungs["capture"]["reason"]), rungs["capture"]["reason"]
     stand_in = {r["name"]: r for r in found[STAND_IN]["rungs"]}
@@ -234,7 +242,7 @@ def test_the_capture_rung_classifies_planted_kernels_and_passes_their_twins(cach
     for op, report in reports(good).items():
         assert report["verdict"] is None, (op, report["verdict"])
         assert {r["name"]: r["status"] for r in report["rungs"]} == {**dict.fromkeys(RUNG_NAMES, "pass"),
-                                                                   "fusion": "skip"}, op  # fusion: projects only
+                                                                   "fusion": "skip", **FEATURES_SKIPPED}, op
     assert good.returncode == 0
 
 
@@ -290,7 +298,7 @@ def test_train_finds_a_missing_backward_and_passes_its_twin(cache_env):
 
 
 def test_static_rung_catches_what_lint_and_the_contract_see():
-    skip = [arg for rung in RUNG_NAMES[2:] for arg in ("--skip", rung)]
+    skip = [arg for rung in RUNG_NAMES[2:] if rung not in FEATURES for arg in ("--skip", rung)]
     done = check("--json", *skip, *BROKEN_MODULES[:3])
     found = reports(done)
     assert done.returncode == 1

@@ -12,7 +12,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
-from new_helpers import opgen, pythonpath
+from new_helpers import NOT_FEATURES, opgen, pythonpath
 
 SPEC = """\
 namespace: {namespace}
@@ -106,7 +106,8 @@ def outcomes(projects: list[Path], junit: Path) -> dict[str, dict[str, dict]]:
     """Every project's tests in one pytest process (their test names are alike): project -> test -> outcome."""
     env = {**os.environ, "PYTHONPATH": pythonpath(projects), "PYTHONDONTWRITEBYTECODE": "1"}
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--import-mode=importlib",
-               "-c", os.devnull, "-o", "junit_family=xunit1", f"--junitxml={junit}", *[str(p / "tests") for p in projects]]
+               "-c", os.devnull, "-o", "junit_family=xunit1", f"--junitxml={junit}", "-k", NOT_FEATURES,
+               *[str(p / "tests") for p in projects]]
     subprocess.run(command, env=env, capture_output=True, text=True, timeout=1200, cwd=junit.parent, check=False)
     found: dict[str, dict[str, dict]] = {p.name: {} for p in projects}
     for case in ElementTree.parse(junit).getroot().iter("testcase"):

@@ -252,8 +252,13 @@ def test_streams_pools_and_pointers_behave_as_aclgraph_expects(emulation):
     pointer = out["y"].untyped_storage().data_ptr()
     storage = emulation.storage_from_pointer(pointer, "cpu", 16)
     assert storage.data_ptr() == pointer
-    with pytest.raises(RuntimeError, match="is not memory of an NPU graph pool"):
+    with pytest.raises(RuntimeError, match="is not memory of an NPU graph pool nor memory a captured graph works on"):
         emulation.storage_from_pointer(torch.ones(4).untyped_storage().data_ptr(), "cpu", 16)
+    # a caller's buffer a captured launch writes in place: AclGraph rebuilds an output aliasing it (a tagged op)
+    cache, idx, src = torch.zeros(6, 2), torch.tensor([1]), torch.ones(1, 2)
+    capture(emulation, lambda: UPDATE(cache, idx, src))
+    assert emulation.storage_from_pointer(cache.untyped_storage().data_ptr(), "cpu", 48).data_ptr() == (
+        cache.untyped_storage().data_ptr())
     assert torch.ones(2).is_npu and not torch.ones(2, device="meta").is_npu
     with pytest.raises(NotImplementedError, match="is not emulated on CPU"):
         torch.npu.graph_task_update_begin()

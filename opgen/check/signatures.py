@@ -30,7 +30,8 @@ from ..lint.rules import (
 LAYERS = ("static", "eager", "dynamo-fx", "npugraph_ex", "ge-cann", "precision", "performance")
 # Where a failure no row knows is shown, by rung.
 RUNG_LAYERS = {"import": "eager", "static": "static", "eager": "eager", "opcheck": "dynamo-fx",
-               "aot_eager": "dynamo-fx", "npugraph_ex": "npugraph_ex", "fusion": "dynamo-fx", "capture": "ge-cann"}
+               "aot_eager": "dynamo-fx", "npugraph_ex": "npugraph_ex", "fusion": "dynamo-fx", "capture": "ge-cann",
+               "compile_cache": "npugraph_ex", "capture_limit": "npugraph_ex", "streams": "ge-cann"}
 
 
 @dataclass(frozen=True)
@@ -253,6 +254,42 @@ TABLE: tuple[Signature, ...] = (
        "the captured outputs are not the graph's pool memory, which npugraph_ex's memory reuse assumes"),
       "allocate the output in the kernel on every call (torch.empty_like(x), x.new_empty(...)); callers clone "
       "outputs they keep across calls (npugraph_ex's outputs are static memory, clone_output=False)", None),
+    S("stream-misuse", "ge-cann", "the kernel synchronizes a stream or an event: capture fails, and so does a "
+      "multi-stream scope",
+      (("`torch.npu.current_stream().synchronize()`, `stream.synchronize()` or `event.synchronize()` in the kernel: "
+        "the host waits for a stream of the captured graph"), ("streams ordered by the host instead of by events "
+       "on the device (the kernel may run on a side stream of an npugraph_ex scope)")),
+      "order streams on the device: `stream.wait_stream(other)`, or `event.record()` then `stream.wait_event(event)`; "
+      "never wait on the host inside the op", CAPTURE_UNSAFE.code),
+    S("compile-cache-op-not-registered", "npugraph_ex", "the cached graph calls the op, which the process loading "
+      "the cache does not register",
+      (("the op is registered lazily (on first use, by a module the package does not import, or in `__main__`): "
+        "the cached code calls torch.ops.<ns>.<op> directly, and nothing imports the registration"),
+       "the loading process does not import the op's package before calling the cached model"),
+      "register the op when its package is imported (import the registering module in the package's __init__.py), "
+      "and import the package before loading the cache", None),
+    S("compile-cache-stale", "npugraph_ex", "a changed op would load the graph compiled for the old one",
+      (("npugraph_ex's cache key is the module's str() and the compiler options, nothing of the ops the graph calls: "
+        "the cache directory must change with the op (its schema, its fake)"), ("the package's digest "
+       "(compile_cache.graph_digest) misses what the graph depends on")),
+      "key the cache directory by the op: opgen's generated compile_cache.cache_dir(base); or clear the cache after "
+      "every change to a schema or a fake", None),
+    S("compile-cache-not-loaded", "npugraph_ex", "a fresh process does not load the compile cache: it compiles again",
+      (("loading raised and npugraph_ex cleared the cache as broken (its warning 'Clear broken cache ...' is in the "
+        "evidence)"), ("the loading process computes another cache directory (a digest that differs between "
+       "processes)"), "Dynamo recompiled: the call differs from the one the cache was compiled for"),
+      "read npugraph_ex's warnings in the evidence; load with the same module, config and cache_dir as the compile",
+      None),
+    S("compile-cache-not-saved", "npugraph_ex", "npugraph_ex's cache_compile saved no cache",
+      ("the compiled code could not be serialized, or npugraph_ex skipped the cache (its warning says why)",),
+      "read npugraph_ex's 'Skip cache' warning in the evidence", None),
+    S("capture-limit", "npugraph_ex", "one graph for two sizes does not capture, replay or fall back as "
+      "capture_limit says",
+      (("the fake specialises on a size (a branch, a Python int from a shape): each size gets a graph of its own, and "
+        "capture_limit never applies"), ("a size beyond capture_limit is not run eagerly, or a repeated size "
+       "recaptures instead of replaying (a written buffer moved, an output kept)")),
+      "compute the fake's shapes from the input sizes without branching on them; keep written buffers at one "
+      "address per size", None),
     S("npugraph_ex-leftover-copy", "npugraph_ex", "npugraph_ex leaves a copy of a mutated buffer in the graph",
       ("the op returns its mutated input (Tag.inplace / Tag.out): npugraph_ex 2.13.0 does not re-inplace it",
        "the mutated argument is not the one the schema marks (a!)", "a view of a mutated input is returned"),

@@ -14,6 +14,7 @@ test that failed); `signature` is set when the worker itself recognised the fail
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import os
 import re
@@ -65,6 +66,8 @@ class Op:
         self.field = ""  # a project's op: where opgen.yaml describes it ("ops[0]")
         self.fusion = None  # a project's op with `fusion:`: its Fusion record (<package>/patterns.py)
         self.register = None  # ... and the package's register_fusions
+        self.module = ""  # what a process imports to register the op (a project's package, or the target module)
+        self.package = ""  # a project's package (its compile_cache keys npugraph_ex's cache)
 
 
 def _all_op_names() -> set[str]:
@@ -120,6 +123,7 @@ def resolve(targets: list[dict]) -> list[Op]:
                 raise Usage(f"{target['text']}: no operator {name!r} after importing {target['module']!r}",
                             "check the name (namespace::op or namespace::op.overload)")
             ops.append(Op(_full_name(overload), overload, sources=[s for s in sources if s]))
+            ops[-1].module = target["module"]
     return ops
 
 
@@ -151,6 +155,7 @@ def _resolve_project(target: dict) -> list[Op]:
         found[-1].field = f"ops[{op_spec.index}]"
         found[-1].fusion = fusions.get(overload)
         found[-1].register = patterns.register_fusions if patterns else None
+        found[-1].module = found[-1].package = spec.package
     return found
 
 
@@ -656,6 +661,135 @@ def _capture_on_cpu(op: Op) -> str:
     return f"{len(reports)} example(s): {head}"
 
 
+# --- npugraph_ex's production features ------------------------------------------------------------------
+
+
+def _features():
+    """tests/npugraph_ex_features.py of the project template (npugraph_ex's compile cache, capture limit, streams)."""
+    from ..project_tests import NPUGRAPH_EX_FEATURES, load
+
+    return load(NPUGRAPH_EX_FEATURES)
+
+
+class _FreshProcess:
+    """One process loading compile caches for every op of the run (torch and npugraph_ex imported once there)."""
+
+    process = None
+
+    @classmethod
+    def get(cls, path: str):
+        if cls.process is None:
+            cls.process = _features().FreshProcess([path, *sys.path])
+        return cls.process
+
+    @classmethod
+    def close(cls) -> None:
+        if cls.process is not None:
+            cls.process.close()
+            cls.process = None
+
+
+def _feature_unavailable(op: Op) -> None:
+    """Skip a feature rung where npugraph_ex cannot capture on CPU, or for an op capture does not take."""
+    from ..npugraph_ex import loader
+
+    reason = loader().unavailable(capture=True)
+    if reason is not None:
+        raise RungSkipped(f"npugraph_ex on CPU: {reason}")
+    if op.eager_notes.get("device_only"):
+        raise RungSkipped("the op has no CPU kernel to compare with (see the eager rung)")
+    if op.dynamic or data_dependent_sizes(op):
+        raise RungSkipped(f"{op.name} has a data-dependent output size: a captured graph cannot return it")
+
+
+def _failed(failed) -> RungFailed:
+    lines = [line for line in str(failed).splitlines() if line.strip()]
+    return RungFailed(failed.kind, lines[0], "\n".join(lines[1:]))
+
+
+def rung_compile_cache(op: Op) -> str:
+    """npugraph_ex's cache_compile: a module calling the op saved here, loaded by a fresh process importing only the
+    op's module (a project's package, keyed by its compile_cache), the same values, nothing compiled again."""
+    _feature_unavailable(op)
+    features, checks = _features(), _checks()
+    cache_module = None
+    if op.package:
+        cache_module = f"{op.package}.compile_cache"
+        if importlib.util.find_spec(cache_module) is None:
+            cache_module = None  # a project generated before opgen wrote compile_cache.py
+    cache = features.CompileCache(op.module, cache_module=cache_module, batch=False)
+    target = _target(op)
+    cache.add(target, lambda seed: calls(op, seed)[0])
+    cache.run(checks.npugraph_ex_cpu(capture=True), _FreshProcess.get(os.getcwd()))
+    result = cache.results[target.qualname]
+    if isinstance(result, checks.CheckFailed):
+        raise _failed(result)
+    if isinstance(result, BaseException):
+        raise result
+    return result.split(": ", 1)[-1]
+
+
+def _two_sizes(op: Op) -> list[dict] | None:
+    """Two examples that differ only in tensor sizes (none of them 0 or 1), else the first with the last size D of
+    its largest random tensor doubled in every random tensor whose last size is D; None when neither exists."""
+    from ..spec.model import TensorValue
+
+    def tensors(values: dict) -> list:
+        return [v for value in values.values() for v in (value if isinstance(value, tuple) else (value,))
+                if isinstance(v, TensorValue)]
+
+    def structure(values: dict) -> list:
+        return [(t.dtype, len(t.shape) if t.shape is not None else None) for t in tensors(values)]
+
+    for a, first in enumerate(op.calls):
+        for second in op.calls[a + 1:]:
+            sizes = [(x.shape, y.shape) for x, y in zip(tensors(first), tensors(second), strict=False)]
+            if (structure(first) == structure(second) and any(x != y for x, y in sizes)
+                    and all(m == n or min(m, n) > 1 for x, y in sizes if x and y for m, n in zip(x, y, strict=False))
+                    and all(first[k] == second[k] for k in first if not tensors({k: first[k]}))):
+                return [first, second]
+    shaped = [t for t in tensors(op.calls[0]) if t.shape] if op.calls else []
+    if not shaped or max(shaped, key=lambda t: len(t.shape)).shape[-1] < 2:
+        return None
+    last = max(shaped, key=lambda t: len(t.shape)).shape[-1]
+
+    def doubled(value):
+        if isinstance(value, tuple):
+            return tuple(doubled(v) for v in value)
+        if isinstance(value, TensorValue) and value.shape and value.shape[-1] == last:
+            return TensorValue(value.dtype, (*value.shape[:-1], 2 * last))
+        return value
+
+    return [op.calls[0], {name: doubled(value) for name, value in op.calls[0].items()}]
+
+
+def rung_capture_limit(op: Op) -> str:
+    """One npugraph_ex graph for two sizes (dynamic=True): each captured and replayed; capture_limit=1 runs eagerly."""
+    _feature_unavailable(op)
+    pair = _two_sizes(op)
+    if pair is None:
+        raise RungSkipped(f"no two calls of {op.name} that differ only in sizes: give two with --inputs")
+    checks = _checks()
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    sized = [{name: _make(value, g) for name, value in call.items()} for call in pair]
+    try:
+        report = _features().assert_capture_limit(_target(op), sized)
+    except checks.CheckFailed as failed:
+        raise _failed(failed) from None
+    return report.split(": ", 1)[-1]
+
+
+def rung_streams(op: Op) -> str:
+    """The op on a second stream inside npugraph_ex's graph: on an NPU (elsewhere a skip saying why)."""
+    checks = _checks()
+    try:
+        return _features().assert_on_a_second_stream(_target(op), lambda seed: calls(op, seed)[0])
+    except checks.CheckFailed as failed:
+        raise _failed(failed) from None
+
+
 # --- driver ---------------------------------------------------------------------------------------
 
 
@@ -679,6 +813,12 @@ def run_rung(op: Op, rung: str, job: dict) -> dict:
             result["reason"] = rung_fusion(op)
         elif rung == "capture":
             result["reason"] = rung_capture(op)
+        elif rung == "compile_cache":
+            result["reason"] = rung_compile_cache(op)
+        elif rung == "capture_limit":
+            result["reason"] = rung_capture_limit(op)
+        elif rung == "streams":
+            result["reason"] = rung_streams(op)
     except RungSkipped as skip:
         result = {"status": "skip", "reason": str(skip)}
     except RungFailed as failed:
@@ -757,6 +897,7 @@ def main(argv: list[str]) -> int:
             result = run_rung(op, rung, job)
             emit(event="rung", index=index, rung=rung, **result)
             failed = failed or result["status"] == "fail"
+    _FreshProcess.close()
     emit(event="done")
     return 0
 

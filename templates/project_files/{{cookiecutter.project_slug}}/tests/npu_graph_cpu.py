@@ -711,9 +711,23 @@ class Emulation:
         for pool in self.pools.values():
             if pool.find(pointer) is not None:
                 return torch._C._construct_storage_from_data_pointer(pointer, torch.device(device), nbytes)
+        if self._captured_memory(pointer):
+            return torch._C._construct_storage_from_data_pointer(pointer, torch.device(device), nbytes)
         raise RuntimeError(f"torch_npu._C._construct_storage_from_data_pointer: {pointer:#x} is not memory of an NPU "
-                           "graph pool: a tensor rebuilt on it would dangle on a device (opgen's emulation refuses "
-                           "it; AclGraph only rebuilds its own pool memory)")
+                           "graph pool nor memory a captured graph works on: a tensor rebuilt on it would dangle on a "
+                           "device (opgen's emulation refuses it)")
+
+    def _captured_memory(self, pointer: int) -> bool:
+        """`pointer` lies in memory a recorded launch works on (a caller's buffer the graph writes in place, which
+        AclGraph rebuilds an output aliasing it on): alive while the graph is, as the caller keeps it on a device."""
+        for graph in self.graphs:
+            for launch in graph.launches:
+                for tensor in pytree.tree_leaves((launch.args, launch.kwargs)):
+                    if isinstance(tensor, torch.Tensor):
+                        storage = tensor.untyped_storage()
+                        if storage.data_ptr() <= pointer < storage.data_ptr() + max(storage.nbytes(), 1):
+                            return True
+        return False
 
     @property
     def captures(self) -> list[NPUGraph]:

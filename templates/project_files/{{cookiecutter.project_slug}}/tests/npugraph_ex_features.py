@@ -123,13 +123,18 @@ class CompileCache:
 
     pending: ClassVar[list[CompileCache]] = []  # every instance whose round trip has not run yet
 
-    def __init__(self, package: str) -> None:
+    def __init__(self, package: str, cache_module: str | None = "", batch: bool = True) -> None:
+        """`package`: the module the loading process imports; `cache_module`: the module whose `cache_dir` names
+        the cache directory (default: the package's compile_cache; None: none, a directory of its own); `batch`:
+        run with the other pending instances at the first `assert_round_trip` (else call `run`)."""
         self.package = package
+        self.cache_module = f"{package}.compile_cache" if cache_module == "" else cache_module
         self.ops: dict[str, tuple[checks.Op, Callable[[int], Call]]] = {}
         self.results: dict[str, object] | None = None
         self.root = ""
         self.cache_dir = ""
-        CompileCache.pending.append(self)
+        if batch:
+            CompileCache.pending.append(self)
 
     def add(self, op: checks.Op, make_call: Callable[[int], Call]) -> None:
         self.ops[op.qualname] = (op, make_call)
@@ -151,18 +156,22 @@ class CompileCache:
         import importlib
 
         importlib.import_module(self.package)
-        cache_module = importlib.import_module(f"{self.package}.compile_cache")
         self.root = tempfile.mkdtemp(prefix="opgen-compile-cache-")
-        self.cache_dir = cache_module.cache_dir(self.root)
+        if self.cache_module is None:
+            self.cache_dir = os.path.join(self.root, "cache")
+        else:
+            self.cache_dir = importlib.import_module(self.cache_module).cache_dir(self.root)
         self.results, loading = {}, []
         for qualname, (op, make_call) in self.ops.items():
             try:
                 self.results[qualname] = self._compile(loader, op, make_call, len(loading))
                 loading.append(qualname)
-            except (checks.CheckFailed, AssertionError) as failed:
+            except AssertionError as failed:
                 self.results[qualname] = failed if isinstance(failed, checks.CheckFailed) else checks.CheckFailed(
                     str(failed), "compiled-differs")
-            except BaseException as error:  # a skip (no CPU reference kernel yet, ...) or any other exception
+            except Exception as error:  # noqa: BLE001  (the op's own test raises it: a TODO fake, ...)
+                self.results[qualname] = error
+            except BaseException as error:  # a skip (no CPU reference kernel yet, ...)
                 if type(error).__name__ not in ("Skipped", "SkipCheck", "XFailed"):
                     raise
                 self.results[qualname] = error
@@ -204,6 +213,16 @@ class CompileCache:
                    os.path.join(self.root, f"op{index}.pt"))
         return cache_bin
 
+    def run(self, loader, process: FreshProcess) -> None:
+        """Compile every op here, then load each in `process`."""
+        loading = self.compile_all(loader)
+        try:
+            loaded = [process.load(self.package, self.cache_dir, os.path.join(self.root, f"op{index}"),
+                                   self.cache_module or "") for index in range(len(loading))]
+        except checks.CheckFailed as failed:
+            loaded = failed
+        self.judge(loading, loaded)
+
     def judge(self, loading: list[str], loaded: list[dict] | BaseException) -> None:
         for index, qualname in enumerate(loading):
             if isinstance(loaded, BaseException):
@@ -223,15 +242,20 @@ class CompileCache:
         if loaded.get("error"):
             return checks.CheckFailed(f"{op.qualname}: calling the cached graph in {where} raised {loaded['error']}",
                                       "compile-cache-not-loaded")
+        if loaded.get("cache_dir", self.cache_dir) != self.cache_dir:
+            return checks.CheckFailed(
+                f"{op.qualname}: {where} names another cache directory than the process that saved the cache "
+                f"({loaded['cache_dir']}, not {self.cache_dir}): {self.cache_module}.graph_digest() differs "
+                "between processes, so no cache is ever found", "compile-cache-not-loaded")
         if not loaded["loaded"] or loaded["compiled"]:
             return checks.CheckFailed(
                 f"{op.qualname}: {where} did not load the cache {cache_bin}: it compiled again (Dynamo graphs: "
                 f"{loaded['compiled']}); npugraph_ex's warnings: {loaded['warnings'] or 'none'}",
                 "compile-cache-not-loaded")
-        if not loaded["new_key_after_fake_change"]:
+        if not loaded.get("new_key_after_fake_change", True):
             return checks.CheckFailed(
                 f"{op.qualname}: a fake changed under the warm cache would load the graph compiled for the old one: "
-                f"{self.package}.compile_cache.cache_dir() gave the same directory after the op's fake was replaced "
+                f"{self.cache_module}.cache_dir() gave the same directory after the op's fake was replaced "
                 f"({self.cache_dir}), and npugraph_ex's own cache key holds nothing of the op; put what the graph "
                 "depends on into graph_digest(), or clear the cache after changing the op", "compile-cache-stale")
         saved = torch.load(os.path.join(self.root, f"op{index}.pt"), weights_only=False)
@@ -241,10 +265,13 @@ class CompileCache:
                      {**got["call"], **saved["written"]})
         except AssertionError as differs:
             return checks.CheckFailed(str(differs), "compiled-differs")
+        stale = (f"with the op's fake replaced, {self.cache_module}.cache_dir() named another directory, so a changed "
+                 "op never loads the old graph" if self.cache_module else
+                 "npugraph_ex's cache key holds nothing of the op: clear the cache after changing its schema or fake "
+                 "(a package generated by opgen names a directory per version, compile_cache.cache_dir)")
         return (f"{op.qualname}: npugraph_ex's cache_compile compiled a module calling the op (3 calls equal to the "
                 f"reference) and saved it; {where} loaded it (no Dynamo graph compiled, no broken cache cleared) and "
-                "its call gave the reference's values; with the op's fake replaced, compile_cache.cache_dir() named "
-                "another directory, so a changed op never loads the old graph")
+                f"its call gave the reference's values; {stale}")
 
 
 def _round_trip(caches: list[CompileCache]) -> None:
@@ -254,36 +281,79 @@ def _round_trip(caches: list[CompileCache]) -> None:
     except BaseException:  # the skip (npugraph_ex not fetched): the caches stay pending for the next test
         CompileCache.pending.extend(caches)
         raise
-    jobs = [(cache, cache.compile_all(loader)) for cache in caches]
-    jobs = [(cache, loading) for cache, loading in jobs if loading]
-    if not jobs:
-        return
-    loaded = _load_in_a_fresh_process([(cache.package, cache.cache_dir, cache.root, len(loading))
-                                       for cache, loading in jobs])
-    for (cache, loading), result in zip(jobs, loaded, strict=True):
-        cache.judge(loading, result)
-
-
-def _load_in_a_fresh_process(jobs: list[tuple[str, str, str, int]]) -> list:
-    """One process for every package: (package, cache dir, root, op count) each; per package its report, or the
-    failure of the process."""
     import importlib
 
-    tests = str(Path(__file__).resolve().parent)
-    roots = [str(Path(importlib.import_module(package).__file__).resolve().parents[1]) for package, *_ in jobs]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([tests, *roots, os.environ.get("PYTHONPATH", "")])}
-    script = f"import npugraph_ex_features as f; f.load_and_call({jobs!r})"
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600,
-                          check=False)
-    results = []
-    for _package, _cache_dir, root, _count in jobs:
-        report = Path(root) / "loaded.json"
-        if done.returncode != 0 or not report.is_file():
-            results.append(checks.CheckFailed(f"the process loading the compile cache failed (exit {done.returncode})"
-                                              f":\n{done.stderr[-3000:]}", "compile-cache-not-loaded"))
-        else:
-            results.append(json.loads(report.read_text(encoding="utf-8")))
-    return results
+    roots = [str(Path(importlib.import_module(cache.package).__file__).resolve().parents[1]) for cache in caches]
+    process = FreshProcess(roots)
+    try:
+        for cache in caches:
+            cache.run(loader, process)
+    finally:
+        process.close()
+
+
+class FreshProcess:
+    """A Python process that has imported nothing but torch, npugraph_ex's loader and what it is asked to import:
+    it loads the compile caches it is given (`load`) and calls them, one request at a time (a line of JSON each
+    way, `serve` on its side)."""
+
+    def __init__(self, paths: list[str]) -> None:
+        tests = str(Path(__file__).resolve().parent)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([tests, *paths, os.environ.get("PYTHONPATH", "")])}
+        self.process = subprocess.Popen([sys.executable, "-c", "import npugraph_ex_features as f; f.serve()"],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        text=True, env=env)
+
+    def load(self, module: str, cache_dir: str, files: str, cache_module: str = "") -> dict:
+        """Import `module`, load the cache of the call saved at `files`.pt from `cache_dir`, call it (outputs to
+        `files`.out.pt); with `cache_module` (a package's compile_cache), replace the op's fake and ask it again."""
+        request = {"module": module, "cache_dir": cache_dir, "files": files, "cache_module": cache_module}
+        try:
+            self.process.stdin.write(json.dumps(request) + "\n")
+            self.process.stdin.flush()
+            line = self.process.stdout.readline()
+        except (BrokenPipeError, OSError):
+            line = ""
+        if not line:
+            self.process.kill()
+            _, stderr = self.process.communicate()
+            raise checks.CheckFailed(f"the process loading the compile cache died (exit {self.process.returncode}):\n"
+                                     f"{stderr[-3000:]}", "compile-cache-not-loaded")
+        return json.loads(line)
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.stdin.close()
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def serve() -> None:
+    """The fresh process's side of FreshProcess: one JSON request per line on stdin, one JSON reply per line."""
+    import importlib
+
+    import npugraph_ex_cpu as loader
+
+    replies = sys.stdout
+    sys.stdout = sys.stderr  # what the op prints must not corrupt the replies
+    for line in sys.stdin:
+        request = json.loads(line)
+        importlib.import_module(request["module"])
+        saved = torch.load(f"{request['files']}.pt", weights_only=False)
+        cache_dir, cache_module = request["cache_dir"], None
+        if request["cache_module"]:  # the directory this process computes itself, as a served model would
+            cache_module = importlib.import_module(request["cache_module"])
+            cache_dir = cache_module.cache_dir(os.path.dirname(request["cache_dir"]))
+        result = _load_one(loader, saved, cache_dir, f"{request['files']}.out.pt")
+        result["cache_dir"] = cache_dir
+        if cache_module is not None:
+            result["new_key_after_fake_change"] = _new_key_after_fake_change(cache_module, saved["qualname"],
+                                                                            cache_dir)
+        replies.write(json.dumps(result) + "\n")
+        replies.flush()
 
 
 def _compare(op: checks.Op, where: str, actual, expected, call: Call, reference_call: Call) -> None:
@@ -291,25 +361,6 @@ def _compare(op: checks.Op, where: str, actual, expected, call: Call, reference_
     for name in op.written:
         checks._assert_matches_reference(op, call[name], reference_call[name], f"{where}: mutated argument {name!r}",
                                          "cpu")
-
-
-def load_and_call(jobs: list[tuple[str, str, str, int]]) -> None:
-    """In a fresh process: import only the packages, load each op's cache and call it once, then replace each op's
-    fake and ask its package for its cache directory again. Writes <root>/loaded.json and each op's outputs."""
-    import importlib
-
-    import npugraph_ex_cpu as loader
-
-    for package, *_ in jobs:
-        importlib.import_module(package)
-    for package, cache_dir, root, count in jobs:
-        cache_module = importlib.import_module(f"{package}.compile_cache")
-        saved = [torch.load(os.path.join(root, f"op{index}.pt"), weights_only=False) for index in range(count)]
-        report = [_load_one(loader, one, cache_dir, os.path.join(root, f"op{index}.out.pt"))
-                  for index, one in enumerate(saved)]
-        for one, result in zip(saved, report, strict=True):
-            result["new_key_after_fake_change"] = _new_key_after_fake_change(cache_module, one["qualname"], cache_dir)
-        Path(root, "loaded.json").write_text(json.dumps(report), encoding="utf-8")
 
 
 def _load_one(loader, saved: dict, cache_dir: str, out: str) -> dict:
@@ -345,14 +396,16 @@ def _load_one(loader, saved: dict, cache_dir: str, out: str) -> dict:
 
 
 def _new_key_after_fake_change(cache_module, qualname: str, cache_dir: str) -> bool:
-    """The op's fake replaced (same metadata, another function, as after an edit): a new cache directory."""
+    """The op's fake replaced (another function, as after an edit): the package names a new cache directory."""
     def changed_fake(*args, **kwargs):
         raise NotImplementedError("a fake standing for an edited one: never called")
 
+    base = os.path.dirname(cache_dir)
+    before = cache_module.cache_dir(base)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.library.register_fake(qualname, changed_fake, allow_override=True)
-    return cache_module.cache_dir(os.path.dirname(cache_dir)) != cache_dir
+    return cache_module.cache_dir(base) != before
 
 
 # --- capture limit --------------------------------------------------------------------------------------------------

@@ -27,18 +27,25 @@ NOT_IN_GRAPH = ("kernels", "reference.py")
 
 
 def _fake_source(qualname: str) -> str:
-    """Where the fake of `qualname` registered now was registered, and that function's code, "" when unknown."""
+    """Where the fake of `qualname` registered now is defined, and its code; "" when unknown (torch keeps a
+    custom_op's fake on the op, a Library op's in its fake registry)."""
+    function, where = None, ""
     try:
+        from torch._library.custom_ops import OPDEFS
         from torch._library.simple_registry import singleton
-
+    except ImportError:
+        return ""
+    opdef = OPDEFS.get(qualname) or OPDEFS.get(qualname.split(".")[0])
+    if opdef is not None and getattr(opdef, "_abstract_fn", None) is not None:
+        function = opdef._abstract_fn
+    else:
         kernel = singleton.find(qualname).fake_impl.kernel
-    except (ImportError, AttributeError):
-        return ""
-    if kernel is None:
-        return ""
-    function = inspect.unwrap(kernel.func)
+        if kernel is not None:
+            function, where = inspect.unwrap(kernel.func), kernel.source
     code = getattr(function, "__code__", None)
-    return f"{kernel.source}\n{code.co_code.hex() if code is not None else ''}"
+    if code is None:
+        return where
+    return f"{where}\n{code.co_filename}:{code.co_firstlineno}\n{code.co_code.hex()}"
 
 
 def graph_digest() -> str:
