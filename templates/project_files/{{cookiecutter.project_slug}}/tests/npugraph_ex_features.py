@@ -300,6 +300,7 @@ class FreshProcess:
     def __init__(self, paths: list[str]) -> None:
         tests = str(Path(__file__).resolve().parent)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([tests, *paths, os.environ.get("PYTHONPATH", "")])}
+        self.died: str | None = None  # how it died, once it has
         self.process = subprocess.Popen([sys.executable, "-c", "import npugraph_ex_features as f; f.serve()"],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                         text=True, env=env)
@@ -308,21 +309,25 @@ class FreshProcess:
         """Import `module`, load the cache of the call saved at `files`.pt from `cache_dir`, call it (outputs to
         `files`.out.pt); with `cache_module` (a package's compile_cache), replace the op's fake and ask it again."""
         request = {"module": module, "cache_dir": cache_dir, "files": files, "cache_module": cache_module}
-        try:
-            self.process.stdin.write(json.dumps(request) + "\n")
-            self.process.stdin.flush()
-            line = self.process.stdout.readline()
-        except (BrokenPipeError, OSError):
-            line = ""
+        line = ""
+        if self.died is None:
+            try:
+                self.process.stdin.write(json.dumps(request) + "\n")
+                self.process.stdin.flush()
+                line = self.process.stdout.readline()
+            except (OSError, ValueError):  # a broken pipe: it died
+                line = ""
+            if not line:
+                self.process.kill()
+                _, stderr = self.process.communicate()
+                self.died = f"exit {self.process.returncode}:\n{stderr[-3000:]}"
         if not line:
-            self.process.kill()
-            _, stderr = self.process.communicate()
-            raise checks.CheckFailed(f"the process loading the compile cache died (exit {self.process.returncode}):\n"
-                                     f"{stderr[-3000:]}", "compile-cache-not-loaded")
+            raise checks.CheckFailed(f"the process loading the compile cache died ({self.died})",
+                                     "compile-cache-not-loaded")
         return json.loads(line)
 
     def close(self) -> None:
-        if self.process.poll() is None:
+        if self.died is None and self.process.poll() is None:
             self.process.stdin.close()
             try:
                 self.process.wait(timeout=60)
@@ -333,27 +338,33 @@ class FreshProcess:
 
 def serve() -> None:
     """The fresh process's side of FreshProcess: one JSON request per line on stdin, one JSON reply per line."""
-    import importlib
-
     import npugraph_ex_cpu as loader
 
     replies = sys.stdout
     sys.stdout = sys.stderr  # what the op prints must not corrupt the replies
     for line in sys.stdin:
-        request = json.loads(line)
-        importlib.import_module(request["module"])
-        saved = torch.load(f"{request['files']}.pt", weights_only=False)
-        cache_dir, cache_module = request["cache_dir"], None
-        if request["cache_module"]:  # the directory this process computes itself, as a served model would
-            cache_module = importlib.import_module(request["cache_module"])
-            cache_dir = cache_module.cache_dir(os.path.dirname(request["cache_dir"]))
-        result = _load_one(loader, saved, cache_dir, f"{request['files']}.out.pt")
-        result["cache_dir"] = cache_dir
-        if cache_module is not None:
-            result["new_key_after_fake_change"] = _new_key_after_fake_change(cache_module, saved["qualname"],
-                                                                            cache_dir)
+        try:
+            result = _serve_one(loader, json.loads(line))
+        except Exception as error:  # noqa: BLE001  (the parent names it; the next request still runs)
+            result = {"error": f"{type(error).__name__}: {error}"}
         replies.write(json.dumps(result) + "\n")
         replies.flush()
+
+
+def _serve_one(loader, request: dict) -> dict:
+    import importlib
+
+    importlib.import_module(request["module"])
+    saved = torch.load(f"{request['files']}.pt", weights_only=False)
+    cache_dir, cache_module = request["cache_dir"], None
+    if request["cache_module"]:  # the directory this process computes itself, as a served model would
+        cache_module = importlib.import_module(request["cache_module"])
+        cache_dir = cache_module.cache_dir(os.path.dirname(request["cache_dir"]))
+    result = _load_one(loader, saved, cache_dir, f"{request['files']}.out.pt")
+    result["cache_dir"] = cache_dir
+    if cache_module is not None and not result["missing_op"]:
+        result["new_key_after_fake_change"] = _new_key_after_fake_change(cache_module, saved["qualname"], cache_dir)
+    return result
 
 
 def _compare(op: checks.Op, where: str, actual, expected, call: Call, reference_call: Call) -> None:
