@@ -9,6 +9,7 @@ that rung catches are left out (with OPGEN_REQUIRE_NPUGRAPH_EX set, as in CI, th
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import json
 import os
@@ -32,6 +33,7 @@ RUNG_NAMES = ["import", "static", "eager", "opcheck", "aot_eager", "npugraph_ex"
 # test_the_feature_rungs_..., skipped in the other runs here, which check dozens of ops
 FEATURES = ("compile_cache", "capture_limit", "streams")
 FEATURES_SKIPPED = dict.fromkeys(FEATURES, "skip")
+FEATURE_TESTS = "test_npugraph_ex_features"  # the module proving the feature rungs' rows
 
 # op -> (layer, signature, rule) of the first failing rung, static rung skipped (the dynamic diagnosis)
 BROKEN = {
@@ -460,12 +462,21 @@ PROVEN_ELSEWHERE = {
     "fusion-partial": "test_the_fusion_rung_says_whether_each_pattern_fires_and_names_planted_bugs",
     "fusion-wrong-pattern": "test_the_fusion_rung_says_whether_each_pattern_fires_and_names_planted_bugs",
     "fusion-applies-too-widely": "test_the_fusion_rung_says_whether_each_pattern_fires_and_names_planted_bugs",
+    # the feature rungs, on planted projects generated there (module.test)
+    "stream-misuse": f"{FEATURE_TESTS}.test_opgen_check_runs_the_feature_rungs_and_names_each_planted_bug",
+    "compile-cache-op-not-registered": f"{FEATURE_TESTS}.test_opgen_check_runs_the_feature_rungs_and_names_each_planted_bug",
+    "compile-cache-stale": f"{FEATURE_TESTS}.test_opgen_check_runs_the_feature_rungs_and_names_each_planted_bug",
+    "compile-cache-not-loaded": f"{FEATURE_TESTS}.test_opgen_check_runs_the_feature_rungs_and_names_each_planted_bug",
+    "capture-limit": f"{FEATURE_TESTS}.test_opgen_check_runs_the_feature_rungs_and_names_each_planted_bug",
 }
 # Rows without any proof, and why none can be had here. Keep this empty where possible.
 UNPROVEN = {
     "npugraph_ex-no-graph": "named by the worker when npugraph_ex compiles no graph; the rung always calls the op, "
                             "so Dynamo always hands npugraph_ex a graph (even an empty one: a decomposed or "
                             "eliminated op is npugraph_ex-op-eliminated), and the stand-in never falls back",
+    "compile-cache-not-saved": "named when npugraph_ex's cache_compile writes no file: it skips the cache when "
+                               "Dynamo's code cannot be serialized with marshal or a parameter has no source; the "
+                               "rung's module holds no parameter and calls one op, whose code always serializes",
 }
 
 
@@ -478,7 +489,9 @@ def test_every_table_row_has_a_planted_op_or_a_recorded_message():
     planted = {signature for _layer, signature, _rule in BROKEN.values() if signature}
     recorded = {case["signature"] for case in RECORDED}
     for signature, test_name in PROVEN_ELSEWHERE.items():
-        assert f'"{signature}"' in inspect.getsource(globals()[test_name]), (signature, test_name)
+        module, _, name = test_name.rpartition(".")
+        test = getattr(importlib.import_module(module), name) if module else globals()[test_name]
+        assert f'"{signature}"' in inspect.getsource(test), (signature, test_name)
     proven = planted | recorded | set(PROVEN_ELSEWHERE)
     assert proven | set(UNPROVEN) <= ids, "proof for a row the table no longer has"
     assert not proven & set(UNPROVEN), "a proven row is still listed as unproven"

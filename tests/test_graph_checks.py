@@ -578,6 +578,19 @@ NPU_PLAIN = define("npu_plain(Tensor x) -> Tensor", lambda x: x * 2, lambda x: t
 lib.impl("npu_plain", lambda x: x * 2, "PrivateUse1")
 NPU_STUB = define("npu_stub(Tensor x) -> Tensor", lambda x: x * 2, lambda x: torch.empty_like(x))
 lib.impl("npu_stub", _npu_stub, "PrivateUse1")
+def _stream_synced(x):
+    torch.npu.current_stream().synchronize()  # planted: the host waits for the stream the kernel runs on
+    return x * 2
+
+
+def _stream_ordered(x):
+    side = torch.npu.Stream()
+    side.wait_stream(torch.npu.current_stream())  # the twin: streams ordered on the device
+    return x * 2
+
+
+STREAM_SYNCED = define("stream_synced(Tensor x) -> Tensor", _stream_synced, lambda x: torch.empty_like(x))
+STREAM_ORDERED = define("stream_ordered(Tensor x) -> Tensor", _stream_ordered, lambda x: torch.empty_like(x))
 # a CPU kernel standing in for an NPU kernel still a stub: its host reads say nothing about the kernel the NPU runs
 STUB_VALIDATED = define("stub_validated(Tensor x) -> Tensor", _validated, lambda x: torch.empty_like(x))
 lib.impl("stub_validated", _npu_stub, "PrivateUse1")
@@ -733,6 +746,19 @@ def test_a_stand_in_for_a_stub_npu_kernel_that_reads_the_host_is_a_skip_naming_t
     with pytest.raises(checks.CheckFailed) as failed:
         capture_replay(VALIDATED, x_call)
     assert failed.value.kind == "cpu-sync-in-kernel" and "judged only the op's plumbing" not in str(failed.value)
+
+
+@needs_npugraph_ex
+def test_a_kernel_synchronizing_a_stream_is_stream_misuse_and_its_device_ordered_twin_passes():
+    """A host wait on a stream (or an event) breaks the capture, and a multi-stream scope it would run in: refused
+    with the line and the device-side fix; ordering streams with wait_stream is captured."""
+    with pytest.raises(checks.CheckFailed) as caught:
+        capture_replay(STREAM_SYNCED, x_call)
+    message = str(caught.value)
+    assert caught.value.kind == "stream-misuse", message
+    assert line_of(_stream_synced, "synchronize()") in message and "Stream.synchronize() of" in message
+    assert "order streams with events on the device (stream.wait_stream(other)" in message
+    capture_replay(STREAM_ORDERED, x_call)
 
 
 @needs_npugraph_ex

@@ -9,13 +9,20 @@ as its rungs (tests/test_check.py); a kernel synchronizing a stream is the captu
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
+
 import pytest
+from conftest import run_opgen_command
 from new_helpers import REPO, opgen, run_generated_tests
 
 from opgen.npugraph_ex import loader
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(loader().unavailable(capture=True) is not None,
                                                    reason=str(loader().unavailable(capture=True)))]
+FIXTURES = Path(__file__).parent / "fixtures" / "check"
+FEATURES = ("compile_cache", "capture_limit", "streams")  # opgen check's rungs of them
 FEATURE_TIERS = "npugraph_ex_compile_cache or npugraph_ex_capture_limit or npugraph_ex_on_a_second_stream"
 # bundled examples proven (one pytest process: the packages must differ): in the library style an in-place op with
 # two caches, a tagged in-place op returning its argument, a data-dependent size; in the custom_op style two outputs
@@ -46,11 +53,17 @@ def _edit(path, old: str, new: str) -> None:
     path.write_text(text.replace(old, new), encoding="utf-8")
 
 
-def planted_projects(root) -> dict[str, object]:
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory) -> dict[str, object]:
     """`lazy`: the package registers its op only when `ops` is first used (the tests import it themselves);
-    `blind`: its compile_cache digest ignores the fakes, and its fake branches on the last size."""
-    projects = {}
-    for name in ("lazy", "blind"):
+    `blind`: its compile_cache digest ignores the fakes, and its fake branches on the last size; `unstable`: its
+    digest differs in every process; and, correct, the custom_op-style project of examples/rms_norm.yaml."""
+    root = tmp_path_factory.mktemp("planted")
+    done = opgen("new", str(REPO / "examples" / f"{CUSTOM_OP}.yaml"), "-o", str(root / CUSTOM_OP), "--style",
+                 "custom_op")
+    assert done.returncode == 0, done.stderr
+    projects = {CUSTOM_OP: root / CUSTOM_OP}
+    for name in ("lazy", "blind", "unstable"):
         spec = root / f"{name}.yaml"
         spec.write_text(PLANTED_SPEC.format(namespace=f"{name}_ops", name=name), encoding="utf-8")
         done = opgen("new", str(spec), "-o", str(root / name))
@@ -67,21 +80,18 @@ def planted_projects(root) -> dict[str, object]:
     _edit(blind / "blind_ops" / "ops.py", "    out0 = torch.empty_like(x)\n",
           "    if x.shape[-1] > 8:  # planted: a branch on a size\n        return torch.empty_like(x)\n"
           "    out0 = torch.empty_like(x)\n")
+    _edit(projects["unstable"] / "unstable_ops" / "compile_cache.py", "    digest = hashlib.sha256()\n",
+          "    digest = hashlib.sha256(str(os.getpid()).encode())  # planted: another digest in every process\n")
     return projects
 
 
 @pytest.mark.xdist_group("examples-library")
-def test_the_feature_tiers_pass_bundled_examples_and_fail_planted_projects(generated_examples, tmp_path):
+def test_the_feature_tiers_pass_bundled_examples_and_fail_planted_projects(generated_examples, planted, tmp_path):
     """One pytest process over bundled examples of both styles and the planted projects: the correct ops pass
     compile cache and capture limit, a `dynamic` op skips them, every stream tier skips saying why; each planted
     project fails the tier it breaks with the signature and the fix, and passes the others."""
     projects = [p for p in generated_examples("library") if p.name in LIBRARY]
-    done = opgen("new", str(REPO / "examples" / f"{CUSTOM_OP}.yaml"), "-o", str(tmp_path / CUSTOM_OP), "--style",
-                 "custom_op")
-    assert done.returncode == 0, done.stderr
-    planted = planted_projects(tmp_path)
-    results = run_generated_tests([*projects, tmp_path / CUSTOM_OP, *planted.values()], tmp_path / "junit.xml",
-                                  select=FEATURE_TIERS)
+    results = run_generated_tests([*projects, *planted.values()], tmp_path / "junit.xml", select=FEATURE_TIERS)
     for example in (*LIBRARY, CUSTOM_OP):
         stem = STEMS[example]
         for tier in ("compile_cache_in_a_fresh_process", "capture_limit", "on_a_second_stream"):
@@ -93,7 +103,10 @@ def test_the_feature_tiers_pass_bundled_examples_and_fail_planted_projects(gener
             else:
                 assert result["outcome"] == "passed", (stem, tier, result["message"][-3000:])
     by_file = {(name.split("_")[1], name.split("_npugraph_ex_")[1]): r for name, r in results.items()
-               if name.startswith(("test_lazy_scale_", "test_blind_scale_")) and "_npugraph_ex_" in name}
+               if name.startswith(("test_lazy_scale_", "test_blind_scale_", "test_unstable_scale_"))}
+    unstable = by_file["unstable", "compile_cache_in_a_fresh_process"]
+    assert unstable["outcome"] == "failed" and "names another cache directory than the process that saved the " \
+        "cache" in unstable["message"], unstable["message"][-3000:]
     lazy_cache = by_file["lazy", "compile_cache_in_a_fresh_process"]
     assert lazy_cache["outcome"] == "failed", lazy_cache
     assert ("the graph cached by npugraph_ex calls lazy_ops.lazy_scale.default, which a fresh process importing only "
@@ -106,3 +119,38 @@ def test_the_feature_tiers_pass_bundled_examples_and_fail_planted_projects(gener
             "message"], blind_cache["message"][-3000:]
     assert blind_limit["outcome"] == "failed" and "Dynamo compiled 2 graphs for two sizes with dynamic=True: the " \
         "op's fake specialises on a size" in blind_limit["message"], blind_limit["message"][-3000:]
+
+
+@pytest.mark.xdist_group("examples-library")
+def test_opgen_check_runs_the_feature_rungs_and_names_each_planted_bug(planted):
+    """`opgen check` runs the same checks as its compile_cache, capture_limit and streams rungs: the correct project
+    and a correct module op pass (the module's note says npugraph_ex's key holds nothing of the op), each planted
+    bug has its signature: "compile-cache-op-not-registered", "compile-cache-stale", "compile-cache-not-loaded",
+    "capture-limit" (with --keep-going, after the stale cache), and "stream-misuse" at the capture rung (a kernel
+    waiting on the host for its stream), whose twin orders the streams on the device."""
+    env = {"PYTHONPATH": os.pathsep.join([str(REPO), str(FIXTURES), os.environ.get("PYTHONPATH", "")])}
+    targets = [str(planted[name]) for name in (CUSTOM_OP, "lazy", "blind", "unstable")]
+    done = run_opgen_command("check", "--json", "--keep-going", "--skip", "static", *targets,
+                             "check_fixtures.capture:chk_cap::stream_synced", "check_fixtures.capture:ok_cap::stream_synced",
+                             env=env, cwd=str(FIXTURES), timeout=900)
+    assert done.returncode == 1, done.stdout + done.stderr
+    found = {report["op"]: report for report in map(json.loads, done.stdout.splitlines())}
+    rungs = {op: {r["name"]: r for r in report["rungs"]} for op, report in found.items()}
+    for op in ("myops::rms_norm", "ok_cap::stream_synced"):
+        assert found[op]["verdict"] is None, (op, found[op]["verdict"])
+        assert {name: r["status"] for name, r in rungs[op].items() if name in FEATURES} == {
+            "compile_cache": "pass", "capture_limit": "pass", "streams": "skip"}, (op, rungs[op])
+    assert "myops.compile_cache.cache_dir() named another directory" in rungs["myops::rms_norm"]["compile_cache"][
+        "reason"]
+    assert "npugraph_ex's cache key holds nothing of the op: clear the cache" in rungs["ok_cap::stream_synced"][
+        "compile_cache"]["reason"]
+    expected = {"lazy_ops::lazy_scale": ("compile_cache", "compile-cache-op-not-registered"),
+                "blind_ops::blind_scale": ("compile_cache", "compile-cache-stale"),
+                "unstable_ops::unstable_scale": ("compile_cache", "compile-cache-not-loaded"),
+                "chk_cap::stream_synced": ("capture", "stream-misuse")}
+    for op, (rung, signature) in expected.items():
+        verdict = found[op]["verdict"]
+        assert verdict["signature"] == signature and verdict["evidence"].startswith(f"{rung}: "), (op, verdict)
+    assert rungs["blind_ops::blind_scale"]["capture_limit"]["status"] == "fail"
+    assert "Dynamo compiled 2 graphs for two sizes" in rungs["blind_ops::blind_scale"]["capture_limit"]["reason"]
+    assert "at check_fixtures/capture.py:" in found["chk_cap::stream_synced"]["verdict"]["evidence"]

@@ -147,6 +147,11 @@ def _resolve_project(target: dict) -> list[Op]:
         name = f"{spec.namespace}::{op_spec.schema.name}" + (f".{op_spec.schema.overload}"
                                                                if op_spec.schema.overload else "")
         overload = _overload(name)
+        if overload is None and importlib.util.find_spec(f"{spec.package}.ops") is not None:
+            # registered lazily (by ops.py, which the package does not import): checked, and a process importing
+            # only the package (the compile_cache rung's) finds the op missing
+            _import(f"{spec.package}.ops", target["text"])
+            overload = _overload(name)
         if overload is None:
             raise Usage(f"{target['text']}: importing {spec.package!r} did not register {name}",
                         "regenerate the project (opgen new) or check its package")
