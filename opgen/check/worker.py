@@ -640,17 +640,7 @@ def rung_capture(op: Op) -> str:
 
 def _capture_on_cpu(op: Op) -> str:
     """npugraph_ex's AclGraph captures and replays the op on the emulated NPU graph (tests/npu_graph_cpu.py)."""
-    from ..npugraph_ex import loader
-
-    reason = loader().unavailable(capture=True)
-    if reason is not None:
-        raise RungSkipped(f"no NPU and no CUDA GPU, and capture on CPU needs npugraph_ex: {reason}")
-    if op.eager_notes.get("device_only"):
-        raise RungSkipped("the op has no CPU kernel to compare a capture on CPU with (see the eager rung)")
-    sizes = [] if op.dynamic else data_dependent_sizes(op)
-    if op.dynamic or sizes:
-        raise RungSkipped(f"{op.name} has a data-dependent output size{' (' + ', '.join(sizes) + ')' if sizes else ''}: "
-                          "a captured graph cannot return a size known only when the kernel runs")
+    _capture_unavailable(op, "no NPU and no CUDA GPU, and capture on CPU needs npugraph_ex")
     checks = _checks()
     reports = []
     for index in range(len(op.calls)):
@@ -658,10 +648,7 @@ def _capture_on_cpu(op: Op) -> str:
             reports.append(checks.assert_npugraph_ex_capture_replay_on_cpu(
                 _target(op), lambda seed, index=index: calls(op, seed)[index], allow_random=False))
         except checks.CheckFailed as failed:
-            lines = [line.strip() for line in str(failed).splitlines() if line.strip()]
-            kernel_line = next((line for line in lines[1:] if re.match(r"\S+:\d+: ", line)), "")
-            evidence = ([f"at {kernel_line}"] if kernel_line else []) + [line for line in lines[1:] if line != kernel_line]
-            raise RungFailed(failed.kind, lines[0], "\n".join(evidence)) from None
+            raise _failed(failed) from None
     head = reports[0].splitlines()[0].split(": ", 1)[-1]
     return f"{len(reports)} example(s): {head}"
 
@@ -694,28 +681,34 @@ class _FreshProcess:
             cls.process = None
 
 
-def _feature_unavailable(op: Op) -> None:
-    """Skip a feature rung where npugraph_ex cannot capture on CPU, or for an op capture does not take."""
+def _capture_unavailable(op: Op, needs: str = "npugraph_ex on CPU") -> None:
+    """Skip a rung capturing on CPU where npugraph_ex cannot (`needs` says what the rung needs), or for an op a
+    capture does not take."""
     from ..npugraph_ex import loader
 
     reason = loader().unavailable(capture=True)
     if reason is not None:
-        raise RungSkipped(f"npugraph_ex on CPU: {reason}")
+        raise RungSkipped(f"{needs}: {reason}")
     if op.eager_notes.get("device_only"):
-        raise RungSkipped("the op has no CPU kernel to compare with (see the eager rung)")
-    if op.dynamic or data_dependent_sizes(op):
-        raise RungSkipped(f"{op.name} has a data-dependent output size: a captured graph cannot return it")
+        raise RungSkipped("the op has no CPU kernel to compare a capture on CPU with (see the eager rung)")
+    sizes = [] if op.dynamic else data_dependent_sizes(op)
+    if op.dynamic or sizes:
+        raise RungSkipped(f"{op.name} has a data-dependent output size{' (' + ', '.join(sizes) + ')' if sizes else ''}: "
+                          "a captured graph cannot return a size known only when the kernel runs")
 
 
 def _failed(failed) -> RungFailed:
-    lines = [line for line in str(failed).splitlines() if line.strip()]
-    return RungFailed(failed.kind, lines[0], "\n".join(lines[1:]))
+    """A check's failure as the rung's: its first line the reason, the kernel line it names first in the evidence."""
+    lines = [line.strip() for line in str(failed).splitlines() if line.strip()]
+    kernel_line = next((line for line in lines[1:] if re.match(r"\S+:\d+: ", line)), "")
+    evidence = ([f"at {kernel_line}"] if kernel_line else []) + [line for line in lines[1:] if line != kernel_line]
+    return RungFailed(failed.kind, lines[0], "\n".join(evidence))
 
 
 def rung_compile_cache(op: Op) -> str:
     """npugraph_ex's cache_compile: a module calling the op saved here, loaded by a fresh process importing only the
     op's module (a project's package, keyed by its compile_cache), the same values, nothing compiled again."""
-    _feature_unavailable(op)
+    _capture_unavailable(op)
     features, checks = _features(), _checks()
     cache_module = None
     if op.package:
@@ -770,7 +763,7 @@ def _two_sizes(op: Op) -> list[dict] | None:
 
 def rung_capture_limit(op: Op) -> str:
     """One npugraph_ex graph for two sizes (dynamic=True): each captured and replayed; capture_limit=1 runs eagerly."""
-    _feature_unavailable(op)
+    _capture_unavailable(op)
     pair = _two_sizes(op)
     if pair is None:
         raise RungSkipped(f"no two calls of {op.name} that differ only in sizes: give two with --inputs")
