@@ -688,6 +688,8 @@ def test_capture_tier_fails_random_numbers_unless_allowed_then_warns(monkeypatch
     assert caught.value.kind == "random-op" and "npugraph_ex does not support random-number ops in capture" in str(
         caught.value)
     assert line_of(_noisy, "torch.rand_like") in str(caught.value)
+    assert "declare it, `tags: [nondeterministic_seeded]` in opgen.yaml: ops[0].tags, which makes this a warning" in (
+        str(caught.value))  # issue 25 item 7: a random kernel is told how to declare it
     with pytest.warns(UserWarning, match="draws random numbers while it is captured"):
         report = capture_replay(NOISY, x_call, allow_random=True)
     assert "random numbers in the captured kernel accepted (allow_random): aten.rand_like.default" in report

@@ -1376,9 +1376,12 @@ class _CaptureRun:
         if not self.graph.random:
             return
         op_name, where, code = self.graph.random[0]
+        declare = (f"an op whose job is to sample: declare it, `tags: [nondeterministic_seeded]` in "
+                   f"{self.op.spec('.tags')}, which makes this a warning; " if not self.op.random else "")
         text = (f"{self.op.qualname}: {self.kernel()} draws random numbers while it is captured:\n  {_shown(where)}: "
-                f"{code}\n  {op_name}: {RANDOM_IN_CAPTURE}. Pass random values in as a tensor argument, drawn outside "
-                f"the graph (a warning-level finding: {ALLOW_RANDOM}=1 accepts it and compares only shapes and dtypes)")
+                f"{code}\n  {op_name}: {RANDOM_IN_CAPTURE}. {declare}any other op: pass random values in as a tensor "
+                f"argument, drawn outside the graph (a warning-level finding: {ALLOW_RANDOM}=1 accepts it and compares "
+                "only shapes and dtypes)")
         if not self.allow_random:
             raise CheckFailed(text, "random-op")
         import warnings
@@ -1608,9 +1611,10 @@ def assert_npugraph_ex_capture_replay_on_cpu(op: Op, make_call: Callable[[int], 
         raise run.failure
     if stand_in is not None:
         plumbing, report = capture({op.overload.name(): stand_in})
-        # a stand-in reading Python state per call is no function of its inputs: run whole, its values still move
-        stateful = run.failure.kind == "capture-frozen-value" and getattr(plumbing.failure, "kind", "") == (
-            "compiled-differs")
+        # a stand-in reading Python state per call, or drawing random numbers, is no function of its inputs: run
+        # whole, its values still move
+        stateful = run.failure.kind in ("capture-frozen-value", "random-op") and getattr(
+            plumbing.failure, "kind", "") == "compiled-differs"
         if plumbing.failure is not None and not stateful:
             raise plumbing.failure
         skip(_stand_in_skip(run, plumbing))
@@ -1629,7 +1633,8 @@ def _stand_in_skip(run: _CaptureRun, plumbing: _CaptureRun) -> str:
     _key, why = run.stand_in()
     what = "\n  ".join(str(run.failure).splitlines())
     passed = "which passed" if plumbing.failure is None else (
-        "which passed but for its values: the stand-in reads Python state, so it gives other values at every call")
+        "which passed but for its values: the stand-in reads Python state or draws random numbers, so it gives "
+        "other values at every call")
     return (f"{run.op.qualname}: capture on CPU judged only the op's plumbing, {passed} (registration, fake, "
             f"outputs, written buffers: the op captured as one launch and replayed {plumbing.graph.replays} times with "
             f"new values). Its CPU kernel is not judged: it stands in for the kernel the device runs ({why}), and that "
