@@ -785,7 +785,9 @@ class Emulation:
                "current_stream": current_stream, "set_stream": set_stream, "current_device": lambda: None,
                "graph_pool_handle": self.new_pool_handle, "synchronize": synchronize, "empty_cache": empty_cache,
                "host_empty_cache": host_empty_cache, "get_stream_limit": get_stream_limit,
-               "set_stream_limit": set_stream_limit, "memory_snapshot": list}
+               "set_stream_limit": set_stream_limit, "memory_snapshot": list,
+               # read by npugraph_ex's compile cache for its key (inference/_cache_compiler.py): nobody set a level
+               "_get_deterministic_level": lambda: 0}
         for name in ("graph_task_update_begin", "graph_task_update_end", "graph_task_group_begin",
                      "graph_task_group_end", "ExternalEvent"):
             npu[name] = _not_emulated(name)

@@ -38,7 +38,6 @@ import torch
 from torch.utils import _pytree as pytree
 
 Call = dict
-CACHE_KEY_NAME = "_get_deterministic_level"  # the one torch_npu name cache_compile reads besides capture's
 STREAMS_NOT_RUN = ("npugraph_ex's multi-stream scopes run on an NPU only: Dynamo traces `with torch.npu.stream(s):` "
                    "through torch_npu's device interface, whose streams are torch.Stream objects of device type npu, "
                    "which exists only once torch_npu renames the PrivateUse1 backend (once per process, for good); "
@@ -103,12 +102,9 @@ class _Warnings(logging.Handler):
 
 
 def _session(loader):
-    """A capture session whose stand-in also has the name cache_compile reads when it builds its key."""
+    """An entered capture session (its emulation also has the name cache_compile reads for its key)."""
     session = loader.Session(capture=True)
     session.__enter__()
-    stand_in = sys.modules.get("torch_npu")
-    if loader._Loaded.stand_in is not None and stand_in is not None:
-        vars(stand_in.npu).setdefault(CACHE_KEY_NAME, lambda: 0)  # no deterministic level set: torch_npu's default
     return session
 
 
@@ -138,6 +134,11 @@ class CompileCache:
 
     def add(self, op: checks.Op, make_call: Callable[[int], Call]) -> None:
         self.ops[op.qualname] = (op, make_call)
+
+    def case(self, op: checks.Op, make_call: Callable[[int], Call]) -> Callable:
+        """A decorator for the op's test: `add`s the op when the test module is imported, before any test runs."""
+        self.add(op, make_call)
+        return lambda test: test
 
     def assert_round_trip(self, op: checks.Op) -> str:
         if self.results is None:
@@ -186,7 +187,7 @@ class CompileCache:
         torch.compiler.reset()
         session = _session(loader)
         try:
-            npugraph_ex = loader._Loaded.modules["npugraph_ex"]
+            npugraph_ex = sys.modules["npugraph_ex"]  # imported by the session
             config = _config(npugraph_ex)
             cached = npugraph_ex.inference.cache_compile(module.forward, config=config, dynamic=False,
                                                          cache_dir=self.cache_dir)
@@ -387,7 +388,7 @@ def _load_one(loader, saved: dict, cache_dir: str, out: str) -> dict:
     torch._dynamo.utils.counters.clear()
     session = _session(loader)
     try:
-        npugraph_ex = loader._Loaded.modules["npugraph_ex"]
+        npugraph_ex = sys.modules["npugraph_ex"]  # imported by the session
         cached = npugraph_ex.inference.cache_compile(module.forward, config=_config(npugraph_ex), dynamic=False,
                                                      cache_dir=cache_dir)
         with torch.no_grad(), _Warnings() as logged:

@@ -50,8 +50,7 @@ from {{ cookiecutter._opgen.package }} import {{ t.package_modules | join(", ") 
 
 NPU_UNAVAILABLE = {{ t.npu_unavailable }}
 CUDA_UNAVAILABLE = {{ t.cuda_unavailable }}
-# npugraph_ex's compile cache: every op's module compiled here, then loaded in one fresh process
-COMPILE_CACHE = features.CompileCache("{{ cookiecutter._opgen.package }}")
+COMPILE_CACHE = features.CompileCache("{{ cookiecutter._opgen.package }}")  # every op's, loaded by one fresh process
 {% for op in cookiecutter._opgen.ops %}
 {% set o = op.tests %}
 
@@ -278,19 +277,14 @@ def test_{{ op.stem }}_npugraph_ex_capture_replay_on_cpu():
 {% else %}
     {{ call("checks.assert_npugraph_ex_capture_replay_on_cpu", [c, each_seed], "    ") }}
 {% endif %}
-{% if o.example_lines and not o.dynamic %}
-
-
-COMPILE_CACHE.add({{ c }}, {{ each_seed }})
-{% endif %}
 
 
 {% if o.dynamic %}
 {{ o.skips.dynamic }}
+{% elif o.example_lines %}
+{{ call("@COMPILE_CACHE.case", [c, each_seed]) }}
 {% endif %}
 def test_{{ op.stem }}_npugraph_ex_compile_cache_in_a_fresh_process():
-    """npugraph_ex's cache_compile saves a module calling the op; a fresh process importing only the package loads
-    it, nothing compiled again, the same values; a changed fake gets another cache (tests/npugraph_ex_features.py)."""
 {% if not o.example_lines %}
     {{ o.skips.no_example }}
 {% else %}
@@ -302,7 +296,6 @@ def test_{{ op.stem }}_npugraph_ex_compile_cache_in_a_fresh_process():
 {{ o.skips.dynamic }}
 {% endif %}
 def test_{{ op.stem }}_npugraph_ex_capture_limit():
-    """One graph for two sizes: each captured once, then replayed; capture_limit=1: the second size runs eagerly."""
 {% if not o.two_sizes %}
     {{ o.skips.no_two_sizes }}
 {% elif o.two_sizes.lines %}
@@ -317,7 +310,6 @@ def test_{{ op.stem }}_npugraph_ex_capture_limit():
 {{ o.skips.dynamic }}
 {% endif %}
 def test_{{ op.stem }}_npugraph_ex_on_a_second_stream():
-    """On an NPU: the op inside a multi-stream scope of npugraph_ex's graph (tests/npugraph_ex_features.py)."""
 {% if not o.example_lines %}
     {{ o.skips.no_example }}
 {% else %}
