@@ -669,9 +669,16 @@ class _FreshProcess:
     process = None
 
     @classmethod
-    def get(cls, path: str):
+    def start(cls) -> None:
+        from ..npugraph_ex import loader
+
+        if cls.process is None and loader().unavailable(capture=True) is None:
+            cls.process = _features().FreshProcess([os.getcwd(), *sys.path])
+
+    @classmethod
+    def get(cls):
         if cls.process is None:
-            cls.process = _features().FreshProcess([path, *sys.path])
+            cls.process = _features().FreshProcess([os.getcwd(), *sys.path])
         return cls.process
 
     @classmethod
@@ -718,7 +725,7 @@ def rung_compile_cache(op: Op) -> str:
     cache = features.CompileCache(op.module, cache_module=cache_module, batch=False)
     target = _target(op)
     cache.add(target, lambda seed: calls(op, seed)[0])
-    cache.run(checks.npugraph_ex_cpu(capture=True), _FreshProcess.get(os.getcwd()))
+    cache.run(checks.npugraph_ex_cpu(capture=True), _FreshProcess.get())
     result = cache.results[target.qualname]
     if isinstance(result, checks.CheckFailed):
         raise _failed(result)
@@ -863,6 +870,8 @@ def main(argv: list[str]) -> int:
         emit(event="usage", message=usage.message, hint=usage.hint)
         return 0
     import_seconds = round(time.perf_counter() - started, 3)
+    if "compile_cache" not in job.get("skip", ()) and any(op.overload is not None for op in ops):
+        _FreshProcess.start()  # its imports (torch, npugraph_ex) overlap the rungs before compile_cache
     resume = job.get("resume") or {}
     first_op, after = resume.get("op", 0), resume.get("after")
     for index, op in enumerate(ops):
