@@ -734,7 +734,7 @@ def rung_compile_cache(op: Op) -> str:
     return result.split(": ", 1)[-1]
 
 
-def _two_sizes(op: Op) -> list[dict] | None:
+def _two_sizes(op: Op) -> tuple[list[dict], bool] | None:
     """Two examples that differ only in tensor sizes (none of them 0 or 1), else the first with the last size D of
     its largest random tensor doubled in every random tensor whose last size is D; None when neither exists."""
     from ..spec.model import TensorValue
@@ -752,7 +752,7 @@ def _two_sizes(op: Op) -> list[dict] | None:
             if (structure(first) == structure(second) and any(x != y for x, y in sizes)
                     and all(m == n or min(m, n) > 1 for x, y in sizes if x and y for m, n in zip(x, y, strict=False))
                     and all(first[k] == second[k] for k in first if not tensors({k: first[k]}))):
-                return [first, second]
+                return [first, second], False
     shaped = [t for t in tensors(op.calls[0]) if t.shape] if op.calls else []
     if not shaped or max(shaped, key=lambda t: len(t.shape)).shape[-1] < 2:
         return None
@@ -765,22 +765,23 @@ def _two_sizes(op: Op) -> list[dict] | None:
             return TensorValue(value.dtype, (*value.shape[:-1], 2 * last))
         return value
 
-    return [op.calls[0], {name: doubled(value) for name, value in op.calls[0].items()}]
+    return [op.calls[0], {name: doubled(value) for name, value in op.calls[0].items()}], True
 
 
 def rung_capture_limit(op: Op) -> str:
     """One npugraph_ex graph for two sizes (dynamic=True): each captured and replayed; capture_limit=1 runs eagerly."""
     _capture_unavailable(op)
-    pair = _two_sizes(op)
-    if pair is None:
+    found = _two_sizes(op)
+    if found is None:
         raise RungSkipped(f"no two calls of {op.name} that differ only in sizes: give two with --inputs")
+    pair, derived = found
     checks = _checks()
     import torch
 
     g = torch.Generator().manual_seed(0)
     sized = [{name: _make(value, g) for name, value in call.items()} for call in pair]
     try:
-        report = _features().assert_capture_limit(_target(op), sized)
+        report = _features().assert_capture_limit(_target(op), sized, derived=derived)
     except checks.CheckFailed as failed:
         raise _failed(failed) from None
     return report.split(": ", 1)[-1]

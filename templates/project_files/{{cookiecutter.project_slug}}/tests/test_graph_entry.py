@@ -299,7 +299,7 @@ def test_{{ op.stem }}_npugraph_ex_capture_limit():
 {% if not o.two_sizes %}
     {{ o.skips.no_two_sizes }}
 {% elif o.two_sizes.lines %}
-    {{ call("features.assert_capture_limit", [c, op.stem ~ "_two_sizes()"], "    ") }}
+    {{ call("features.assert_capture_limit", [c, op.stem ~ "_two_sizes()", "derived=True"], "    ") }}
 {% else %}
     calls = {{ o.examples }}()
     {{ call("features.assert_capture_limit", [c, "[calls[" ~ o.two_sizes.pair[0] ~ "], calls[" ~ o.two_sizes.pair[1] ~ "]]"], "    ") }}
