@@ -799,32 +799,19 @@ def rung_streams(op: Op) -> str:
 # --- driver ---------------------------------------------------------------------------------------
 
 
+RUNG_FUNCTIONS = {"static": rung_static, "eager": rung_eager, "aot_eager": rung_aot_eager,
+                  "npugraph_ex": rung_npugraph_ex, "fusion": rung_fusion, "capture": rung_capture,
+                  "compile_cache": rung_compile_cache, "capture_limit": rung_capture_limit, "streams": rung_streams}
+
+
 def run_rung(op: Op, rung: str, job: dict) -> dict:
     started = time.perf_counter()
     result = {"status": "pass", "reason": ""}
     try:
         if rung in ("opcheck", "aot_eager", "npugraph_ex", "fusion") and op.eager_notes.get("device_only"):
             raise RungSkipped("no kernel for CPU and no device for the kernel the op has (see the eager rung)")
-        if rung == "static":
-            result["reason"] = rung_static(op)
-        elif rung == "eager":
-            result["reason"] = rung_eager(op)
-        elif rung == "opcheck":
-            result["reason"] = rung_opcheck(op, job.get("train", False))
-        elif rung == "aot_eager":
-            result["reason"] = rung_aot_eager(op)
-        elif rung == "npugraph_ex":
-            result["reason"] = rung_npugraph_ex(op)
-        elif rung == "fusion":
-            result["reason"] = rung_fusion(op)
-        elif rung == "capture":
-            result["reason"] = rung_capture(op)
-        elif rung == "compile_cache":
-            result["reason"] = rung_compile_cache(op)
-        elif rung == "capture_limit":
-            result["reason"] = rung_capture_limit(op)
-        elif rung == "streams":
-            result["reason"] = rung_streams(op)
+        result["reason"] = (rung_opcheck(op, job.get("train", False)) if rung == "opcheck" else
+                            RUNG_FUNCTIONS[rung](op))
     except RungSkipped as skip:
         result = {"status": "skip", "reason": str(skip)}
     except RungFailed as failed:
