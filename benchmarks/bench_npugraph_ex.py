@@ -8,7 +8,10 @@ run: the first example three times, new values, mutated buffers reused) and
 emulated NPU graph: three calls, a frozen-value probe, and for a mutating op a fourth call on new buffers
 that recaptures). All compile from scratch (`torch.compiler.reset()`); rounds are interleaved and the median
 is reported. npugraph_ex's one-time import (once per pytest process) is reported apart; an op whose tier
-skips, xfails or fails says so. Needs `opgen npugraph-ex fetch`.
+skips, xfails or fails says so. Then npugraph_ex's production features (tests/npugraph_ex_features.py):
+`test_<op>_npugraph_ex_capture_limit` per op, and the compile cache of every op: its module compiled and saved
+(per op) and the one fresh process that loads them all (its start, imports included, and each load). Needs
+`opgen npugraph-ex fetch`.
 
     python benchmarks/bench_npugraph_ex.py [--rounds 3]
 """
@@ -68,12 +71,13 @@ def main() -> int:
         print(f"npugraph_ex_on_cpu: skipped ({reason})")
         return 0
     with tempfile.TemporaryDirectory(prefix="opgen-bench-ngx-") as tmp:
-        cases = []
+        cases, modules = [], []
         for spec in sorted((ROOT / "examples").glob("*.yaml")):
             project = Path(tmp) / spec.stem
             subprocess.run([sys.executable, "-m", "opgen", "new", str(spec), "-o", str(project), "--style", "library"],
                            check=True, cwd=ROOT, capture_output=True)
             module = load_tests(project, f"bench_tests_{spec.stem}")
+            modules.append(module)
             for name in dir(module):
                 if name.startswith("test_") and name.endswith("_npugraph_ex_compiles_on_cpu"):
                     stem = name.removeprefix("test_").removesuffix("_npugraph_ex_compiles_on_cpu")
@@ -112,7 +116,54 @@ def main() -> int:
             tier, base = totals[key]
             print(f"npugraph_ex_on_cpu {label}, passing ops: {tier:.2f} s (baseline aot_eager tier: {base:.2f} s, "
                   f"ratio {tier / max(base, 1e-9):.2f}x)")
+        features(modules, args.rounds, {stem: statistics.median(columns[0]) for stem, columns in times.items()})
     return 0
+
+
+def features(modules: list, rounds: int, baselines: dict[str, float]) -> None:
+    """The capture-limit tier per op, and the compile cache: compiled and saved per op, loaded by one process."""
+    checks, features_module = sys.modules["graph_checks"], sys.modules["npugraph_ex_features"]
+    limits: dict[str, list] = {}
+    limit_outcomes: dict[str, str] = {}
+    compiled: dict[str, list] = {}
+    fresh, loads = [], []
+    for _ in range(rounds):
+        for module in modules:
+            for name in (n for n in dir(module) if n.endswith("_npugraph_ex_capture_limit")):
+                stem = name.removeprefix("test_").removesuffix("_npugraph_ex_capture_limit")
+                seconds, limit_outcomes[stem] = timed(getattr(module, name))
+                limits.setdefault(stem, []).append(seconds)
+        loader = checks.npugraph_ex_cpu(capture=True)
+        caches = []
+        for module in modules:
+            cache = features_module.CompileCache(module.COMPILE_CACHE.package, batch=False)
+            cache.ops = dict(module.COMPILE_CACHE.ops)
+            if cache.ops:
+                start = time.perf_counter()
+                loading = cache.compile_all(loader)
+                compiled.setdefault(cache.package, []).append(time.perf_counter() - start)
+                caches.append((cache, loading))
+        start = time.perf_counter()
+        process = features_module.FreshProcess([str(Path(sys.modules[c.package].__file__).resolve().parents[1])
+                                                for c, _ in caches])
+        for cache, loading in caches:
+            loaded = [process.load(cache.package, cache.cache_dir, str(Path(cache.root) / f"op{index}"),
+                                   cache.cache_module) for index in range(len(loading))]
+            cache.judge(loading, loaded)
+        process.close()
+        fresh.append(time.perf_counter() - start)
+        loads.append(sum(len(loading) for _, loading in caches))
+        failed = [q for cache, _ in caches for q, r in cache.results.items() if isinstance(r, BaseException)]
+    for stem, column in sorted(limits.items()):
+        note = f", ended: {limit_outcomes[stem]}" if limit_outcomes[stem] != "passed" else ""
+        base = baselines.get(stem)
+        ratio = f" ({statistics.median(column) / base:.2f}x the aot_eager tier)" if base else ""
+        print(f"npugraph_ex_features capture_limit {stem}: {statistics.median(column) * 1e3:.0f} ms{note}{ratio}")
+    for package, column in sorted(compiled.items()):
+        print(f"npugraph_ex_features compile_cache {package}: {statistics.median(column) * 1e3:.0f} ms to compile "
+              "and save its ops")
+    print(f"npugraph_ex_features compile_cache fresh process: {statistics.median(fresh):.2f} s for {loads[-1]} "
+          f"loads (its start, imports included, once per pytest run); failing: {failed or 'none'}")
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ DEMO_EPOCH = "1767225600"  # 2026-01-01
 EXTENSIONS = ["opgen.render.pyformat.PythonFormat"]  # the templates' Python formatter
 # files every project carries verbatim (they hold Python braces, not Jinja)
 VERBATIM = ["*tests/graph_checks.py", "*tests/input_variants.py", "*tests/npugraph_ex_cpu.py",
-            "*tests/npu_graph_cpu.py"]
+            "*tests/npu_graph_cpu.py", "*tests/npugraph_ex_features.py"]
 PACKAGE_DEMO = "examples/rms_norm.yaml"
 OP_PLUGIN_DEMO = "examples/op_plugin/rms_norm.yaml"
 

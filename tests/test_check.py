@@ -9,6 +9,7 @@ that rung catches are left out (with OPGEN_REQUIRE_NPUGRAPH_EX set, as in CI, th
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import json
 import os
@@ -21,11 +22,18 @@ import pytest
 from conftest import run_opgen_command
 from new_helpers import REPO, opgen
 
-from opgen.check.signatures import BY_ID, classify
+from opgen.check.signatures import BY_ID, causes_for, classify
+from opgen.check.signatures import explain as explain_signature
 from opgen.npugraph_ex import loader
 
 FIXTURES = Path(__file__).parent / "fixtures" / "check"
-RUNG_NAMES = ["import", "static", "eager", "opcheck", "aot_eager", "npugraph_ex", "fusion", "capture"]
+RUNG_NAMES = ["import", "static", "eager", "opcheck", "aot_eager", "npugraph_ex", "fusion", "capture", "compile_cache",
+              "capture_limit", "streams"]
+# npugraph_ex's production features (a fresh process, dynamic shapes): proven on a few ops by
+# test_the_feature_rungs_..., skipped in the other runs here, which check dozens of ops
+FEATURES = ("compile_cache", "capture_limit", "streams")
+FEATURES_SKIPPED = dict.fromkeys(FEATURES, "skip")
+FEATURE_TESTS = "test_npugraph_ex_features"  # the module proving the feature rungs' rows
 
 # op -> (layer, signature, rule) of the first failing rung, static rung skipped (the dynamic diagnosis)
 BROKEN = {
@@ -65,12 +73,13 @@ BROKEN = {
     "chk_lib::fake_raises": ("dynamo-fx", "fake-raised", None),
     "chk_lib::plain_only": ("dynamo-fx", "fake-raised", None),
     "chk_lib::composite": ("npugraph_ex", "npugraph_ex-op-decomposed", None),
+    "chk_lib::redispatched": ("npugraph_ex", "npugraph_ex-op-decomposed", None),  # by its Autograd kernel
     "chk_vllm::gelu_tanh": ("npugraph_ex", "npugraph_ex-op-decomposed", None),
 }
 # a module that fails to import -> the op of good_library.py that is its correct twin
 MODULE_TWINS = {"check_fixtures.bad_schema": "bad_schema"}
 NEEDS_NPUGRAPH_EX = {"chk_lib::host_sync", "chk_lib::float_sync", "chk_lib::scale_", "chk_lib::side_effect", "chk_lib::positive",
-                     "chk_lib::composite", "chk_vllm::gelu_tanh"}
+                     "chk_lib::composite", "chk_vllm::gelu_tanh", "chk_lib::redispatched"}
 BROKEN_MODULES = ("check_fixtures.broken_library", "check_fixtures.broken_custom_op", "check_fixtures.broken_vllm",
                   "check_fixtures.defined_twice", "check_fixtures.bad_schema")
 GOOD_MODULES = ("check_fixtures.good_library", "check_fixtures.good_custom_op", "check_fixtures.good_vllm")
@@ -92,10 +101,13 @@ def cache_env(tmp_path_factory) -> dict:
     return {"npugraph_ex": "absent"}
 
 
-def check(*args: str, env: dict | None = None, cwd: Path = FIXTURES, timeout: float = 600):
+def check(*args: str, env: dict | None = None, cwd: Path = FIXTURES, timeout: float = 600, features: bool = False):
+    """`opgen check ARGS` on the fixtures; the feature rungs skipped unless `features`."""
     env = {key: value for key, value in (env or {}).items() if key != "npugraph_ex"}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(FIXTURES), os.environ.get("PYTHONPATH", "")])
-    return run_opgen_command("check", *args, env=env, cwd=str(cwd), timeout=timeout)
+    skips = [] if features or args[:1] == ("--explain",) or "--versions" in args else [
+        arg for rung in FEATURES if rung not in args for arg in ("--skip", rung)]
+    return run_opgen_command("check", *skips, *args, env=env, cwd=str(cwd), timeout=timeout)
 
 
 def reports(done) -> dict[str, dict]:
@@ -115,6 +127,8 @@ def test_every_broken_op_is_classified_and_every_twin_passes(cache_env):
         assert (verdict["layer"], verdict["signature"], verdict["rule"]) == (layer, signature, rule), (op, verdict)
         assert verdict["causes"] and verdict["next_action"] and verdict["evidence"]
         assert [r["name"] for r in found[op]["rungs"]] == RUNG_NAMES
+    if cache_env.get("npugraph_ex") != "absent":
+        _assert_explanations_hold_for_the_ops_dispatch_keys(found)
     good = check("--json", *GOOD_MODULES, env=cache_env)
     twins = reports(good)
     assert {op.split("::")[-1] for op in twins} == ({op.split("::")[-1] for op in BROKEN if "::" in op}
@@ -124,13 +138,63 @@ def test_every_broken_op_is_classified_and_every_twin_passes(cache_env):
         statuses = {r["name"]: r["status"] for r in report["rungs"]}
         expected_npugraph_ex = "skip" if cache_env.get("npugraph_ex") == "absent" else "pass"
         assert statuses == {**dict.fromkeys(RUNG_NAMES, "pass"), "npugraph_ex": expected_npugraph_ex,
-                            "fusion": "skip", "capture": expected_npugraph_ex}, op  # fusion: patterns come from a project
-        capture = report["rungs"][-1]["reason"]
+                            "fusion": "skip", "capture": expected_npugraph_ex, **FEATURES_SKIPPED}, op  # fusion: projects
+        capture = next(r["reason"] for r in report["rungs"] if r["name"] == "capture")
         if cache_env.get("npugraph_ex") == "absent":  # no NPU, no GPU here: capture on CPU needs npugraph_ex too
             assert "capture on CPU needs npugraph_ex" in capture, capture
         else:
             assert "npugraph_ex's AclGraph captured its CPU kernel" in capture and "1 capture and 3 replays" in capture
     assert good.returncode == 0, good.stdout
+
+
+def _assert_explanations_hold_for_the_ops_dispatch_keys(found: dict) -> None:
+    """A cause naming a kernel is printed only for an op that has it: the CompositeImplicitAutograd op is told it is
+    inlined, the op an Autograd kernel replaces (no CompositeImplicitAutograd kernel) is told which kernel calls what;
+    an op with a Meta kernel is never told it has none. A data-dependent output is said in opgen's words, npugraph_ex's
+    own TypeError kept as evidence."""
+    composite, redispatched = found["chk_lib::composite"]["verdict"], found["chk_lib::redispatched"]["verdict"]
+    assert any("registered at CompositeImplicitAutograd" in cause for cause in composite["causes"])
+    assert not any("CompositeImplicitAutograd (" in cause for cause in redispatched["causes"]), redispatched["causes"]
+    assert redispatched["causes"][0].startswith("its Autograd kernel (an autograd formula or a wrapper registered "
+                                                "there) calls aten.mul.Tensor instead of redispatching to the op")
+    npugraph_ex = next(r for r in found["chk_lib::redispatched"]["rungs"] if r["name"] == "npugraph_ex")
+    assert npugraph_ex["reason"] == ("chk_lib::redispatched is replaced by aten.mul.Tensor before npugraph_ex sees it: "
+                                     "it has no CompositeImplicitAutograd kernel; its Autograd kernel calls "
+                                     "aten.mul.Tensor in its place")
+    assert any("was never written" in cause for cause in found["chk_lib::no_fake"]["verdict"]["causes"])
+    positive = next(r for r in found["chk_lib::positive"]["rungs"] if r["name"] == "npugraph_ex")
+    assert positive["reason"].startswith("chk_lib::positive has a data-dependent output size (output 0 [u0]: its fake "
+                                         "leaves the size to the input values): npugraph_ex cannot compile it")
+    assert "'ValuePack' and 'int'" not in positive["reason"]
+    assert "npugraph_ex raised: BackendCompilerFailed: TypeError: '>=' not supported between instances of 'ValuePack'" \
+        in found["chk_lib::positive"]["verdict"]["evidence"]
+
+
+def test_a_cause_naming_a_kernel_is_printed_only_for_an_op_that_has_it_or_lacks_it_as_it_says():
+    fake = [cause for cause in BY_ID["missing-fake"].causes if "never written" in str(cause)]
+    assert fake and str(fake[0]) in causes_for(BY_ID["missing-fake"], {"CPU"})
+    assert str(fake[0]) not in causes_for(BY_ID["missing-fake"], {"CPU", "Meta"})  # it has one: not the cause
+    assert str(fake[0]) in causes_for(BY_ID["missing-fake"], None)  # keys unknown (the op never resolved): printed
+    inlined = [str(c) for c in BY_ID["compiled-differs"].causes if "CompositeImplicitAutograd" in str(c)]
+    assert inlined and not set(inlined) & set(causes_for(BY_ID["compiled-differs"], {"CPU", "Meta"}))
+    assert set(inlined) <= set(causes_for(BY_ID["compiled-differs"], {"CompositeImplicitAutograd"}))
+    assert "(printed for an op with a CompositeImplicitAutograd kernel)" in explain_signature("compiled-differs")
+
+
+def _assert_compiled_ops_pass_and_a_stand_in_is_a_skip(found: dict) -> None:
+    """torch's own C++ quantization op (check_fixtures/native.py, a fake added as a third party adds one) passes every
+    rung: the capture takes it as one launch of the op and replays it whole, as an NPU graph does (recorded launch by
+    launch, its outputs stayed the emulation's poison). A CPU kernel standing in for a stub NPU kernel whose host read
+    fails capture is a skip naming the line; the same kernel as an op's only kernel fails (zero_rows)."""
+    rungs = {r["name"]: r for r in found[NATIVE]["rungs"]}
+    assert {name: r["status"] for name, r in rungs.items()} == {**dict.fromkeys(RUNG_NAMES, "pass"), "static": "skip",
+                                                                "fusion": "skip", **FEATURES_SKIPPED}, rungs
+    assert ("captured its CPU kernel (compiled code; the op has no NPU kernel), as one launch of the op" in
+            rungs["capture"]["reason"]), rungs["capture"]["reason"]
+    stand_in = {r["name"]: r for r in found[STAND_IN]["rungs"]}
+    assert stand_in["capture"]["status"] == "skip" and found[STAND_IN]["verdict"] is None, stand_in
+    assert "judged only the op's plumbing, which passed" in stand_in["capture"]["reason"]
+    assert "capture.py:58: for row in idx.tolist():" in stand_in["capture"]["reason"]
 
 
 # check_fixtures/capture.py: op -> (signature, the kernel line its evidence names)
@@ -146,6 +210,8 @@ CAPTURE = {
 }
 # its kernel is no function of its inputs, which opcheck, aot_eager and npugraph_ex's compiler all see first
 FROZEN = "chk_cap::scheduled"
+NATIVE = "quantization::_FloatToBfloat16Quantized"  # a C++ kernel (check_fixtures/native.py)
+STAND_IN = "chk_cap::stub_read"  # a CPU kernel standing in for a stub NPU kernel
 
 
 @pytest.mark.slow
@@ -157,8 +223,9 @@ def test_the_capture_rung_classifies_planted_kernels_and_passes_their_twins(cach
     kernel's line as evidence. Every twin passes every rung, the capture included."""
     if cache_env.get("npugraph_ex") == "absent":
         pytest.skip("npugraph_ex is not fetched")
-    targets = [f"check_fixtures.capture:{op}" for op in CAPTURE if op != FROZEN]
-    found = reports(check("--json", "--skip", "static", *targets, env=cache_env))
+    targets = [f"check_fixtures.capture:{op}" for op in [*CAPTURE, STAND_IN] if op != FROZEN]
+    found = reports(check("--json", "--skip", "static", *targets, f"check_fixtures.native:{NATIVE}", env=cache_env))
+    _assert_compiled_ops_pass_and_a_stand_in_is_a_skip(found)
     frozen = reports(check("--json", "--skip", "static", "--skip", "opcheck", "--skip", "aot_eager", "--skip",
                            "npugraph_ex", f"check_fixtures.capture:{FROZEN}", env=cache_env))
     assert reports(check("--json", "--skip", "static", f"check_fixtures.capture:{FROZEN}", env=cache_env))[FROZEN][
@@ -177,7 +244,7 @@ def test_the_capture_rung_classifies_planted_kernels_and_passes_their_twins(cach
     for op, report in reports(good).items():
         assert report["verdict"] is None, (op, report["verdict"])
         assert {r["name"]: r["status"] for r in report["rungs"]} == {**dict.fromkeys(RUNG_NAMES, "pass"),
-                                                                   "fusion": "skip"}, op  # fusion: projects only
+                                                                   "fusion": "skip", **FEATURES_SKIPPED}, op
     assert good.returncode == 0
 
 
@@ -233,7 +300,7 @@ def test_train_finds_a_missing_backward_and_passes_its_twin(cache_env):
 
 
 def test_static_rung_catches_what_lint_and_the_contract_see():
-    skip = [arg for rung in RUNG_NAMES[2:] for arg in ("--skip", rung)]
+    skip = [arg for rung in RUNG_NAMES[2:] if rung not in FEATURES for arg in ("--skip", rung)]
     done = check("--json", *skip, *BROKEN_MODULES[:3])
     found = reports(done)
     assert done.returncode == 1
@@ -395,12 +462,21 @@ PROVEN_ELSEWHERE = {
     "fusion-partial": "test_the_fusion_rung_says_whether_each_pattern_fires_and_names_planted_bugs",
     "fusion-wrong-pattern": "test_the_fusion_rung_says_whether_each_pattern_fires_and_names_planted_bugs",
     "fusion-applies-too-widely": "test_the_fusion_rung_says_whether_each_pattern_fires_and_names_planted_bugs",
+    # the feature rungs, on planted projects generated there (module.test)
+    "stream-misuse": f"{FEATURE_TESTS}.test_opgen_check_runs_the_feature_rungs_and_names_each_planted_bug",
+    "compile-cache-op-not-registered": f"{FEATURE_TESTS}.test_opgen_check_runs_the_feature_rungs_and_names_each_planted_bug",
+    "compile-cache-stale": f"{FEATURE_TESTS}.test_opgen_check_runs_the_feature_rungs_and_names_each_planted_bug",
+    "compile-cache-not-loaded": f"{FEATURE_TESTS}.test_opgen_check_runs_the_feature_rungs_and_names_each_planted_bug",
+    "capture-limit": f"{FEATURE_TESTS}.test_opgen_check_runs_the_feature_rungs_and_names_each_planted_bug",
 }
 # Rows without any proof, and why none can be had here. Keep this empty where possible.
 UNPROVEN = {
     "npugraph_ex-no-graph": "named by the worker when npugraph_ex compiles no graph; the rung always calls the op, "
                             "so Dynamo always hands npugraph_ex a graph (even an empty one: a decomposed or "
                             "eliminated op is npugraph_ex-op-eliminated), and the stand-in never falls back",
+    "compile-cache-not-saved": "named when npugraph_ex's cache_compile writes no file: it skips the cache when "
+                               "Dynamo's code cannot be serialized with marshal or a parameter has no source; the "
+                               "rung's module holds no parameter and calls one op, whose code always serializes",
 }
 
 
@@ -413,7 +489,9 @@ def test_every_table_row_has_a_planted_op_or_a_recorded_message():
     planted = {signature for _layer, signature, _rule in BROKEN.values() if signature}
     recorded = {case["signature"] for case in RECORDED}
     for signature, test_name in PROVEN_ELSEWHERE.items():
-        assert f'"{signature}"' in inspect.getsource(globals()[test_name]), (signature, test_name)
+        module, _, name = test_name.rpartition(".")
+        test = getattr(importlib.import_module(module), name) if module else globals()[test_name]
+        assert f'"{signature}"' in inspect.getsource(test), (signature, test_name)
     proven = planted | recorded | set(PROVEN_ELSEWHERE)
     assert proven | set(UNPROVEN) <= ids, "proof for a row the table no longer has"
     assert not proven & set(UNPROVEN), "a proven row is still listed as unproven"

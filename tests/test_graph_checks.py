@@ -578,6 +578,35 @@ NPU_PLAIN = define("npu_plain(Tensor x) -> Tensor", lambda x: x * 2, lambda x: t
 lib.impl("npu_plain", lambda x: x * 2, "PrivateUse1")
 NPU_STUB = define("npu_stub(Tensor x) -> Tensor", lambda x: x * 2, lambda x: torch.empty_like(x))
 lib.impl("npu_stub", _npu_stub, "PrivateUse1")
+def _stream_synced(x):
+    torch.npu.current_stream().synchronize()  # planted: the host waits for the stream the kernel runs on
+    return x * 2
+
+
+def _stream_ordered(x):
+    side = torch.npu.Stream()
+    side.wait_stream(torch.npu.current_stream())  # the twin: streams ordered on the device
+    return x * 2
+
+
+STREAM_SYNCED = define("stream_synced(Tensor x) -> Tensor", _stream_synced, lambda x: torch.empty_like(x))
+STREAM_ORDERED = define("stream_ordered(Tensor x) -> Tensor", _stream_ordered, lambda x: torch.empty_like(x))
+# a CPU kernel standing in for an NPU kernel still a stub: its host reads say nothing about the kernel the NPU runs
+STUB_VALIDATED = define("stub_validated(Tensor x) -> Tensor", _validated, lambda x: torch.empty_like(x))
+lib.impl("stub_validated", _npu_stub, "PrivateUse1")
+STUB_FROZEN = define("stub_frozen(Tensor x) -> Tensor", _configured, lambda x: torch.empty_like(x))
+lib.impl("stub_frozen", _npu_stub, "PrivateUse1")
+
+
+def _validated_sneaky(x, y):
+    if x.isnan().any().item():
+        raise ValueError("NaN input")
+    y.add_(1)  # planted in the plumbing: a write to an argument the schema does not mark Tensor(a!)
+    return x * 2
+
+
+STUB_SNEAKY = define("stub_sneaky(Tensor x, Tensor y) -> Tensor", _validated_sneaky, lambda x, y: torch.empty_like(x))
+lib.impl("stub_sneaky", lambda x, y: _npu_stub(x), "PrivateUse1")
 
 
 def line_of(function, text: str) -> str:
@@ -659,6 +688,8 @@ def test_capture_tier_fails_random_numbers_unless_allowed_then_warns(monkeypatch
     assert caught.value.kind == "random-op" and "npugraph_ex does not support random-number ops in capture" in str(
         caught.value)
     assert line_of(_noisy, "torch.rand_like") in str(caught.value)
+    assert "declare it, `tags: [nondeterministic_seeded]` in opgen.yaml: ops[0].tags, which makes this a warning" in (
+        str(caught.value))  # issue 25 item 7: a random kernel is told how to declare it
     with pytest.warns(UserWarning, match="draws random numbers while it is captured"):
         report = capture_replay(NOISY, x_call, allow_random=True)
     assert "random numbers in the captured kernel accepted (allow_random): aten.rand_like.default" in report
@@ -693,6 +724,72 @@ def test_capture_tier_captures_a_plain_torch_npu_kernel_and_says_which_kernel_it
     report = capture_replay(NPU_STUB, x_call)
     assert ("captured its CPU kernel (kernels/npu_stub_cpu.py; the NPU kernel is not plain torch on CPU: "
             "NotImplementedError: gc_test::npu_stub has no NPU kernel yet") in report
+
+
+@needs_npugraph_ex
+def test_a_stand_in_for_a_stub_npu_kernel_that_reads_the_host_is_a_skip_naming_the_line_not_a_failure():
+    """The NPU kernel is a stub, so the CPU kernel is captured in its place: its host read (or a config it reads per
+    call) is reported as a skip naming the line and what the NPU kernel must not do, after the op's plumbing passed
+    as one launch. The same kernel as the op's only kernel (VALIDATED, the device kernel on a CPU op) fails."""
+    for op, kernel, text, finding in ((STUB_VALIDATED, _validated, "if x.isnan().any().item():", "a tensor value read"),
+                                      (STUB_FROZEN, _configured, 'CONFIG["scale"]', "is frozen in the captured graph")):
+        def make_call(seed):
+            CONFIG["scale"] = 1.0 + seed
+            return x_call(seed)
+
+        with pytest.raises(pytest.skip.Exception) as caught:
+            capture_replay(op, make_call)
+        message = str(caught.value)
+        assert "capture on CPU judged only the op's plumbing, which passed" in message, message
+        assert "captured as one launch and replayed 3 times with new values" in message
+        assert "stands in for the kernel the device runs (the NPU kernel is not plain torch on CPU: " in message
+        assert "and that kernel must not do what the stand-in does here" in message
+        assert line_of(kernel, text) in message and finding in message, message
+    with pytest.raises(checks.CheckFailed) as failed:
+        capture_replay(VALIDATED, x_call)
+    assert failed.value.kind == "cpu-sync-in-kernel" and "judged only the op's plumbing" not in str(failed.value)
+
+
+@needs_npugraph_ex
+def test_a_kernel_synchronizing_a_stream_is_stream_misuse_and_its_device_ordered_twin_passes():
+    """A host wait on a stream (or an event) breaks the capture, and a multi-stream scope it would run in: refused
+    with the line and the device-side fix; ordering streams with wait_stream is captured."""
+    with pytest.raises(checks.CheckFailed) as caught:
+        capture_replay(STREAM_SYNCED, x_call)
+    message = str(caught.value)
+    assert caught.value.kind == "stream-misuse", message
+    assert line_of(_stream_synced, "synchronize()") in message and "Stream.synchronize() of" in message
+    assert "order streams with events on the device (stream.wait_stream(other)" in message
+    capture_replay(STREAM_ORDERED, x_call)
+
+
+@needs_npugraph_ex
+def test_a_stand_in_still_fails_on_the_ops_own_plumbing():
+    """Judged as one launch, a stand-in that writes an argument the schema does not mark Tensor(a!) fails: the write
+    lands in npugraph_ex's private copy, whatever the kernel that makes it."""
+    with pytest.raises(checks.CheckFailed) as caught:
+        capture_replay(STUB_SNEAKY, xy_call)
+    assert caught.value.kind == "npugraph_ex-private-input-copy", str(caught.value)
+    assert "argument 'y' after the call differs from the reference's" in str(caught.value)
+
+
+@needs_npugraph_ex
+def test_a_compiled_kernel_is_captured_as_one_launch_and_its_fake_plans_the_outputs():
+    """torch's own C++ quantization ops (tests/native_ops.py): captured as one launch each and replayed whole, equal
+    to eager on new values; the one whose fake gives float16 where its kernel returns float32 fails, named."""
+    import native_ops
+
+    def values(seed):
+        return {"input": checks.random_tensor((4, 8), torch.float32, torch.Generator().manual_seed(seed))}
+
+    report = capture_replay(checks.Op(native_ops.TO_BF16), values)
+    assert "captured its CPU kernel (compiled code; the op has no NPU kernel), as one launch of the op" in report
+    assert "1 kernel launches recorded, 1 capture and 3 replays for 3 calls; the kernel runs whole at each" in report
+    with pytest.raises(checks.CheckFailed) as caught:
+        capture_replay(checks.Op(native_ops.FROM_BF16), lambda seed: {"input": native_ops.TO_BF16(values(seed)["input"])})
+    assert caught.value.kind == "fake-wrong-metadata"
+    assert ("output 0 of quantization::_Bfloat16QuantizedToFloat: its fake says [4, 8] torch.float16, its kernel "
+            "returned [4, 8] torch.float32") in str(caught.value)
 
 
 @needs_npugraph_ex

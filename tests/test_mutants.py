@@ -22,7 +22,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
-from new_helpers import REPO, STYLES, opgen, pythonpath
+from new_helpers import NOT_FEATURES, REPO, STYLES, opgen, pythonpath
 
 from opgen.npugraph_ex import loader
 
@@ -258,7 +258,7 @@ def run_all(projects: dict[str, Path], root: Path) -> dict[str, dict[str, str]]:
                "-c", os.devnull, f"--rootdir={root}", f"--junitxml={junit}",
                # the autograd tiers and the compiling fusion tiers: slow, and no mutant is about them
                # (tests/test_fusion_checks.py plants their bugs)
-               "-k", "not gradcheck and not requires_grad and not fusion_fires and not fusion_near_misses",
+               "-k", f"not gradcheck and not requires_grad and not fusion_fires and not fusion_near_misses and {NOT_FEATURES}",
                *[str(p / "tests") for p in projects.values()]]
     subprocess.run(command, env=env, capture_output=True, text=True, timeout=1200, cwd=root, check=False)
     results: dict[str, dict[str, str]] = {}

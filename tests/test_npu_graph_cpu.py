@@ -49,6 +49,7 @@ def _npu_stub(x):
 
 
 DOUBLE = define("double(Tensor x) -> Tensor", lambda x: x * 2)
+torch.library.register_fake("ngc_test::double", lambda x: torch.empty_like(x), lib=lib)
 UPDATE = define("update(Tensor(a!) cache, Tensor idx, Tensor src) -> ()", _update)
 BRANCH = define("branch(Tensor x) -> Tensor", _branch)
 WHERE = define("where(Tensor x) -> Tensor", lambda x: torch.where(x.abs().max() > 1, x / 2, x))
@@ -198,6 +199,46 @@ def test_the_npu_kernel_is_captured_when_plain_torch_else_the_cpu_kernel_and_why
     assert torch.equal(out["z"], torch.full((2,), 2.0)) and graph.kernel_runs == 1
 
 
+def test_a_compiled_kernel_is_one_launch_replayed_whole_on_the_captured_memory(emulation):
+    """A C++ kernel (torch's own quantization ops, raw pointer loops) calls no ATen op a recorder could see: recorded
+    launch by launch its outputs stayed poison at replay. It is one device task, as on a device: one launch, outputs
+    from its fake, the kernel run whole at each replay on the memory captured. A Python kernel is still recorded launch
+    by launch unless the emulation is told to take its op whole (a stand-in judged only as the op's plumbing)."""
+    import native_ops
+
+    assert emulation_module.kernel_language(native_ops.TO_BF16.name(), "CPU") == "C++"
+    assert emulation_module.kernel_language(DOUBLE.name(), "CPU") == "Python"
+    x, out = torch.randn(4, 8), {}
+    graph = capture(emulation, lambda: out.setdefault("y", native_ops.TO_BF16(x)))
+    assert [(str(launch.func), launch.key) for launch in graph.launches] == [
+        ("quantization._FloatToBfloat16Quantized.default", "CPU")]
+    assert graph.one_launch == {native_ops.TO_BF16.name()} and graph.kernel_runs == 0
+    assert graph.kernels[native_ops.TO_BF16.name()] == ("CPU", "the op has no NPU kernel")
+    assert out["y"].dtype == torch.float16 and out["y"].isnan().all(), "nothing computed at capture"
+    for _ in range(2):
+        x.copy_(torch.randn(4, 8))
+        graph.replay()
+        assert torch.equal(out["y"], native_ops.TO_BF16(x)), "each replay runs the kernel on the captured memory"
+    emulation.one_launch = {DOUBLE.name(): ("CPU", "a stand-in")}
+    with emulation.kernel_python() as ran:
+        graph = capture(emulation, lambda: out.setdefault("z", DOUBLE(x)))
+    assert [str(launch.func) for launch in graph.launches] == ["ngc_test.double.default"] and ran == [0]
+    graph.replay()
+    assert torch.equal(out["z"], x * 2)
+
+
+def test_a_compiled_kernel_whose_fake_is_wrong_is_noted_at_replay_not_copied(emulation):
+    """The buffers of a launch taken whole come from the op's fake: a kernel returning another dtype is recorded as a
+    mismatch (the look-alike above, whose fake is right, has none)."""
+    import native_ops
+
+    bits, out = native_ops.TO_BF16(torch.randn(2, 4)), {}
+    graph = capture(emulation, lambda: out.setdefault("y", native_ops.FROM_BF16(bits)))
+    graph.replay()
+    assert graph.fake_mismatches == [(native_ops.FROM_BF16.name(), 0, ((2, 4), torch.float16), ((2, 4), torch.float32))]
+    assert out["y"].isnan().all(), "nothing copied into a buffer of the wrong dtype"
+
+
 def test_streams_pools_and_pointers_behave_as_aclgraph_expects(emulation):
     graph = emulation_module.NPUGraph()
     with pytest.raises(RuntimeError, match="cannot be captured on the default stream"):
@@ -211,8 +252,13 @@ def test_streams_pools_and_pointers_behave_as_aclgraph_expects(emulation):
     pointer = out["y"].untyped_storage().data_ptr()
     storage = emulation.storage_from_pointer(pointer, "cpu", 16)
     assert storage.data_ptr() == pointer
-    with pytest.raises(RuntimeError, match="is not memory of an NPU graph pool"):
+    with pytest.raises(RuntimeError, match="is not memory of an NPU graph pool nor memory a captured graph works on"):
         emulation.storage_from_pointer(torch.ones(4).untyped_storage().data_ptr(), "cpu", 16)
+    # a caller's buffer a captured launch writes in place: AclGraph rebuilds an output aliasing it (a tagged op)
+    cache, idx, src = torch.zeros(6, 2), torch.tensor([1]), torch.ones(1, 2)
+    capture(emulation, lambda: UPDATE(cache, idx, src))
+    assert emulation.storage_from_pointer(cache.untyped_storage().data_ptr(), "cpu", 48).data_ptr() == (
+        cache.untyped_storage().data_ptr())
     assert torch.ones(2).is_npu and not torch.ones(2, device="meta").is_npu
     with pytest.raises(NotImplementedError, match="is not emulated on CPU"):
         torch.npu.graph_task_update_begin()

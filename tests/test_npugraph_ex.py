@@ -570,20 +570,35 @@ ops:
     examples: [{cache: {shape: [8, 4], dtype: float32}, rows: {values: [6, 1, 3], dtype: int64},
                 src: {shape: [3, 4], dtype: float32}}]
 """
-# planted op -> the line of its kernel the failure names (the twins pass)
+# planted op -> the line of its kernel the skip names (the twins pass)
 CAPTURE_PLANTED = {"validated": "if x.isnan().any().item():", "value_branch": "if x.abs().max() > 1:",
                    "zero_rows": "for row in idx.tolist():", "round_trip": "host = x.cpu()",
                    "scheduled": 'x * 0.5 ** schedule["step"]'}  # (the kernel returns it .contiguous())
 CAPTURE_KINDS = {"scheduled": "a host value of its CPU kernel"}  # else a capture error
+# its NPU kernel written in plain torch as the CPU kernel is: the kernel the NPU runs, judged, failing
+DEVICE_KERNEL = "value_branch"
+
+
+def _write_npu_kernel_like_the_cpu_kernel(project: Path, op: str) -> Path:
+    """kernels/<op>_npu.py made the CPU kernel's body in plain torch, as a user writing the NPU kernel in torch would."""
+    kernels = project / "capture_ops" / "kernels"
+    cpu = (kernels / f"{op}_cpu.py").read_text(encoding="utf-8")
+    npu = kernels / f"{op}_npu.py"
+    npu.write_text(cpu.replace(f"def {op}_cpu(", f"def {op}_npu("), encoding="utf-8")
+    return npu
 
 
 @pytest.mark.slow  # generates a project and runs its tests
 @needs_npugraph_ex
 def test_the_capture_tier_of_a_generated_project_names_the_kernel_line_and_passes_the_twins(tmp_path):
+    """With the NPU kernels still stubs, each CPU kernel stands in for its NPU kernel: a planted host read (or frozen
+    config) in it is a skip naming the line the NPU kernel must not copy, after the op's plumbing passed as one
+    launch; the twins pass. The same read in an NPU kernel written in plain torch, which is what the NPU runs, fails."""
     (tmp_path / "capture.yaml").write_text(CAPTURE_SPEC, encoding="utf-8")
     project = tmp_path / "project"
     done = opgen("new", str(tmp_path / "capture.yaml"), "-o", str(project))
     assert done.returncode == 0, done.stderr
+    npu_kernel = _write_npu_kernel_like_the_cpu_kernel(project, DEVICE_KERNEL)
     results = run_tier(project, tmp_path / "junit.xml", tier="capture_replay_on_cpu")
     ops = ("validated", "validated_outside", "value_branch", "value_where", "zero_rows", "round_trip", "metadata",
            "scheduled", "cache_write")
@@ -595,12 +610,18 @@ def test_the_capture_tier_of_a_generated_project_names_the_kernel_line_and_passe
             assert (f"capture_ops::{op}: npugraph_ex's AclGraph captured its CPU kernel (capture_ops/kernels/{op}_cpu.py; "
                     "the NPU kernel is not plain torch on CPU: NotImplementedError") in printed, printed
             continue
-        kernel = project / "capture_ops" / "kernels" / f"{op}_cpu.py"
+        kernel = npu_kernel if op == DEVICE_KERNEL else project / "capture_ops" / "kernels" / f"{op}_cpu.py"
         number = next(i for i, line in enumerate(kernel.read_text().splitlines(), 1) if CAPTURE_PLANTED[op] in line)
-        assert outcome == "failure", (op, outcome)
         line = kernel.read_text().splitlines()[number - 1].strip()
-        assert f"capture_ops/kernels/{op}_cpu.py:{number}: {line}" in text, (op, text[-3000:])
+        assert f"{kernel.relative_to(project).as_posix()}:{number}: {line}" in text, (op, text[-3000:])
         assert CAPTURE_KINDS.get(op, "makes a call the capturing stream refuses") in text, (op, text[-3000:])
+        if op == DEVICE_KERNEL:
+            assert outcome == "failure" and "its NPU (PrivateUse1) kernel, plain torch on CPU, makes a call" in text, (
+                op, outcome, text[-3000:])
+            continue
+        assert outcome == "skipped", (op, outcome, text[-3000:])
+        assert "capture on CPU judged only the op's plumbing, which passed" in text, text[-3000:]
+        assert "it stands in for the kernel the device runs (the NPU kernel is not plain torch on CPU" in text
     printed = results["test_cache_write_npugraph_ex_capture_replay_on_cpu"][2]
     assert "1 capture and 3 replays for 3 calls; the kernel's Python ran 1 time(s) at capture and 0 during" in printed
     assert "new memory for 'cache' (same shapes) made AclGraph recapture once" in printed, printed

@@ -23,7 +23,7 @@ from ..console import handle_errors
 from ..errors import EXIT_FINDINGS, EXIT_OK, OpgenError
 from . import RUNGS
 from .report import render_json, render_text
-from .signatures import BY_ID, RUNG_LAYERS, classify
+from .signatures import BY_ID, RUNG_LAYERS, causes_for, classify
 from .signatures import explain as explain_signature
 
 MAX_TIMEOUT = 7 * 24 * 3600  # seconds; beyond it the clocks and queues a rung is timed with overflow
@@ -95,7 +95,8 @@ def _explain(identifier: str, as_json: bool) -> None:
                          hint="known signatures: " + ", ".join(BY_ID) + "; or a rule code OPGxxx")
     if as_json:
         row = BY_ID[identifier]
-        click.echo(json.dumps({"id": row.id, "layer": row.layer, "title": row.title, "causes": list(row.causes),
+        click.echo(json.dumps({"id": row.id, "layer": row.layer, "title": row.title,
+                               "causes": [str(cause) for cause in row.causes],
                                "next_action": row.next_action, "rule": row.rule, "rungs": list(row.rungs),
                                "types": list(row.types), "pattern": row.pattern}, indent=2))
     else:
@@ -215,7 +216,7 @@ def _follow(process: subprocess.Popen, stderr, timeout: float, results: list[dic
             return {"done": True}
         if kind == "op":
             if event["index"] >= len(results):
-                results.append({"op": event["op"], "rungs": {}})
+                results.append({"op": event["op"], "rungs": {}, "keys": event.get("keys")})
             continue
         if kind == "start":
             current = (event["index"], event["rung"])
@@ -270,11 +271,14 @@ def build_report(result: dict, versions: dict) -> dict:
         rungs.append({"name": name, "status": rung["status"], "seconds": rung.get("seconds", 0.0),
                       "reason": rung.get("reason", "")})
     failed = next((name for name in RUNGS if result["rungs"].get(name, {}).get("status") == "fail"), None)
-    verdict = None if failed is None else _verdict(failed, result["rungs"][failed])
+    keys = set(result["keys"]) if result.get("keys") is not None else None
+    verdict = None if failed is None else _verdict(failed, result["rungs"][failed], keys)
     return {"op": result["op"], "rungs": rungs, "verdict": verdict, "versions": versions}
 
 
-def _verdict(rung: str, failure: dict) -> dict:
+def _verdict(rung: str, failure: dict, keys: set[str] | None = None) -> dict:
+    """The row a failure matches, its causes checked against the op's dispatch `keys` (the worker's own causes,
+    computed from the op, first)."""
     named = failure.get("signature")
     if named and named.startswith("rule:"):
         return _rule_verdict(named.split(":", 1)[1], failure)
@@ -288,7 +292,8 @@ def _verdict(rung: str, failure: dict) -> dict:
                 "next_action": "read the evidence; if it is an op problem opgen should know, report it with "
                                "this output", "rung": rung}
     return {"layer": row.layer or RUNG_LAYERS[rung], "signature": row.id, "rule": row.rule, "evidence": evidence,
-            "causes": list(row.causes), "next_action": row.next_action, "rung": rung, "title": row.title}
+            "causes": list(failure.get("causes") or ()) + causes_for(row, keys), "next_action": row.next_action,
+            "rung": rung, "title": row.title}
 
 
 def _rule_verdict(code: str, failure: dict) -> dict:

@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 
 from ..colour import paint
+from . import RUNGS
+
+NAME_WIDTH = max(map(len, RUNGS))  # the rung column
 
 STATUS_STYLE = {"pass": {"fg": "green"}, "fail": {"fg": "red", "bold": True}, "skip": {"fg": "yellow"}}
 
@@ -43,7 +46,7 @@ def _op_text(report: dict, color: bool) -> str:
     for rung in report["rungs"]:
         status = paint(f"{rung['status']:<4}", color, **STATUS_STYLE[rung["status"]])
         reason = rung["reason"].splitlines()[0] if rung["reason"] else ""
-        lines.append(f"  {rung['name']:<12} {status} {rung['seconds']:7.2f}s  {reason}")
+        lines.append(f"  {rung['name']:<{NAME_WIDTH}} {status} {rung['seconds']:7.2f}s  {reason}")
     if verdict is None:
         return "\n".join(lines)
     label = lambda text: paint(text, color, fg="cyan", bold=True)

@@ -30,7 +30,32 @@ from ..lint.rules import (
 LAYERS = ("static", "eager", "dynamo-fx", "npugraph_ex", "ge-cann", "precision", "performance")
 # Where a failure no row knows is shown, by rung.
 RUNG_LAYERS = {"import": "eager", "static": "static", "eager": "eager", "opcheck": "dynamo-fx",
-               "aot_eager": "dynamo-fx", "npugraph_ex": "npugraph_ex", "fusion": "dynamo-fx", "capture": "ge-cann"}
+               "aot_eager": "dynamo-fx", "npugraph_ex": "npugraph_ex", "fusion": "dynamo-fx", "capture": "ge-cann",
+               "compile_cache": "npugraph_ex", "capture_limit": "npugraph_ex", "streams": "ge-cann"}
+
+
+@dataclass(frozen=True)
+class Cause:
+    """A likely cause that names a kernel: true only of an op with (`needs`) or without (`lacks`) a kernel at that
+    dispatch key, so it is checked against the op's real dispatch keys before it is printed."""
+
+    text: str
+    needs: str | None = None
+    lacks: str | None = None
+
+    def holds(self, keys: set[str] | None) -> bool:
+        """Unknown keys (the op never resolved): printed."""
+        if keys is None:
+            return True
+        return (self.needs is None or self.needs in keys) and (self.lacks is None or self.lacks not in keys)
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def causes_for(signature: Signature, keys: set[str] | None) -> list[str]:
+    """The row's causes that hold for an op with kernels at `keys` (None: not known, every cause)."""
+    return [str(cause) for cause in signature.causes if not isinstance(cause, Cause) or cause.holds(keys)]
 
 
 @dataclass(frozen=True)
@@ -38,7 +63,7 @@ class Signature:
     id: str
     layer: str | None  # None: the layer of the rung that failed (a crash or a hang)
     title: str
-    causes: tuple[str, ...]
+    causes: tuple[str | Cause, ...]
     next_action: str
     rule: str | None = None
     rungs: tuple[str, ...] = ()  # empty: any rung
@@ -88,8 +113,9 @@ TABLE: tuple[Signature, ...] = (
       (), r"no autograd formula was registered|autograd kernel was not registered|test_autograd_registration"),
     # --- fake / schema (opcheck, Dynamo, AOTAutograd) ---
     S("missing-fake", "dynamo-fx", "no fake (Meta) kernel: Dynamo cannot trace the op (graph break)",
-      ("register_fake / a Meta impl was never written", ("the fake is registered in a module that was not imported "
-       "before torch.compile"), "the fake is registered for another overload or namespace"),
+      (Cause("register_fake / a Meta impl was never written", lacks="Meta"),
+       "the fake is registered in a module that was not imported before torch.compile",
+       "the fake is registered for another overload or namespace"),
       "add @torch.library.register_fake('ns::op') returning empty tensors of the output shape", NO_FAKE.code, (),
       ("UnsupportedOperatorException", "Unsupported", "OpCheckError", "RuntimeError"),
       r"UnsupportedOperatorException|does not support running with fake tensors|no fake impl|There was no fake impl registered|"
@@ -162,8 +188,8 @@ TABLE: tuple[Signature, ...] = (
     S("fake-raised", "dynamo-fx", "the op raised when run with fake tensors (its fake, or a kernel traced on "
       "fake tensors)",
       ("the fake rejects these inputs (a shape or dtype check the kernel does not make, an assertion, a bug)",
-       ("a CompositeImplicitAutograd kernel is traced with fake tensors and does what only real tensors allow "
-        "(a type check, numpy, another library)")),
+       Cause("a CompositeImplicitAutograd kernel is traced with fake tensors and does what only real tensors allow "
+             "(a type check, numpy, another library)", needs="CompositeImplicitAutograd")),
       "call the fake on the example's shapes (torch.library.opcheck(op, args)) and fix the exception in the "
       "evidence; a kernel that needs real tensors belongs at CPU/PrivateUse1 with a register_fake", None, (), (),
       r"Dynamo failed to run FX node with fake tensors|when making fake tensor call|^test_faketensor\n"),
@@ -190,8 +216,8 @@ TABLE: tuple[Signature, ...] = (
       ("npugraph_ex",), ("BackendCompilerFailed",), r"."),
     S("compiled-differs", "precision", "compiled output differs from eager",
       (("the kernel depends on global state (torch.is_grad_enabled(), counters, caches) that differs at compile "
-       "time"), ("a CompositeImplicitAutograd kernel is traced into the graph: a branch on "
-       "torch.compiler.is_compiling() or other trace-time state is baked in"),
+       "time"), Cause("a CompositeImplicitAutograd kernel is traced into the graph: a branch on "
+       "torch.compiler.is_compiling() or other trace-time state is baked in", needs="CompositeImplicitAutograd"),
        "the kernel reads memory it does not own (uninitialised output)", ("tolerance: a low-precision "
        "dtype accumulates differently")),
       "compare eager and compiled on one small input; make the kernel a pure function of its arguments", None,
@@ -228,6 +254,42 @@ TABLE: tuple[Signature, ...] = (
        "the captured outputs are not the graph's pool memory, which npugraph_ex's memory reuse assumes"),
       "allocate the output in the kernel on every call (torch.empty_like(x), x.new_empty(...)); callers clone "
       "outputs they keep across calls (npugraph_ex's outputs are static memory, clone_output=False)", None),
+    S("stream-misuse", "ge-cann", "the kernel synchronizes a stream or an event: capture fails, and so does a "
+      "multi-stream scope",
+      (("`torch.npu.current_stream().synchronize()`, `stream.synchronize()` or `event.synchronize()` in the kernel: "
+        "the host waits for a stream of the captured graph"), ("streams ordered by the host instead of by events "
+       "on the device (the kernel may run on a side stream of an npugraph_ex scope)")),
+      "order streams on the device: `stream.wait_stream(other)`, or `event.record()` then `stream.wait_event(event)`; "
+      "never wait on the host inside the op", CAPTURE_UNSAFE.code),
+    S("compile-cache-op-not-registered", "npugraph_ex", "the cached graph calls the op, which the process loading "
+      "the cache does not register",
+      (("the op is registered lazily (on first use, by a module the package does not import, or in `__main__`): "
+        "the cached code calls torch.ops.<ns>.<op> directly, and nothing imports the registration"),
+       "the loading process does not import the op's package before calling the cached model"),
+      "register the op when its package is imported (import the registering module in the package's __init__.py), "
+      "and import the package before loading the cache", None),
+    S("compile-cache-stale", "npugraph_ex", "a changed op would load the graph compiled for the old one",
+      (("npugraph_ex's cache key is the module's str() and the compiler options, nothing of the ops the graph calls: "
+        "the cache directory must change with the op (its schema, its fake)"), ("the package's digest "
+       "(compile_cache.graph_digest) misses what the graph depends on")),
+      "key the cache directory by the op: opgen's generated compile_cache.cache_dir(base); or clear the cache after "
+      "every change to a schema or a fake", None),
+    S("compile-cache-not-loaded", "npugraph_ex", "a fresh process does not load the compile cache: it compiles again",
+      (("loading raised and npugraph_ex cleared the cache as broken (its warning 'Clear broken cache ...' is in the "
+        "evidence)"), ("the loading process computes another cache directory (a digest that differs between "
+       "processes)"), "Dynamo recompiled: the call differs from the one the cache was compiled for"),
+      "read npugraph_ex's warnings in the evidence; load with the same module, config and cache_dir as the compile",
+      None),
+    S("compile-cache-not-saved", "npugraph_ex", "npugraph_ex's cache_compile saved no cache",
+      ("the compiled code could not be serialized, or npugraph_ex skipped the cache (its warning says why)",),
+      "read npugraph_ex's 'Skip cache' warning in the evidence", None),
+    S("capture-limit", "npugraph_ex", "one graph for two sizes does not capture, replay or fall back as "
+      "capture_limit says",
+      (("the fake specialises on a size (a branch, a Python int from a shape): each size gets a graph of its own, and "
+        "capture_limit never applies"), ("a size beyond capture_limit is not run eagerly, or a repeated size "
+       "recaptures instead of replaying (a written buffer moved, an output kept)")),
+      "compute the fake's shapes from the input sizes without branching on them; keep written buffers at one "
+      "address per size", None),
     S("npugraph_ex-leftover-copy", "npugraph_ex", "npugraph_ex leaves a copy of a mutated buffer in the graph",
       ("the op returns its mutated input (Tag.inplace / Tag.out): npugraph_ex 2.13.0 does not re-inplace it",
        "the mutated argument is not the one the schema marks (a!)", "a view of a mutated input is returned"),
@@ -241,8 +303,9 @@ TABLE: tuple[Signature, ...] = (
       ("the op returns nothing and mutates nothing, so dead-code elimination drops it", "its output is unused"),
       "mark it with torch.fx.node.has_side_effect(op), or declare the tensors it writes Tensor(a!)", SIDE_EFFECT_ONLY.code),
     S("npugraph_ex-op-decomposed", "npugraph_ex", "the op is decomposed before npugraph_ex sees it",
-      (("its kernel is registered at CompositeImplicitAutograd (Library.impl, or vLLM's direct_register_custom_op "
-        "with dispatch_key='CompositeImplicitAutograd'), so tracing inlines it into aten ops"),
+      (Cause("its kernel is registered at CompositeImplicitAutograd (Library.impl, or vLLM's direct_register_custom_op "
+             "with dispatch_key='CompositeImplicitAutograd'), so tracing inlines it into aten ops",
+             needs="CompositeImplicitAutograd"),
        "an NPU kernel of the op is never called in the captured graph: the aten ops run instead"),
       "register the kernel at 'CPU' (and 'PrivateUse1' for NPU) with a register_fake, instead of "
       "CompositeImplicitAutograd: the op then stays one node in the graph"),
@@ -300,6 +363,14 @@ def explain(identifier: str) -> str | None:
         types = ", ".join(signature.types) if signature.types else "any exception"
         lines.append(f"  matches: {types} at {where}, message /{signature.pattern}/")
     lines.append("  likely causes:")
-    lines.extend(f"    {i}. {cause}" for i, cause in enumerate(signature.causes, 1))
+    lines.extend(f"    {i}. {cause}{_condition(cause)}" for i, cause in enumerate(signature.causes, 1))
     lines.append(f"  next action: {signature.next_action}")
     return "\n".join(lines)
+
+
+def _condition(cause: str | Cause) -> str:
+    if not isinstance(cause, Cause):
+        return ""
+    if cause.needs:
+        return f" (printed for an op with a {cause.needs} kernel)"
+    return f" (printed for an op without a {cause.lacks} kernel)" if cause.lacks else ""

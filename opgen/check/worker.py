@@ -14,6 +14,7 @@ test that failed); `signature` is set when the worker itself recognised the fail
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import os
 import re
@@ -39,11 +40,12 @@ class Usage(Exception):
 
 
 class RungFailed(Exception):
-    """A rung found a problem without an exception of its own: `signature` names it."""
+    """A rung found a problem without an exception of its own: `signature` names it; `causes`, computed from the op,
+    come before the row's."""
 
-    def __init__(self, signature: str, message: str, evidence: str = "") -> None:
+    def __init__(self, signature: str, message: str, evidence: str = "", causes: tuple[str, ...] = ()) -> None:
         super().__init__(message)
-        self.signature, self.evidence = signature, evidence
+        self.signature, self.evidence, self.causes = signature, evidence, causes
 
 
 class RungSkipped(Exception):
@@ -64,6 +66,8 @@ class Op:
         self.field = ""  # a project's op: where opgen.yaml describes it ("ops[0]")
         self.fusion = None  # a project's op with `fusion:`: its Fusion record (<package>/patterns.py)
         self.register = None  # ... and the package's register_fusions
+        self.module = ""  # what a process imports to register the op (a project's package, or the target module)
+        self.package = ""  # a project's package (its compile_cache keys npugraph_ex's cache)
 
 
 def _all_op_names() -> set[str]:
@@ -119,6 +123,7 @@ def resolve(targets: list[dict]) -> list[Op]:
                 raise Usage(f"{target['text']}: no operator {name!r} after importing {target['module']!r}",
                             "check the name (namespace::op or namespace::op.overload)")
             ops.append(Op(_full_name(overload), overload, sources=[s for s in sources if s]))
+            ops[-1].module = target["module"]
     return ops
 
 
@@ -142,6 +147,11 @@ def _resolve_project(target: dict) -> list[Op]:
         name = f"{spec.namespace}::{op_spec.schema.name}" + (f".{op_spec.schema.overload}"
                                                                if op_spec.schema.overload else "")
         overload = _overload(name)
+        if overload is None and importlib.util.find_spec(f"{spec.package}.ops") is not None:
+            # registered lazily (by ops.py, which the package does not import): checked, and a process importing
+            # only the package (the compile_cache rung's) finds the op missing
+            _import(f"{spec.package}.ops", target["text"])
+            overload = _overload(name)
         if overload is None:
             raise Usage(f"{target['text']}: importing {spec.package!r} did not register {name}",
                         "regenerate the project (opgen new) or check its package")
@@ -150,6 +160,7 @@ def _resolve_project(target: dict) -> list[Op]:
         found[-1].field = f"ops[{op_spec.index}]"
         found[-1].fusion = fusions.get(overload)
         found[-1].register = patterns.register_fusions if patterns else None
+        found[-1].module = found[-1].package = spec.package
     return found
 
 
@@ -419,6 +430,17 @@ def _kernel_keys(op: Op) -> set[str]:
     return {k for k in keys if torch._C._dispatch_has_kernel_for_dispatch_key(op.overload._schema.name, k)}
 
 
+KERNEL_KEYS = ("CPU", "CUDA", "PrivateUse1", "Meta", "CompositeExplicitAutograd", "CompositeImplicitAutograd",
+               "Autograd", "AutogradCPU", "AutogradPrivateUse1", "ADInplaceOrView", "Python")
+
+
+def dispatch_keys(op: Op) -> set[str]:
+    """The dispatch keys at which the op (this overload) has a kernel registered: what the explanations may claim."""
+    import torch
+
+    return {key for key in KERNEL_KEYS if torch._C._dispatch_has_kernel_for_dispatch_key(op.name, key)}
+
+
 def _device_available(key: str) -> bool:
     import torch
 
@@ -483,30 +505,70 @@ def rung_npugraph_ex(op: Op) -> str:
             _blame_randomness(op, error)
             raise
         except BaseException as error:  # pytest's xfail (a BaseException): a copy npugraph_ex is known to leave
-            if type(error).__name__ != "XFailed":
-                raise
-            raise RungFailed("npugraph_ex-leftover-copy", "npugraph_ex left a copy of a mutated buffer, paid at every "
-                             "replay", str(error)) from None
+            if type(error).__name__ == "XFailed":
+                raise RungFailed("npugraph_ex-leftover-copy", "npugraph_ex left a copy of a mutated buffer, paid at "
+                                 "every replay", str(error)) from None
+            if isinstance(error, Exception):
+                _blame_data_dependence(op, error)
+            raise
         graphs += 1
     # host syncs and random numbers in the kernel are the capture rung's findings (captured, with the kernel's line)
     return (f"{graphs} graph(s) through npugraph_ex's passes, three calls each equal to eager, mutated buffers "
             "written in place")
 
 
+def data_dependent_sizes(op: Op) -> list[str]:
+    """The outputs whose size the op's fake leaves to the data (unbacked sizes), on its first example."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv, free_unbacked_symbols
+
+    checks = _checks()
+    try:
+        with FakeTensorMode(shape_env=ShapeEnv()) as mode:
+            result = op.overload(**checks.tensor_map(mode.from_tensor, calls(op)[0]))
+    except Exception:  # noqa: BLE001  (a fake that cannot run is the other rungs' finding)
+        return []
+    return [f"output {index} {list(t.shape)}" for index, t in enumerate(checks.tensors(result))
+            if isinstance(t, torch.Tensor) and free_unbacked_symbols(t)]
+
+
+def _blame_data_dependence(op: Op, error: Exception) -> None:
+    """npugraph_ex's compiler failing on an op whose output size depends on data: said in opgen's words."""
+    sizes = data_dependent_sizes(op)
+    if not sizes:
+        return
+    op.dynamic = True
+    raise RungFailed("npugraph_ex-dynamic-output", f"{op.name} has a data-dependent output size ({', '.join(sizes)}: "
+                     "its fake leaves the size to the input values): npugraph_ex cannot compile it, and a captured "
+                     "graph could not return a size known only when the kernel runs",
+                     f"npugraph_ex raised: {type(error).__name__}: {_first_line(str(error))}") from None
+
+
 def _blame_elimination(op: Op, evidence: str) -> None:
-    """The op is not in the graph npugraph_ex captures: decomposed before it (CompositeImplicitAutograd) or
+    """The op is not in the graph npugraph_ex captures: decomposed before it (a kernel tracing goes through) or
     eliminated."""
-    decomposed = _decomposition(op)
-    if decomposed is not None:
+    traced = _decomposition(op)
+    if traced is None:
+        raise RungFailed("npugraph_ex-op-eliminated", f"{op.name} is not in the graph npugraph_ex captures", evidence)
+    code, instead = traced
+    detail = f"{op.name} traced alone (make_fx):\n{code}\n{evidence}"
+    keys = dispatch_keys(op)
+    if "CompositeImplicitAutograd" in keys:
         raise RungFailed("npugraph_ex-op-decomposed", f"{op.name} is decomposed into aten ops before "
-                         "npugraph_ex sees it (its CompositeImplicitAutograd kernel is inlined)",
-                         f"{op.name} traced alone (make_fx):\n{decomposed}\n{evidence}")
-    raise RungFailed("npugraph_ex-op-eliminated", f"{op.name} is not in the graph npugraph_ex captures", evidence)
+                         "npugraph_ex sees it (its CompositeImplicitAutograd kernel is inlined)", detail)
+    above = [key for key in ("Autograd", "AutogradCPU", "ADInplaceOrView", "Python") if key in keys]
+    by = f"its {'/'.join(above)} kernel" if above else "a kernel the dispatcher runs before its own"
+    calls_made = ", ".join(instead) or "no op"
+    raise RungFailed("npugraph_ex-op-decomposed", f"{op.name} is replaced by {calls_made} before npugraph_ex sees it: "
+                     f"it has no CompositeImplicitAutograd kernel; {by} calls {calls_made} in its place", detail,
+                     causes=((f"{by} (an autograd formula or a wrapper registered there) calls {calls_made} "
+                              "instead of redispatching to the op itself, so tracing records those ops, not the op"),))
 
 
-def _decomposition(op: Op) -> str | None:
-    """The op traced alone to aten ops (make_fx, no dead-code elimination) when it is not in that trace:
-    tracing inlined its CompositeImplicitAutograd kernel. None when the op is traced as itself."""
+def _decomposition(op: Op) -> tuple[str, list[str]] | None:
+    """The op traced alone (make_fx, no dead-code elimination) when it is not in that trace: (the code, the ops it
+    became). None when the op is traced as itself."""
     import torch
     from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -518,9 +580,10 @@ def _decomposition(op: Op) -> str | None:
 
     with torch.no_grad():
         traced = make_fx(alone)(*[call[name] for name in names])
-    if op.overload in [n.target for n in traced.graph.nodes]:
+    targets = [n.target for n in traced.graph.nodes if n.op == "call_function"]
+    if op.overload in targets:
         return None
-    return traced.code.strip()
+    return traced.code.strip(), sorted({str(target) for target in targets})
 
 
 def rung_fusion(op: Op) -> str:
@@ -577,13 +640,7 @@ def rung_capture(op: Op) -> str:
 
 def _capture_on_cpu(op: Op) -> str:
     """npugraph_ex's AclGraph captures and replays the op on the emulated NPU graph (tests/npu_graph_cpu.py)."""
-    from ..npugraph_ex import loader
-
-    reason = loader().unavailable(capture=True)
-    if reason is not None:
-        raise RungSkipped(f"no NPU and no CUDA GPU, and capture on CPU needs npugraph_ex: {reason}")
-    if op.eager_notes.get("device_only"):
-        raise RungSkipped("the op has no CPU kernel to compare a capture on CPU with (see the eager rung)")
+    _capture_unavailable(op, "no NPU and no CUDA GPU, and capture on CPU needs npugraph_ex")
     checks = _checks()
     reports = []
     for index in range(len(op.calls)):
@@ -591,15 +648,160 @@ def _capture_on_cpu(op: Op) -> str:
             reports.append(checks.assert_npugraph_ex_capture_replay_on_cpu(
                 _target(op), lambda seed, index=index: calls(op, seed)[index], allow_random=False))
         except checks.CheckFailed as failed:
-            lines = [line.strip() for line in str(failed).splitlines() if line.strip()]
-            kernel_line = next((line for line in lines[1:] if re.match(r"\S+:\d+: ", line)), "")
-            evidence = ([f"at {kernel_line}"] if kernel_line else []) + [line for line in lines[1:] if line != kernel_line]
-            raise RungFailed(failed.kind, lines[0], "\n".join(evidence)) from None
+            raise _failed(failed) from None
     head = reports[0].splitlines()[0].split(": ", 1)[-1]
     return f"{len(reports)} example(s): {head}"
 
 
+# --- npugraph_ex's production features ------------------------------------------------------------------
+
+
+def _features():
+    """tests/npugraph_ex_features.py of the project template (npugraph_ex's compile cache, capture limit, streams)."""
+    from ..project_tests import NPUGRAPH_EX_FEATURES, load
+
+    return load(NPUGRAPH_EX_FEATURES)
+
+
+class _FreshProcess:
+    """One process loading compile caches for every op of the run (torch and npugraph_ex imported once there)."""
+
+    process = None
+
+    @classmethod
+    def start(cls) -> None:
+        from ..npugraph_ex import loader
+
+        if cls.process is None and loader().unavailable(capture=True) is None:
+            cls.process = _features().FreshProcess([os.getcwd(), *sys.path])
+
+    @classmethod
+    def get(cls):
+        if cls.process is None:
+            cls.process = _features().FreshProcess([os.getcwd(), *sys.path])
+        return cls.process
+
+    @classmethod
+    def close(cls) -> None:
+        if cls.process is not None:
+            cls.process.close()
+            cls.process = None
+
+
+def _capture_unavailable(op: Op, needs: str = "npugraph_ex on CPU") -> None:
+    """Skip a rung capturing on CPU where npugraph_ex cannot (`needs` says what the rung needs), or for an op a
+    capture does not take."""
+    from ..npugraph_ex import loader
+
+    reason = loader().unavailable(capture=True)
+    if reason is not None:
+        raise RungSkipped(f"{needs}: {reason}")
+    if op.eager_notes.get("device_only"):
+        raise RungSkipped("the op has no CPU kernel to compare a capture on CPU with (see the eager rung)")
+    sizes = [] if op.dynamic else data_dependent_sizes(op)
+    if op.dynamic or sizes:
+        raise RungSkipped(f"{op.name} has a data-dependent output size{' (' + ', '.join(sizes) + ')' if sizes else ''}: "
+                          "a captured graph cannot return a size known only when the kernel runs")
+
+
+def _failed(failed) -> RungFailed:
+    """A check's failure as the rung's: its first line the reason, the kernel line it names first in the evidence."""
+    lines = [line.strip() for line in str(failed).splitlines() if line.strip()]
+    kernel_line = next((line for line in lines[1:] if re.match(r"\S+:\d+: ", line)), "")
+    evidence = ([f"at {kernel_line}"] if kernel_line else []) + [line for line in lines[1:] if line != kernel_line]
+    return RungFailed(failed.kind, lines[0], "\n".join(evidence))
+
+
+def rung_compile_cache(op: Op) -> str:
+    """npugraph_ex's cache_compile: a module calling the op saved here, loaded by a fresh process importing only the
+    op's module (a project's package, keyed by its compile_cache), the same values, nothing compiled again."""
+    _capture_unavailable(op)
+    features, checks = _features(), _checks()
+    cache_module = None
+    if op.package:
+        cache_module = f"{op.package}.compile_cache"
+        if importlib.util.find_spec(cache_module) is None:
+            cache_module = None  # a project generated before opgen wrote compile_cache.py
+    cache = features.CompileCache(op.module, cache_module=cache_module, batch=False)
+    target = _target(op)
+    cache.add(target, lambda seed: calls(op, seed)[0])
+    cache.run(checks.npugraph_ex_cpu(capture=True), _FreshProcess.get())
+    result = cache.results[target.qualname]
+    if isinstance(result, checks.CheckFailed):
+        raise _failed(result)
+    if isinstance(result, BaseException):
+        raise result
+    return result.split(": ", 1)[-1]
+
+
+def _two_sizes(op: Op) -> tuple[list[dict], bool] | None:
+    """Two examples that differ only in tensor sizes (none of them 0 or 1), else the first with the last size D of
+    its largest random tensor doubled in every random tensor whose last size is D; None when neither exists."""
+    from ..spec.model import TensorValue
+
+    def tensors(values: dict) -> list:
+        return [v for value in values.values() for v in (value if isinstance(value, tuple) else (value,))
+                if isinstance(v, TensorValue)]
+
+    def structure(values: dict) -> list:
+        return [(t.dtype, len(t.shape) if t.shape is not None else None) for t in tensors(values)]
+
+    for a, first in enumerate(op.calls):
+        for second in op.calls[a + 1:]:
+            sizes = [(x.shape, y.shape) for x, y in zip(tensors(first), tensors(second), strict=False)]
+            if (structure(first) == structure(second) and any(x != y for x, y in sizes)
+                    and all(m == n or min(m, n) > 1 for x, y in sizes if x and y for m, n in zip(x, y, strict=False))
+                    and all(first[k] == second[k] for k in first if not tensors({k: first[k]}))):
+                return [first, second], False
+    shaped = [t for t in tensors(op.calls[0]) if t.shape] if op.calls else []
+    if not shaped or max(shaped, key=lambda t: len(t.shape)).shape[-1] < 2:
+        return None
+    last = max(shaped, key=lambda t: len(t.shape)).shape[-1]
+
+    def doubled(value):
+        if isinstance(value, tuple):
+            return tuple(doubled(v) for v in value)
+        if isinstance(value, TensorValue) and value.shape and value.shape[-1] == last:
+            return TensorValue(value.dtype, (*value.shape[:-1], 2 * last))
+        return value
+
+    return [op.calls[0], {name: doubled(value) for name, value in op.calls[0].items()}], True
+
+
+def rung_capture_limit(op: Op) -> str:
+    """One npugraph_ex graph for two sizes (dynamic=True): each captured and replayed; capture_limit=1 runs eagerly."""
+    _capture_unavailable(op)
+    found = _two_sizes(op)
+    if found is None:
+        raise RungSkipped(f"no two calls of {op.name} that differ only in sizes: give two with --inputs")
+    pair, derived = found
+    checks = _checks()
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    sized = [{name: _make(value, g) for name, value in call.items()} for call in pair]
+    try:
+        report = _features().assert_capture_limit(_target(op), sized, derived=derived)
+    except checks.CheckFailed as failed:
+        raise _failed(failed) from None
+    return report.split(": ", 1)[-1]
+
+
+def rung_streams(op: Op) -> str:
+    """The op on a second stream inside npugraph_ex's graph: on an NPU (elsewhere a skip saying why)."""
+    checks = _checks()
+    try:
+        return _features().assert_on_a_second_stream(_target(op), lambda seed: calls(op, seed)[0])
+    except checks.CheckFailed as failed:
+        raise _failed(failed) from None
+
+
 # --- driver ---------------------------------------------------------------------------------------
+
+
+RUNG_FUNCTIONS = {"static": rung_static, "eager": rung_eager, "aot_eager": rung_aot_eager,
+                  "npugraph_ex": rung_npugraph_ex, "fusion": rung_fusion, "capture": rung_capture,
+                  "compile_cache": rung_compile_cache, "capture_limit": rung_capture_limit, "streams": rung_streams}
 
 
 def run_rung(op: Op, rung: str, job: dict) -> dict:
@@ -608,24 +810,13 @@ def run_rung(op: Op, rung: str, job: dict) -> dict:
     try:
         if rung in ("opcheck", "aot_eager", "npugraph_ex", "fusion") and op.eager_notes.get("device_only"):
             raise RungSkipped("no kernel for CPU and no device for the kernel the op has (see the eager rung)")
-        if rung == "static":
-            result["reason"] = rung_static(op)
-        elif rung == "eager":
-            result["reason"] = rung_eager(op)
-        elif rung == "opcheck":
-            result["reason"] = rung_opcheck(op, job.get("train", False))
-        elif rung == "aot_eager":
-            result["reason"] = rung_aot_eager(op)
-        elif rung == "npugraph_ex":
-            result["reason"] = rung_npugraph_ex(op)
-        elif rung == "fusion":
-            result["reason"] = rung_fusion(op)
-        elif rung == "capture":
-            result["reason"] = rung_capture(op)
+        result["reason"] = (rung_opcheck(op, job.get("train", False)) if rung == "opcheck" else
+                            RUNG_FUNCTIONS[rung](op))
     except RungSkipped as skip:
         result = {"status": "skip", "reason": str(skip)}
     except RungFailed as failed:
-        result = {"status": "fail", "reason": str(failed), "signature": failed.signature, "evidence": failed.evidence}
+        result = {"status": "fail", "reason": str(failed), "signature": failed.signature, "evidence": failed.evidence,
+                  "causes": list(failed.causes)}
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as error:  # noqa: BLE001  (a check's skip; else any exception of the op is the evidence)
@@ -667,10 +858,12 @@ def main(argv: list[str]) -> int:
         emit(event="usage", message=usage.message, hint=usage.hint)
         return 0
     import_seconds = round(time.perf_counter() - started, 3)
+    if "compile_cache" not in job.get("skip", ()) and any(op.overload is not None for op in ops):
+        _FreshProcess.start()  # its imports (torch, npugraph_ex) overlap the rungs before compile_cache
     resume = job.get("resume") or {}
     first_op, after = resume.get("op", 0), resume.get("after")
     for index, op in enumerate(ops):
-        emit(event="op", index=index, op=op.name)
+        emit(event="op", index=index, op=op.name, keys=sorted(dispatch_keys(op)) if op.overload is not None else None)
     for index, op in enumerate(ops):
         if index < first_op:
             continue
@@ -699,6 +892,7 @@ def main(argv: list[str]) -> int:
             result = run_rung(op, rung, job)
             emit(event="rung", index=index, rung=rung, **result)
             failed = failed or result["status"] == "fail"
+    _FreshProcess.close()
     emit(event="done")
     return 0
 

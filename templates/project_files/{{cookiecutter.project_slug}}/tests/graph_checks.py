@@ -1355,6 +1355,13 @@ def assert_capture_replay(op: Op, make_call: Callable[[int], Call], device: str,
         assert torch._dynamo.utils.counters["inductor"]["cudagraph_skips"] == 0, "CUDA graphs were skipped"
 
 
+def npu_graph_cpu():
+    """tests/npu_graph_cpu.py, the NPU graph emulation (loaded by tests/npugraph_ex_cpu.py)."""
+    import npugraph_ex_cpu as loader
+
+    return loader.emulation_module()
+
+
 def npugraph_ex_cpu(capture: bool = False):
     """tests/npugraph_ex_cpu.py, which loads npugraph_ex on CPU; skips (naming the fetch command) when it cannot.
     `capture`: for capture and replay on the CPU emulation (skipped where a real NPU is)."""
@@ -1478,7 +1485,12 @@ CAPTURE_FIXES = {
                      "count tensor), or keep the data-dependent part out of the captured graph",
     "synchronize": "remove the synchronize: a captured graph is one stream of device tasks that nothing on the host "
                    "waits for",
+    "stream-sync": "order streams with events on the device (stream.wait_stream(other), event.record() then "
+                   "stream.wait_event(event)), never by the host waiting: the kernel may run on a side stream of a "
+                   "multi-stream scope, where a host wait breaks the capture and the overlap",
 }
+# CheckFailed.kind of each capture error (opgen check's signature)
+CAPTURE_KINDS = {"stream-sync": "stream-misuse"}
 ALLOW_RANDOM = "OPGEN_ALLOW_RANDOM_IN_CAPTURE"  # =1: random-number ops in a captured kernel are a warning
 RANDOM_IN_CAPTURE = ("npugraph_ex does not support random-number ops in capture (its documented constraint; torch-npu "
                      "2.13.0 registers generator state during capture, so a replay draws new numbers, never eager's)")
@@ -1506,6 +1518,7 @@ class _CaptureRun:
         self.last = None
         self.replayed_python = 0  # runs of the kernel's Python during replays
         self.notes: list[str] = []
+        self.failure: CheckFailed | None = None  # what the run found, if anything
 
     # --- one call ----------------------------------------------------------------------------------------
 
@@ -1527,7 +1540,9 @@ class _CaptureRun:
             with self.emulation.kernel_python() as ran, outputs_are_new_memory():
                 raw = self.compiled(**call)
         except self.capture_error as error:
-            raise CheckFailed(self.capture_failure(error), "cpu-sync-in-kernel") from None
+            kind = CAPTURE_KINDS.get(error.kind, "cpu-sync-in-kernel")
+            raise CheckFailed(self.capture_failure(error), kind) from None
+        self.assert_fake_planned_the_outputs()
         if number == 1:
             self.after_capture(raw, call, memory)
         else:
@@ -1536,6 +1551,15 @@ class _CaptureRun:
         self.compare(number, raw, expected, call, reference_call)
         self.last = raw
         return raw
+
+    def assert_fake_planned_the_outputs(self) -> None:
+        """An op captured as one launch writes buffers allocated from its fake: the kernel must return what it says."""
+        for graph in self.emulation.captures:
+            for name, index, (fake_shape, fake_dtype), (shape, dtype) in graph.fake_mismatches[:1]:
+                raise CheckFailed(f"output {index} of {name}: its fake says {list(fake_shape)} {fake_dtype}, its "
+                                  f"kernel returned {list(shape)} {dtype} at a replay: a captured graph allocates the "
+                                  "op's outputs from its fake and the device task writes into them, so the fake must "
+                                  "give the kernel's shapes and dtypes", "fake-wrong-metadata")
 
     def capture_failure(self, error) -> str:
         captured = self.emulation.captures[-1] if self.emulation.captures else None
@@ -1548,11 +1572,27 @@ class _CaptureRun:
         """Which of the op's kernels the capture ran (its NPU kernel when plain torch on CPU, else its CPU one)."""
         graph = graph or self.graph
         key, why = (graph.kernels.get(self.op.overload.name()) if graph is not None else None) or ("", "")
+        whole = graph is not None and self.op.overload.name() in graph.one_launch
+        how = ", as one launch of the op," if whole else ""
         if key == "PrivateUse1":
-            return "its NPU (PrivateUse1) kernel, plain torch on CPU,"
+            return f"its NPU (PrivateUse1) kernel, {'compiled code' if whole else 'plain torch on CPU'}{how or ','}"
         if key == "CPU":
-            return f"its CPU kernel ({self.op.cpu_kernel + '; ' if self.op.cpu_kernel else ''}{why})"
+            language = "compiled code; " if whole and npu_graph_cpu().kernel_language(
+                self.op.overload.name(), key) == "C++" else ""
+            return f"its CPU kernel ({language}{self.op.cpu_kernel + '; ' if self.op.cpu_kernel else ''}{why}){how}"
         return "no kernel of the op"
+
+    def captured(self):
+        """The capture of call 1 (or the capture that failed)."""
+        return self.graph or (self.emulation.captures[-1] if self.emulation.captures else None)
+
+    def stand_in(self) -> tuple[str, str] | None:
+        """(dispatch key, why) of the captured kernel when it is not the one the device runs: a CPU kernel standing in
+        for an NPU or CUDA kernel (a stub, or one that is not plain torch), recorded launch by launch; else None."""
+        graph, name = self.captured(), self.op.overload.name()
+        key, why = (graph.kernels.get(name) if graph is not None else None) or ("", "")
+        device_kernel = any(torch._C._dispatch_has_kernel_for_dispatch_key(name, k) for k in ("PrivateUse1", "CUDA"))
+        return (key, why) if key == "CPU" and device_kernel and name not in graph.one_launch else None
 
     def after_capture(self, raw, call: Call, memory: dict) -> None:
         captures = self.emulation.captures
@@ -1593,9 +1633,12 @@ class _CaptureRun:
         if not self.graph.random:
             return
         op_name, where, code = self.graph.random[0]
+        declare = (f"an op whose job is to sample: declare it, `tags: [nondeterministic_seeded]` in "
+                   f"{self.op.spec('.tags')}, which makes this a warning; " if not self.op.random else "")
         text = (f"{self.op.qualname}: {self.kernel()} draws random numbers while it is captured:\n  {_shown(where)}: "
-                f"{code}\n  {op_name}: {RANDOM_IN_CAPTURE}. Pass random values in as a tensor argument, drawn outside "
-                f"the graph (a warning-level finding: {ALLOW_RANDOM}=1 accepts it and compares only shapes and dtypes)")
+                f"{code}\n  {op_name}: {RANDOM_IN_CAPTURE}. {declare}any other op: pass random values in as a tensor "
+                f"argument, drawn outside the graph (a warning-level finding: {ALLOW_RANDOM}=1 accepts it and compares "
+                "only shapes and dtypes)")
         if not self.allow_random:
             raise CheckFailed(text, "random-op")
         import warnings
@@ -1728,10 +1771,14 @@ class _CaptureRun:
 
     def report(self, calls: int, captures: int) -> str:
         graph = self.graph
+        if self.op.overload.name() in graph.one_launch:
+            python = "the kernel runs whole at each replay, as a device task"
+        else:
+            python = (f"the kernel's Python ran {graph.kernel_runs} time(s) at capture and {self.replayed_python} "
+                      "during replays")
         head = (f"{self.op.qualname}: npugraph_ex's AclGraph captured {self.kernel()} on CPU (opgen's emulated NPU "
                 f"graph, tests/npu_graph_cpu.py): {self.launches} kernel launches recorded, {captures} capture and "
-                f"{graph.replays} replays for {calls} calls; the kernel's Python ran {graph.kernel_runs} time(s) at "
-                f"capture and {self.replayed_python} during replays")
+                f"{graph.replays} replays for {calls} calls; {python}")
         return "\n".join([head, *(f"  {note}" for note in self.notes)])
 
 
@@ -1793,23 +1840,62 @@ def assert_npugraph_ex_capture_replay_on_cpu(op: Op, make_call: Callable[[int], 
         allow_random = op.random or os.environ.get(ALLOW_RANDOM) == "1"
     if reference is None:  # the spec's reference (the independent oracle), else the CPU kernel
         reference = (lambda call: op.reference(**call)) if op.reference is not None else op
-    torch.compiler.reset()
-    torch._dynamo.utils.counters.clear()
-    with loader.Session(capture=True) as session, torch.no_grad():
-        compiled = torch.compile(lambda **kwargs: op.overload(**kwargs), backend=session.backend(**(options or {})),
-                                 fullgraph=True, dynamic=False)
-        run = _CaptureRun(op, session, compiled, reference, allow_random)
-        calls = _calls_with_reused_buffers(op, _new_values(make_call, reference), (0, 1, 2))
-        for number, call in enumerate(calls, start=1):
-            run.call(number, call)
-        run.assert_outputs_kept(number)
-        run.assert_nothing_frozen(call)
-        captures = len(session.emulation.captures)
-        if op.written:
-            run.different_buffers(call)
-        report = run.report(number, captures)
+
+    def capture(one_launch: dict | None = None) -> tuple[_CaptureRun, str]:
+        torch.compiler.reset()
+        torch._dynamo.utils.counters.clear()
+        with loader.Session(capture=True, one_launch=one_launch) as session, torch.no_grad():
+            compiled = torch.compile(lambda **kwargs: op.overload(**kwargs),
+                                     backend=session.backend(**(options or {})), fullgraph=True, dynamic=False)
+            run = _CaptureRun(op, session, compiled, reference, allow_random)
+            try:
+                calls = _calls_with_reused_buffers(op, _new_values(make_call, reference), (0, 1, 2))
+                for number, call in enumerate(calls, start=1):
+                    run.call(number, call)
+                run.assert_outputs_kept(number)
+                run.assert_nothing_frozen(call)
+                captures = len(session.emulation.captures)
+                if op.written:
+                    run.different_buffers(call)
+            except CheckFailed as failed:
+                run.failure = failed
+                return run, ""
+            return run, run.report(number, captures)
+
+    run, report = capture()
+    stand_in = run.stand_in() if run.failure is not None else None
+    if run.failure is not None and (stand_in is None or run.failure.kind not in STAND_IN_FINDINGS):
+        raise run.failure
+    if stand_in is not None:
+        plumbing, report = capture({op.overload.name(): stand_in})
+        # a stand-in reading Python state per call, or drawing random numbers, is no function of its inputs: run
+        # whole, its values still move
+        stateful = run.failure.kind in ("capture-frozen-value", "random-op") and getattr(
+            plumbing.failure, "kind", "") == "compiled-differs"
+        if plumbing.failure is not None and not stateful:
+            raise plumbing.failure
+        skip(_stand_in_skip(run, plumbing))
     print(report)
     return report
+
+
+# What a kernel standing in for the device kernel may do that says nothing about the op: the device kernel's to avoid
+STAND_IN_FINDINGS = ("cpu-sync-in-kernel", "stream-misuse", "capture-frozen-value", "random-op", "capture-recapture",
+                     "capture-static-output", "compiled-differs")
+
+
+def _stand_in_skip(run: _CaptureRun, plumbing: _CaptureRun) -> str:
+    """Why the capture tier judged only the op's plumbing: what the stand-in kernel did, where, and that the device
+    kernel replacing it must not."""
+    _key, why = run.stand_in()
+    what = "\n  ".join(str(run.failure).splitlines())
+    passed = "which passed" if plumbing.failure is None else (
+        "which passed but for its values: the stand-in reads Python state or draws random numbers, so it gives "
+        "other values at every call")
+    return (f"{run.op.qualname}: capture on CPU judged only the op's plumbing, {passed} (registration, fake, "
+            f"outputs, written buffers: the op captured as one launch and replayed {plumbing.graph.replays} times with "
+            f"new values). Its CPU kernel is not judged: it stands in for the kernel the device runs ({why}), and that "
+            f"kernel must not do what the stand-in does here:\n  {what}")
 
 
 # --- fusions: `fusion:` in opgen.yaml, <package>/patterns.py ----------------------------------------

@@ -9,10 +9,15 @@ exactly the torch_npu names AclGraph uses on its capture and replay path, with t
   integer, True) like uninitialised device memory; in-place and out= ops return their argument. `replay` re-runs
   the recorded launches on the memory frozen at capture (aliases with the sizes, strides and offsets each launch
   saw) and copies fresh results into the buffers allocated at capture: no Python of any kernel runs.
-- A custom operator is not one launch: its kernel's Python is host code, run once at capture below the Python
-  key, so the ATen ops it calls are recorded and its host values (Python numbers, branches, config) are frozen.
-  Its NPU (PrivateUse1) kernel is captured when it is plain torch on CPU, else its CPU kernel; `NPUGraph.kernels`
-  says which and why.
+- A custom operator whose kernel is Python is not one launch: its kernel's Python is host code, run once at capture
+  below the Python key, so the ATen ops it calls are recorded and its host values (Python numbers, branches,
+  config) are frozen. Its NPU (PrivateUse1) kernel is captured when it is plain torch on CPU, else its CPU kernel;
+  `NPUGraph.kernels` says which and why. A kernel that is not Python (C++ through the dispatcher: torch records
+  the source file of each registration) is one device task, as on a device: recorded as one launch of the op
+  (outputs from its fake, in the pool, poisoned) and run whole at replay on the captured memory; so is an op named
+  in `Emulation(one_launch={op: (key, why)})` (a CPU kernel standing in for a device kernel, whose own Python is
+  not what the device will run: the capture then judges only the op's plumbing).
+  `NPUGraph.one_launch` lists the ops captured so.
 - Capture errors in torch_npu's wording (`CaptureError`) for host syncs: reading a value (`.item()`, `bool()`,
   `int()`, `float()` or an `if` of a tensor, ops tagged data_dependent_output such as `equal`), copying to the
   host (`.cpu()`, `.to("cpu")`, `.tolist()`, `.numpy()`), a data-dependent output size (`nonzero`, boolean
@@ -37,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import linecache
 import os
+import re
 import sys
 import sysconfig
 import types
@@ -56,6 +62,7 @@ LIBRARY_MODULES = ("npu_graph_cpu", "npugraph_ex_cpu", "graph_checks")  # frames
 ALLOCATIONS = {"empty.memory_format", "empty_strided", "empty_like", "new_empty", "new_empty_strided",
                "empty_permuted"}
 HOST_COPIES = ("cpu", "tolist", "numpy", "__array__")  # Tensor methods that copy device memory to the host
+NATIVE_SOURCES = (".cpp", ".cc", ".cxx", ".c", ".cu", ".h", ".hpp", ".mm")  # a registration made from compiled code
 TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 STDLIB_DIR = sysconfig.get_paths()["stdlib"] + os.sep
 SITE_DIRS = tuple({sysconfig.get_paths()[key] + os.sep for key in ("purelib", "platlib")})
@@ -64,8 +71,8 @@ _MISSING = object()
 
 class CaptureError(RuntimeError):
     """A call the capturing stream refuses: `what` (an op, a Tensor method), `why` it needs the host, its `kind`
-    ("host-read", "host-copy", "dynamic-shape" or "synchronize"), and `where`, "file:line" of the kernel code that
-    made it, with its `code` ("" outside a kernel)."""
+    ("host-read", "host-copy", "dynamic-shape", "synchronize" or "stream-sync"), and `where`, "file:line" of the
+    kernel code that made it, with its `code` ("" outside a kernel)."""
 
     def __init__(self, what: str, why: str, kind: str, where: str = "", code: str = "") -> None:
         message = f"{REFUSED.format(what=what)} ({why})" + (f"\n  at {where}: {code}" if where else "")
@@ -85,6 +92,13 @@ class Launch:
     kernel: str = ""  # the custom op whose kernel issued it
     where: str = ""  # "file:line" of that kernel's code
     code: str = ""
+    key: str = ""  # a custom op recorded whole: the dispatch key of the kernel replay runs
+
+    def run(self):
+        if self.key:
+            return self.func.redispatch(torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, self.key)), *self.args,
+                                        **self.kwargs)
+        return self.func(*self.args, **self.kwargs)
 
     def written(self) -> list[torch.Tensor]:
         """The memory this launch writes: its Tensor(a!) arguments and its fresh outputs' buffers."""
@@ -154,6 +168,27 @@ def _meta(value):
     if isinstance(value, torch.device):
         return torch.device("meta")
     return value
+
+
+def kernel_language(name: str, key: str) -> str:
+    """"C++" when the kernel the dispatcher computes for `name` at `key` was registered from compiled code (torch
+    keeps the source file of each registration: a Python one names its .py file or "<stdin>"), else "Python"."""
+    try:
+        debug = repr(torch._C._dispatch_get_computed_kernel_for_dispatch_key(name, key))
+    except RuntimeError:
+        return "Python"
+    match = re.search(r"registered at (.*?):\d+", debug)
+    return "C++" if match is not None and match.group(1).endswith(NATIVE_SOURCES) else "Python"
+
+
+def _fake_result(func, args, kwargs):
+    """The op's outputs as meta tensors from its fake implementation (for an op whose fake is not a Meta kernel)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+        fake_args, fake_kwargs = pytree.tree_map_only(torch.Tensor, mode.from_tensor, (args, kwargs))
+        result = func(*fake_args, **fake_kwargs)
+    return pytree.tree_map_only(torch.Tensor, _meta, result)
 
 
 def _library_frame(frame) -> bool:
@@ -251,10 +286,11 @@ class Recorder(TorchDispatchMode):
 
         return pytree.tree_map(real, meta)
 
-    def record(self, func, args, kwargs):
-        """A device task: not computed; outputs from the meta kernel, allocated in the pool and poisoned."""
+    def record(self, func, args, kwargs, key: str = ""):
+        """A device task: not computed; outputs from the meta kernel (or the op's fake), allocated in the pool and
+        poisoned. `key`: a custom op's kernel run whole at replay (redispatched at that dispatch key)."""
         try:
-            meta = func(*pytree.tree_map(_meta, args), **self._meta_kwargs(func, kwargs))
+            meta = self._output_metadata(func, args, kwargs)
         except Exception as error:  # no meta kernel: a data-dependent size, or an op we cannot record
             if torch.Tag.dynamic_output_shape in func.tags:
                 raise self.refuse(str(func), "its output size depends on tensor values, which a captured graph "
@@ -278,8 +314,16 @@ class Recorder(TorchDispatchMode):
         frozen_args, frozen_kwargs = pytree.tree_map_only(torch.Tensor, frozen, (args, kwargs))
         where, code = self.kernel_line()
         self.graph.launches.append(Launch(func, frozen_args, frozen_kwargs, fresh,
-                                          self.kernels[-1][0] if self.kernels else "", where, code))
+                                          self.kernels[-1][0] if self.kernels else "", where, code, key))
         return pytree.tree_unflatten(outputs, spec)
+
+    def _output_metadata(self, func, args, kwargs):
+        try:
+            return func(*pytree.tree_map(_meta, args), **self._meta_kwargs(func, kwargs))
+        except Exception:
+            if func.namespace in ("aten", "prim", "prims"):
+                raise
+            return _fake_result(func, args, kwargs)  # a custom op whose fake is registered for fake tensors only
 
     @staticmethod
     def _meta_kwargs(func, kwargs) -> dict:
@@ -303,8 +347,15 @@ class Recorder(TorchDispatchMode):
 
     def run_kernel(self, func, args, kwargs):
         """A custom op's kernel is host code: run its Python once, below the Python key, recording what it calls.
-        The NPU kernel when it is plain torch on CPU, else the CPU kernel (`NPUGraph.kernels` says which, and why)."""
+        The NPU kernel when it is plain torch on CPU, else the CPU kernel (`NPUGraph.kernels` says which, and why).
+        A kernel that is not Python, or an op the emulation takes as one launch, is recorded as one launch."""
         name = func.name()
+        if name in self.emulation.one_launch:
+            self.graph.kernels.setdefault(name, self.emulation.one_launch[name])
+            return self.launch_whole(func, self.graph.kernels[name][0], args, kwargs)
+        if (name not in self.graph.kernels and torch._C._dispatch_has_kernel_for_dispatch_key(name, "PrivateUse1")
+                and kernel_language(name, "PrivateUse1") == "C++"):
+            self.graph.kernels[name] = ("CPU", "the NPU kernel is compiled code, which runs only on an NPU")
         if name not in self.graph.kernels and torch._C._dispatch_has_kernel_for_dispatch_key(name, "PrivateUse1"):
             start = len(self.graph.launches)
             try:
@@ -319,7 +370,24 @@ class Recorder(TorchDispatchMode):
                 why = f"the NPU kernel is not plain torch on CPU: {type(error).__name__}: {first}"
                 self.graph.kernels[name] = ("CPU", why)
         self.graph.kernels.setdefault(name, ("CPU", "the op has no NPU kernel"))
-        return self._call(func, self.graph.kernels[name][0], args, kwargs)
+        key = self.graph.kernels[name][0]
+        if kernel_language(name, key) == "C++":
+            return self.launch_whole(func, key, args, kwargs)
+        return self._call(func, key, args, kwargs)
+
+    def launch_whole(self, func, key: str, args, kwargs):
+        """The op as one device task (a compiled kernel, as a device captures it): outputs from its fake, allocated in
+        the pool and poisoned; the kernel at `key` runs whole at each replay, on the memory captured now."""
+        name = func.name()
+        self.graph.kernels.setdefault(name, (key, ""))
+        self.graph.one_launch.add(name)
+        self.kernels.append((name, sys._getframe(), _storages((args, kwargs))))
+        try:
+            result = self.record(func, args, kwargs, key=key)
+        finally:
+            self.kernels.pop()
+        self.graph.returns[name] = self._memory_of(result, args, kwargs)
+        return result
 
     def _call(self, func, key: str, args, kwargs):
         """The kernel at `key`, under this recorder; its Python's code objects are kept for counting later runs."""
@@ -388,6 +456,9 @@ class NPUGraph:
         self.kernel_code: set = set()  # code objects of the kernels' Python seen at capture
         self.kernel_runs = 0  # custom-op kernels entered at capture
         self.returns: dict[str, list] = {}  # op -> where each tensor its kernel returned lives (_memory_of)
+        self.one_launch: set[str] = set()  # ops recorded as one launch (a compiled kernel, or Emulation.one_launch)
+        # (op, output index, (shape, dtype) its fake gave the buffer, what its kernel returned at a replay)
+        self.fake_mismatches: list[tuple] = []
         self.moved: list[tuple[str, str, str]] = []  # (op, "file:line", code): a kernel gave an argument new memory
         self.replays = 0
         self.failed = False
@@ -407,6 +478,7 @@ class NPUGraph:
             raise RuntimeError("another NPU graph is being captured: captures cannot nest")
         self.pool_object = emulation.pool(pool)
         self.launches, self.kernels, self.random, self.moved, self.failed = [], {}, [], [], False
+        self.one_launch = set()
         self.capture_error_mode = capture_error_mode
         emulation.capturing = self
         emulation.graphs.append(self)
@@ -446,10 +518,16 @@ class NPUGraph:
         if self.failed or (self.pool_object is None):
             raise RuntimeError("NPUGraph.replay() of a graph that was not captured (or whose capture failed)")
         for launch in self.launches:
-            result = launch.func(*launch.args, **launch.kwargs)
+            result = launch.run()
             flat = pytree.tree_leaves(result)
             for index, buffer in launch.fresh:
-                buffer.copy_(flat[index])
+                real = flat[index]
+                if launch.key and (real.shape, real.dtype) != (buffer.shape, buffer.dtype):
+                    # the buffer was allocated from the op's fake: the kernel does not write what the graph planned
+                    self.fake_mismatches.append((launch.kernel, index, (tuple(buffer.shape), buffer.dtype),
+                                                 (tuple(real.shape), real.dtype)))
+                    continue
+                buffer.copy_(real)
         self.replays += 1
 
     def reset(self) -> None:
@@ -525,7 +603,7 @@ class Stream:
         return True
 
     def synchronize(self) -> None:
-        synchronize()
+        _refuse_stream_sync(f"Stream.synchronize() of {self!r}")
 
 
 class Event:
@@ -544,7 +622,15 @@ class Event:
         return True
 
     def synchronize(self) -> None:
-        synchronize()
+        _refuse_stream_sync("Event.synchronize()")
+
+
+def _refuse_stream_sync(what: str) -> None:
+    """The host waiting for a stream or an event: inside a capture, a misuse of the capturing stream."""
+    emulation = Emulation.current
+    if emulation is not None and emulation.capturing is not None:
+        raise emulation.capturing._recorder.refuse(what, "the host waits for a stream of the captured graph",
+                                                   "stream-sync")
 
 
 @contextlib.contextmanager
@@ -586,7 +672,9 @@ class Emulation:
 
     current: ClassVar[Emulation | None] = None
 
-    def __init__(self) -> None:
+    def __init__(self, one_launch: dict | None = None) -> None:
+        # ops recorded as one launch whatever their kernel: "ns::op" -> (dispatch key replay runs, why that kernel)
+        self.one_launch: dict[str, tuple[str, str]] = dict(one_launch or {})
         self.graphs: list[NPUGraph] = []
         self.pools: dict[tuple, Pool] = {}
         self.capturing: NPUGraph | None = None
@@ -623,14 +711,28 @@ class Emulation:
         for pool in self.pools.values():
             if pool.find(pointer) is not None:
                 return torch._C._construct_storage_from_data_pointer(pointer, torch.device(device), nbytes)
+        if self._captured_memory(pointer):
+            return torch._C._construct_storage_from_data_pointer(pointer, torch.device(device), nbytes)
         raise RuntimeError(f"torch_npu._C._construct_storage_from_data_pointer: {pointer:#x} is not memory of an NPU "
-                           "graph pool: a tensor rebuilt on it would dangle on a device (opgen's emulation refuses "
-                           "it; AclGraph only rebuilds its own pool memory)")
+                           "graph pool nor memory a captured graph works on: a tensor rebuilt on it would dangle on a "
+                           "device (opgen's emulation refuses it)")
+
+    def _captured_memory(self, pointer: int) -> bool:
+        """`pointer` lies in memory a recorded launch works on (a caller's buffer the graph writes in place, which
+        AclGraph rebuilds an output aliasing it on): alive while the graph is, as the caller keeps it on a device."""
+        for graph in self.graphs:
+            for launch in graph.launches:
+                for tensor in pytree.tree_leaves((launch.args, launch.kwargs)):
+                    if isinstance(tensor, torch.Tensor):
+                        storage = tensor.untyped_storage()
+                        if storage.data_ptr() <= pointer < storage.data_ptr() + max(storage.nbytes(), 1):
+                            return True
+        return False
 
     @property
     def captures(self) -> list[NPUGraph]:
         """The captures that recorded something (AclGraph's pool-initialising capture is empty)."""
-        return [g for g in self.graphs if g.launches or g.kernel_runs or g.failed]
+        return [g for g in self.graphs if g.launches or g.kernel_runs or g.one_launch or g.failed]
 
     # --- a kernel's Python outside capture ----------------------------------------------------------------
 
@@ -683,7 +785,9 @@ class Emulation:
                "current_stream": current_stream, "set_stream": set_stream, "current_device": lambda: None,
                "graph_pool_handle": self.new_pool_handle, "synchronize": synchronize, "empty_cache": empty_cache,
                "host_empty_cache": host_empty_cache, "get_stream_limit": get_stream_limit,
-               "set_stream_limit": set_stream_limit, "memory_snapshot": list}
+               "set_stream_limit": set_stream_limit, "memory_snapshot": list,
+               # read by npugraph_ex's compile cache for its key (inference/_cache_compiler.py): nobody set a level
+               "_get_deterministic_level": lambda: 0}
         for name in ("graph_task_update_begin", "graph_task_update_end", "graph_task_group_begin",
                      "graph_task_group_end", "ExternalEvent"):
             npu[name] = _not_emulated(name)

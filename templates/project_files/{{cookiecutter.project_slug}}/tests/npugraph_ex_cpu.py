@@ -265,14 +265,16 @@ def _eager_acl_graph(acl_graph_module) -> type:
 class Session:
     """`with Session() as session:` compile with `session.backend()`; `session.graphs` holds the final FX
     graph of each compiled graph and `session.runs` counts the runs that reached capture/replay.
-    `Session(capture=True)`: AclGraph captures and replays on `session.emulation` (tests/npu_graph_cpu.py)."""
+    `Session(capture=True)`: AclGraph captures and replays on `session.emulation` (tests/npu_graph_cpu.py);
+    `one_launch` names ops it records as one launch each (npu_graph_cpu.Emulation)."""
 
     current: Session | None = None
 
-    def __init__(self, capture: bool = False):
+    def __init__(self, capture: bool = False, one_launch: dict | None = None):
         self.graphs: list = []
         self.runs = 0
         self.capture = capture
+        self.one_launch = one_launch  # for the emulation: ops captured as one launch ({"ns::op": (key, why)})
         self.emulation = None
         self._saved: dict = {}
 
@@ -316,7 +318,7 @@ class Session:
                 sys.modules.update(_Loaded.modules)
                 _apply_torch_changes(undo=False)
             if self.capture:
-                self.emulation = emulation_module().Emulation()
+                self.emulation = emulation_module().Emulation(self.one_launch)
                 self.emulation.install(_Loaded.stand_in)
             else:
                 acl_graph = _Loaded.modules[f"{PACKAGE}._acl_concrete_graph.acl_graph"]

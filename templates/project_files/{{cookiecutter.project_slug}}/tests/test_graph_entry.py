@@ -18,6 +18,9 @@ The checks are in tests/graph_checks.py (copied by opgen; `opgen check` runs the
      would capture run eagerly;
   6. npugraph_ex's capture and replay on CPU (after the fetch too): its own AclGraph captures the kernel on an
      emulated NPU graph (tests/npu_graph_cpu.py) and replays it with new values, without the kernel's Python.
+     Then npugraph_ex's production features (tests/npugraph_ex_features.py): its compile cache loaded in a fresh
+     process that imports only the package, one graph for two sizes under capture_limit, and (on an NPU) the op
+     on a second stream.
 {% if cookiecutter._opgen.fusions %}
   7. fusion (ops with `fusion:`, <package>/patterns.py): the composite computes what the op computes where the
      fusion applies; a model written with it gets the op under npugraph_ex (pattern fusion on) and under Inductor's
@@ -33,6 +36,7 @@ Tiers that cannot run on this machine are skipped with the reason.
 """
 
 import graph_checks as checks
+import npugraph_ex_features as features
 import pytest
 import torch
 {% if t.uses_number %}
@@ -46,6 +50,7 @@ from {{ cookiecutter._opgen.package }} import {{ t.package_modules | join(", ") 
 
 NPU_UNAVAILABLE = {{ t.npu_unavailable }}
 CUDA_UNAVAILABLE = {{ t.cuda_unavailable }}
+COMPILE_CACHE = features.CompileCache("{{ cookiecutter._opgen.package }}")  # every op's, loaded by one fresh process
 {% for op in cookiecutter._opgen.ops %}
 {% set o = op.tests %}
 
@@ -287,6 +292,44 @@ def test_{{ op.stem }}_npugraph_ex_capture_replay_on_cpu():
     {{ o.skips.no_example }}
 {% else %}
     {{ call("checks.assert_npugraph_ex_capture_replay_on_cpu", [c, each_seed], "    ") }}
+{% endif %}
+
+
+{% if o.dynamic %}
+{{ o.skips.dynamic }}
+{% elif o.example_lines %}
+{{ call("@COMPILE_CACHE.case", [c, each_seed]) }}
+{% endif %}
+def test_{{ op.stem }}_npugraph_ex_compile_cache_in_a_fresh_process():
+{% if not o.example_lines %}
+    {{ o.skips.no_example }}
+{% else %}
+    COMPILE_CACHE.assert_round_trip({{ c }})
+{% endif %}
+
+
+{% if o.dynamic %}
+{{ o.skips.dynamic }}
+{% endif %}
+def test_{{ op.stem }}_npugraph_ex_capture_limit():
+{% if not o.two_sizes %}
+    {{ o.skips.no_two_sizes }}
+{% elif o.two_sizes.lines %}
+    {{ call("features.assert_capture_limit", [c, op.stem ~ "_two_sizes()", "derived=True"], "    ") }}
+{% else %}
+    calls = {{ o.examples }}()
+    {{ call("features.assert_capture_limit", [c, "[calls[" ~ o.two_sizes.pair[0] ~ "], calls[" ~ o.two_sizes.pair[1] ~ "]]"], "    ") }}
+{% endif %}
+
+
+{% if o.dynamic %}
+{{ o.skips.dynamic }}
+{% endif %}
+def test_{{ op.stem }}_npugraph_ex_on_a_second_stream():
+{% if not o.example_lines %}
+    {{ o.skips.no_example }}
+{% else %}
+    {{ call("features.assert_on_a_second_stream", [c, each_seed], "    ") }}
 {% endif %}
 {% if op.fusion.constant %}
 {% set f = "patterns." ~ op.fusion.constant %}
