@@ -8,6 +8,10 @@ import sys
 
 import pytest
 
+# tests/fixtures holds other projects' files (an op-plugin checkout's own tests, which import torch_npu): inputs of
+# opgen's tests, never tests to collect
+collect_ignore = ["fixtures"]
+
 
 def run_opgen_command(*args: str, input: str | None = None, env: dict | None = None,
                       cwd: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:

@@ -306,8 +306,10 @@ def test_static_rung_catches_what_lint_and_the_contract_see():
     assert done.returncode == 1
     static = {op: (r["verdict"]["layer"], r["verdict"]["rule"]) for op, r in found.items() if r["verdict"]}
     # OPG308: lint reads `return x` in a custom_op kernel that mutates x (torch refuses it at run time)
+    # OPG304: lint reads a Meta-key kernel allocating without device= (on meta inputs it returns a CPU tensor)
     assert static == {"chk_lib::aliased_return": ("static", "OPG102"), "chk_cop::undeclared": ("static", "OPG301"),
-                      "chk_vllm::cache_write": ("static", "OPG301"), "chk_cop::returns_input": ("static", "OPG308")}
+                      "chk_vllm::cache_write": ("static", "OPG301"), "chk_cop::returns_input": ("static", "OPG308"),
+                      "chk_lib::meta_on_cpu": ("static", "OPG304")}
     assert all(r["status"] == "skip" and r["reason"] == "skipped with --skip"
                for report in found.values() for r in report["rungs"][2:])
 

@@ -194,7 +194,7 @@ def _unreadable(path: str, reason: str) -> FileRecord:
 def _too_large(path: str, refusal: CannotRead) -> FileRecord | None:
     """A file above MAX_FILE_BYTES is not parsed: a finding when it may hold a registration (its bytes scanned
     through a memory map, not read into memory), nothing when it cannot."""
-    from .collect import CALL_SITE
+    from .collect.source import CALL_SITE
 
     try:
         with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
