@@ -273,24 +273,45 @@ def test_{{ op.stem }}_npugraph_ex_capture_replay_on_cpu():
     {{ call("checks.assert_npugraph_ex_capture_replay_on_cpu", [c, each_seed], "    ") }}
 {% endif %}
 {% if op.fusion.constant %}
-{% set f = "patterns." ~ op.fusion.constant %}
+{% set f = op.fusion.argument %}
 {% set first_call = "lambda seed: " ~ o.examples ~ "(seed)[0]" %}
+{% set forms = (op.fusion.parametrize ~ "\n") if op.fusion.parametrize else "" %}
 
 
-def test_{{ op.stem }}_fusion_composite_is_the_op():
+{{ forms }}def test_{{ op.stem }}_fusion_composite_is_the_op({{ op.fusion.parameter }}):
     """ops[{{ op.index }}].fusion: where it applies, the composite it replaces computes what the op computes."""
     {{ call("checks.assert_fusion_matches_the_op", [c, f, o.examples], "    ") }}
+
+
+{{ forms }}def test_{{ op.stem }}_fusion_keeps_layouts({{ op.fusion.parameter }}):
+    """Where it applies, on inputs in other layouts too, the op's outputs have the strides of the composite's."""
+    {{ call("checks.assert_fusion_keeps_layouts", [c, f, o.examples], "    ") }}
 {% for route in ("npugraph_ex", "inductor") %}
 
 
-def test_{{ op.stem }}_fusion_fires_under_{{ route }}():
+{{ forms }}def test_{{ op.stem }}_fusion_fires_under_{{ route }}({{ op.fusion.parameter }}):
     """A model written with the composite gets the op{% if route == "npugraph_ex" %} under npugraph_ex (pattern fusion on){% else %} under Inductor's pattern pass (aot_eager){% endif %}."""
     {{ call("checks.assert_fusion_fires", [c, f, "patterns.register_fusions", first_call, '"' ~ route ~ '"'], "    ") }}
 
 
-def test_{{ op.stem }}_fusion_near_misses_stay_unfused_under_{{ route }}():
-    """Another constant, an intermediate used outside, another dim, a call `when:` refuses: no op in the graph."""
+{{ forms }}def test_{{ op.stem }}_fusion_near_misses_stay_unfused_under_{{ route }}({{ op.fusion.parameter }}):
+    """Another constant, an intermediate used outside, another dim, a call it does not apply to: no op in the graph."""
     {{ call("checks.assert_near_misses_stay_unfused", [c, f, "patterns.register_fusions", o.examples, '"' ~ route ~ '"'], "    ") }}
+
+
+{{ forms }}def test_{{ op.stem }}_fusion_trains_under_{{ route }}({{ op.fusion.parameter }}):
+    """The composite trained on transposed inputs: the backward runs through the op, gradients equal eager's."""
+    {{ call("checks.assert_fusion_trains", [c, f, "patterns.register_fusions", first_call, '"' ~ route ~ '"'], "    ") }}
 {% endfor %}
+{% if op.fusion.models %}
+
+
+@pytest.mark.parametrize("dtype", {{ op.fusion.model_dtypes }}, ids={{ op.fusion.model_dtype_ids }})
+@pytest.mark.parametrize("route", ["npugraph_ex", "inductor"])
+@pytest.mark.parametrize("model", [{{ op.fusion.models | join(", ") }}], ids={{ op.fusion.model_ids }})
+def test_{{ op.stem }}_fusion_fires_in_models(model, route, dtype):
+    """ops[{{ op.index }}].fusion.models: each model (tiny config) gets the op at every occurrence of the composite."""
+    {{ call("checks.assert_fusion_fires_in_model", [c, "patterns." ~ op.fusion.constant, "patterns.register_fusions", "model", "route", "dtype"], "    ") }}
+{% endif %}
 {% endif %}
 {% endfor %}
