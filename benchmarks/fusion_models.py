@@ -1,11 +1,11 @@
 """Trial of the shipped fusion examples on Hugging Face models, as a new user would run them: every example with
-`fusion:` generated (examples/rms_norm.yaml, add_rms_norm.yaml, swiglu.yaml, rotary.yaml), `register_fusions()`,
-then tiny-config models (2 layers, random weights, 1-D weights moved off their init) of many families in bfloat16
-and float32, compiled under npugraph_ex on CPU (its backend, pattern fusion on) and under Inductor's pattern pass
-(aot_eager, as the generated tests run it). Per model, dtype, route and op: the op nodes in the graph after the
-pattern pass against the occurrences of its composite, counted from what each family's modeling code writes (the
-table FAMILIES below, read from transformers' source: an independent count, not the matcher's), and the logits
-against eager's. A family whose form differs must get 0.
+`fusion:` generated (examples/rms_norm.yaml, gemma_rms_norm.yaml, add_rms_norm.yaml, swiglu.yaml, rotary.yaml),
+`register_fusions()`, then tiny-config models (2 layers, random weights, 1-D weights moved off their init) of many
+families in bfloat16 and float32, compiled under npugraph_ex on CPU (its backend, pattern fusion on) and under
+Inductor's pattern pass (aot_eager, as the generated tests run it). Per model, dtype, route and op: the op nodes in
+the graph after the pattern pass against the occurrences of its composite, counted from what each family's modeling
+code writes (the table FAMILIES below, read from transformers' source: an independent count, not the matcher's),
+and the logits against eager's. A family whose form differs must get 0.
 
     python benchmarks/fusion_models.py [--models LlamaForCausalLM,...] [--dtypes bfloat16,float32]
                                        [--routes npugraph_ex,inductor]
@@ -26,8 +26,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = {"rms_norm": ("myops", ("rms_norm", "gemma_rms_norm")), "add_rms_norm": ("fused", ("add_rms_norm",)),
-            "swiglu": ("mlp_ops", ("swiglu",)), "rotary": ("rope_ops", ("rotary",))}
+EXAMPLES = {"rms_norm": ("myops", ("rms_norm",)), "gemma_rms_norm": ("gemma_ops", ("gemma_rms_norm",)),
+            "add_rms_norm": ("fused", ("add_rms_norm",)), "swiglu": ("mlp_ops", ("swiglu",)),
+            "rotary": ("rope_ops", ("rotary",))}
 LAYERS = 2
 
 # What each family's modeling code writes (transformers 5.x), per shipped op: how many times a forward computes

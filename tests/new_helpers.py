@@ -42,8 +42,9 @@ def pythonpath(projects) -> str:
     return os.pathsep.join(str(path) for project in projects for path in (project, project / "tests"))
 
 
-def run_generated_tests(projects: list[Path], junit: Path) -> dict[str, dict]:
-    """Run the tests of several generated projects in ONE pytest process; outcome per test name.
+def run_generated_tests(projects: list[Path], junit: Path, options: list[str] = ()) -> dict[str, dict]:
+    """Run the tests of several generated projects in ONE pytest process (with pytest `options`); outcome per test
+    name.
 
     The projects' packages are put on PYTHONPATH; `importlib` import mode lets their identically
     named test files coexist.
@@ -51,7 +52,7 @@ def run_generated_tests(projects: list[Path], junit: Path) -> dict[str, dict]:
     # no __pycache__ in the projects: tests compare their files before and after
     env = {**os.environ, "PYTHONPATH": pythonpath(projects), "PYTHONDONTWRITEBYTECODE": "1"}
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--import-mode=importlib",
-               "-c", os.devnull, f"--junitxml={junit}", *[str(p / "tests") for p in projects]]
+               "-c", os.devnull, f"--junitxml={junit}", *options, *[str(p / "tests") for p in projects]]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1200, cwd=junit.parent, check=False)
     results = {}
     for case in ElementTree.parse(junit).getroot().iter("testcase"):

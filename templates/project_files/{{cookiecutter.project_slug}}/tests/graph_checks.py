@@ -2031,13 +2031,14 @@ def _loss_model(fusion, closure: Call) -> Callable:
 
 
 def _trainable(op: Op, fusion, call: Call) -> Call | None:
-    """The call's tensors in the transposed layout (q and k are transposed views in attention), its first floating
+    """The call's tensors in the transposed layout (q and k are transposed views in attention) where the fusion
+    applies to it (else as they are), its first floating
     input taking a gradient (the activation: a norm's x, attention's q, not a weight or cos/sin, whose gradients
     would make the backward save values inside the composite); None when the op writes buffers or reads no float."""
     if op.written:
         return None
     strided = next((changed for label, changed, _ in layouts(op, call) if label == "transposed"), call)
-    tensor_args = _split(strided)[0]
+    tensor_args = _split(strided if not fusion_refusal(fusion, strided) else call)[0]
     first = next((name for name in fusion.tensors if tensor_args[name].is_floating_point()), None)
     if first is None:
         return None
@@ -2119,13 +2120,15 @@ def tiny_model(architecture: str, config: dict, dtype: torch.dtype):
 def composite_sites(graph: torch.fx.Graph, forms: Sequence, trace_fn: Callable) -> dict:
     """Where a graph holds one of `forms`' composites, whatever its constants, dtypes and `when:` (each form's
     patterns with every literal left open, in every operand order): output node name -> (form, order, match). A
-    match inside a larger one (a float32 trace's inside a bfloat16 composite's casts) is the same occurrence."""
+    match inside a larger one (a float32 trace's inside a bfloat16 composite's casts) is the same occurrence; the
+    float32 middle of a half-precision composite of another form (its inputs upcasts) is none."""
+    upcast_from = sys.modules[type(forms[0]).__module__].upcast_from
     matches = []
     for node in [n for n in graph.nodes if n.op == "call_function"]:
         for form in forms:
             for _, order, pattern in form.patterns(trace_fn):
                 matched = pattern.match(node)
-                if matched:
+                if matched and not any(upcast_from(matched.kwargs.get(name)) for name in form.tensors):
                     matches.append((node.name, form, order, matched))
     found, taken = {}, set()
     for name, form, order, matched in sorted(matches, key=lambda m: -len(m[3].nodes)):
