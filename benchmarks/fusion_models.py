@@ -37,8 +37,8 @@ LAYERS = 2
 # float32 its casts vanish and it is Llama's), `gemma` (h * (1 + weight)). add_rms_norm (residual + h, then a
 # Llama-form norm): 2L in a pre-norm decoder; in a post-norm one (OLMo 2) only the final norm follows an add. swiglu:
 # act(gate) * up with SiLU (Phi-3 and GLM chunk one projection and write up * act(gate)); gelu MLPs (Gemma) 0.
-# rotary: the rotate_half form, cos and sin in x's dtype (Llama) or float32 with a cast back (OLMo 2); GLM
-# rotates interleaved pairs, 0.
+# rotary: the rotate_half form, cos and sin in x's dtype (Llama) or float32 with a cast back (OLMo 2); GLM and
+# Helium rotate interleaved pairs, 0.
 FAMILIES = {
     # architecture: (norm form, norms per layer, pre-norm decoder, swiglu, rotate_half)
     "LlamaForCausalLM": ("llama", 2, True, True, True),
@@ -52,7 +52,7 @@ FAMILIES = {
     "GraniteForCausalLM": ("llama", 2, True, True, True),
     "Gemma2ForCausalLM": ("gemma", 4, True, False, True),
     "Gemma3ForCausalLM": ("gemma", 6, True, False, True),  # + q_norm, k_norm
-    "HeliumForCausalLM": ("helium", 2, True, True, True),
+    "HeliumForCausalLM": ("helium", 2, True, True, False),  # interleaved rotary
     "GlmForCausalLM": ("llama", 2, True, True, False),
 }
 

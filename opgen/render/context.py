@@ -80,6 +80,7 @@ def project_context(spec: ProjectSpec) -> dict:
             # ops with `fusion:`: <package>/patterns.py registers their replacements
             "fusions": tuple_text([record for op in ops for record in op["fusion"]["records"]])
             if any(op["fusion"]["constant"] for op in ops) else "",
+            "fusion_models": any(op["fusion"]["models"] for op in ops),  # `fusion.models`: tests build HF models
             "ops": ops,
             "tests": data(_test_module(spec, ops)),
         },

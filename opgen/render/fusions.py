@@ -35,9 +35,7 @@ class FusionCode:
     argument: str = ""
     parameter: str = ""
     models: tuple[str, ...] = ()  # `fusion.models`: (architecture, config) literals, the models test's parameters
-    model_ids: str = "()"  # their test ids, a tuple literal
-    model_dtypes: str = "[]"  # the dtypes the models are built in: each a form is traced in throughout
-    model_dtype_ids: str = "()"
+    models_parametrize: str = ""  # the models test's decorators: each model, under each route, in each dtype
 
 
 def fusion_code(spec: ProjectSpec, op: OpSpec) -> FusionCode:
@@ -60,13 +58,26 @@ def fusion_code(spec: ProjectSpec, op: OpSpec) -> FusionCode:
                    for m in op.fusion.models)
     several = len(forms) > 1
     ids = tuple_text([literal(form.name or f"form{number}") for number, form in enumerate(forms)])
-    dtypes = sorted({combination[0] for form in forms for combination in form.floating_dtypes
-                     if combination and len(set(combination)) == 1}, key=FLOATING_DTYPES.index)
     return FusionCode(constant, records, "\n\n\n".join(parts),
                       f'@pytest.mark.parametrize("fusion", patterns.{constant}, ids={ids})' if several else "",
                       "fusion" if several else f"patterns.{records[0]}", "fusion" if several else "",
-                      models, tuple_text([literal(m.architecture) for m in op.fusion.models]),
-                      "[" + ", ".join(f"torch.{d}" for d in dtypes) + "]", tuple_text([literal(d) for d in dtypes]))
+                      models, _models_parametrize(op, models) if models else "")
+
+
+def _models_parametrize(op: OpSpec, models: tuple[str, ...]) -> str:
+    """The models test's parameters: the dtypes each a form is traced in throughout, both routes, the models."""
+    dtypes = sorted({combination[0] for form in op.fusion.forms for combination in form.floating_dtypes
+                     if combination and len(set(combination)) == 1}, key=FLOATING_DTYPES.index)
+    ids = tuple_text([literal(m.architecture) for m in op.fusion.models])
+    listed = "[" + ", ".join(models) + "]"
+    if len(listed) > LINE_LENGTH - 6:
+        listed = "[\n" + "".join(f"        {model},\n" for model in models) + "    ]"
+    return "\n".join([
+        call("@pytest.mark.parametrize", ['"dtype"', "[" + ", ".join(f"torch.{d}" for d in dtypes) + "]",
+                                          f"ids={tuple_text([literal(d) for d in dtypes])}"]),
+        '@pytest.mark.parametrize("route", ["npugraph_ex", "inductor"])',
+        call("@pytest.mark.parametrize", ['"model"', listed, f"ids={ids}"]) if "\n" not in listed else
+        '@pytest.mark.parametrize(\n    "model",\n    ' + listed + f",\n    ids={ids},\n)"])
 
 
 def _constants(op: OpSpec, form: FusionForm) -> list[tuple[str, str]]:

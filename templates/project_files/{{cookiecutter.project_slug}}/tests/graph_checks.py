@@ -1902,7 +1902,9 @@ def fusion_near_misses(op: Op, fusion, examples: Callable[[int], list[Call]]) ->
     for label, call in fusion_variants(op, fusion, examples):
         refusal = fusion_refusal(fusion, call)
         kind = refusal.endswith("when does not hold")
-        if not refusal or kind in refused or _reference_result(lambda c: fusion.composite(**c), clone(call)) is _REFUSED:
+        if not refusal or kind in refused:
+            continue
+        if _reference_result(lambda c: fusion.composite(**c), clone(call)) is _REFUSED:
             continue
         refused.add(kind)
         found.append((f"{op.field}.{label}: {refusal}", _fusion_model(fusion, _split(call)[1]), _split(call)[0]))
@@ -2081,8 +2083,8 @@ def assert_fusion_trains(op: Op, fusion, register: Callable, make_call: Callable
         if t.requires_grad:
             problem = mismatch(t.grad, eager[name].grad, op.tolerance(t.dtype))
             if problem:
-                raise CheckFailed(f"{fusion.field} under {route}: the gradient of {name!r} through {op.qualname} differs "
-                                  f"from eager's through the composite: {problem}", "fusion-breaks-training")
+                raise CheckFailed(f"{fusion.field} under {route}: the gradient of {name!r} through {op.qualname} "
+                                  f"differs from eager's through the composite: {problem}", "fusion-breaks-training")
 
 
 # --- real models: `fusion.models` in opgen.yaml (Hugging Face transformers, tiny configs) ----------------------
@@ -2185,8 +2187,8 @@ def assert_fusion_fires_in_model(op: Op, forms: Sequence, register: Callable, mo
                           "writes", "fusion-not-in-model")
     left = [f"{name}: {why}" for name, (_, why) in sites.items() if name in seen["left"]]
     if left or seen["fused"] != len(sites):
-        raise CheckFailed(f"{op.field}.fusion fired at {seen['fused']} of the {len(sites)} occurrences of its composite "
-                          f"in {where}; left: " + "; ".join(left), "fusion-partial")
+        raise CheckFailed(f"{op.field}.fusion fired at {seen['fused']} of the {len(sites)} occurrences of its "
+                          f"composite in {where}; left: " + "; ".join(left), "fusion-partial")
     rtol, atol = MODEL_TOLERANCES.get(dtype, (0.0, 0.0))
     problem = mismatch(actual.float(), expected.float(), (rtol, atol))
     if problem:

@@ -306,9 +306,7 @@ def test_{{ op.stem }}_npugraph_ex_capture_replay_on_cpu():
 {% if op.fusion.models %}
 
 
-@pytest.mark.parametrize("dtype", {{ op.fusion.model_dtypes }}, ids={{ op.fusion.model_dtype_ids }})
-@pytest.mark.parametrize("route", ["npugraph_ex", "inductor"])
-@pytest.mark.parametrize("model", [{{ op.fusion.models | join(", ") }}], ids={{ op.fusion.model_ids }})
+{{ op.fusion.models_parametrize }}
 def test_{{ op.stem }}_fusion_fires_in_models(model, route, dtype):
     """ops[{{ op.index }}].fusion.models: each model (tiny config) gets the op at every occurrence of the composite."""
     {{ call("checks.assert_fusion_fires_in_model", [c, "patterns." ~ op.fusion.constant, "patterns.register_fusions", "model", "route", "dtype"], "    ") }}
