@@ -107,8 +107,9 @@ def test_the_generated_patterns_name_each_form_and_the_tests_run_over_them():
                  "ADD_NORM_FORM1)"), 'field="ops[0].fusion.forms[1]"', ("ADD_NORM_LLAMA_DTYPES = (\n    (torch.bfloat16, "
                  "torch.bfloat16, torch.bfloat16),\n    (torch.float32, torch.float32, torch.float32),\n)")):
         assert name in code, name
-    assert fusion["model_dtypes"] == "[torch.bfloat16, torch.float32]"
     assert fusion["models"] == ['("LlamaForCausalLM", {})', '("Qwen3ForCausalLM", {"num_hidden_layers": 1})']
+    assert fusion["models_parametrize"].splitlines()[0] == ('@pytest.mark.parametrize("dtype", [torch.bfloat16, '
+                                                            'torch.float32], ids=("bfloat16", "float32"))')
 
 
 def test_dtypes_trace_each_example_in_each_dtype_and_leave_out_the_others():
