@@ -29,10 +29,8 @@ AUTOGRAD_TIERS = ("opcheck_with_requires_grad", "gradcheck")  # only for ops wit
 FUSED = {"add_rms_norm": ("ops[0].fusion", ("",), False, 8), "kv_cache_update": ("ops[0].fusion", ("",), False, 0),
          "rms_norm": ("ops[0].fusion", ("llama", "olmo2"), False, 12), "gemma_rms_norm": ("ops[0].fusion", ("",), False, 4),
          "swiglu": ("ops[0].fusion", ("",), True, 8), "rotary": ("ops[0].fusion", ("llama", "olmo2"), True, 12)}
-FUSION_TIERS = ("fusion_composite_is_the_op", "fusion_keeps_layouts", "fusion_fires_under_inductor",
-                "fusion_near_misses_stay_unfused_under_inductor", "fusion_trains_under_inductor")
-FUSION_NPUGRAPH_EX_TIERS = ("fusion_fires_under_npugraph_ex", "fusion_near_misses_stay_unfused_under_npugraph_ex",
-                            "fusion_trains_under_npugraph_ex")
+FUSION_TIERS = ("fusion_composite_is_the_op", "fusion_keeps_layouts")  # per form
+FUSION_ROUTED_TIERS = ("fusion_fires", "fusion_near_misses_stay_unfused", "fusion_trains")  # per form and route
 # `fusion.models` builds Hugging Face models (tiny configs): with transformers (the fusion-models extra) they are left
 # out here, being seconds each (tests/test_fusion_checks.py runs one); without it they skip, saying why
 TRANSFORMERS = importlib.util.find_spec("transformers") is not None
@@ -112,13 +110,15 @@ def _fusion_outcomes(stem: str, qualname: str) -> dict[str, tuple[str, str]]:
     expected = {}
     for form in forms:
         where = f"{field}.forms[{forms.index(form)}]" if form else field
-        for tier in FUSION_TIERS + FUSION_NPUGRAPH_EX_TIERS:
-            route = tier.rpartition("_under_")[2]
-            outcome = ("skipped", NPUGRAPH_EX) if route == "npugraph_ex" and NPUGRAPH_EX is not None else ("passed", "")
-            if tier.startswith("fusion_trains") and outcome[0] == "passed" and not trains:
-                outcome = ("skipped", f"{qualname} writes buffers" if stem == "kv_cache_update" else
-                           f"{where} does not fire in the training graph under {route}")
-            expected[f"test_{stem}_{tier}" + (f"[{form}]" if form else "")] = outcome
+        expected.update({f"test_{stem}_{tier}" + (f"[{form}]" if form else ""): ("passed", "") for tier in FUSION_TIERS})
+        for tier in FUSION_ROUTED_TIERS:
+            for route in ("npugraph_ex", "inductor"):
+                outcome = (("skipped", NPUGRAPH_EX) if route == "npugraph_ex" and NPUGRAPH_EX is not None else
+                           ("passed", ""))
+                if tier == "fusion_trains" and outcome[0] == "passed" and not trains:
+                    outcome = ("skipped", f"{qualname} writes buffers" if stem == "kv_cache_update" else
+                               f"{where} does not fire in the training graph under {route}")
+                expected[f"test_{stem}_{tier}[{form + '-' if form else ''}{route}]"] = outcome
     if models and not TRANSFORMERS:
         names = {"add_rms_norm": ("LlamaForCausalLM", "MistralForCausalLM"),
                  "rms_norm": ("LlamaForCausalLM", "Olmo2ForCausalLM"), "gemma_rms_norm": ("GemmaForCausalLM",),
@@ -160,18 +160,26 @@ def test_generated_tests_pass_and_skip_exactly_as_expected(generated, tmp_path):
             assert text in got["message"], f"{style}: {name} failed without the TODO message:\n{got['message']}"
     counts = {kind: sum(1 for r in results.values() if r["outcome"] == kind) for kind in ("passed", "skipped",
                                                                                           "failed")}
-    # npugraph_ex on CPU: 6 pass, the dynamic op skips, the 2 tagged ops xfail (a known copy), the TODO op fails;
-    # and the 2 fused ops' 2 fusion tests under npugraph_ex
-    npugraph_ex = {"passed": 6 + 4, "skipped": 3, "failed": 1} if NPUGRAPH_EX is None else {
-        "passed": 0, "skipped": 10 + 4, "failed": 0}
-    # capture & replay on CPU: 8 pass (the tagged ops too), the dynamic op skips, the TODO op fails
-    capture = {"passed": 8, "skipped": 1, "failed": 1} if NPUGRAPH_EX is None else {"passed": 0, "skipped": 10,
-                                                                                     "failed": 0}
+    # npugraph_ex on CPU: 9 pass, the dynamic op skips, the 2 tagged ops xfail (a known copy), the TODO op fails;
+    # and the fusion tests under npugraph_ex: 3 per form of the 8 forms, the training one passing for the 3 forms that
+    # fire in a training graph (swiglu's and rotary's), skipping for the 5 others
+    forms = sum(len(forms) for _, forms, _, _ in FUSED.values())
+    trained = sum(len(forms) for _, forms, trains, _ in FUSED.values() if trains)
+    npugraph_ex = {"passed": 9 + 3 * forms - (forms - trained), "skipped": 3 + forms - trained, "failed": 1} \
+        if NPUGRAPH_EX is None else {"passed": 0, "skipped": 13 + 3 * forms, "failed": 0}
+    # capture & replay on CPU: 11 pass (the tagged ops too), the dynamic op skips, the TODO op fails
+    capture = {"passed": 11, "skipped": 1, "failed": 1} if NPUGRAPH_EX is None else {"passed": 0, "skipped": 13,
+                                                                                      "failed": 0}
     ran = [name for name, r in results.items() if name.endswith("_capture_replay_on_cpu") and r["outcome"] == "passed"]
     assert len(ran) == capture["passed"], f"{style}: capture & replay on CPU passed for {sorted(ran)}"
-    fusion = 2 * len(FUSION_TIERS)  # with Inductor's pass and without a compile: they run everywhere
-    assert counts == {"passed": 10 * 9 - 5 + 2 + 9 + fusion + npugraph_ex["passed"] + capture["passed"],
-                      "skipped": 10 * 2 + npugraph_ex["skipped"] + capture["skipped"],
+    # with Inductor's pass and without a compile they run everywhere: 5 per form, training skipping where it does not
+    # fire; the models tests skip without transformers (and are left out with it)
+    fusion = {"passed": 5 * forms - (forms - trained), "skipped": forms - trained}
+    models = 0 if TRANSFORMERS else sum(cases for _, _, _, cases in FUSED.values())
+    assert (forms, trained) == (8, 3)
+    # per op: 9 tiers pass (13 ops; the TODO op fails 5 of them), rms_norm's 2 autograd tiers, 12 semantics checks
+    assert counts == {"passed": 13 * 9 - 5 + 2 + 12 + fusion["passed"] + npugraph_ex["passed"] + capture["passed"],
+                      "skipped": 13 * 2 + fusion["skipped"] + models + npugraph_ex["skipped"] + capture["skipped"],
                       "failed": 5 + npugraph_ex["failed"] + capture["failed"]}
 
 
@@ -241,8 +249,10 @@ def test_generated_project_needs_no_opgen_at_run_time(generated):
                      if isinstance(node, ast.ImportFrom) and node.module and node.level == 0}
         assert "opgen" not in imported, path
         # stdlib: tests/npugraph_ex_cpu.py; the tests import the project's own test modules (tests/graph_checks.py);
-        # npugraph_ex: torch_npu's backend, which patterns.py registers its fusions with where it imports
-        allowed = {"torch", "torch_npu", "npugraph_ex", "pytest", "math", *sys.stdlib_module_names, *MODULES}
+        # npugraph_ex: torch_npu's backend, which patterns.py registers its fusions with where it imports;
+        # transformers: the `fusion.models` tests build Hugging Face models where it is installed (they skip else)
+        allowed = {"torch", "torch_npu", "npugraph_ex", "transformers", "pytest", "math", *sys.stdlib_module_names,
+                   *MODULES}
         assert imported <= allowed | {p.name for p in projects} | {
             pkg for project in projects for pkg in [next(project.glob("*/ops.py")).parent.name]}, (path, imported)
 

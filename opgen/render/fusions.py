@@ -75,7 +75,7 @@ def _models_parametrize(op: OpSpec, models: tuple[str, ...]) -> str:
     return "\n".join([
         call("@pytest.mark.parametrize", ['"dtype"', "[" + ", ".join(f"torch.{d}" for d in dtypes) + "]",
                                           f"ids={tuple_text([literal(d) for d in dtypes])}"]),
-        '@pytest.mark.parametrize("route", ["npugraph_ex", "inductor"])',
+        '@pytest.mark.parametrize("route", checks.FUSION_ROUTES)',
         call("@pytest.mark.parametrize", ['"model"', listed, f"ids={ids}"]) if "\n" not in listed else
         '@pytest.mark.parametrize(\n    "model",\n    ' + listed + f",\n    ids={ids},\n)"])
 

@@ -286,23 +286,25 @@ def test_{{ op.stem }}_npugraph_ex_capture_replay_on_cpu():
 {{ forms }}def test_{{ op.stem }}_fusion_keeps_layouts({{ op.fusion.parameter }}):
     """Where it applies, on inputs in other layouts too, the op's outputs have the strides of the composite's."""
     {{ call("checks.assert_fusion_keeps_layouts", [c, f, o.examples], "    ") }}
-{% for route in ("npugraph_ex", "inductor") %}
+{% set routed = (op.fusion.parameter ~ ", route") if op.fusion.parameter else "route" %}
 
 
-{{ forms }}def test_{{ op.stem }}_fusion_fires_under_{{ route }}({{ op.fusion.parameter }}):
-    """A model written with the composite gets the op{% if route == "npugraph_ex" %} under npugraph_ex (pattern fusion on){% else %} under Inductor's pattern pass (aot_eager){% endif %}."""
-    {{ call("checks.assert_fusion_fires", [c, f, "patterns.register_fusions", first_call, '"' ~ route ~ '"'], "    ") }}
+@pytest.mark.parametrize("route", checks.FUSION_ROUTES)
+{{ forms }}def test_{{ op.stem }}_fusion_fires({{ routed }}):
+    """A model written with the composite gets the op: npugraph_ex (pattern fusion on), Inductor's pattern pass."""
+    {{ call("checks.assert_fusion_fires", [c, f, "patterns.register_fusions", first_call, "route"], "    ") }}
 
 
-{{ forms }}def test_{{ op.stem }}_fusion_near_misses_stay_unfused_under_{{ route }}({{ op.fusion.parameter }}):
+@pytest.mark.parametrize("route", checks.FUSION_ROUTES)
+{{ forms }}def test_{{ op.stem }}_fusion_near_misses_stay_unfused({{ routed }}):
     """Another constant, an intermediate used outside, another dim, a call it does not apply to: no op in the graph."""
-    {{ call("checks.assert_near_misses_stay_unfused", [c, f, "patterns.register_fusions", o.examples, '"' ~ route ~ '"'], "    ") }}
+    {{ call("checks.assert_near_misses_stay_unfused", [c, f, "patterns.register_fusions", o.examples, "route"], "    ") }}
 
 
-{{ forms }}def test_{{ op.stem }}_fusion_trains_under_{{ route }}({{ op.fusion.parameter }}):
+@pytest.mark.parametrize("route", checks.FUSION_ROUTES)
+{{ forms }}def test_{{ op.stem }}_fusion_trains({{ routed }}):
     """The composite trained on transposed inputs: the backward runs through the op, gradients equal eager's."""
-    {{ call("checks.assert_fusion_trains", [c, f, "patterns.register_fusions", first_call, '"' ~ route ~ '"'], "    ") }}
-{% endfor %}
+    {{ call("checks.assert_fusion_trains", [c, f, "patterns.register_fusions", first_call, "route"], "    ") }}
 {% if op.fusion.models %}
 
 
