@@ -19,9 +19,11 @@ The checks are in tests/graph_checks.py (copied by opgen; `opgen check` runs the
   6. npugraph_ex's capture and replay on CPU (after the fetch too): its own AclGraph captures the kernel on an
      emulated NPU graph (tests/npu_graph_cpu.py) and replays it with new values, without the kernel's Python.
 {% if cookiecutter._opgen.fusions %}
-  7. fusion (ops with `fusion:`, <package>/patterns.py): the composite computes what the op computes where the
-     fusion applies; a model written with it gets the op under npugraph_ex (pattern fusion on) and under Inductor's
-     pattern pass (aot_eager), no node of the composite left, values equal eager; near misses stay unfused.
+  7. fusion (ops with `fusion:`, <package>/patterns.py), per form: the composite computes what the op computes
+     where the fusion applies, and the op keeps its output layouts; a model written with it gets the op under
+     npugraph_ex (pattern fusion on) and under Inductor's pattern pass (aot_eager), no node of the composite left,
+     values equal eager; near misses stay unfused; training through the op runs its backward, gradients equal
+     eager's; with `fusion.models`, Hugging Face models (transformers) get the op at every occurrence.
 {% endif %}
 Tiers that cannot run on this machine are skipped with the reason.
 {% if t.no_autograd_note %}
