@@ -134,32 +134,37 @@ def _check_distinct(source: _Source, nodes: list[Node], forms: tuple[FusionForm,
 
 def _traces(op: OpSpec, inputs: tuple[str, ...]) -> tuple[dict, ...]:
     """The inputs of a form's first traces (their metadata; None for a float matched by value): one per dtype
-    combination of the examples' tensors, each example also in every dtype of `ops[i].dtypes` (its tensors of its
-    first floating dtype in it, as the tests sweep it), then one per other rank, up to MAX_TRACES. With
-    `ops[i].dtypes`, a combination with another floating dtype is left out (the fusion does not apply there)."""
+    combination of the examples' tensors, then one per other rank, up to MAX_TRACES (`_candidates`)."""
     tensors = [name for name in inputs if op.schema.argument(name).is_tensor]
-    candidates = []
-    for example in op.examples:
-        values = example.values
-        if not all(isinstance(values.get(name), TensorValue) for name in tensors):
-            continue
-        base = {name: _metadata(values[name]) if name in tensors else None for name in inputs}
-        main = next((base[name].dtype for name in tensors if base[name].dtype in FLOATING_DTYPES), None)
-        candidates.append(base)
-        candidates += [{name: replace(v, dtype=dtype) if isinstance(v, TensorValue) and v.dtype == main else v
-                        for name, v in base.items()} for dtype in op.dtypes if main is not None and dtype != main]
-    if op.dtypes:
-        candidates = [c for c in candidates if all(v.dtype in op.dtypes for v in c.values()
-                                                   if isinstance(v, TensorValue) and v.dtype in FLOATING_DTYPES)]
     by_dtypes: dict = {}
     by_rank: dict = {}
-    for trace in candidates:
+    for trace in _candidates(op, inputs, tensors):
         dtypes = tuple(trace[name].dtype for name in tensors)
         by_dtypes.setdefault(dtypes, trace)
         by_rank.setdefault((dtypes, tuple(len(trace[name].shape) for name in tensors)), trace)
     chosen = list(by_dtypes.values())
     chosen += [trace for trace in by_rank.values() if all(trace is not c for c in chosen)]
     return tuple(chosen[:max(MAX_TRACES, len(by_dtypes))])
+
+
+def _candidates(op: OpSpec, inputs: tuple[str, ...], tensors: list[str]) -> list[dict]:
+    """Each example that gives every tensor input, and it in every dtype of `ops[i].dtypes` (its tensors of its first
+    floating dtype in it, as the tests sweep it). With `ops[i].dtypes`, one with another floating dtype is left out
+    (the fusion does not apply there)."""
+    found = []
+    for example in op.examples:
+        values = example.values
+        if not all(isinstance(values.get(name), TensorValue) for name in tensors):
+            continue
+        base = {name: _metadata(values[name]) if name in tensors else None for name in inputs}
+        main = next((base[name].dtype for name in tensors if base[name].dtype in FLOATING_DTYPES), None)
+        found.append(base)
+        found += [{name: replace(v, dtype=dtype) if isinstance(v, TensorValue) and v.dtype == main else v
+                   for name, v in base.items()} for dtype in op.dtypes if main is not None and dtype != main]
+    if not op.dtypes:
+        return found
+    return [c for c in found if all(v.dtype in op.dtypes for v in c.values() if isinstance(v, TensorValue)
+                                    and v.dtype in FLOATING_DTYPES)]
 
 
 def _metadata(value: TensorValue) -> TensorValue:
