@@ -1,5 +1,5 @@
 """The test modules every generated project carries verbatim, `tests/graph_checks.py` (the graph-entry checks),
-`tests/npugraph_ex_cpu.py` (npugraph_ex on CPU) and `tests/npu_graph_cpu.py` (NPU graph capture and replay
+`tests/input_variants.py` (the inputs they try), `tests/npugraph_ex_cpu.py` (npugraph_ex on CPU) and `tests/npu_graph_cpu.py` (NPU graph capture and replay
 emulated on CPU, under npugraph_ex's own AclGraph), imported by opgen itself from its templates so that
 `opgen check` and opgen's own tests run the very code the generated tests run. Torch-free at import.
 """
@@ -12,12 +12,13 @@ from pathlib import Path
 from types import ModuleType
 
 GRAPH_CHECKS = "graph_checks"
+INPUT_VARIANTS = "input_variants"
 NPUGRAPH_EX_CPU = "npugraph_ex_cpu"
 NPU_GRAPH_CPU = "npu_graph_cpu"
-MODULES = (GRAPH_CHECKS, NPUGRAPH_EX_CPU, NPU_GRAPH_CPU)
+MODULES = (GRAPH_CHECKS, INPUT_VARIANTS, NPUGRAPH_EX_CPU, NPU_GRAPH_CPU)
 # what each module imports by name (a generated project's tests/ is on sys.path; opgen's process loads them first;
 # npugraph_ex_cpu loads npu_graph_cpu from beside itself, and only when a capture session needs it: it imports torch)
-IMPORTS = {GRAPH_CHECKS: (NPUGRAPH_EX_CPU,)}
+IMPORTS = {GRAPH_CHECKS: (INPUT_VARIANTS, NPUGRAPH_EX_CPU)}
 
 
 def module_path(name: str) -> Path:

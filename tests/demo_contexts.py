@@ -10,6 +10,7 @@ tests/test_templates.py and tests/test_op_plugin.py check that the files on disk
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -22,9 +23,13 @@ from opgen.render.templates import OP_TEMPLATE, PROJECT_TEMPLATE, STYLE_TEMPLATE
 from opgen.spec.load import load_spec_text
 
 JINJA = {"trim_blocks": True, "lstrip_blocks": True}
+# the op_plugin demo's kernel carries a licence year: the demo is rendered as of this date (reproducible-builds
+# convention, opgen.op_plugin.kernel.licence_year), and tests compare opgen's output under the same
+DEMO_EPOCH = "1767225600"  # 2026-01-01
 EXTENSIONS = ["opgen.render.pyformat.PythonFormat"]  # the templates' Python formatter
 # files every project carries verbatim (they hold Python braces, not Jinja)
-VERBATIM = ["*tests/graph_checks.py", "*tests/npugraph_ex_cpu.py", "*tests/npu_graph_cpu.py"]
+VERBATIM = ["*tests/graph_checks.py", "*tests/input_variants.py", "*tests/npugraph_ex_cpu.py",
+            "*tests/npu_graph_cpu.py"]
 PACKAGE_DEMO = "examples/rms_norm.yaml"
 OP_PLUGIN_DEMO = "examples/op_plugin/rms_norm.yaml"
 
@@ -44,7 +49,15 @@ def demo_contexts(repo: Path = REPO) -> dict[str, dict]:
     contexts[OP_TEMPLATE] = {"project_slug": "", "_opgen": {}, "_op": {}, "_jinja2_env_vars": JINJA,
                              "_extensions": EXTENSIONS}
     text = (repo / OP_PLUGIN_DEMO).read_text(encoding="utf-8")
-    context = op_plugin.project_context(load_spec_text(text, OP_PLUGIN_DEMO))
+    saved = os.environ.get("SOURCE_DATE_EPOCH")
+    os.environ["SOURCE_DATE_EPOCH"] = DEMO_EPOCH
+    try:
+        context = op_plugin.project_context(load_spec_text(text, OP_PLUGIN_DEMO))
+    finally:
+        if saved is None:
+            del os.environ["SOURCE_DATE_EPOCH"]
+        else:
+            os.environ["SOURCE_DATE_EPOCH"] = saved
     contexts[op_plugin.PROJECT_TEMPLATE] = {**context, "_jinja2_env_vars": JINJA}
     contexts[op_plugin.OP_TEMPLATE] = {**context, "_op": context["_opgen"]["ops"][0], "_jinja2_env_vars": JINJA}
     return contexts

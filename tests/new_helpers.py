@@ -42,6 +42,26 @@ def pythonpath(projects) -> str:
     return os.pathsep.join(str(path) for project in projects for path in (project, project / "tests"))
 
 
+def project_outcomes(projects: list[Path], junit: Path, select: str = "") -> dict[str, dict[str, dict]]:
+    """Every project's tests (those `-k select` picks) in one pytest process (their test names are alike):
+    project -> test -> {"outcome", "message"}."""
+    env = {**os.environ, "PYTHONPATH": pythonpath(projects), "PYTHONDONTWRITEBYTECODE": "1"}
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--import-mode=importlib",
+               "-c", os.devnull, "-o", "junit_family=xunit1", f"--junitxml={junit}", *(["-k", select] if select else []),
+               *[str(p / "tests") for p in projects]]
+    subprocess.run(command, env=env, capture_output=True, text=True, timeout=1200, cwd=junit.parent, check=False)
+    found: dict[str, dict[str, dict]] = {p.name: {} for p in projects}
+    for case in ElementTree.parse(junit).getroot().iter("testcase"):
+        project = next(part for part in Path(case.get("file")).parts if part in found)
+        outcome, message = "passed", ""
+        for child in case:
+            if child.tag in ("failure", "error", "skipped"):
+                outcome = {"failure": "failed", "error": "error", "skipped": "skipped"}[child.tag]
+                message = (child.get("message") or "") + "\n" + (child.text or "")
+        found[project][case.get("name")] = {"outcome": outcome, "message": message}
+    return found
+
+
 def run_generated_tests(projects: list[Path], junit: Path, options: list[str] = ()) -> dict[str, dict]:
     """Run the tests of several generated projects in ONE pytest process (with pytest `options`); outcome per test
     name.

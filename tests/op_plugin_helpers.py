@@ -73,36 +73,63 @@ def _nested_shape(values) -> list[int]:
 
 def cpp_inputs(schema, example) -> list[str]:
     """C++ declarations `a0`, `a1`, ... of one example's arguments (defaults where the example has none)."""
+    return [line for number, arg in enumerate(schema.arguments)
+            for line in _cpp_input(f"a{number}", arg, example.values.get(arg.name, arg.default))]
+
+
+def _cpp_input(name: str, arg, value) -> list[str]:
     from opgen.schema.model import BaseType, ListType, OptionalType, strip_alias
     from opgen.spec.model import TensorValue
 
-    lines = []
-    for number, arg in enumerate(schema.arguments):
-        value = example.values.get(arg.name, arg.default)
-        base = strip_alias(arg.type)
-        if isinstance(value, TensorValue):
-            lines.append(f"at::Tensor a{number} = {_cpp_tensor(value)};")
-        elif isinstance(value, tuple) and value and all(isinstance(v, TensorValue) for v in value):  # Tensor[]
-            lines.append(f"std::vector<at::Tensor> v{number}{{{', '.join(_cpp_tensor(v) for v in value)}}};")
-            lines.append(f"at::TensorList a{number}(v{number});")
-        elif value is None and isinstance(base, OptionalType) and _is_tensor_list(base.elem):
-            lines.append(f"c10::optional<at::TensorList> a{number};")
-        elif base == BaseType("float"):
-            lines.append(f"double a{number} = {float(value)!r};")
-        elif base in (BaseType("int"), BaseType("SymInt")):
-            lines.append(f"int64_t a{number} = {int(value)};")
-        elif isinstance(base, OptionalType) and base.elem in (BaseType("int"), BaseType("SymInt")):
-            lines.append(f"c10::optional<int64_t> a{number}" + (";" if value is None else f" = {int(value)};"))
-        elif base == BaseType("bool"):
-            lines.append(f"bool a{number} = {'true' if value else 'false'};")
-        elif isinstance(base, OptionalType) and isinstance(base.elem, ListType) and value is None:
-            lines.append(f"at::OptionalIntArrayRef a{number};")
-        elif isinstance(base.elem if isinstance(base, OptionalType) else base, ListType):  # int[] / int[]?
-            lines.append(f"std::vector<int64_t> v{number}{{{', '.join(map(str, value))}}};")
-            lines.append(f"at::IntArrayRef a{number}(v{number});")
-        else:
-            raise AssertionError(f"the harness cannot build argument {arg.name!r} of type '{arg.type}'")
-    return lines
+    base = strip_alias(arg.type)
+    optional = isinstance(base, OptionalType)
+    elem = strip_alias(base.elem) if optional else base
+    if isinstance(value, TensorValue):
+        return ([f"at::Tensor {name}_t = {_cpp_tensor(value)};", f"c10::optional<at::Tensor> {name}({name}_t);"]
+                if optional else [f"at::Tensor {name} = {_cpp_tensor(value)};"])
+    if isinstance(value, tuple) and value and all(isinstance(v, TensorValue) for v in value):  # Tensor[]
+        return [f"std::vector<at::Tensor> v{name}{{{', '.join(_cpp_tensor(v) for v in value)}}};",
+                f"at::TensorList {name}(v{name});"]
+    if value is None and optional:
+        kind = {BaseType("Tensor"): "at::Tensor", BaseType("float"): "double", BaseType("bool"): "bool",
+                BaseType("str"): "c10::string_view", BaseType("ScalarType"): "at::ScalarType",
+                BaseType("Scalar"): "at::Scalar"}.get(elem, "int64_t")
+        if _is_tensor_list(elem):
+            kind = "at::TensorList"
+        elif isinstance(elem, ListType):
+            return [f"at::OptionalIntArrayRef {name};"]
+        return [f"c10::optional<{kind}> {name};"]
+    scalar = _cpp_scalar(elem, value)
+    if scalar is not None:
+        kind, text = scalar
+        return [f"{'c10::optional<' + kind + '>' if optional else kind} {name} = {text};"]
+    if isinstance(elem, ListType) and isinstance(value, tuple):  # int[] / int[]?
+        if strip_alias(elem.elem) == BaseType("bool"):
+            return [f"std::array<bool, {len(value)}> {name}{{{', '.join('true' if v else 'false' for v in value)}}};"]
+        return [f"std::vector<int64_t> v{name}{{{', '.join(map(str, value))}}};", f"at::IntArrayRef {name}(v{name});"]
+    raise AssertionError(f"the harness cannot build argument {arg.name!r} of type '{arg.type}'")
+
+
+def _cpp_scalar(elem, value):
+    """(C++ type, literal) of a number, bool, string or dtype argument; None for anything else."""
+    from opgen.schema.model import BaseType
+
+    if elem == BaseType("str") and isinstance(value, str):
+        return "c10::string_view", json.dumps(value)
+    if elem == BaseType("ScalarType") and isinstance(value, str):
+        return "at::ScalarType", CPP_DTYPES[value.removeprefix("torch.")]
+    if elem == BaseType("ScalarType") and value is not None and hasattr(value, "word"):
+        return "at::ScalarType", CPP_DTYPES[{"float": "float32", "long": "int64", "int": "int32"}.get(
+            value.word, value.word)]
+    if elem == BaseType("bool") and isinstance(value, bool):
+        return "bool", "true" if value else "false"
+    if elem == BaseType("float") and isinstance(value, (int, float)):
+        return "double", repr(float(value))
+    if elem in (BaseType("int"), BaseType("SymInt")) and isinstance(value, int):
+        return "int64_t", str(int(value))
+    if elem == BaseType("Scalar") and isinstance(value, (int, float)):
+        return "at::Scalar", f"at::Scalar{{{float(value)!r}}}"
+    return None
 
 
 def _is_tensor_list(t) -> bool:
@@ -111,9 +138,10 @@ def _is_tensor_list(t) -> bool:
     return strip_alias(t) == ListType(BaseType("Tensor"))
 
 
-def run_kernels(code: str, calls: list[tuple[str, object, object]], work: Path) -> list[str]:
+def run_kernels(code: str, calls: list[tuple[str, object, object]], work: Path, exec_lines: bool = False) -> list[str]:
     """Compile `code` (kernels in namespace op_api) with the stub headers and call each (name, schema,
-    example); the printed `[sizes] dtype` lines of every output, per call."""
+    example); the printed `[sizes] dtype` lines of every output, per call (and, with `exec_lines`, the
+    `-- aclnnX: aclTensor* char* ...` line of what each EXEC_NPU_CMD argument became)."""
     body = []
     for index, (name, schema, example) in enumerate(calls):
         body.append("    {")
@@ -131,7 +159,7 @@ def run_kernels(code: str, calls: list[tuple[str, object, object]], work: Path) 
     subprocess.run([compiler, "-std=c++17", "-I", str(STUB), "-o", str(work / "harness"), str(work / "harness.cpp")],
                    check=True, capture_output=True, text=True, timeout=300)
     done = subprocess.run([str(work / "harness")], check=True, capture_output=True, text=True, timeout=60)
-    return done.stdout.splitlines()
+    return [line for line in done.stdout.splitlines() if exec_lines or not line.startswith("-- ")]
 
 
 def struct_source(generated: str) -> str:

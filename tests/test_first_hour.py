@@ -46,7 +46,7 @@ EXPECTED = {
     "opgen explain --code OPG102": (0, "OPG102 (aliased-return, error)"),
     "opgen new examples/op_plugin/rms_norm.yaml --target op_plugin -o build/npu_rms_norm":
         (0, "create     op_plugin/config/op_plugin_functions.yaml"),
-    "python -m pytest build/npu_rms_norm/test -q": (0, " passed"),
+    "python -m pytest build/npu_rms_norm/opgen_checks -q": (0, " passed"),
     'pip install "torch==2.13.0" -e ".[test]"': (0, ""),
     "opgen check build/rms_norm": (0, "1 of 1 op(s) pass every runnable rung"),
     "PYTHONPATH=tests/fixtures/check opgen check --skip static check_fixtures.broken_custom_op:chk_cop::undeclared":
@@ -66,6 +66,8 @@ EXEMPT = {
         "needs an op-plugin checkout; tests/test_op_plugin_add.py runs it on a tree shaped like one",
     "opgen add --op-plugin-root ~/op-plugin examples/op_plugin/rms_norm.yaml":
         "needs an op-plugin checkout; tests/test_op_plugin_add.py runs it on a tree shaped like one",
+    "OPGEN_OP_PLUGIN_ROOT=~/op-plugin python -m pytest build/npu_rms_norm/opgen_checks -q":
+        "needs an op-plugin checkout; tests/test_op_plugin_add.py runs opgen_checks on a tree shaped like one",
     "opgen meta-coverage ~/op-plugin --json": "needs an op-plugin checkout; tests/test_op_plugin_coverage.py runs it "
                                              "on a tree shaped like one",
     "python test/test_custom_ops/test_npu_rms_norm.py": "runs inside an op-plugin checkout on an NPU machine",

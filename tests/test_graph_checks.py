@@ -224,8 +224,8 @@ def test_fake_tracing_passes_a_correct_op_and_catches_wrong_metadata_and_device(
 
 def test_the_kernel_is_held_to_the_semantics():
     checks.assert_follows_semantics(DOUBLE, [x_call()], same_shape)
-    with pytest.raises(AssertionError, match=r"ops\[0\].outputs.out0.dtype gives torch.float32 on example 0, the CPU "
-                                             r"kernel \(kernels/wrong_dtype_cpu.py\) returns torch.float64"):
+    with pytest.raises(AssertionError, match=r"ops\[0\].outputs.out0.dtype: the CPU kernel \(kernels/wrong_dtype_cpu.py\) "
+                                             r"gives torch.float64 on ops\[0\].examples\[0\], the spec says torch.float32"):
         checks.assert_follows_semantics(WRONG_DTYPE, [x_call()], same_shape)
 
 
@@ -739,7 +739,7 @@ def test_the_module_is_ruff_clean_and_imports_only_the_standard_library_torch_an
                 if isinstance(node, ast.Import) for alias in node.names}
     imported |= {node.module.split(".")[0] for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
                  if isinstance(node, ast.ImportFrom) and node.module}
-    assert imported - set(sys.stdlib_module_names) <= {"torch", "pytest", "torch_npu", "npugraph_ex_cpu"}
+    assert imported - set(sys.stdlib_module_names) <= {"torch", "pytest", "torch_npu", "npugraph_ex_cpu", "input_variants"}
 
 
 @pytest.mark.slow  # generates a project, runs one of its tests and `opgen check` on it

@@ -5,14 +5,8 @@ not tuned on these."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-from xml.etree import ElementTree
-
 import pytest
-from new_helpers import opgen, pythonpath
+from new_helpers import opgen, project_outcomes
 
 SPEC = """\
 namespace: {namespace}
@@ -89,7 +83,7 @@ def test_a_new_users_spec_passes_and_unseen_kernel_bugs_fail_it(tmp_path):
             assert written in text, text
             kernel.write_text(text.replace(written, planted), encoding="utf-8")
         projects.append(tmp_path / namespace)
-    by_project = outcomes(projects, tmp_path / "junit.xml")
+    by_project = project_outcomes(projects, tmp_path / "junit.xml")
     control = by_project["nu0"]
     assert len(control) > 40, sorted(control)
     broken = {name: r["outcome"] for name, r in control.items() if r["outcome"] not in ("passed", "skipped")}
@@ -100,21 +94,3 @@ def test_a_new_users_spec_passes_and_unseen_kernel_bugs_fail_it(tmp_path):
         assert must_fail in failed, (bug, sorted(failed))
         message = by_project[f"nu{number}"][must_fail]["message"]
         assert "ops[" in message or name in message, (bug, message[-2000:])
-
-
-def outcomes(projects: list[Path], junit: Path) -> dict[str, dict[str, dict]]:
-    """Every project's tests in one pytest process (their test names are alike): project -> test -> outcome."""
-    env = {**os.environ, "PYTHONPATH": pythonpath(projects), "PYTHONDONTWRITEBYTECODE": "1"}
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--import-mode=importlib",
-               "-c", os.devnull, "-o", "junit_family=xunit1", f"--junitxml={junit}", *[str(p / "tests") for p in projects]]
-    subprocess.run(command, env=env, capture_output=True, text=True, timeout=1200, cwd=junit.parent, check=False)
-    found: dict[str, dict[str, dict]] = {p.name: {} for p in projects}
-    for case in ElementTree.parse(junit).getroot().iter("testcase"):
-        project = next(part for part in Path(case.get("file")).parts if part in found)
-        outcome, message = "passed", ""
-        for child in case:
-            if child.tag in ("failure", "error", "skipped"):
-                outcome = {"failure": "failed", "error": "error", "skipped": "skipped"}[child.tag]
-                message = (child.get("message") or "") + "\n" + (child.text or "")
-        found[project][case.get("name")] = {"outcome": outcome, "message": message}
-    return found

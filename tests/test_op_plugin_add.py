@@ -1,8 +1,10 @@
-"""`opgen add --op-plugin-root ROOT SPEC` on a fixture tree shaped like op-plugin (tests/fixtures/op_plugin_root)."""
+"""`opgen add --op-plugin-root ROOT SPEC` on a fixture tree shaped like op-plugin (tests/fixtures/op_plugin_root,
+written for these tests in op-plugin's file formats: every file an op-add pull request touches)."""
 
 from __future__ import annotations
 
 import difflib
+import os
 import shutil
 import subprocess
 import sys
@@ -14,7 +16,9 @@ from op_plugin_helpers import EXAMPLES, extract_torchnpugen, needs_wheel, run_to
 
 FIXTURE = REPO / "tests" / "fixtures" / "op_plugin_root"
 EDITED = ["codegen/templates/_op_plugin_docs.py", "op_plugin/config/derivatives.yaml",
-          "op_plugin/config/op_plugin_functions.yaml", "op_plugin/python/meta/_meta_registrations.py"]
+          "op_plugin/config/op_plugin_functions.yaml", "op_plugin/python/meta/_meta_registrations.py",
+          "test/core_tests/test_fake_tensor.py", "test/core_tests/torch_npu_OpApi_schema_all.json"]
+RECORD = ".opgen/op_plugin_add.json"  # outside git, opgen add keeps its record in the checkout's .opgen/
 
 
 @pytest.fixture
@@ -26,12 +30,20 @@ def add(root: Path, *args: str):
     return opgen("add", "--op-plugin-root", str(root), *args)
 
 
+def tree(root: Path) -> dict[str, bytes]:
+    return {k: v for k, v in snapshot(root).items() if k != RECORD}
+
+
 def only_added(before: str, after: str) -> list[str]:
-    """The lines `after` adds to `before`; fails if any line of `before` changed, moved or went."""
-    ops = difflib.SequenceMatcher(a=before.splitlines(keepends=True), b=after.splitlines(keepends=True),
-                                  autojunk=False).get_opcodes()
-    assert all(tag in ("equal", "insert") for tag, *_ in ops), [op for op in ops if op[0] not in ("equal", "insert")]
-    return [line for tag, _, _, j1, j2 in ops if tag == "insert" for line in after.splitlines()[j1:j2]]
+    """The lines `after` adds to `before`; fails if any line of `before` changed, moved or went (except a JSON
+    line that gains the comma joining it to a new member)."""
+    old, new = before.splitlines(keepends=True), after.splitlines(keepends=True)
+    ops = difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes()
+    comma = [op for op in ops if op[0] == "replace" and op[2] - op[1] == 1
+             and new[op[3]].rstrip("\r\n") == old[op[1]].rstrip("\r\n") + ","]
+    bad = [op for op in ops if op[0] not in ("equal", "insert") and op not in comma]
+    assert not bad, bad
+    return [line for tag, _, _, j1, j2 in ops if tag in ("insert", "replace") for line in after.splitlines()[j1:j2]]
 
 
 @pytest.mark.slow
@@ -40,7 +52,7 @@ def test_adds_three_examples_with_only_added_lines_and_twice_changes_nothing(roo
     for spec in EXAMPLES:
         done = add(root, str(spec))
         assert done.returncode == 0, done.stderr
-    after = snapshot(root)
+    after = tree(root)
     assert set(before) <= set(after)
     added_files = sorted(set(after) - set(before))
     assert added_files == ["op_plugin/ops/opapi/KvCacheUpdateKernelNpuOpApi.cpp",
@@ -62,8 +74,11 @@ def test_adds_three_examples_with_only_added_lines_and_twice_changes_nothing(roo
     text = after["op_plugin/config/op_plugin_functions.yaml"].decode()
     assert text.index("exposed: all_version   # in-place") < text.index("npu_add_rms_norm(") < text.index(
         "# a trailing comment of the custom section")
-    # derivatives.yaml keeps its own (dash at column 0) indentation
+    # derivatives.yaml keeps its own (dash at column 0) indentation; a blank line before the entry
     assert added["op_plugin/config/derivatives.yaml"][0].startswith("- name: npu_rms_norm(")
+    assert "version: all_version\n\n- name: npu_rms_norm(" in after["op_plugin/config/derivatives.yaml"].decode()
+    # the fixture's custom: entries have no blank line between them, and opgen's none either
+    assert "" not in yaml_added
     meta = after["op_plugin/python/meta/_meta_registrations.py"].decode()
     assert not any(line.startswith(("import", "from")) for line in added["op_plugin/python/meta/_meta_registrations.py"])
     assert meta.index('@impl(m, "npu_meta_only")') < meta.index('@impl(m, "npu_add_rms_norm")') < meta.index(
@@ -71,15 +86,22 @@ def test_adds_three_examples_with_only_added_lines_and_twice_changes_nothing(roo
     for spec in EXAMPLES:
         done = add(root, str(spec))
         assert done.returncode == 0 and "nothing to do" in done.stdout, done.stderr
-    assert snapshot(root) == after
+    assert tree(root) == after
 
 
 @pytest.mark.slow
-def test_added_meta_tests_run_on_cpu_inside_the_tree(root):
+def test_opgen_checks_run_the_added_meta_functions_on_cpu(root, tmp_path):
+    """opgen_checks/ (of `opgen new`, never added to the checkout) runs the checkout's Meta functions after
+    `opgen add`, found through OPGEN_OP_PLUGIN_ROOT."""
+    checks = tmp_path / "checks"
     for spec in EXAMPLES:
         assert add(root, str(spec)).returncode == 0
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test/test_custom_ops"],
-                          cwd=root, capture_output=True, text=True, timeout=600, check=False)
+        assert opgen("new", str(spec), "--target", "op_plugin", "-o", str(tmp_path / spec.stem)).returncode == 0
+        shutil.copytree(tmp_path / spec.stem / "opgen_checks", checks, dirs_exist_ok=True)
+    assert not (root / "opgen_checks").exists()
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(checks)], cwd=tmp_path,
+                          env={**os.environ, "OPGEN_OP_PLUGIN_ROOT": str(root)}, capture_output=True, text=True,
+                          timeout=600, check=False)
     assert done.returncode == 0 and "9 passed" in done.stdout, done.stdout[-3000:]
 
 
@@ -102,7 +124,7 @@ def _spec(tmp_path: Path, schema: str) -> str:
 
 
 @pytest.mark.parametrize(("schema", "where"), [
-    ("npu_fast_gelu(Tensor self) -> Tensor", "npu_fast_gelu (op_plugin/config/op_plugin_functions.yaml:21)"),
+    ("npu_fast_gelu(Tensor self) -> Tensor", "npu_fast_gelu (op_plugin/config/op_plugin_functions.yaml:23)"),
     ("npu_meta_only(Tensor self) -> Tensor", "npu_meta_only (op_plugin/python/meta/_meta_registrations.py:23)"),
 ])
 def test_refuses_an_existing_op_naming_where_and_writes_nothing(root, tmp_path, schema, where):
@@ -148,16 +170,17 @@ def test_not_an_op_plugin_root(tmp_path):
     assert done.returncode == 2 and "op_plugin_functions.yaml does not exist" in done.stderr
 
 
-def test_missing_extra_names_it(root, tmp_path):
+def test_without_clang_format_the_kernel_keeps_opgens_layout_and_says_so(root, tmp_path):
     blocker = tmp_path / "block"
-    (blocker / "ruamel").mkdir(parents=True)
-    (blocker / "ruamel" / "__init__.py").write_text("raise ImportError('blocked for the test', name='ruamel.yaml')\n")
-    env_path = f"{blocker}:{REPO}"
+    (blocker / "clang_format").mkdir(parents=True)
+    (blocker / "clang_format" / "__init__.py").write_text("raise ImportError('blocked for the test')\n")
     done = subprocess.run([sys.executable, "-m", "opgen", "add", "--op-plugin-root", str(root),
-                           str(REPO / "examples/op_plugin/rms_norm.yaml")], capture_output=True, text=True,
-                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": env_path}, timeout=120, check=False)
-    assert done.returncode == 2, done.stderr
-    assert "pip install 'opgen[op_plugin]'" in done.stderr and "Traceback" not in done.stderr
+                           str(REPO / "examples/op_plugin/kv_cache_update.yaml")], capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{blocker}:{REPO}"}, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "clang-format is not installed" in done.stderr and "pip install 'opgen[op_plugin]'" in done.stderr
+    kernel = (root / "op_plugin/ops/opapi/KvCacheUpdateKernelNpuOpApi.cpp").read_text()
+    assert "at::Tensor npu_kv_cache_update(\n    at::Tensor& key_cache,\n" in kernel  # by construction
 
 
 def test_crlf_files_keep_their_line_endings(root):
@@ -168,11 +191,11 @@ def test_crlf_files_keep_their_line_endings(root):
         path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
     before = snapshot(root)
     assert add(root, str(REPO / "examples/op_plugin/kv_cache_update.yaml")).returncode == 0
-    after = snapshot(root)
+    after = tree(root)
     for relative in ("codegen/templates/_op_plugin_docs.py", "op_plugin/config/op_plugin_functions.yaml",
                      "op_plugin/python/meta/_meta_registrations.py"):
         old, new = before[relative], after[relative]
         assert new.count(b"\n") == new.count(b"\r\n"), relative  # every line still ends in CRLF
         assert len(only_added(old.decode().replace("\r\n", "\n"), new.decode().replace("\r\n", "\n"))) > 3
     assert add(root, str(REPO / "examples/op_plugin/kv_cache_update.yaml")).stdout.startswith("nothing to do")
-    assert snapshot(root) == after
+    assert tree(root) == after

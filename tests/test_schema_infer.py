@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from opgen.lint.collect import _params
+from opgen.lint.collect.facts import params as _params
 from opgen.schema import parse_schema
 from opgen.schema.infer import infer_schema
 from opgen.schema.model import strip_alias

@@ -360,5 +360,5 @@ def test_expect_checks_each_tensor_of_a_list_and_names_it(tmp_path):
     assert "expect.xs[0]" not in message
     assert "opgen.yaml: ops[1].examples[0].expect.out0: 3 tensors, the spec expects 2" in \
         bad["test_chunks_matches_expected_values"]["message"]
-    assert "returns 3 tensors on example 0, the spec's semantics 2" in \
+    assert "gives 3 tensors on ops[1].examples[0], the spec's semantics 2" in \
         bad["test_chunks_kernel_follows_the_semantics"]["message"]

@@ -7,7 +7,6 @@ with its check and fix, live in `opgen.lint.rules` (one module per family).
 
 from __future__ import annotations
 
-import os
 import re
 from collections import defaultdict
 
@@ -17,8 +16,8 @@ from ..schema.infer import infer_schema
 from ..schema.model import Schema
 from ..schema.parser import span_column
 from . import rules as R
-from .records import Definition, FileRecord, Function, Registration, Where
-from .rules.base import LINT_RULES, LintOp, Project
+from .records import Definition, FileRecord, Function, Registration, UnknownName, Where, package_of
+from .rules.base import LINT_RULES, LintOp, Project, qualified_name
 
 CLASS_TYPE = re.compile(r"\b[A-Za-z_]\w*\.[A-Za-z_]\w*\.[A-Za-z_][\w.]*")
 
@@ -27,21 +26,18 @@ def check_records(records: list[FileRecord]) -> list[Diagnostic]:
     found: list[Diagnostic] = []
     project = Project(records, by_name=defaultdict(list))
     side_effect = set()
-    unresolved_side_effect = False
     autograd: set = set()
-    opaque: set = set()
     for record in records:
-        opaque |= record.opaque_namespaces
         side_effect |= record.side_effect_ops
         autograd |= record.autograd_ops
-        unresolved_side_effect |= record.unresolved_side_effect
-        project.unresolved_fakes |= record.unresolved_fake_namespaces
+        project.unknown_names.extend(record.unknown_names)
 
-    found.extend(_gather_ops(project, opaque))
+    found.extend(_gather_ops(project))
     for op in project.checked_ops():
         definition = op.definition
         op.autograd = (definition.namespace, definition.name, definition.overload or "") in autograd
-        op.side_effect_marked = unresolved_side_effect or (definition.namespace, definition.name) in side_effect
+        op.side_effect_marked = (definition.namespace, definition.name) in side_effect \
+            or project.maybe_named(op, "side_effect")
     op_rules = [r for r in LINT_RULES.values() if r.scope == "op"]
     for op in project.checked_ops():
         per_op = _contract(op)
@@ -62,7 +58,7 @@ def _without_superseded(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
     return [d for d in diagnostics if d.code not in superseded]
 
 
-def _gather_ops(project: Project, opaque: set) -> list[Diagnostic]:
+def _gather_ops(project: Project) -> list[Diagnostic]:
     """Parse every definition's schema once (OPG001 for the unreadable ones) and attach the registrations to
     their ops (a kernel or fake imported from another file is read from there). No registration is dropped:
     one no definition matches goes to an op whose definition is unseen (C++), where the rules that need no
@@ -76,7 +72,9 @@ def _gather_ops(project: Project, opaque: set) -> list[Diagnostic]:
             if problem is not None:
                 found.append(problem)
             if schema is None and definition.schema_text is not None:
-                opaque.add(definition.namespace)  # defined, but unreadable: its registrations go to an unseen op
+                # defined, but unreadable: its registrations go to an unseen op, none of them dangling
+                project.unknown_names.append(UnknownName("definition", re.escape(qualified_name(definition)),
+                                                         definition.namespace, definition.where.path))
                 continue
             if definition.kernel is not None and definition.kernel.imported_from is not None:
                 definition.kernel = _resolve_import(definition.kernel, imported)
@@ -93,7 +91,7 @@ def _gather_ops(project: Project, opaque: set) -> list[Diagnostic]:
                 registration.function = _resolve_import(function, imported)
             targets = _targets(project, own, registration)
             if not targets:
-                if registration.namespace not in opaque:
+                if not project.may_be_defined(registration):
                     project.dangling.append(registration)
                 targets = [_unseen_op(project, registration)]
             for op in targets:
@@ -113,7 +111,7 @@ def _unseen_op(project: Project, registration: Registration) -> LintOp:
     """The op a registration names whose definition no linted file shows, made on first use."""
     namespace = registration.namespace
     if namespace is None:
-        namespace = ("package", _package_of(registration.where.path))
+        namespace = ("package", package_of(registration.where.path))
     key = (namespace, registration.name, registration.overload or "")
     op = project.unseen.get(key)
     if op is None:
@@ -130,7 +128,7 @@ def _contract(op: LintOp) -> list[Diagnostic]:
     if schema is None and definition.style == "custom_op" and definition.kernel is not None:
         name = f"{definition.namespace}::{definition.name}" if definition.namespace else definition.name
         schema = infer_schema(name, definition.kernel.params, definition.kernel.returns_annotation,
-                              definition.mutates_args)
+                              definition.mutates_args, definition.tags or ())
     if schema is None:
         return []
     found = []
@@ -216,26 +214,12 @@ def _schema_where(op: LintOp, key) -> Where:
     return Where(where.path, literal.line if literal else where.line, op.definition.schema_column + column - 1)
 
 
-_PACKAGES: dict[str, str] = {}
-
-
-def _package_of(path: str) -> str:
-    """The top package directory of a file (ops whose namespace the code does not show belong to it)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    package = _PACKAGES.get(directory)
-    if package is None:
-        from .records import package_root
-
-        package = _PACKAGES[directory] = package_root(path)
-    return package
-
-
 def _op_key(definition: Definition) -> tuple:
     """(namespace, name, overload); an op with no readable namespace is keyed by its package instead,
     so two packages linted together that both define `f` keep both."""
     namespace = definition.namespace
     if namespace is None:
-        namespace = ("package", _package_of(definition.where.path))
+        namespace = ("package", package_of(definition.where.path))
     return (namespace, definition.name, definition.overload)
 
 
@@ -255,19 +239,15 @@ def _matching_keys(project: Project, registration: Registration) -> list[tuple]:
     if key in project.ops:
         return [key]
     # A namespace-less vLLM op (its Library built at run time) registered under its real namespace.
-    keys = {op.key for op in by_name.get((("package", _package_of(registration.where.path)), registration.name), [])}
+    keys = {op.key for op in by_name.get((("package", package_of(registration.where.path)), registration.name), [])}
     return list(keys) if len(keys) == 1 else []
 
 
 def _namespace_less_keys(project: Project, registration: Registration) -> list[tuple]:
-    """A registration that names no namespace: the op of that name (and overload), in its own package when
-    several packages define one."""
+    """A registration that names no namespace: the op of that name (and overload) its own package defines."""
     matches = [op for (_, name), group in project.by_name.items() if name == registration.name for op in group]
     wanted = registration.overload if registration.overload is not None else ""
     exact = [op for op in matches if op.definition.overload == wanted]
     matches = exact or (matches if registration.overload is None else [])
-    keys = {op.key for op in matches}
-    if len(keys) > 1:
-        package = _package_of(registration.where.path)
-        keys = {op.key for op in matches if _package_of(op.definition.where.path) == package} or keys
-    return sorted(keys, key=repr)
+    package = package_of(registration.where.path)  # another package's op of that name is another op
+    return sorted({op.key for op in matches if package_of(op.definition.where.path) == package}, key=repr)

@@ -80,6 +80,7 @@ class Function:
     discarded: tuple[str, ...] = ()  # parameters re-bound at the top level before anything reads them
     uses_get_ctx: bool = False
     imported_from: str | None = None  # a placeholder: the function lives in this other file
+    host_returns: tuple[str, ...] = ()  # names it returns that hold a tensor it made on the host
 
 
     def param(self, name: str) -> Param | None:
@@ -144,6 +145,24 @@ class Registration:
 
 
 @dataclass(slots=True)
+class UnknownName:
+    """A fake (or a kernel that serves fake tensors), a side-effect mark or a definition for an op whose name
+    lint cannot read in full (`register_fake(f"ns::{name}")`, `has_side_effect(op)`, a schema built at run
+    time). It makes the ops it may name unknown, nothing more: those whose `ns::name[.overload]` matches
+    `pattern`, and, when its namespace is unread too (`namespace` None), only ops of its own package."""
+
+    what: str  # "fake", "side_effect" or "definition"
+    pattern: str  # a regular expression over "ns::name" / "ns::name.overload"
+    namespace: str | None
+    path: str
+
+    def may_name(self, qualified: str, path: str) -> bool:
+        if self.namespace is None and package_of(path) != package_of(self.path):
+            return False
+        return re.fullmatch(self.pattern, qualified) is not None
+
+
+@dataclass(slots=True)
 class KeyLiteral:
     """A dispatch-key string in a position that takes only dispatch keys."""
 
@@ -171,9 +190,7 @@ class FileRecord:
     dispatch_keys: list[KeyLiteral] = field(default_factory=list)
     side_effect_ops: set = field(default_factory=set)  # (ns, name) marked with has_side_effect
     autograd_ops: set = field(default_factory=set)  # (ns, name, overload) given a formula by register_autograd
-    unresolved_side_effect: bool = False
-    unresolved_fake_namespaces: set = field(default_factory=set)  # namespaces (or None) with dynamic fakes
-    opaque_namespaces: set = field(default_factory=set)  # namespaces with definitions we could not read
+    unknown_names: list = field(default_factory=list)  # UnknownName: ops named in a way we could not read
     unreadable: Unreadable | None = None  # why the file could not be read or parsed (then nothing else is known)
     noqa: dict = field(default_factory=dict)  # line -> frozenset of codes (empty: all)
     file_noqa: frozenset | None = None  # None: none; empty: whole file
@@ -195,6 +212,18 @@ def one_process(first: str, second: str, entry_points: set[str]) -> bool:
     """Whether two files' module-level code may run in one process as far as the code says: the same file,
     or two modules of which neither is an entry point (two scripts, or two test modules, never meet)."""
     return first == second or (first not in entry_points and second not in entry_points)
+
+
+_PACKAGES: dict[str, str] = {}
+
+
+def package_of(path: str) -> str:
+    """`package_root`, cached by directory (every op and registration asks)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    package = _PACKAGES.get(directory)
+    if package is None:
+        package = _PACKAGES[directory] = package_root(path)
+    return package
 
 
 def package_root(path: str) -> str:

@@ -1,17 +1,15 @@
 """`opgen add --op-plugin-root ROOT SPEC`: insert a spec's contribution into an op-plugin checkout.
 
-What `opgen new --target op_plugin` writes as fragments goes into the existing files in place:
-- op_plugin_functions.yaml (and derivatives.yaml): ruamel.yaml's round-trip loader reads the file
-  (comments kept) to find the `custom:` (`backward:`) list, where its last entry ends, its indentation
-  and every op already there; the new entries are inserted as text after that entry, so not one other
-  byte changes, and the result is read again by ruamel to check it holds exactly the old entries plus
-  the new ones.
-- _meta_registrations.py: libcst inserts the Meta functions after the last `@impl(m, ...)` function
-  and adds `import torch` / `from torch.library import Library, impl` only when missing.
-- _op_plugin_docs.py gets the `_add_torch_npu_docstr` calls appended; kernels and tests are new files.
-Everything is computed and checked before the first write; an op that already exists (in the YAML or
-with a Meta registration) is refused with where it is, unless the very same contribution is already
-there, in which case nothing changes (a second run is a no-op).
+Every file an op-add pull request of op-plugin touches (target.py finds them in the checkout):
+op_plugin_functions.yaml (`custom:`) and derivatives.yaml (`backward:`) entries, the Meta function, the
+docstring call, the compatibility test's JSON keys, the public-API allowlist (public ops), the fake-tensor
+test class, the kernel and test files, and for an exposed op its doc page with the menu and API-list entries.
+
+Each is a piece (pieces.py) edited where it stands, every other byte kept (CRLF files stay CRLF). A second
+run changes nothing; after a spec change the pieces opgen wrote are updated in place (record.py says which
+ones it wrote), and those the spec no longer asks for are removed. A piece of the same name that opgen did
+not write is refused with where it is; one opgen wrote and someone edited since is kept, and the change the
+spec would have made is printed. Everything is computed and checked before the first write.
 """
 
 from __future__ import annotations
@@ -19,18 +17,19 @@ from __future__ import annotations
 import difflib
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
 
 from ..errors import OpgenError
+from .clangformat import executable
+from .pieces import EditError, FileEditor, Piece, line_of
+from .target import FUNCTIONS_YAML, META_PY, Target, TargetError
 
-FUNCTIONS_YAML = "op_plugin/config/op_plugin_functions.yaml"
-DERIVATIVES_YAML = "op_plugin/config/derivatives.yaml"
-META_PY = "op_plugin/python/meta/_meta_registrations.py"
-DOCS_PY = "codegen/templates/_op_plugin_docs.py"
-EXTRA_HINT = "install the op_plugin extra: pip install 'opgen[op_plugin]' (ruamel.yaml and libcst)"
+FORMAT_HINT = ("clang-format is not installed: the kernels keep opgen's own layout, not formatted with the checkout's "
+               ".clang-format (pip install 'opgen[op_plugin]', or pip install clang-format)")
+FRAGMENT_ONLY = ("opgen_checks/",)  # files of `opgen new` that are opgen's own, not part of the contribution
 
 
 class AddError(OpgenError):
@@ -41,259 +40,289 @@ class AddError(OpgenError):
 class Change:
     path: str  # relative to ROOT
     old: str | None  # None: a new file
-    new: str
+    new: str | None  # None: the file goes
 
 
-def _require_extra():
+@dataclass
+class Plan:
+    changes: list[Change] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    record: dict[str, dict] = field(default_factory=dict)
+    record_changed: bool = False
+
+
+def _editors() -> dict:
+    from . import faketest
+    from .json_edit import AllowlistEditor, MemberEditor
+    from .md_edit import MenuEditor, RowEditor
+    from .py_edit import ClassEditor, DocstrEditor, MetaEditor
+    from .yaml_edit import SectionEditor
+
+    return {"yaml": SectionEditor(), "json": MemberEditor(), "allow": AllowlistEditor(), "meta": MetaEditor(),
+            "docstr": DocstrEditor(), "fake": ClassEditor(faketest.IMPORTS), "menu": MenuEditor(),
+            "row": RowEditor(), "file": FileEditor()}
+
+
+# --- what the spec asks for ---------------------------------------------------------------------------
+
+
+def desired_pieces(spec, target: Target, entries) -> list[Piece]:
+    from . import compat, docs, faketest
+    from .model import camel
+    from .render import by_spec_op, derivatives_entry, meta_function, public, render_files, yaml_entry
+
+    pieces: list[Piece] = []
+    paths = target.paths
+    forms = target.op_api_forms()
+    allow_sections = _allowlist_sections(target)
+
+    documented: set[str] = set()
+
+    def add(role: str, kind: str, key: str, text: str, op: str, section: str = "") -> None:
+        if role in paths and not any(p.ident == Piece(paths[role], kind, key, text, op, section).ident for p in pieces):
+            pieces.append(Piece(paths[role], kind, key, text, op, section))
+
+    for entry in entries:
+        op = entry.source.schema.op_name
+        add("functions", "yaml", entry.name, "\n".join(yaml_entry(entry)), op, "custom")
+        if derivatives_entry(entry):
+            add("derivatives", "yaml", entry.name, "\n".join(derivatives_entry(entry)), op, "backward")
+        add("meta", "meta", entry.name, meta_function(entry), op)
+        if entry.twin_of is None and docs.public_name(entry) not in documented:  # one docstring per torch_npu.<name>
+            documented.add(docs.public_name(entry))
+            add("docs", "docstr", docs.public_name(entry), docs.doc_call(entry), op)
+        members = [compat.func_entry(entry)] + (compat.op_api_entries(entry, forms) if public(entry) else [])
+        for key, value in members:
+            add("schema_json", "json", key, compat.member_text(key, value), op)
+        for section in compat.allowlist_keys(entry, allow_sections) if public(entry) else ():
+            add("allowlist", "allow", docs.public_name(entry), f'"{docs.public_name(entry)}"', op, section)
+        if entry.config.exposed and entry.twin_of is None:
+            add("menu", "menu", docs.public_name(entry), docs.menu_line(entry), op)
+            add("api_list", "row", docs.public_name(entry), docs.list_row(entry), op)
+    for group in by_spec_op(entries).values():
+        name = faketest.class_name(camel(group[0].source.schema.name))
+        text = faketest.fake_test_class(name, group, group[0].config.devices)
+        if text:
+            add("fake_test", "fake", name, text, group[0].source.schema.op_name)
+    for planned in render_files(spec, style=target.clang_format):
+        if planned.owner == "user" and not planned.path.startswith(FRAGMENT_ONLY):
+            pieces.append(Piece(planned.path, "file", planned.path, planned.content, _file_owner(planned.path, spec)))
+    return pieces
+
+
+def _file_owner(path: str, spec) -> str:
+    """The spec op a kernel, test or doc page file belongs to."""
+    from . import cpp, docs
+    from .model import camel
+
+    for op in spec.ops:
+        if path in (f"op_plugin/ops/opapi/{camel(op.schema.name)}KernelNpuOpApi.cpp",
+                    f"test/test_custom_ops/test_{cpp.stem(op.schema)}.py",
+                    f"{docs.PAGES_DIR}/torch_npu-{op.schema.name}.md"):
+            return op.schema.op_name
+    return ""
+
+
+def _allowlist_sections(target: Target) -> list[str]:
+    from .json_edit import AllowlistEditor
+
+    relative = target.path("allowlist")
+    text = target.read_text(relative) if relative else None
     try:
-        import libcst
-        from ruamel.yaml import YAML
-    except ImportError as error:
-        raise AddError(f"opgen add needs {error.name}, which is not installed", hint=EXTRA_HINT) from None
-    return YAML, libcst
+        return AllowlistEditor().sections(text.replace("\r\n", "\n")) if text else []
+    except (EditError, ValueError):
+        return []
 
 
-# --- YAML: find with ruamel, insert as text ----------------------------------------------------------
+# --- resolving the pieces against the checkout ----------------------------------------------------------
 
 
-def _load_rt(text: str, path: str):
-    YAML, _ = _require_extra()
-    from ruamel.yaml.error import YAMLError
+class _Files:
+    """The checkout's files as "\n" text, read once; what changed, with each file's line ends restored."""
 
-    yaml = YAML(typ="rt")
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        self.original: dict[str, str | None] = {}
+        self.text: dict[str, str | None] = {}
+
+    def get(self, path: str) -> str | None:
+        if path not in self.text:
+            raw = self.target.read_text(path)
+            self.original[path] = raw
+            self.text[path] = None if raw is None else raw.replace("\r\n", "\n")
+        return self.text[path]
+
+    def changes(self) -> list[Change]:
+        found = []
+        for path, text in self.text.items():
+            old = self.original[path]
+            new = text if text is None or old is None or "\r\n" not in old else text.replace("\n", "\r\n")
+            if new != old:
+                found.append(Change(path, old, new))
+        return found
+
+
+def plan_add(root: Path, spec) -> Plan:
+    from . import record
+    from .backward import check_formulas, yaml_ops
+    from .model import plugin_ops
+
     try:
-        return yaml.load(text)
-    except YAMLError as error:
-        raise AddError(f"{path}: cannot read it as YAML: {error}") from None
-
-
-def _entry_names(seq, key: str) -> dict[str, int]:
-    """Op name -> 1-based line of each entry of a ruamel sequence of mappings with a schema under `key`."""
-    names = {}
-    for index, item in enumerate(seq or []):
-        if hasattr(item, "get") and isinstance(item.get(key), str):
-            names[item[key].split("(", 1)[0].strip()] = seq.lc.item(index)[0] + 1
-    return names
-
-
-def insert_entries(text: str, path: str, section: str, entry_lines: list[str], key: str) -> str | None:
-    """`text` with `entry_lines` (written for `  - key: ...`) appended to the top-level list `section`;
-    None when exactly these entries are there already. Refuses an op of the same name."""
-    data = _load_rt(text, path)
-    if not hasattr(data, "get") or section not in data:
-        raise AddError(f"{path} has no top-level `{section}:`", hint="is ROOT an op-plugin checkout?")
-    block = "\n".join(entry_lines)
-    seq = data[section]
-    lines = text.split("\n")  # a CRLF file keeps its "\r" on every line, and the new lines get one too
-    carriage = "\r" if "\r\n" in text else ""
-    dash = _indent(lines[seq.lc.item(0)[0]]) if seq else 2  # the column of the entries' `-`
-    ours = [line + carriage for line in _reindent(entry_lines, dash)]
-    ours_text = "\n".join(ours)
-    existing = _entry_names(seq, key)
-    new_names = [line.split(f"- {key}:", 1)[1].strip().strip('"').split("(", 1)[0].strip()
-                 for line in entry_lines if line.lstrip().startswith(f"- {key}:")]
-    if ours_text in text:
-        return None
-    clashes = [f"{name} ({path}:{existing[name]})" for name in new_names if name in existing]
+        target = Target.read(root)
+    except TargetError as error:
+        raise AddError(str(error), hint=f"--op-plugin-root must be an op-plugin checkout (with {FUNCTIONS_YAML} "
+                       f"and {META_PY})") from None
+    entries = plugin_ops(spec)
+    files = _Files(target)
+    check_formulas(spec, entries, yaml_ops(files.get(target.paths["functions"]) or ""))
+    plan = Plan(notes=[f"this checkout has no {role_path(role)}: its part of the contribution is left out"
+                       for role in target.missing if _needed(role, entries)])
+    if any(entry.kernel == "opapi" for entry in entries) and executable() is None:
+        plan.notes.append(FORMAT_HINT)
+    recorded = record.load(root)
+    plan.record = dict(recorded)
+    editors = _editors()
+    pieces = desired_pieces(spec, target, entries)
+    clashes = []
+    for piece in pieces:
+        try:
+            clash = _resolve(piece, files, editors[piece.kind], recorded.get(piece.ident), plan)
+        except EditError as error:
+            raise AddError(f"{piece.path}: {error}", hint="opgen add edits op-plugin's own file formats; please "
+                           "report this file's layout") from None
+        if clash:
+            clashes.append(clash)
     if clashes:
         raise AddError(f"already in op-plugin: {', '.join(clashes)}", hint="remove the op from the spec (or from "
-                       "the file) first; opgen add never replaces an existing entry")
-    if seq:
-        last = len(seq) - 1
-        start = seq.lc.item(last)[0]
-        end = start
-        for number in range(start + 1, len(lines)):
-            stripped = lines[number].strip()
-            if not stripped or stripped.startswith("#"):
-                continue
-            if _indent(lines[number]) <= dash:
-                break
-            end = number
-        new_lines = lines[:end + 1] + ours + lines[end + 1:]
+                       "the file) first; opgen add replaces only what it wrote itself")
+    _drop_unwanted(pieces, {op.schema.op_name for op in spec.ops}, recorded, files, editors, plan)
+    plan.changes = files.changes()
+    _check_python(plan.changes)
+    plan.record_changed = plan.record != recorded
+    return plan
+
+
+def _check_python(changes: list[Change]) -> None:
+    """Every Python file still parses (belt and braces: nothing broken is ever written)."""
+    import ast
+
+    for change in changes:
+        if change.path.endswith(".py") and change.new is not None:
+            try:
+                ast.parse(change.new)
+            except SyntaxError as error:
+                raise AddError(f"{change.path}: the edit would leave invalid Python (line {error.lineno}: "
+                               f"{error.msg})", hint="please report this spec and file to opgen") from None
+
+
+def role_path(role: str) -> str:
+    from .target import FILES
+
+    return FILES[role]
+
+
+def _needed(role: str, entries) -> bool:
+    from .render import public
+
+    if role in ("allowlist",):
+        return any(public(e) for e in entries)
+    if role in ("menu", "api_list"):
+        return any(e.config.exposed for e in entries)
+    if role == "derivatives":
+        return any(e.config.backward for e in entries)
+    return True
+
+
+def _resolve(piece: Piece, files: _Files, editor, old: dict | None, plan: Plan) -> str | None:
+    """Bring one piece into its file; a clash (a piece of that name opgen did not write) is returned."""
+    text = files.get(piece.path)
+    if piece.kind != "file" and text is None:
+        return None
+    span = editor.find(text, piece)
+    wanted = editor.fit(text, piece) if hasattr(editor, "fit") else piece.text
+    if span is None:
+        clash = _registered_elsewhere(piece, text)
+        if clash:
+            return clash
+        files.text[piece.path] = editor.insert(text, piece)
     else:
-        header = data.lc.key(section)[0]
-        head = lines[header].split("#", 1)[0].rstrip()
-        if head.endswith("[]"):
-            lines[header] = lines[header].replace("[]", "", 1).rstrip() + carriage
-        new_lines = lines[:header + 1] + ours + lines[header + 1:]
-    result = "\n".join(new_lines)
-    check = _load_rt(result, path)
-    got = [str(item.get(key)) for item in (check[section] or [])]
-    want = [str(item.get(key)) for item in (seq or [])] + [
-        str(item.get(key)) for item in _load_rt(f"{section}:\n" + block, path)[section]]
-    if got != want:  # cannot happen for a file ruamel read: belt and braces before anything is written
-        raise AddError(f"{path}: inserting the entries would not give the expected `{section}` list",
-                       hint="please report this file's layout to opgen")
-    return result
+        current = text[span[0]:span[1]]
+        if current != wanted:
+            if old is None:
+                return (f"{piece.path} already exists" if piece.kind == "file"
+                        else f"{piece.key} ({piece.path}:{line_of(text, span[0])})")
+            if current == old["text"]:
+                files.text[piece.path] = text[:span[0]] + wanted + text[span[1]:]
+            elif old["text"] != wanted:
+                plan.notes.append(_kept_note(piece, old["text"], wanted))
+    plan.record[piece.ident] = {"op": piece.op, "text": wanted}
+    return None
 
 
-def _indent(line: str) -> int:
-    return len(line) - len(line.lstrip(" "))
-
-
-def _reindent(lines: list[str], dash: int) -> list[str]:
-    shift = dash - 2
-    if shift >= 0:
-        return [" " * shift + line for line in lines]
-    return [line[-shift:] if line.startswith(" " * -shift) else line.lstrip(" ") for line in lines]
-
-
-# --- Python files: libcst ----------------------------------------------------------------------------
-
-
-def insert_meta(text: str, path: str, functions: list[str], names: list[str]) -> str | None:
-    """`text` with the Meta `functions` after the last `@impl(m, ...)` function (imports added when missing);
-    None when they are all there already. Refuses an op that has a registration."""
+def _registered_elsewhere(piece: Piece, text: str) -> str | None:
+    """A Meta registration of the op in another form (register_fake, m.impl, ...)."""
+    if piece.kind != "meta" or (f'"{piece.key}"' not in text and f"'{piece.key}'" not in text
+                                and f'::{piece.key}"' not in text):
+        return None
     from .coverage import registered_names
 
-    _, libcst = _require_extra()
-    newline = "\r\n" if "\r\n" in text else "\n"
-    if all(function.replace("\n", newline) in text for function in functions):
-        return None
-    try:
-        module = libcst.parse_module(text)
-    except libcst.ParserSyntaxError as error:
-        raise AddError(f"{path}:{error.raw_line}: not valid Python: {error.message}") from None
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False, encoding="utf-8") as handle:
         handle.write(text)
     try:
         registered = registered_names(Path(handle.name))
     finally:
         os.unlink(handle.name)
-    clashes = [name for name in names if name in registered]
-    if clashes:
-        lines = {name: _line_of(text, name) for name in clashes}
-        raise AddError("already registered: " + ", ".join(f"{n} ({path}:{lines[n]})" for n in clashes),
-                       hint="remove the op from the spec; opgen add never replaces a Meta function")
-    body = list(module.body)
-    last = None
-    for index, statement in enumerate(body):
-        if isinstance(statement, libcst.FunctionDef) and any(_is_impl_m(d.decorator) for d in statement.decorators):
-            last = index
-    new_statements = [libcst.parse_statement(f + "\n") for f in functions]
-    new_statements = [s.with_changes(leading_lines=[libcst.EmptyLine(), libcst.EmptyLine()]) for s in new_statements]
-    position = (last + 1) if last is not None else len(body)
-    body[position:position] = new_statements
-    module = module.with_changes(body=body)
-    imports = _missing_imports(module, libcst)
-    if imports:
-        statements = [libcst.parse_statement(line + "\n") for line in imports]
-        body = list(module.body)
-        after = max((i for i, s in enumerate(body) if _is_import(s, libcst)), default=-1) + 1
-        body[after:after] = statements
-        module = module.with_changes(body=body)
-    return module.code
-
-
-def _line_of(text: str, name: str) -> int:
-    for number, line in enumerate(text.splitlines(), 1):
-        if f'"{name}"' in line or f"'{name}'" in line or f'::{name}"' in line:
-            return number
-    return 0
-
-
-def _is_impl_m(decorator) -> bool:
-    import libcst
-
-    return (isinstance(decorator, libcst.Call) and isinstance(decorator.func, libcst.Name)
-            and decorator.func.value == "impl" and decorator.args and isinstance(decorator.args[0].value, libcst.Name)
-            and decorator.args[0].value.value == "m")
-
-
-def _is_import(statement, libcst) -> bool:
-    return isinstance(statement, libcst.SimpleStatementLine) and all(
-        isinstance(s, (libcst.Import, libcst.ImportFrom)) for s in statement.body)
-
-
-def _missing_imports(module, libcst) -> list[str]:
-    code = "\n".join(module.code_for_node(s) for s in module.body if _is_import(s, libcst))
-    missing = []
-    if "import torch\n" not in code + "\n":
-        missing.append("import torch")
-    names = [n for n in ("Library", "impl")
-             if not any("from torch.library import" in line and n in line for line in code.splitlines())]
-    if names:
-        missing.append(f"from torch.library import {', '.join(names)}")
-    return missing
-
-
-def append_calls(text: str, path: str, calls: list[str]) -> str | None:
-    _, libcst = _require_extra()
-    if all(call.replace("\n", "\r\n" if "\r\n" in text else "\n") in text for call in calls):
+    if piece.key not in registered:
         return None
-    try:
-        libcst.parse_module(text)
-    except libcst.ParserSyntaxError as error:
-        raise AddError(f"{path}:{error.raw_line}: not valid Python: {error.message}") from None
-    newline = "\r\n" if "\r\n" in text else "\n"
-    added = "".join(f"\n\n{call}\n" for call in calls).replace("\n", newline)
-    return text.rstrip("\r\n") + newline + added
+    line = next((n for n, line in enumerate(text.splitlines(), 1) if f'"{piece.key}"' in line
+                 or f"'{piece.key}'" in line or f'::{piece.key}"' in line), 0)
+    return f"{piece.key} ({piece.path}:{line})"
 
 
-# --- the command ------------------------------------------------------------------------------------
+def _kept_note(piece: Piece, old: str, new: str) -> str:
+    what = piece.path if piece.kind == "file" else f"{piece.key} in {piece.path}"
+    patch = "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                         "written by opgen", "the spec now", n=1))
+    return f"{what} was edited since opgen add wrote it and is kept; the spec now changes it so:\n{patch}"
 
 
-def plan_add(root: Path, spec) -> list[Change]:
-    from .model import plugin_ops
-    from .render import derivatives_entry, doc_call, meta_function, render_files, yaml_entry
-
-    entries = plugin_ops(spec)
-    changes: list[Change] = []
-
-    def read(relative: str) -> str:
-        path = root / relative
-        if not path.is_file():
-            raise AddError(f"{path} does not exist", hint="--op-plugin-root must be an op-plugin checkout "
-                           f"(with {FUNCTIONS_YAML} and {META_PY})")
-        with path.open(encoding="utf-8", newline="") as handle:  # line endings as they are (CRLF stays CRLF)
-            return handle.read()
-
-    text = read(FUNCTIONS_YAML)
-    new = insert_entries(text, FUNCTIONS_YAML, "custom", [line for e in entries for line in yaml_entry(e)], "func")
-    if new is not None:
-        changes.append(Change(FUNCTIONS_YAML, text, new))
-    derivatives = [line for e in entries for line in derivatives_entry(e)]
-    if derivatives:
-        text = read(DERIVATIVES_YAML)
-        new = insert_entries(text, DERIVATIVES_YAML, "backward", derivatives, "name")
-        if new is not None:
-            changes.append(Change(DERIVATIVES_YAML, text, new))
-    text = read(META_PY)
-    new = insert_meta(text, META_PY, [meta_function(e) for e in entries], [e.name for e in entries])
-    if new is not None:
-        changes.append(Change(META_PY, text, new))
-    if (root / DOCS_PY).is_file():
-        text = read(DOCS_PY)
-        new = append_calls(text, DOCS_PY, [doc_call(e) for e in entries if e.twin_of is None])
-        if new is not None:
-            changes.append(Change(DOCS_PY, text, new))
-    for planned in render_files(spec):
-        if planned.owner != "user":  # kernels and tests: whole new files
+def _drop_unwanted(pieces, ops: set[str], recorded, files: _Files, editors, plan: Plan) -> None:
+    """Pieces opgen wrote for these ops that the spec no longer asks for: removed where nobody edited them."""
+    wanted = {piece.ident for piece in pieces}
+    for ident, old in recorded.items():
+        if old.get("op") not in ops or ident in wanted:
             continue
-        target = root / planned.path
-        if target.exists():
-            if target.read_text(encoding="utf-8") == planned.content:
-                continue
-            raise AddError(f"{target} already exists", hint="opgen add creates kernel and test files only when "
-                           "they are new; move it away or remove the op from the spec")
-        changes.append(Change(planned.path, None, planned.content))
-    return changes
+        path, kind, section, key = ident.split("::", 3)
+        piece, text = Piece(path, kind, key, old["text"], old["op"], section), files.get(path)
+        span = editors[kind].find(text, piece) if text is not None else None
+        if span is not None and text[span[0]:span[1]] == old["text"]:
+            files.text[path] = editors[kind].remove(text, span)
+        elif span is not None:
+            plan.notes.append(f"{key} in {path} is no longer part of the spec, but was edited since opgen add "
+                              "wrote it: left as it is")
+        del plan.record[ident]
+
+
+# --- output -------------------------------------------------------------------------------------------------
 
 
 def diff(changes: list[Change]) -> str:
     out = []
     for change in changes:
         old = [] if change.old is None else change.old.splitlines(keepends=True)
-        out.extend(difflib.unified_diff(old, change.new.splitlines(keepends=True),
-                                        "/dev/null" if change.old is None else f"a/{change.path}", f"b/{change.path}"))
+        new = [] if change.new is None else change.new.splitlines(keepends=True)
+        out.extend(difflib.unified_diff(old, new, "/dev/null" if change.old is None else f"a/{change.path}",
+                                        "/dev/null" if change.new is None else f"b/{change.path}"))
     return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in out)
 
 
 def apply(root: Path, changes: list[Change]) -> None:
-    """Stage every file beside its target first, then rename them all into place."""
+    """Stage every file beside its target first, then rename them all into place (and remove the gone)."""
     staged = []
     try:
         for change in changes:
+            if change.new is None:
+                continue
             target = root / change.path
             target.parent.mkdir(parents=True, exist_ok=True)
             descriptor, temp = tempfile.mkstemp(prefix=".opgen-", dir=target.parent)
@@ -308,6 +337,9 @@ def apply(root: Path, changes: list[Change]) -> None:
         raise
     for temp, target in staged:
         os.replace(temp, target)
+    for change in changes:
+        if change.new is None:
+            (root / change.path).unlink()
 
 
 @click.command("add")
@@ -316,11 +348,12 @@ def apply(root: Path, changes: list[Change]) -> None:
               help="The op-plugin checkout to add the ops to.")
 @click.option("--dry-run", is_flag=True, help="Print the changes as a unified diff; write nothing.")
 def add(spec_path: str, root: str, dry_run: bool) -> None:
-    """Add SPEC's ops to an op-plugin checkout: YAML entries, Meta, docs, kernels, tests.
+    """Add SPEC's ops to an op-plugin checkout: every file an op-add pull request touches.
 
     \b
     opgen add --op-plugin-root ~/op-plugin examples/op_plugin/rms_norm.yaml --dry-run
-    Comments, order and style of the existing files are kept; running it twice changes nothing.
+    Comments, order and style of the existing files are kept; running it twice changes nothing; after a
+    spec change it updates what it wrote, in place.
     """
     from ..console import handle_errors
 
@@ -329,20 +362,26 @@ def add(spec_path: str, root: str, dry_run: bool) -> None:
 
 def run_add(spec_path: str, root: str, dry_run: bool) -> None:
     from ..spec.load import load_spec
+    from . import record
 
-    _require_extra()
     root_path = Path(root)
     if not root_path.is_dir():
         raise AddError(f"--op-plugin-root {root} is not a directory")
     spec = load_spec(spec_path)
-    changes = plan_add(root_path, spec)
-    if not changes:
+    plan = plan_add(root_path, spec)
+    for note in plan.notes:
+        click.echo(f"note: {note}", err=True)
+    if not plan.changes:
+        if plan.record_changed and not dry_run:
+            record.save(root_path, plan.record)
         click.echo(f"nothing to do: {spec_path}'s ops are already in {root}")
         return
     if dry_run:
-        click.echo(diff(changes), nl=False)
+        click.echo(diff(plan.changes), nl=False)
         click.echo("dry run: nothing was written", err=True)
         return
-    apply(root_path, changes)
-    for change in changes:
-        click.echo(f"{'create' if change.old is None else 'update':<10} {change.path}")
+    apply(root_path, plan.changes)
+    record.save(root_path, plan.record)
+    for change in plan.changes:
+        verb = "create" if change.old is None else "delete" if change.new is None else "update"
+        click.echo(f"{verb:<10} {change.path}")

@@ -17,6 +17,8 @@ from ..schema.model import Argument, BaseType, Return, Schema, base_name, strip_
 from ..schema.parser import parse_schema
 from ..spec.model import RANDOM_TAG, OpSpec, OutputSpec, ProjectSpec
 from ..spec.op_plugin import OpPluginSpec, gen_opapi_problem
+from .convert import Conversion, ConversionError, conversions
+from .sizes import repo_size
 
 NAMESPACE = "npu"
 
@@ -35,6 +37,7 @@ class PluginOp:
     kernel: str  # "gen_opapi" or "opapi"
     twin_of: str | None = None  # the mutating op this functional twin copies (its arguments are cloned)
     cloned: tuple[str, ...] = ()  # twin: the arguments cloned and returned after the outputs
+    conversions: tuple[Conversion, ...] = ()  # the non-tensor arguments converted before the aclnn call
 
     @property
     def name(self) -> str:
@@ -81,6 +84,15 @@ class _Locator:
             else:
                 node = next((v for k, v in getattr(node, "value", []) if getattr(k, "value", None) == key), None)
         return node
+
+    def formula_error(self, op_index: int, number: int, offset: int, error: OpgenError) -> OpgenError:
+        """`error` at the (0-based) `offset` inside the `number`-th formula of ops[op_index].op_plugin.backward."""
+        field = f"ops[{op_index}].op_plugin.backward"
+        node = self._node("ops", op_index, "op_plugin", "backward")
+        pairs = getattr(node, "value", None)
+        if not isinstance(pairs, list) or number >= len(pairs):
+            return OpgenError(f"{self.source.path}: {field}: {error.message}", hint=error.hint)
+        return self.source.inner(pairs[number][1], offset + 1, error, field)
 
     def error(self, message: str, hint: str, *path) -> OpgenError:
         node = self._node(*path)
@@ -192,14 +204,28 @@ def _kind(op: OpSpec, where: str) -> str:
 def _entry(op: OpSpec, kind: str, config: OpPluginSpec, where: str) -> PluginOp:
     schema = replace(op.schema, namespace=None, spans=op.schema.spans)
     outputs = tuple(out for out in op.outputs if out.returns_argument is None)
-    why_not = gen_opapi_problem(op.schema)  # an explicit `kernel: gen_opapi` was checked at load time
-    kernel = config.kernel or ("gen_opapi" if why_not is None else "opapi")
+    kernel = config.kernel or _default_kernel(op.schema, outputs)  # an explicit gen_opapi was checked at load
     aclnn = config.aclnn or ("aclnnInplace" if kind == "inplace" else "aclnn") + camel(op.schema.name)
     exec_args = config.exec_args or (tuple(a.name for a in op.schema.arguments) + tuple(o.name for o in outputs))
     if kernel == "opapi" and config.new_params:
         raise _Refusal(f"{where}.op_plugin.new_params is a gen_opapi key",
                        "with `kernel: opapi` write the locals in the kernel file", "op_plugin", "new_params")
-    return PluginOp(schema, kind, op, outputs, config, aclnn, exec_args, kernel)
+    taken = {a.name for a in schema.arguments} | {o.name for o in outputs} | {n for n, _ in config.new_params}
+    try:
+        converted = conversions(schema, exec_args, config.none_values, taken)
+    except ConversionError as error:
+        keys = ("op_plugin", "exec", config.exec_args.index(error.argument)) if config.exec_args else ("schema",)
+        raise _Refusal(f"{where}: {error.message}", error.hint, *keys) from None
+    return PluginOp(schema, kind, op, outputs, config, aclnn, exec_args, kernel, conversions=converted)
+
+
+def _default_kernel(schema: Schema, outputs) -> str:
+    """gen_opapi when torchnpugen can write the kernel and every size reads as op-plugin writes sizes (an
+    input, a brace list, an op_infer helper); else a kernel file."""
+    if gen_opapi_problem(schema) is not None:
+        return "opapi"
+    tensors = [a.name for a in schema.arguments if strip_alias(a.type) == BaseType("Tensor")]
+    return "gen_opapi" if all(repo_size(out.shape_rule, tensors) for out in outputs) else "opapi"
 
 
 def _twin_schema(schema: Schema, kind: str) -> Schema:
@@ -227,7 +253,7 @@ def _twin(entry: PluginOp, schema: Schema) -> PluginOp:
         outputs.append(OutputSpec(f"{name}_out", len(outputs), parse_shape(f"{name}.shape", schema),
                                   parse_dtype(f"{name}.dtype", schema)))
     return PluginOp(schema, "functional", entry.source, tuple(outputs), entry.config, entry.aclnn, entry.exec_args,
-                    "opapi", twin_of=entry.name, cloned=cloned)
+                    "opapi", twin_of=entry.name, cloned=cloned, conversions=entry.conversions)
 
 
 def _check_pairing(op: OpSpec, given: OpSpec, expected: Schema) -> None:

@@ -12,32 +12,38 @@ from __future__ import annotations
 import json
 import textwrap
 from dataclasses import replace
+from pathlib import Path
 
 import yaml
 
-from ..errors import OpgenError
 from ..render.examples import tuple_call_lines
 from ..render.fakes import fake_body
-from ..render.pyformat import call, docstring, literal, string_call
+from ..render.pyformat import call, literal, string_call
 from ..render.signature import python_default
-from ..schema.model import BaseType, ListType, OptionalType, strip_alias
+from ..schema.model import BaseType, OptionalType, strip_alias
 from ..spec.model import RANDOM_TAG, ProjectSpec
 from ..spec.op_plugin import ALL_VERSIONS
-from . import cpp
+from . import compat, cpp, docs, faketest
+from .clangformat import format_cpp
+from .kernel import kernel_file
 from .model import PluginOp, camel, plugin_ops
+from .sizes import yaml_dtype, yaml_size
 
 SCRATCH_NAMESPACE = "opgen_meta_check"
 PROJECT_TEMPLATE, OP_TEMPLATE = "op_plugin", "op_plugin_op"
 
 
-def yaml_scalar(text: str) -> str:
-    """`text` as a YAML scalar: plain when YAML reads it back unchanged, else double-quoted (JSON)."""
+def yaml_scalar(text: str, quote: bool = False) -> str:
+    """`text` as a YAML scalar as op-plugin writes them: plain when YAML reads it back unchanged (and `quote`
+    is not asked), else single-quoted (`size: '{x.size(0)}'`; the repo never double-quotes a value)."""
     try:
-        if yaml.safe_load(f"k: {text}") == {"k": text} and text == text.strip():
+        if not quote and yaml.safe_load(f"k: {text}") == {"k": text} and text == text.strip():
             return text
     except yaml.YAMLError:
         pass
-    return json.dumps(text, ensure_ascii=False)
+    if "\n" in text or not text.isprintable():
+        return json.dumps(text, ensure_ascii=False)  # a single-quoted scalar cannot hold a control character
+    return "'" + text.replace("'", "''") + "'"
 
 
 def versions_text(versions) -> str:
@@ -46,21 +52,47 @@ def versions_text(versions) -> str:
     return yaml_scalar(versions)
 
 
-def project_context(spec: ProjectSpec) -> dict:
-    entries = plugin_ops(spec)
-    by_source: dict[int, list[PluginOp]] = {}
+def by_spec_op(entries: list[PluginOp]) -> dict[int, list[PluginOp]]:
+    """The entries of each spec op (the op, then its twin), by the op's index."""
+    found: dict[int, list[PluginOp]] = {}
     for entry in entries:
-        by_source.setdefault(entry.source.index, []).append(entry)
-    ops = [op_context(spec, op, by_source[op.index]) for op in spec.ops]
+        found.setdefault(entry.source.index, []).append(entry)
+    return found
+
+
+def public(entry: PluginOp) -> bool:
+    """A public API of torch_npu (allowlisted, its signature tracked): exposed or `public_api`, not a twin."""
+    return entry.twin_of is None and (entry.config.exposed or entry.config.public_api)
+
+
+def _doc_calls(entries: list[PluginOp]) -> list[str]:
+    """One docstring per torch_npu.<name> (the first overload's), none for a functional twin."""
+    calls: dict[str, str] = {}
+    for entry in entries:
+        if entry.twin_of is None:
+            calls.setdefault(docs.public_name(entry), docs.doc_call(entry))
+    return list(calls.values())
+
+
+def project_context(spec: ProjectSpec, style: Path | None = None) -> dict:
+    entries = plugin_ops(spec)
+    grouped = by_spec_op(entries)
+    ops = [op_context(spec, op, grouped[op.index], style) for op in spec.ops]
+    members = [compat.func_entry(e) for e in entries] + [m for e in entries if public(e) for m in compat.op_api_entries(e)]
+    fake_tests = [faketest.fake_test_class(faketest.class_name(camel(op.schema.name)), grouped[op.index],
+                                           grouped[op.index][0].config.devices) for op in spec.ops]
     return {
         "project_slug": "op_plugin_contribution",
         "_opgen": {
             "spec_text": spec.text,
             "all_version": "[" + ", ".join(ALL_VERSIONS) + "]",
-            "yaml_lines": [line for entry in entries for line in yaml_entry(entry)],
-            "derivatives_lines": [line for entry in entries for line in derivatives_entry(entry)],
+            "yaml_entries": ["\n".join(yaml_entry(entry)) for entry in entries],
+            "derivatives_entries": ["\n".join(lines) for lines in map(derivatives_entry, entries) if lines],
             "meta_functions": [meta_function(entry) for entry in entries],
-            "doc_calls": [doc_call(entry) for entry in entries if entry.twin_of is None],
+            "doc_calls": _doc_calls(entries),
+            "json_members": [compat.member_text(key, value) for key, value in members],
+            "public_names": list(dict.fromkeys(entry.schema.name for entry in entries if public(entry))),
+            "fake_tests": [text for text in fake_tests if text],
             "ops": ops,
         },
     }
@@ -80,14 +112,6 @@ def _tensor_args(entry: PluginOp) -> list[str]:
     return [a.name for a in entry.schema.arguments if strip_alias(a.type) == BaseType("Tensor")]
 
 
-def _short_cpp(expr: str, entry: PluginOp, member: str) -> str:
-    """`x.sizes()` / `x.scalar_type()` of an input tensor as op-plugin writes it: just `x`."""
-    for name in _tensor_args(entry):
-        if expr == f"{name}.{member}":
-            return name
-    return expr
-
-
 def yaml_entry(entry: PluginOp) -> list[str]:
     config = entry.config
     versions = versions_text(config.versions)
@@ -102,18 +126,26 @@ def yaml_entry(entry: PluginOp) -> list[str]:
     if config.internal_format_opapi:
         lines.append(f"    internal_format_opapi: {versions}")
     if entry.kernel == "gen_opapi":
-        keys = gen_opapi_names(entry)
-        lines.append("    gen_opapi:")
-        for out in entry.outputs:
-            size = _short_cpp(out.shape_rule.cpp(), entry, "sizes()")
-            dtype = _short_cpp(out.dtype_rule.cpp(), entry, "scalar_type()")
-            lines += [f"      {keys[out.name]}:", f"        size: {yaml_scalar(size)}",
-                      f"        dtype: {yaml_scalar(dtype)}"]
-        if config.new_params:
-            lines.append("      new_params:")
-            lines += [f"        {name}: {yaml_scalar(value)}" for name, value in config.new_params]
-        exec_args = [keys.get(name, name) for name in entry.exec_args]
-        lines.append(f"      exec: {yaml_scalar(', '.join([entry.aclnn, *exec_args]))}")
+        lines += _gen_opapi_block(entry)
+    return lines
+
+
+def _gen_opapi_block(entry: PluginOp) -> list[str]:
+    keys = gen_opapi_names(entry)
+    tensors = _tensor_args(entry)
+    lines = ["    gen_opapi:"]
+    for out in entry.outputs:
+        lines += [f"      {keys[out.name]}:", f"        size: {yaml_scalar(yaml_size(out.shape_rule, tensors))}",
+                  f"        dtype: {yaml_scalar(yaml_dtype(out.dtype_rule, tensors))}"]
+    params = list(entry.config.new_params) + [(c.local, c.value) for c in entry.conversions]
+    if params:
+        lines.append("      new_params:")
+        lines += [f"        {name}: {yaml_scalar(value, quote=True)}" for name, value in params]
+    local = {c.argument: c.local for c in entry.conversions}
+    exec_args = [keys.get(name, local.get(name, name)) for name in entry.exec_args]
+    # the aclnn name alone passes the schema's arguments in order, then the outputs (torchnpugen's default)
+    default = [a.name for a in entry.schema.arguments] + [keys[out.name] for out in entry.outputs]
+    lines.append(f"      exec: {yaml_scalar(', '.join([entry.aclnn] + ([] if exec_args == default else exec_args)))}")
     return lines
 
 
@@ -128,83 +160,6 @@ def derivatives_entry(entry: PluginOp) -> list[str]:
     lines += [f"    {yaml_scalar(key)}: {yaml_scalar(formula)}" for key, formula in config.backward]
     lines.append(f"    version: {versions_text(config.versions)}")
     return lines
-
-
-# --- OpApi kernel (C++) ---------------------------------------------------------------------------
-
-
-def _cpp_locals(entry: PluginOp) -> dict[str, str]:
-    """Output name -> its C++ variable (renamed when it would shadow an argument)."""
-    taken = {a.name for a in entry.schema.arguments}
-    names = {}
-    for out in entry.outputs:
-        name = out.name
-        while name in taken:
-            name += "_result"
-        taken.add(name)
-        names[out.name] = name
-    return names
-
-
-def kernel_function(entry: PluginOp) -> str:
-    """The OpApi kernel: (fallback), allocate outputs from the semantics, one EXEC_NPU_CMD, return."""
-    schema = entry.schema
-    args = ", ".join(a.name for a in schema.arguments)
-    body = []
-    if entry.config.acl_op and entry.twin_of is None:
-        body.append(f"DO_COMPATIBILITY({entry.aclnn}, acl_op::{cpp.cpp_name(schema)}({args}));")
-    variables = _cpp_locals(entry)
-    options_from = _options_source(entry)
-    substitutions = dict(variables)
-    for out in entry.outputs:
-        var = variables[out.name]
-        cloned = next((name for name in entry.cloned if out.name == f"{name}_out"), None)
-        if cloned is not None:  # the functional twin works on a copy of the mutated argument
-            body.append(f"at::Tensor {var} = {cloned}.clone();")
-            substitutions[cloned] = var
-            continue
-        if options_from is None:
-            raise OpgenError(f"{entry.name}: no Tensor or Tensor[] argument to take the outputs' device from",
-                             hint="write this kernel by hand; opgen allocates outputs like an input tensor")
-        body += _allocation(out, var, options_from)
-    exec_args = [substitutions.get(name, name) for name in entry.exec_args]
-    body.append(f"EXEC_NPU_CMD({', '.join([entry.aclnn, *exec_args])});")
-    if entry.kind == "inplace":
-        body.append(f"return {schema.arguments[0].name};")
-    elif len(entry.outputs) == 1 and not schema.returns_tuple:
-        body.append(f"return {variables[entry.outputs[0].name]};")
-    elif entry.outputs:
-        body.append("return std::make_tuple(" + ", ".join(f"std::move({variables[o.name]})" for o in entry.outputs)
-                    + ");")
-    return cpp.signature(schema) + "\n{\n" + "".join(f"    {line}\n" for line in body) + "}"
-
-
-def _allocation(out, var: str, options_from: str) -> list[str]:
-    """The C++ lines allocating one output from its semantics; a Tensor[] one tensor by tensor, in a loop over
-    its element index."""
-    allocate = [f"auto {var}_size = {out.shape_rule.cpp()};",
-                f"at::Tensor {var} = npu_preparation::apply_tensor_without_format(",
-                f"    {var}_size, {options_from}.options().dtype({out.dtype_rule.cpp()}));"]
-    if not out.is_list:
-        return allocate
-    index, element = out.element_index, f"{var}_{out.element_index}"
-    allocate = [line.replace(f"at::Tensor {var} =", f"at::Tensor {element} =") for line in allocate]
-    return [f"std::vector<at::Tensor> {var};",
-            f"for (int64_t {index} = 0; {index} < {out.length_rule.cpp()}; ++{index}) {{",
-            *(f"    {line}" for line in allocate),
-            f"    {var}.push_back(std::move({element}));",
-            "}"]
-
-
-def _options_source(entry: PluginOp) -> str | None:
-    """The input whose options (device) the outputs take: the first Tensor, or a Tensor[]'s first element."""
-    for arg in entry.schema.arguments:
-        t = strip_alias(arg.type)
-        if t == BaseType("Tensor"):
-            return arg.name
-        if isinstance(t, ListType) and strip_alias(t.elem) == BaseType("Tensor"):
-            return f"{arg.name}[0]"
-    return None
 
 
 # --- Meta, docs -----------------------------------------------------------------------------------
@@ -252,36 +207,27 @@ def meta_function(entry: PluginOp) -> str:
     return meta_source(entry.schema, op, returns_self=entry.kind == "inplace")
 
 
-def doc_call(entry: PluginOp) -> str:
-    text = entry.source.doc or f"torch_npu.{entry.name}: see op_plugin_functions.yaml for the schema."
-    return f"_add_torch_npu_docstr(\n    {literal(entry.name)},\n    {docstring(text, '    ')},\n)"
-
-
 # --- per spec op: kernel file and tests -------------------------------------------------------------
 
 
-def op_context(spec: ProjectSpec, op, entries: list[PluginOp]) -> dict:
+def op_context(spec: ProjectSpec, op, entries: list[PluginOp], style: Path | None = None) -> dict:
+    """One spec op's files; the kernel formatted with clang-format (the target's `style` file, else opgen's
+    statement of op-plugin's rules) where clang-format is installed."""
     main = entries[0]
-    kernels = [kernel_function(e) for e in entries if e.kernel == "opapi"]
+    kernels = [e for e in entries if e.kernel == "opapi"]
+    source = kernel_file(kernels, main.config.acl_op) if kernels else ""
+    source = (format_cpp(source, style) or source) if source else ""
     examples = [line for example in op.examples for line in tuple_call_lines(op, example)]
     reference = textwrap.dedent(op.reference).strip("\n").split("\n") if op.reference else []
-    checks = []
+    ops_table, npu_ops_table = [], []
     for entry in entries:
-        checks.append({
-            "name": entry.name,
-            "name_literal": literal(entry.name),
-            "func_literal": literal(entry.func),
-            "meta_function_literal": literal(meta_name(entry.schema)),
-            "mutated_positions": [i for i, a in enumerate(entry.schema.positional) if a.is_write],
-            "twin": entry.twin_of is not None,
-            "cloned_positions": [i for i, a in enumerate(entry.schema.positional) if a.name in entry.cloned],
-            "inplace_twin": entry.twin_of is not None and entry.source.schema.name.endswith("_"),
-        })
-    params = meta_parameters(main.schema)
-    ops_table = []
-    for entry, check in zip(entries, checks):
-        items = [check["name_literal"], string_call("(", entry.func, ")", "        "), check["meta_function_literal"],
-                 str(check["mutated_positions"]), str(check["cloned_positions"]), str(check["inplace_twin"])]
+        cloned = [i for i, a in enumerate(entry.schema.positional) if a.name in entry.cloned]
+        inplace_twin = entry.twin_of is not None and entry.source.schema.name.endswith("_")
+        npu_ops_table.append(f"({literal(entry.name)}, {entry.schema.is_mutable}, {cloned}, {inplace_twin}),")
+        items = [literal(entry.name), string_call("(", entry.func, ")", "        "), literal(meta_name(entry.schema)),
+                 str([i for i, a in enumerate(entry.schema.positional) if a.is_write]),
+                 str([i for i, a in enumerate(entry.schema.positional) if a.name in entry.cloned]),
+                 str(entry.twin_of is not None and entry.source.schema.name.endswith("_"))]
         ops_table.append(call("", items, "    ", ","))
     return {
         "index": op.index,
@@ -290,26 +236,29 @@ def op_context(spec: ProjectSpec, op, entries: list[PluginOp]) -> dict:
         "camel": camel(op.schema.name),
         "class_name": "TestNpu" + camel(op.schema.name),
         "kernel_file": f"{camel(op.schema.name)}KernelNpuOpApi.cpp" if kernels else "",
-        "kernel_functions": kernels,
-        "acl_op": main.config.acl_op,
+        "kernel_source": source,
         "kernel_kind": main.kernel,
+        "devices": repr(list(main.config.devices)),
         "example_lines": examples,
         "has_examples": bool(examples),
         "has_reference": bool(reference),
-        "reference_def": f"def _reference({params}):",
+        "reference_def": f"def _reference({meta_parameters(main.schema)}):",
         "reference_body": reference,
         "ops_table": ops_table,
+        "npu_ops_table": npu_ops_table,
         "spec_op": f"ops[{op.index}]",
         "scratch_namespace": f"{SCRATCH_NAMESPACE}_{cpp.stem(main.schema)}",
+        "doc_page": docs.page(main) if main.config.exposed else "",
+        "doc_page_name": f"torch_npu-{docs.public_name(main)}.md" if main.config.exposed else "",
     }
 
 
-def render_files(spec: ProjectSpec, templates=None) -> list:
+def render_files(spec: ProjectSpec, templates=None, style: Path | None = None) -> list:
     """The contribution's files as PlannedFiles (yaml/Meta/docs generated; kernels and tests the user's); a
     file that renders empty is one this contribution does not need (no backward, no kernel)."""
     from ..render.templates import render_templates
 
-    context = project_context(spec)
+    context = project_context(spec, style)
     jobs = [(PROJECT_TEMPLATE, context, "generated")]
     jobs += [(OP_TEMPLATE, {**context, "_op": op}, "user") for op in context["_opgen"]["ops"]]
     return render_templates(jobs, templates, skip_blank=True)

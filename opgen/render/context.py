@@ -19,8 +19,9 @@ from ..registration_styles import STYLES
 from ..schema.model import ListType, OptionalType, strip_alias
 from ..spec.autograd import backward_header, function_source, setup_context_header
 from ..spec.model import DEVICES, OpSpec, ProjectSpec
-from .examples import call_lines, expected_lines, two_sizes, uses_generator
-from .fakes import rule_code
+from ..spec.semantics import promoted_arguments
+from .examples import call_lines, expected_lines, two_sizes, uses_draws, uses_generator
+from .fakes import contiguity_checks, rule_code
 from .fusions import fusion_code
 from .kernel_code import kernel_lines, reference_lines
 from .pyformat import (
@@ -36,7 +37,7 @@ from .pyformat import (
     tuple_text,
     wrapped_list,
 )
-from .signature import signature
+from .signature import argument_default, signature
 
 DEVICE_NAMES = {"npu": "NPU", "cuda": "CUDA", "cpu": "CPU"}
 
@@ -182,18 +183,22 @@ def _registration(spec: ProjectSpec, op: OpSpec, qualname: str, files) -> Regist
 
 
 def _contiguous_wrappers(op: OpSpec, qualname: str, files) -> str:
-    """For `ops[i].contiguous`: each kernel behind a function that passes those inputs contiguous."""
+    """For `ops[i].contiguous`: each kernel behind a function that passes those inputs contiguous, and refuses a
+    written one that is not (its writes would land in a copy)."""
     if not op.contiguous:
         return ""
     sig = signature(op)
-    args = [f"{a.name}.contiguous()" if a.name in op.contiguous else a.name for a in op.schema.arguments]
+    written = {a.name for a in op.schema.mutated_args}
+    args = [f"{a.name}.contiguous()" if a.name in op.contiguous and a.name not in written else a.name
+            for a in op.schema.arguments]
     args = [arg if not a.kwarg_only else f"{a.name}={arg}" for a, arg in zip(op.schema.arguments, args, strict=True)]
     functions = []
     for kernel in filter(None, (files.cpu_kernel, files.device_kernel)):
         doc = docstring("\n".join(comment_lines(f"{kernel} with {', '.join(op.contiguous)} contiguous "
                                                  f"(ops[{op.index}].contiguous in opgen.yaml).", 100)), "    ")
+        checks = "".join(f"{line}\n    " for line in contiguity_checks(op))
         functions.append(define(f"_{kernel}_contiguous", list(sig.parameters), sig.returns) + f"\n    {doc}\n    "
-                         + call(f"return {kernel}", args, "    "))
+                         + checks + call(f"return {kernel}", args, "    "))
     return "\n\n\n".join(functions)
 
 
@@ -409,6 +414,7 @@ class OpTests:
     registered_lines: tuple[str, ...]  # the body of test_<op>_is_registered
     dynamic: bool  # a data-dependent output size: no capture tiers
     skips: dict  # reason -> pytest.skip(...) line
+    drawn: bool  # some example draws an argument in its domain (`ops[i].inputs`): the calls go through Op.drawn
 
 
 def _op_tests(spec: ProjectSpec, op: OpSpec, qualname: str, files) -> OpTests:
@@ -435,6 +441,7 @@ def _op_tests(spec: ProjectSpec, op: OpSpec, qualname: str, files) -> OpTests:
         registered_lines=tuple(_registered_lines(spec, op, constant, files)),
         dynamic=op.is_dynamic,
         skips=_skips(op, qualname),
+        drawn=uses_draws(op),
     )
 
 
@@ -461,7 +468,34 @@ def _op_lines(spec: ProjectSpec, op: OpSpec, constant: str, files) -> list[str]:
     if op.tolerances:
         fields.append("tolerances={" + ", ".join(f"torch.{dtype}: ({rtol!r}, {atol!r})"
                                                  for dtype, rtol, atol in op.tolerances) + "}")
+    if op.inputs:
+        fields.append(_inputs_field(op))
+    promotes = sorted({group for out in op.outputs if out.dtype_rule is not None
+                       for group in promoted_arguments(out.dtype_rule)})
+    if promotes:
+        fields.append("promotes=" + tuple_text([tuple_text([literal(name) for name in group]) for group in promotes]))
+    if op.contiguous:
+        fields.append("contiguous=" + tuple_text([literal(name) for name in op.contiguous]))
     return [f"{constant} = checks.Op("] + [f"    {field}," for field in fields] + [")"]
+
+
+def _inputs_field(op: OpSpec) -> str:
+    """`inputs={"idx": checks.Domain(index_into=lambda *, x, **_: x.shape[0], unique=True)}` from `ops[i].inputs`, one
+    argument per line when too long (a field of `Op(...)`, 4 columns in)."""
+    items = []
+    for spec in op.inputs:
+        parts = [f"{key}={value!r}" for key, value in (("low", spec.low), ("high", spec.high)) if value is not None]
+        if spec.index_into is not None:
+            read = [a for a in op.schema.arguments if a.name in spec.index_into.uses]
+            params = ", ".join(["*", *(f"{a.name}={argument_default(op, a)}" if a.has_default else a.name
+                                       for a in read), "**_"])
+            parts.append(f"index_into=lambda {params}: {spec.index_into.python()}")
+        parts += [f"{key}=True" for key in ("unique", "finite", "nonempty") if getattr(spec, key)]
+        items.append(f"{literal(spec.name)}: checks.Domain({', '.join(parts)})")
+    line = "inputs={" + ", ".join(items) + "}"
+    if len(line) + 5 <= LINE_LENGTH:
+        return line
+    return "inputs={\n" + "".join(f"        {item},\n" for item in items) + "    }"
 
 
 def _tuple_value(items: list[str], lead: str) -> str:

@@ -13,8 +13,9 @@ from .pyformat import LINE_LENGTH, fit, literal, wrap_value
 
 
 def call_lines(op: OpSpec, example: Example, indent: int = 8) -> list[str]:
-    """`{"x": ..., "y": ...},` building one call's arguments (in schema order), one per line when too long."""
-    items = [f"{literal(a.name)}: {value_source(example.values[a.name])}" for a in op.schema.arguments
+    """`{"x": ..., "y": ...},` building one call's arguments (in schema order), one per line when too long. A random
+    tensor of an argument with `ops[i].inputs` is a `checks.Draw(...)`, drawn in its domain once the call exists."""
+    items = [f"{literal(a.name)}: {_argument_source(op, a.name, example.values[a.name])}" for a in op.schema.arguments
              if a.name in example.values]
     line = "{" + ", ".join(items) + "},"
     if len(line) + indent <= LINE_LENGTH:
@@ -25,12 +26,12 @@ def call_lines(op: OpSpec, example: Example, indent: int = 8) -> list[str]:
 def tuple_call_lines(op: OpSpec, example: Example, random: str = "_random") -> list[str]:
     """`((positional...), {keyword: ...}),` for one call (op_plugin's tests): positional arguments up to the last
     one given (defaults in between), keyword-only ones by name; wrapped one per line when too long."""
-    from .signature import python_default
+    from .signature import argument_default
 
     values = example.values
     positional = list(op.schema.positional)
     last_given = max((i for i, a in enumerate(positional) if a.name in values), default=-1)
-    args = [value_source(values[a.name], random) if a.name in values else python_default(a.type, a.default)
+    args = [value_source(values[a.name], random) if a.name in values else argument_default(op, a)
             for a in positional[: last_given + 1]]
     kwargs = [f"{literal(a.name)}: {value_source(values[a.name], random)}" for a in op.schema.kwarg_only
               if a.name in values]
@@ -43,6 +44,22 @@ def tuple_call_lines(op: OpSpec, example: Example, random: str = "_random") -> l
         return lines + ["    ),", "    {"] + [part for kwarg in kwargs for part in fit(f"        {kwarg},", 8)] + [
             "    },", "),"]
     return lines + ["    ),", "    {},", "),"]
+
+
+def _argument_source(op: OpSpec, name: str, value) -> str:
+    if op.input_spec(name) is None or not _random_tensors(value):
+        return value_source(value)
+    if isinstance(value, tuple):
+        return "[" + ", ".join(_argument_source(op, name, v) for v in value) + "]"
+    if isinstance(value, TensorValue) and value.shape is not None:
+        return f"checks.Draw({tuple(value.shape)!r}, torch.{value.dtype})"
+    return value_source(value)
+
+
+def uses_draws(op: OpSpec) -> bool:
+    """Some example has a random tensor of an argument with `ops[i].inputs` (a `checks.Draw`)."""
+    return any(op.input_spec(name) is not None and _random_tensors(value)
+               for example in op.examples for name, value in example.values.items())
 
 
 def uses_generator(examples) -> bool:

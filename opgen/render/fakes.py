@@ -6,13 +6,13 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from ..schema.model import BaseType, ListType, strip_alias
+from ..schema.model import BaseType, ListType, OptionalType, strip_alias
 from ..schema.types import python_annotation
 from ..spec.model import OpSpec, OutputSpec
 from ..spec.semantics import binding_statements
 from ..spec.semantics_ir import PyContext
-from .pyformat import define, wrap
-from .signature import python_default
+from .pyformat import call, define, string_value, wrap
+from .signature import argument_default
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ def _keyword_def(op: OpSpec, name: str, body: list[str]) -> str:
     for arg in op.schema.arguments:
         if arg.name in read:
             text = f"{arg.name}: {python_annotation(arg.type) or 'object'}"
-            params.append(text + (f" = {python_default(arg.type, arg.default)}" if arg.has_default else ""))
+            params.append(text + (f" = {argument_default(op, arg)}" if arg.has_default else ""))
     return define(name, [*params, "**_"], "list")
 
 
@@ -61,6 +61,24 @@ def fake_and_expected(op: OpSpec) -> tuple[list[str], list[str]]:
     real inputs, each output's (shape, dtype) (None where a size is data-dependent and so unknown); a
     Tensor[] output gives a list of them, one per tensor."""
     return _Body(op, fake=True).lines(), _Body(op, fake=False).lines()
+
+
+def contiguity_checks(op: OpSpec) -> list[str]:
+    """`torch._check(cache.is_contiguous(), ...)` for each written argument `ops[i].contiguous` lists: the kernel
+    writes it as one dense block, so the op refuses another layout (the registration and the fake both check it).
+    Statements of a function body 4 columns in (later lines carry their own indentation)."""
+    lines = []
+    for arg in op.schema.mutated_args:
+        if arg.name not in op.contiguous:
+            continue
+        message = (f"{op.schema.qualified_name} writes {arg.name} in place as one dense block: it must be contiguous "
+                   f"(ops[{op.index}].contiguous in opgen.yaml)")
+        test = f"{arg.name}.is_contiguous()"
+        if isinstance(strip_alias(arg.type), OptionalType):
+            test = f"{arg.name} is None or {test}"
+        lines.append(call("torch._check", [test, "lambda: " + string_value(message, "        ", "lambda: ", ",")],
+                          "    "))
+    return lines
 
 
 def device_expr(op: OpSpec) -> str:
@@ -87,6 +105,8 @@ class _Body:
         self.expected: list[str] = []
 
     def lines(self) -> list[str]:
+        if self.fake:
+            self.body += contiguity_checks(self.op)
         shown = [out for out in self.op.outputs if self._shown(out)]
         read = [rule for out in self.op.outputs for rule in (out.rules if out in shown else (out.dtype_rule,))]
         self.body += binding_statements(self.op.bindings, read, self.ctx)

@@ -39,9 +39,15 @@ def _parameters(op: OpSpec) -> list[str]:
             star = True
         text = f"{arg.name}: {python_annotation(arg.type) or 'object'}"
         if arg.has_default:
-            text += f" = {python_default(arg.type, arg.default)}"
+            text += f" = {argument_default(op, arg)}"
         parts.append(text)
     return parts
+
+
+def argument_default(op: OpSpec, arg) -> str:
+    """The Python default of one of the op's arguments: a ScalarType number through the spec's `dtype_codes:`."""
+    coded = dict(op.dtype_defaults).get(arg.name)
+    return f"torch.{coded}" if coded else python_default(arg.type, arg.default)
 
 
 def python_default(t, value) -> str:

@@ -82,11 +82,14 @@ def _default(value, schema_type: str) -> str | None:
     return ""
 
 
-def infer_schema(name: str, params, returns: str | None, mutates_args) -> Schema | None:
-    """The schema `custom_op(name, mutates_args=...)` infers for a function with `params` (objects with
-    `name`, `kind` ("positional", "kwonly", "varargs", "varkw"), `annotation` (source text), `has_default`,
-    `default`) and return annotation `returns`; None when torch would refuse it or the hints are unreadable.
-    `mutates_args`: the names it writes, or "unknown" (every tensor argument is written)."""
+def infer_schema(name: str, params, returns: str | None, mutates_args, tags=()) -> Schema | None:
+    """The schema `custom_op(name, mutates_args=..., tags=...)` infers for a function with `params` (objects
+    with `name`, `kind` ("positional", "kwonly", "varargs", "varkw"), `annotation` (source text),
+    `has_default`, `default`) and return annotation `returns`; None when torch would refuse it or the hints
+    are unreadable. `mutates_args`: the names it writes, or "unknown" (every tensor argument is written).
+    With `torch.Tag.inplace` torch returns the first argument (`-> Tensor(a!)`), with `torch.Tag.out` the
+    written keyword-only arguments; where the function breaks the tag's contract the returns stay as the
+    hints say, so the contract check reports what torch refuses."""
     if not (mutates_args == "unknown" or isinstance(mutates_args, (tuple, list))):
         return None
     if mutates_args != "unknown" and not set(mutates_args) <= {p.name for p in params}:
@@ -96,6 +99,7 @@ def infer_schema(name: str, params, returns: str | None, mutates_args) -> Schema
         return None
     letters = iter("abcdefghijklmnopqrstuvwxyz")
     parts, star = [], False
+    writes: list[tuple[object, str]] = []  # (param, its schema type) of each written tensor
     for param in params:
         if param.kind not in ("positional", "kwonly") or not param.annotation:
             return None
@@ -108,6 +112,7 @@ def infer_schema(name: str, params, returns: str | None, mutates_args) -> Schema
             if letter is None:
                 return None
             schema_type = f"Tensor({letter}!)" + schema_type[len("Tensor"):]
+            writes.append((param, schema_type))
         if param.kind == "kwonly" and not star:
             parts.append("*")
             star = True
@@ -119,6 +124,7 @@ def infer_schema(name: str, params, returns: str | None, mutates_args) -> Schema
             if default:
                 text += f"={default}"
         parts.append(text)
+    returned = _tagged_returns(returned, params, writes, mutates_args, tags or ())
     returns_text = returned[0] if len(returned) == 1 else f"({', '.join(returned)})"
     from .parser import parse_schema
 
@@ -126,3 +132,21 @@ def infer_schema(name: str, params, returns: str | None, mutates_args) -> Schema
         return parse_schema(f"{name}({', '.join(parts)}) -> {returns_text}")
     except SchemaError:
         return None
+
+
+def _tagged_returns(returned: list[str], params, written, mutates_args, tags) -> list[str]:
+    """The returns torch infers under `torch.Tag.inplace` / `torch.Tag.out` (torch/_library/infer_schema.py):
+    the first positional argument's alias, or each written keyword-only tensor's, in order."""
+    if ("inplace" in tags) == ("out" in tags):  # neither, or both (torch refuses the pair)
+        return returned
+    if "inplace" in tags:
+        first = next((p for p in params if p.kind == "positional"), None)
+        only_first = first is not None and mutates_args != "unknown" and set(mutates_args) == {first.name}
+        if only_first and returned == ["Tensor"] and written and written[0][1] == "Tensor(a!)":
+            return ["Tensor(a!)"]
+        return returned
+    outs = [schema_type for param, schema_type in written if param.kind == "kwonly" and "[" not in schema_type
+            and not schema_type.endswith("?")]
+    if outs and len(outs) == len(written) and returned == ["Tensor"] * len(outs):
+        return outs
+    return returned

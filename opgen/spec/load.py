@@ -47,6 +47,7 @@ from .autograd import (
 from .bodies import body_error, check_body, value_returns
 from .examples import derive_example, describe_value, examples, load_inputs_text, tolerance
 from .fusion import with_fusion
+from .inputs import parse_inputs
 from .model import (
     DEFAULT_DEVICE,
     DEFAULT_TARGET,
@@ -68,8 +69,8 @@ from .semantics_ir import DTYPE_ALIASES
 __all__ = ["derive_example", "load_inputs_text", "load_spec", "load_spec_text"]
 
 SPEC_KEYS = ("namespace", "style", "device", "package", "target", "dtype_codes", "ops")
-OP_KEYS = ("schema", "doc", "tags", "let", "outputs", "reference", "autograd", "examples", "tolerances", "dtypes",
-           "contiguous", "fusion", "op_plugin")
+OP_KEYS = ("schema", "doc", "tags", "let", "outputs", "reference", "autograd", "examples", "inputs", "tolerances",
+           "dtypes", "contiguous", "fusion", "op_plugin")
 AUTOGRAD_KEYS = ("setup_context", "backward")
 TOLERANCE_KEYS = ("rtol", "atol")
 # Names the generated modules use themselves; an argument with one of them would shadow it.
@@ -213,8 +214,12 @@ def _op(source: _Source, node: Node, index: int, project: _Project) -> OpSpec:
     dtypes = _dtypes(source, fields["dtypes"][1], f"{where}.dtypes") if "dtypes" in fields else ()
     contiguous = _contiguous(source, fields["contiguous"][1], schema, f"{where}.contiguous") \
         if "contiguous" in fields else ()
+    inputs = parse_inputs(source, fields["inputs"][1], schema, where) if "inputs" in fields else ()
+    dtype_defaults = _dtype_defaults(source, fields["schema"][1], schema, project.dtype_codes, where)
+    if reference is not None and not contiguous and re.search(r"\.view\(", reference):
+        notes.append(_view_note(schema, contiguous, where))
     op = OpSpec(index, schema, doc, described, reference, calls, tuple(notes), tags, autograd, tolerances, op_plugin,
-                tuple(binding for binding, _ in let), dtypes, contiguous)
+                tuple(binding for binding, _ in let), dtypes, contiguous, inputs=inputs, dtype_defaults=dtype_defaults)
     if "fusion" in fields:
         reference_node = fields["reference"][1] if "reference" in fields else None
         op = with_fusion(source, fields["fusion"], op, reference_node, fields["schema"][1], project.namespace)
@@ -299,9 +304,6 @@ def _reference(source: _Source, fields: dict, schema: Schema, where: str, notes:
     header = ["def _reference():"]
     function = check_body(source, node, reference, f"{where}.reference", header,
                            "write the body of a function whose parameters are the op's arguments")
-    if re.search(r"\.view\(", reference):
-        notes.append(f"{where}.reference calls .view(), which fails on a non-contiguous input (the generated tests "
-                     f"pass some): use .reshape, or declare the inputs the kernel needs contiguous in {where}.contiguous")
     if schema.returns:
         return reference
     returned = next(iter(value_returns(function)), None)
@@ -468,7 +470,8 @@ def _dtypes(source: _Source, node: Node, field: str) -> tuple[str, ...]:
 
 
 def _contiguous(source: _Source, node: Node, schema: Schema, field: str) -> tuple[str, ...]:
-    """`contiguous: [x]`: inputs the kernels need contiguous; the generated registration passes them so."""
+    """`contiguous: [x]`: inputs the kernels need contiguous; the generated registration passes them so, and refuses
+    a written one that is not (a contiguous copy would take the kernel's writes)."""
     tensors = [a.name for a in schema.arguments if base_name(a.type) == "Tensor" and not isinstance(
         strip_alias(a.type), ListType)]
     if not isinstance(node, SequenceNode) or not node.value:
@@ -481,11 +484,40 @@ def _contiguous(source: _Source, node: Node, schema: Schema, field: str) -> tupl
         if argument is None or name not in tensors:
             raise source.error(item, f"{field}: {name!r} is not a tensor argument of {schema.qualified_name}",
                                "tensor arguments: " + (", ".join(tensors) or "none"))
-        if argument.is_write:
-            raise source.error(item, f"{field}: {name!r} is written (Tensor(a!)): a contiguous copy would take the "
-                               "kernel's writes", "make the kernel handle any strides of it (or copy back itself)")
         if name not in found:
             found.append(name)
+    return tuple(found)
+
+
+def _view_note(schema: Schema, contiguous: tuple[str, ...], where: str) -> str:
+    written = [a.name for a in schema.mutated_args if a.name not in contiguous]
+    note = (f"{where}.reference calls .view(), which fails on a non-contiguous input (the generated tests pass some): "
+            f"use .reshape, or declare the inputs the kernel needs contiguous in {where}.contiguous")
+    if written:
+        note += (f"; for a written argument ({', '.join(written)}) `contiguous:` means the op refuses a non-contiguous "
+                 "one with a clear error (the registration checks it), as real cache kernels do")
+    return note
+
+
+def _dtype_defaults(source: _Source, schema_node: ScalarNode, schema: Schema, codes: tuple[tuple[int, str], ...],
+                    where: str) -> tuple[tuple[str, str], ...]:
+    """(argument, dtype name) of each ScalarType argument whose default is a number: torch keeps the number and
+    passes it to a Python kernel or fake as an int, not a torch.dtype, so the number must be one of the spec's
+    `dtype_codes:` (the generated Python then defaults to that dtype); else it is refused at its column."""
+    table = dict(codes)
+    found = []
+    for arg in schema.arguments:
+        if base_name(arg.type) != "ScalarType" or not isinstance(arg.default, int) or isinstance(arg.default, bool):
+            continue
+        if arg.default in table:
+            found.append((arg.name, table[arg.default]))
+            continue
+        offset = span_column(schema, ("arg", arg.name)) or 1
+        raise source.inner(schema_node, offset, OpgenError(
+            f"the default of ScalarType {arg.name!r} is the number {arg.default}: torch passes it to Python kernels "
+            "and fake functions as an int, not a torch.dtype, so every call using the default fails",
+            hint=f"write the dtype word (`ScalarType {arg.name}=float16`), or say which dtype {arg.default} is in "
+            f"the spec's `dtype_codes:` (e.g. `dtype_codes: {{{arg.default}: float8_e4m3fn}}`)"), f"{where}.schema")
     return tuple(found)
 
 

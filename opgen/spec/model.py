@@ -176,8 +176,15 @@ class OpSpec:
     op_plugin: object = None  # `ops[i].op_plugin` (opgen.spec.op_plugin.OpPluginSpec), for --target op_plugin
     bindings: tuple = ()  # `ops[i].let`: the names its rules share (opgen.spec.semantics.Binding), in order
     dtypes: tuple[str, ...] = ()  # `ops[i].dtypes`: the floating dtypes the tests sweep (empty: float16, bfloat16, float32)
-    contiguous: tuple[str, ...] = ()  # `ops[i].contiguous`: inputs the registration makes contiguous for the kernels
+    contiguous: tuple[str, ...] = ()  # `ops[i].contiguous`: inputs made contiguous for the kernels (written: refused)
     fusion: FusionSpec | None = None  # `ops[i].fusion`: the composite compiled graphs replace with the op
+    inputs: tuple = ()  # `ops[i].inputs`: where arguments' values live (opgen.spec.inputs.InputSpec), in spec order
+    # ScalarType arguments whose schema default is a number of `dtype_codes:`: (argument, dtype name)
+    dtype_defaults: tuple[tuple[str, str], ...] = ()
+
+    def input_spec(self, name: str):
+        """`ops[i].inputs.<name>`, or None."""
+        return next((spec for spec in self.inputs if spec.name == name), None)
 
     @property
     def aliasing_tag(self) -> str:

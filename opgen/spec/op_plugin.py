@@ -9,12 +9,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-OP_PLUGIN_KEYS = ("aclnn", "exec", "kernel", "acl_op", "versions", "exposed", "internal_format_opapi",
-                  "new_params", "backward", "output_differentiability")
+OP_PLUGIN_KEYS = ("aclnn", "exec", "kernel", "acl_op", "versions", "exposed", "public_api", "internal_format_opapi",
+                  "new_params", "none_values", "backward", "output_differentiability", "devices")
 KERNELS = ("gen_opapi", "opapi")
 # op-plugin's `all_version` list: every version spec must name members of it.
 ALL_VERSIONS = tuple(f"v2.{minor}" for minor in range(1, 16))
 _VERSION = re.compile(r"v\d+\.\d+\Z")
+# op-plugin's test files name the SoCs a test runs on (`@SupportedDevices(['Ascend910B'])`, the most common).
+DEFAULT_DEVICES = ("Ascend910B",)
+_DEVICE = re.compile(r"Ascend[0-9A-Za-z_]+\Z")
 _ACLNN = re.compile(r"aclnn[A-Z][A-Za-z0-9]*\Z")
 # A C++ expression pasted into a kernel: one line, no statement or comment breaking out of it.
 _CPP_FORBIDDEN = (";", "//", "/*", "*/", "#", "\n", "\r", "{", "}")
@@ -29,9 +32,12 @@ class OpPluginSpec:
     kernel: str | None = None  # "gen_opapi" (torchnpugen writes the kernel) or "opapi" (a kernel file); None: choose
     acl_op: bool = False  # an acl_op fallback exists: `acl_op:` versions and DO_COMPATIBILITY
     versions: object = "all_version"  # "all_version", ["v2.1", "newest"] or "v2.1, v2.2"
-    exposed: bool = True
+    exposed: bool = False  # `exposed:` in the YAML: in torch_npu.__all__, a public API (implies public_api)
+    public_api: bool = False  # in test/allowlist_for_publicAPI.json; the compatibility test tracks its signature
     internal_format_opapi: bool = False
     new_params: tuple[tuple[str, str], ...] = ()  # (C++ local name, C++ expression)
+    none_values: tuple[tuple[str, str], ...] = ()  # (optional argument, the C++ value aclnn gets for None)
+    devices: tuple[str, ...] = DEFAULT_DEVICES  # the tests' @SupportedDevices
     backward: tuple[tuple[str, str], ...] = ()  # ("self, gamma", formula) for derivatives.yaml
     output_differentiability: tuple[bool, ...] | None = None
 
@@ -59,7 +65,7 @@ def parse_op_plugin(source, node, schema, where: str) -> OpPluginSpec:
     field = f"{where}.op_plugin"
     entries = _mapping(source, node, field, OP_PLUGIN_KEYS)
     values: dict = {}
-    for key in ("acl_op", "exposed", "internal_format_opapi"):
+    for key in ("acl_op", "exposed", "public_api", "internal_format_opapi"):
         if key in entries:
             values[key] = _flag(source, entries[key][1], f"{field}.{key}")
     if "aclnn" in entries:
@@ -71,6 +77,10 @@ def parse_op_plugin(source, node, schema, where: str) -> OpPluginSpec:
     arg_names = [a.name for a in schema.arguments]
     if "new_params" in entries:
         values["new_params"] = _new_params(source, entries["new_params"][1], f"{field}.new_params", arg_names)
+    if "none_values" in entries:
+        values["none_values"] = _none_values(source, entries["none_values"][1], f"{field}.none_values", schema)
+    if "devices" in entries:
+        values["devices"] = _devices(source, entries["devices"][1], f"{field}.devices")
     if "exec" in entries:
         known = arg_names + list(schema.return_names) + [
             name for name, _ in values.get("new_params", ())]
@@ -121,27 +131,68 @@ def _kernel(source, node, field: str, schema) -> str:
 
 
 def _new_params(source, node, field: str, arg_names: list[str]) -> tuple[tuple[str, str], ...]:
-    from yaml.nodes import MappingNode
+    from .nodes import _string
 
-    from .nodes import _scalar, _string
-
-    if not isinstance(node, MappingNode):
-        raise source.error(node, f"{field} must map C++ local names to C++ expressions",
-                           "e.g. new_params: {cache_mode: '\"Norm\"'}")
     found = []
-    for key_node, value_node in node.value:
+    for key_node, value_node in _pairs(source, node, field, "map C++ local names to C++ expressions",
+                                       "e.g. new_params: {cache_mode: '\"Norm\"'}"):
         name = _string(source, key_node, f"{field} key")
         if not re.match(r"[A-Za-z_][A-Za-z0-9_]*\Z", name) or name in arg_names:
             raise source.error(key_node, f"{field}: {name!r} is not a new C++ local name",
                                "use an identifier that is not an argument name")
-        text = _scalar(value_node)
-        text = str(text).lower() if isinstance(text, bool) else text
-        text = str(text) if isinstance(text, (int, float)) else text
-        if not isinstance(text, str) or not text.strip() or any(bad in text for bad in _CPP_FORBIDDEN):
-            raise source.error(value_node, f"{field}.{name} must be one C++ expression on one line",
-                               "no ';', braces, '#' or comments, e.g. '\"Norm\"' or 'x.size(0) * 2'")
-        found.append((name, text))
+        found.append((name, _cpp_expression(source, value_node, f"{field}.{name}")))
     return tuple(found)
+
+
+def _none_values(source, node, field: str, schema) -> tuple[tuple[str, str], ...]:
+    """What aclnn gets for an optional non-tensor argument left None: the C++ `value_or` operand."""
+    from ..schema.model import OptionalType, strip_alias
+    from .nodes import _string
+
+    optional = [a.name for a in schema.arguments
+                if isinstance(strip_alias(a.type), OptionalType) and not a.is_tensor]
+    found = []
+    for key_node, value_node in _pairs(source, node, field, "map optional arguments to C++ values",
+                                       "e.g. none_values: {dst_type: 'static_cast<int64_t>(at::kChar)'}"):
+        name = _string(source, key_node, f"{field} key")
+        if name not in optional:
+            raise source.error(key_node, f"{field}: {name!r} is not an optional non-tensor argument of "
+                               f"{schema.op_name}", f"optional ones: {', '.join(optional) or 'none'}")
+        found.append((name, _cpp_expression(source, value_node, f"{field}.{name}")))
+    return tuple(found)
+
+
+def _pairs(source, node, field: str, what: str, hint: str):
+    from yaml.nodes import MappingNode
+
+    if not isinstance(node, MappingNode):
+        raise source.error(node, f"{field} must {what}", hint)
+    return node.value
+
+
+def _cpp_expression(source, node, field: str) -> str:
+    from .nodes import _scalar
+
+    text = _scalar(node)
+    text = str(text).lower() if isinstance(text, bool) else text
+    text = str(text) if isinstance(text, (int, float)) else text
+    if not isinstance(text, str) or not text.strip() or any(bad in text for bad in _CPP_FORBIDDEN):
+        raise source.error(node, f"{field} must be one C++ expression on one line",
+                           "no ';', braces, '#' or comments, e.g. '\"Norm\"' or 'x.size(0) * 2'")
+    return text
+
+
+def _devices(source, node, field: str) -> tuple[str, ...]:
+    from yaml.nodes import SequenceNode
+
+    from .nodes import _string
+
+    names = [_string(source, item, f"{field} entry") for item in node.value] if isinstance(node, SequenceNode) else []
+    bad = next((name for name in names if not _DEVICE.match(name)), None)
+    if not names or bad is not None:
+        raise source.error(node, f"{field} must list SoC names as op-plugin's @SupportedDevices takes them"
+                           + (f", not {bad!r}" if bad else ""), "e.g. devices: [Ascend910B, Ascend950]")
+    return tuple(names)
 
 
 def _exec(source, node, field: str, known: list[str], schema) -> tuple[str, ...]:

@@ -314,6 +314,12 @@ def _depth_guard(text: str):
                              column=1, hint="split it: a shape rule is one short expression") from None
 
 
+def promoted_arguments(rule: _Rule) -> list[tuple[str, ...]]:
+    """The arguments each `promote(...)` of a rule reads (a dtype rule mixing its inputs' dtypes), in order."""
+    return [tuple(sorted(frozenset().union(*(_uses(arg) for arg in node.args))))
+            for node in rule.node.walk() if isinstance(node, Call) and node.function == "promote"]
+
+
 def _uses(node: Node, outputs: bool = False) -> frozenset[str]:
     return frozenset(n.name for n in node.walk() if isinstance(n, Name) and n.output == outputs)
 

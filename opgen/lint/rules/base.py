@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from ...contract import Diagnostic, Rule, rule, tag_contract_problems
 from ...schema.model import Schema
-from ..records import Definition, FileRecord, Registration, Where
+from ..records import Definition, FileRecord, Registration, UnknownName, Where
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,8 @@ class Project:
     definition of each op by key, `by_key` every definition of each key, `by_name` (namespace, name) -> its
     overloads, `unseen` the ops registrations name whose definition no linted file shows (defined in C++,
     or by a define opgen cannot read), `dangling` the registrations no definition matched (each is also on
-    an unseen op), `unresolved_fakes` namespaces with a fake registered under a name we could not read."""
+    an unseen op), `unknown_names` the registrations and definitions whose op name we could not read in full
+    (each makes the ops it may name unknown, nothing more)."""
 
     records: list[FileRecord]
     definitions: list[LintOp] = field(default_factory=list)
@@ -112,12 +113,41 @@ class Project:
     by_name: dict[tuple, list[LintOp]] = field(default_factory=dict)
     unseen: dict[tuple, LintOp] = field(default_factory=dict)
     dangling: list[Registration] = field(default_factory=list)
-    unresolved_fakes: set = field(default_factory=set)
+    unknown_names: list[UnknownName] = field(default_factory=list)
+    _host_returns: dict[str, set[str]] | None = None
+
+    def maybe_named(self, op: LintOp, what: str) -> bool:
+        """Whether a `what` ("fake", "side_effect") whose name we could not read may be for `op`."""
+        qualified = qualified_name(op.definition)
+        return any(u.what == what and u.may_name(qualified, op.definition.where.path) for u in self.unknown_names)
+
+    def may_be_defined(self, registration: Registration) -> bool:
+        """Whether a definition we could not read may define the op a registration names."""
+        qualified = qualified_name(registration)
+        return any(u.what == "definition" and u.may_name(qualified, registration.where.path)
+                   for u in self.unknown_names)
+
+    def host_returns(self, path: str) -> set[str]:
+        """The names the kernels registered in a file return holding a host tensor they made."""
+        if self._host_returns is None:
+            self._host_returns = {}
+            for op in self.checked_ops():
+                for function in [r.function for r in op.kernels] + [op.definition.kernel]:
+                    if function is not None and function.host_returns:
+                        self._host_returns.setdefault(function.where.path, set()).update(function.host_returns)
+        return self._host_returns.get(path, set())
 
     def checked_ops(self) -> list[LintOp]:
         """What the per-op rules run over: every definition (an op defined twice, under `if`/`else` or in two
         files, is checked at each), then the ops whose definition is unseen."""
         return [*self.definitions, *self.unseen.values()]
+
+
+def qualified_name(named: Definition | Registration) -> str:
+    """`ns::name` or `ns::name.overload` (`::name` when the code shows no namespace), as UnknownName patterns
+    match it."""
+    overload = f".{named.overload}" if named.overload else ""
+    return f"{named.namespace or ''}::{named.name}{overload}"
 
 
 def diag(rule_: Rule, message: str, where: Where, *, fix=None, severity: str | None = None) -> Diagnostic:

@@ -235,16 +235,29 @@ schema returns an alias.
 )
 
 
+DEVICE_GENERIC_KEYS = frozenset({"CompositeExplicitAutograd", "CompositeImplicitAutograd"})
+
+
 def _fake_alloc_without_device(op: LintOp, project: Project):
     kernels = _kernel_functions(op)
     devices = _op_devices(op)
     kernel_fixed = {f.what for k in kernels for f in k.fixed_device_allocs}
-    elsewhere = devices - {"cpu", "meta"}
+    # the op's outputs are off the default device where the code shows a kernel off the CPU, or one for
+    # every device (a composite key, a custom_op without device_types: its outputs are on the input's device)
+    elsewhere = bool(devices - {"cpu", "meta"}) or any(r.key in DEVICE_GENERIC_KEYS for r in op.kernels)
+    # a kernel allocating on the default device, or returning a tensor it made on the host (a CPU handle),
+    # has outputs there: a fake allocating there may be describing them
+    host_output = any(k.host_returns for k in kernels)
+    default_device_kernel = host_output or any(k.device_less_allocs for k in kernels)
     for registration, function, kind in _fakes(op):
         path = function.where.path
-        if elsewhere and function not in kernels and not any(k.device_less_allocs for k in kernels):
-            # the op's outputs are on another device than the default one only where the code shows a
-            # kernel for one; a kernel that allocates on the default device itself makes outputs live there
+        if registration.key == "Meta":  # called on meta tensors, whatever else the op has
+            for finding in unique(function.device_less_allocs):
+                yield diag(FAKE_ALLOC_NO_DEVICE, f"the Meta kernel of {op.name} calls {finding.what}() without "
+                           "device=: on meta tensors it returns a CPU tensor (FakeTensorMode: \"tensor's device "
+                           "must be 'meta'\"); pass device=<input>.device (or use new_empty/empty_like)",
+                           Where(path, finding.line, finding.column))
+        elif elsewhere and function not in kernels and not default_device_kernel:
             for finding in unique(function.device_less_allocs):
                 yield diag(FAKE_ALLOC_NO_DEVICE, f"the {kind} of {op.name} calls {finding.what}() without device=; "
                            "pass device=<input>.device (or use new_empty/empty_like)",
@@ -253,7 +266,8 @@ def _fake_alloc_without_device(op: LintOp, project: Project):
             continue
         for finding in unique(function.fixed_device_allocs):
             fixed = finding.param
-            if finding.what in kernel_fixed or devices <= {fixed} or fixed == "meta" and registration.key == "Meta":
+            if finding.what in kernel_fixed or devices <= {fixed} or fixed == "meta" and registration.key == "Meta" \
+                    or fixed == "cpu" and host_output:
                 continue  # a Meta kernel computes on meta tensors: device="meta" is its device
             yield diag(FAKE_ALLOC_NO_DEVICE, f"the {kind} of {op.name} allocates with {finding.what} although the "
                        f"op has {'/'.join(sorted(devices))} kernels: the fake output is on the wrong device; pass "
@@ -265,12 +279,14 @@ FAKE_ALLOC_NO_DEVICE = lint_rule(
     "a fake/Meta kernel allocates without `device=`: pass the input's device",
     """
 `torch.empty(shape)` in a fake creates a CPU tensor; for an op that runs on another device (the code shows
-a CUDA / PrivateUse1 / ... kernel for it) the traced graph then has the wrong device ("tensor's device must
-be `meta`") and capture fails. Use `x.new_empty(shape)`, `torch.empty_like(x)`, or `torch.empty(shape,
-device=x.device, dtype=x.dtype)`. Not reported where the code shows no kernel off the CPU (a CPU-only op,
-an op whose kernels are in C++: its outputs may well be on the default device), nor where the op's kernel
-itself allocates on the default device. Also reported: a fake that allocates on a hard-coded device other
-than those the op has kernels for.
+a CUDA / PrivateUse1 / ... kernel for it, or a device-generic one: CompositeExplicitAutograd /
+CompositeImplicitAutograd, a custom_op without device_types) the traced graph then has the wrong device
+and capture fails. A kernel registered at the Meta key is always wrong so: it is called on meta tensors,
+and under FakeTensorMode torch raises "tensor's device must be 'meta', got cpu instead". Use
+`x.new_empty(shape)`, `torch.empty_like(x)`, or `torch.empty(shape, device=x.device, dtype=x.dtype)`. A
+`register_fake` is not reported where the code shows only CPU kernels (or none: kernels in C++; its
+outputs may well be on the default device), nor where the op's kernel itself allocates on the default
+device. Also reported: a fake that allocates on a hard-coded device other than those the op has kernels for.
 """,
     valid=[_fake("return torch.empty(x.shape[0], device=x.device, dtype=x.dtype)\n",
                  kernel='lib.impl("rows", lambda x: x[: int(x.sum())].clone(), "CUDA")\n'),
@@ -471,7 +487,12 @@ def _capture_unsafe(op: LintOp, project: Project):
         function = registration.function
         if function is None or registration.key not in CAPTURE_KEYS:
             continue
+        # a parameter named like a host tensor another kernel of the file makes and returns (a CPU handle
+        # passed from one op to the next) is that tensor: reading it is no sync
+        handed = project.host_returns(function.where.path)
         for finding in unique(function.capture_unsafe):
+            if finding.param and finding.param in handed and function.param(finding.param) is not None:
+                continue
             yield diag(CAPTURE_UNSAFE, f"{registration.key} kernel of {op.name} uses {finding.what}, which fails "
                        "under graph capture; keep random state and scalars on the device",
                        Where(function.where.path, finding.line, finding.column))
@@ -510,25 +531,60 @@ as tensors and keep scalars on the device.
 )
 
 
-def _custom_op_returns_input(op: LintOp, project: Project):
+def _declares_alias(op: LintOp) -> bool:
+    """Whether the op may return an input by contract: its schema returns an alias, or it is tagged
+    inplace/out (torch infers `-> Tensor(a!)` from the tag), or its tags cannot be read."""
+    tags = op.definition.tags
+    return (op.schema is not None and any(r.alias for r in op.schema.returns)) or tags is None \
+        or bool(set(tags) & {"inplace", "out"})
+
+
+def _real_kernels(op: LintOp) -> list[Function]:
+    """The kernels that run for real and whose output torch checks for aliasing: not fakes, Meta or
+    CompositeImplicitAutograd kernels (decomposed before the check), each once."""
+    found = {id(r.function): r.function for r in op.kernels if r.function is not None
+             and isinstance(r.key, str) and r.key not in ("Meta", "fake", "CompositeImplicitAutograd")}
+    if op.definition.kernel is not None:
+        found.setdefault(id(op.definition.kernel), op.definition.kernel)
+    return list(found.values())
+
+
+def _kernel_returns_input(op: LintOp, project: Project):
     definition = op.definition
-    if definition.style != "custom_op" or definition.kernel is None or definition.fake_from_kernel \
-            or definition.api == "direct_register_custom_op":  # that helper skips custom_op's aliasing check
-        return
-    for finding in unique(definition.kernel.returned_params):
-        yield diag(KERNEL_RETURNS_INPUT, f"the kernel {definition.kernel.name}() of custom_op {op.name} returns its "
-                   f"input {finding.param!r}; torch raises when the op is called (outputs must not alias inputs): "
-                   "return nothing from an in-place op, or a new tensor",
-                   Where(definition.kernel.where.path, finding.line, finding.column))
+    if definition.fake_from_kernel or _declares_alias(op):
+        return  # a triton_op is traced, not called as a black box
+    if definition.style == "custom_op" and definition.api != "direct_register_custom_op":
+        what, why = f"custom_op {op.name}", "torch raises when the op is called (outputs must not alias inputs)"
+    elif op.seen and (op.schema is not None or definition.api == "direct_register_custom_op"):
+        what, why = op.name, ("its schema declares no alias, so torch.compile's first-call check refuses it "
+                              "(\"must not also be an input\": a warning today, an error under CI=1 and in "
+                              "later torch) and a compiled caller writing the output also writes the input")
+    else:
+        return  # no schema seen: it may declare the alias
+    # a fake returning the same input is OPG303's finding, which names the kernel too (one contract broken)
+    by_fakes = {f.param for _r, fake, _kind in _fakes(op) for f in fake.returned_params}
+    for kernel in _real_kernels(op):
+        for finding in unique(kernel.returned_params):
+            if finding.param in by_fakes:
+                continue
+            yield diag(KERNEL_RETURNS_INPUT, f"the kernel {kernel.name}() of {what} returns its input "
+                       f"{finding.param!r}; {why}: return nothing from an in-place op, or a new tensor",
+                       Where(kernel.where.path, finding.line, finding.column))
 
 
 KERNEL_RETURNS_INPUT = lint_rule(
-    "OPG308", "custom-op-returns-input", ERROR, "a custom_op kernel returns one of its inputs: return a new tensor",
+    "OPG308", "kernel-returns-input", ERROR,
+    "a kernel returns one of its inputs while the schema declares no alias: return a new tensor",
     """
-torch.library.custom_op refuses outputs that alias inputs: calling the op raises "The output of this
-custom operator (1) must not also be an input to this custom operator", also for an in-place op
-that returns the tensor it mutated (`mutates_args=("x",)` and `return x`). Return nothing from an
-in-place op (`-> None`), or return a new tensor (`x.clone()`).
+An op whose schema declares no alias promises outputs that are new tensors. torch.library.custom_op
+checks it on every call: the op raises "The output of this custom operator (1) must not also be an
+input to this custom operator", also for an in-place op that returns the tensor it mutated
+(`mutates_args=("x",)` and `return x`). A Library op (and vLLM's direct_register_custom_op, which defines
+through a Library) is checked at its first call under torch.compile: a warning today, an error under
+`CI=1` and in later torch; either way a compiled caller that writes the output writes the input too.
+Return nothing from an in-place op (`-> None` / `-> ()`), or return a new tensor (`x.clone()`); or
+declare the alias (`Tensor(a!) x -> Tensor(a!)` with `torch.Tag.inplace`, `Tensor(a) x -> Tensor(a)`).
+Not reported for kernels at CompositeImplicitAutograd (decomposed before the check) or a triton_op.
 """,
     valid=[code_example("""
         import torch
@@ -537,6 +593,14 @@ in-place op (`-> None`), or return a new tensor (`x.clone()`).
         @torch.library.custom_op("myops::add_one_", mutates_args=("x",))
         def add_one_(x: torch.Tensor) -> None:
             x.add_(1)
+    """), code_example("""
+        import torch
+
+
+        @torch.library.custom_op("myops::scale_", mutates_args=("x",), tags=torch.Tag.inplace)
+        def scale_(x: torch.Tensor, s: float) -> torch.Tensor:
+            x.mul_(s)
+            return x
     """)],
     invalid=[Invalid(code_example("""
         import torch
@@ -546,8 +610,18 @@ in-place op (`-> None`), or return a new tensor (`x.clone()`).
         def add_one_(x: torch.Tensor) -> torch.Tensor:
             x.add_(1)
             return x
-    """), 7)],
-    check=_custom_op_returns_input, scope="op",
+    """), 7), Invalid(lib_example("""
+        lib.define("ident(Tensor x) -> Tensor")
+
+
+        def ident(x):
+            return x
+
+
+        lib.impl("ident", ident, "CPU")
+        lib.impl("ident", lambda x: torch.empty_like(x), "Meta")
+    """), 9)],
+    check=_kernel_returns_input, scope="op",
 )
 
 

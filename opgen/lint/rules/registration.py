@@ -9,7 +9,7 @@ from collections import defaultdict
 from ...contract import ALIASED_RETURN, ERROR, WARNING
 from ..dispatch_keys import FAKE_CAPABLE_KEYS, MARKERS, TORCH_KEYS, is_backend_key
 from ..fix import Edit
-from ..records import UNKNOWN, Literal, Where, one_process
+from ..records import UNKNOWN, Literal, Where, one_process, package_of
 from .base import Invalid, LintOp, Project, code_example, diag, lib_example, lint_rule, loc, write_convention
 
 # Dispatch keys a Python registration may name (torch's own list), and the misspellings that are certainly
@@ -92,10 +92,15 @@ refused outright. The Library already names the namespace: write `define("f(...)
 
 
 def _dangling(project: Project):
-    """The registrations no op matched whose target is a namespace we can judge, with its defined overloads."""
+    """The registrations no op matched whose target is a namespace we can judge, with the overloads their own
+    package defines: what another package defines says nothing about a typo here (an `aten::f.out` defined in
+    Python next to torch's C++ `aten::f`), so each package is judged as when linted alone."""
     for registration in project.dangling:
         if registration.namespace is not None and not registration.custom_op_target:
-            yield registration, project.by_name.get((registration.namespace, registration.name))
+            package = package_of(registration.where.path)
+            group = [op for op in project.by_name.get((registration.namespace, registration.name), ())
+                     if package_of(op.definition.where.path) == package]
+            yield registration, group
 
 
 def _impl_undefined(project: Project):
@@ -103,9 +108,10 @@ def _impl_undefined(project: Project):
     for record in project.records:
         for definition in record.definitions:
             defined_here[record.path].add(definition.namespace)
-    names_by_ns = defaultdict(set)
-    for (ns, name) in project.by_name:
-        names_by_ns[ns].add(name)
+    names_by_ns = defaultdict(set)  # (namespace, package) -> the names defined there
+    for (ns, name), group in project.by_name.items():
+        for op in group:
+            names_by_ns[ns, package_of(op.definition.where.path)].add(name)
     for registration, group in _dangling(project):
         ns = registration.namespace
         if group and registration.overload is None:
@@ -120,7 +126,8 @@ def _impl_undefined(project: Project):
             continue
         if ns not in defined_here.get(registration.where.path, ()):
             continue
-        close = difflib.get_close_matches(registration.name, sorted(names_by_ns[ns]), n=1, cutoff=0.75)
+        close = difflib.get_close_matches(registration.name, sorted(names_by_ns[ns, package_of(registration.where.path)]),
+                                          n=1, cutoff=0.75)
         if not close:
             continue  # an unrelated name: most likely defined in C++ or in a file not linted
         yield diag(IMPL_UNDEFINED, f"{registration.api}() registers {ns}::{registration.name}, which no "
@@ -370,7 +377,8 @@ def _no_fake(op: LintOp, project: Project):
         return
     definition = op.definition
     if definition.style == "custom_op" and definition.namespace is not None:
-        if any(r.key == "fake" for r in op.fakes) or any(k.key == "CompositeImplicitAutograd" for k in op.kernels):
+        if any(r.key == "fake" for r in op.fakes) or any(k.key in ("CompositeImplicitAutograd", UNKNOWN)
+                                                          for k in op.kernels):
             return
         if any(r.key == "Meta" for r in op.fakes):
             yield diag(NO_FAKE, f"{op.name} is a custom_op with only a Meta kernel, which FakeTensorMode "
@@ -385,11 +393,11 @@ def _no_fake(op: LintOp, project: Project):
 
 
 def _no_fake_needed(op: LintOp, project: Project) -> bool:
-    """Whether torch makes the fake itself, or the code cannot say: some fake of the namespace is registered
-    under a name we could not read, the op is tagged inplace/out (or its tags are unknown), a triton_op
+    """Whether torch makes the fake itself, or the code cannot say: a fake is registered under a name we could
+    not read that may be this op's, the op is tagged inplace/out (or its tags are unknown), a triton_op
     (traced on fake tensors), or a mutating op returning nothing (torch generates a trivial fake)."""
     definition, schema = op.definition, op.schema
-    if definition.namespace in project.unresolved_fakes or None in project.unresolved_fakes:
+    if project.maybe_named(op, "fake"):
         return True
     if definition.tags is None or set(definition.tags or ()) & {"inplace", "out"} or definition.fake_from_kernel:
         return True

@@ -1,7 +1,14 @@
 // Stand-ins for the ATen / op-plugin types an OpApi kernel uses, just enough to run its output
-// allocation on the host: tensors carry sizes and a dtype, EXEC_NPU_CMD and DO_COMPATIBILITY do
-// nothing. Used by tests/test_op_plugin.py to evaluate the size/dtype C++ of opgen's kernels and of
-// torchnpugen's gen_opapi kernels on the spec's example shapes.
+// allocation on the host: tensors carry sizes and a dtype, DO_COMPATIBILITY does nothing. Used by
+// tests/test_op_plugin*.py to evaluate the size/dtype C++ of opgen's kernels and of torchnpugen's
+// gen_opapi kernels on the spec's example shapes, and to compile what they pass to EXEC_NPU_CMD.
+//
+// EXEC_NPU_CMD converts every argument as op-plugin's op_api_common_base.h does: one ConvertType overload
+// per type it knows (tensors, optional tensors, Scalars, int lists, bool arrays, tensor lists, ScalarType)
+// and `T ConvertType(T value)` for anything else, taking the arguments as lvalues (`ConvertTypes(Ts&...)`).
+// op-plugin's catch-all passes a c10::string_view or a c10::optional<int64_t> to the aclnn C API as it is;
+// here it accepts only what the C API can take (numbers, enums, pointers), so such an argument fails to
+// compile, and EXEC_NPU_CMD prints what each argument became.
 #pragma once
 #include <algorithm>
 #include <array>
@@ -13,6 +20,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -155,10 +163,79 @@ struct OpPreparation {
 };
 }  // namespace at_npu::native
 
+namespace op_infer {
+constexpr int SIZE = 8;
+inline c10::SmallVector<int64_t, SIZE> broadcast_ops_npu_output_size(const at::Tensor& a, const at::Tensor& b) {
+    auto sizes = at::infer_size(a.sizes(), b.sizes());
+    return c10::SmallVector<int64_t, SIZE>(sizes.begin(), sizes.end());
+}
+inline c10::SmallVector<int64_t, SIZE> reduce_ops_npu_output_size(const at::Tensor& self, at::IntArrayRef dims,
+                                                                   bool keepdim) {
+    const int64_t ndim = self.dim();
+    std::vector<bool> reduced(static_cast<size_t>(std::max<int64_t>(ndim, 1)), dims.empty());
+    for (int64_t dim : dims) reduced[c10::maybe_wrap_dim(dim, ndim)] = true;
+    c10::SmallVector<int64_t, SIZE> sizes;
+    for (int64_t i = 0; i < ndim; ++i) {
+        if (!reduced[i]) sizes.push_back(self.size(i));
+        else if (keepdim) sizes.push_back(1);
+    }
+    return sizes;
+}
+}  // namespace op_infer
+using namespace op_infer;  // gen_opapi `size:` names the helpers without the namespace
+
+// what an aclnn C API argument became, printed by EXEC_NPU_CMD
+struct aclTensor {};
+struct aclScalar {};
+struct aclIntArray {};
+struct aclBoolArray {};
+struct aclTensorList {};
+struct aclScalarList {};
+enum aclDataType { ACL_DT_UNDEFINED = -1 };
+inline aclTensor* ConvertType(const at::Tensor&) { static aclTensor t; return &t; }
+inline aclTensor* ConvertType(const c10::optional<at::Tensor>& t) { static aclTensor x; return t ? &x : nullptr; }
+inline aclScalar* ConvertType(const at::Scalar&) { static aclScalar s; return &s; }
+inline aclScalar* ConvertType(const c10::optional<at::Scalar>& s) { static aclScalar x; return s ? &x : nullptr; }
+inline aclIntArray* ConvertType(const at::IntArrayRef&) { static aclIntArray a; return &a; }
+inline aclIntArray* ConvertType(const at::OptionalIntArrayRef& a) { static aclIntArray x; return a ? &x : nullptr; }
+inline aclTensorList* ConvertType(const at::TensorList&) { static aclTensorList l; return &l; }
+inline aclScalarList* ConvertType(const at::ArrayRef<at::Scalar>&) { static aclScalarList l; return &l; }
+inline aclDataType ConvertType(const at::ScalarType t) { return static_cast<aclDataType>(static_cast<int>(t)); }
+template <std::size_t N>
+inline aclBoolArray* ConvertType(const std::array<bool, N>&) { static aclBoolArray a; return &a; }
+template <typename T>
+T ConvertType(T value) {
+    static_assert(std::is_arithmetic_v<T> || std::is_enum_v<T> || std::is_pointer_v<T>,
+                  "EXEC_NPU_CMD would pass this argument to the aclnn C API as it is (no ConvertType overload): "
+                  "convert it first (char* for a string, value_or for an optional scalar)");
+    return value;
+}
+template <typename T>
+const char* opgen_kind(T) {
+    if constexpr (std::is_same_v<T, char*> || std::is_same_v<T, const char*>) return "char*";
+    else if constexpr (std::is_same_v<T, aclTensor*>) return "aclTensor*";
+    else if constexpr (std::is_same_v<T, aclScalar*>) return "aclScalar*";
+    else if constexpr (std::is_same_v<T, aclIntArray*>) return "aclIntArray*";
+    else if constexpr (std::is_same_v<T, aclBoolArray*>) return "aclBoolArray*";
+    else if constexpr (std::is_same_v<T, aclTensorList*>) return "aclTensorList*";
+    else if constexpr (std::is_same_v<T, aclScalarList*>) return "aclScalarList*";
+    else if constexpr (std::is_pointer_v<T>) return "pointer";
+    else if constexpr (std::is_same_v<T, bool>) return "bool";
+    else if constexpr (std::is_floating_point_v<T>) return "double";
+    else if constexpr (std::is_enum_v<T>) return "aclDataType";
+    else return "int64_t";
+}
+template <typename... Ts>
+void opgen_exec(const char* api, Ts&... args) {
+    std::cout << "-- " << api << ":";
+    ((std::cout << " " << opgen_kind(ConvertType(args))), ...);
+    std::cout << "\n";
+}
+
 #define TORCH_CHECK(condition, ...) \
     if (!(condition)) throw std::runtime_error("TORCH_CHECK failed")
 #define DO_COMPATIBILITY(aclnn, fallback) (void)0
-#define EXEC_NPU_CMD(...) (void)0
+#define EXEC_NPU_CMD(aclnn_api, ...) opgen_exec(#aclnn_api, __VA_ARGS__)
 
 inline void opgen_print(const at::Tensor& t) {
     std::cout << "[";

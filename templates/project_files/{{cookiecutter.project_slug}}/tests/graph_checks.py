@@ -21,20 +21,27 @@ from __future__ import annotations
 
 import contextlib
 import operator
+import os
 import re
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NoReturn
 
 import torch
+from input_variants import SWEPT_DTYPES, Domain, Draw, Variant, drawn, moved, random_tensor, smaller_calls, variants
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch import config as functorch_config
 from torch._functorch.aot_autograd import make_boxed_func
 from torch._higher_order_ops.auto_functionalize import auto_functionalized, auto_functionalized_v2
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.autograd.gradcheck import GradcheckError
 from torch.fx.experimental import _config as symbolic_shapes_config
 from torch.fx.experimental.symbolic_shapes import ShapeEnv, free_unbacked_symbols
+
+# the generated tests use these as checks.<name>
+__all__ = ["SWEPT_DTYPES", "Domain", "Draw", "Variant", "random_tensor", "variants"]
 
 Call = dict[str, Any]
 
@@ -48,9 +55,8 @@ OPCHECK_UTILS_DYNAMIC = tuple(name for name in OPCHECK_UTILS if name != "test_ao
 TOLERANCES = {torch.float16: (1e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5), torch.float32: (1.3e-6, 1e-5),
               torch.float64: (1e-7, 1e-7)}
 DEVICE_TOLERANCES = {torch.float16: (1e-2, 1e-3), torch.bfloat16: (5e-2, 1e-2), torch.float32: (1e-4, 1e-5),
-                     torch.float64: (1e-7, 1e-7)}
+                     torch.float64: (1e-9, 1e-12)}  # float64 tight enough that float32 arithmetic shows
 SENTINEL = -77  # what written buffers are filled with before the call, so that any write shows
-SWEPT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)  # the oracle tier runs every example in each
 # Copies npugraph_ex is known to leave for ops that return a mutated argument (`tags:` in opgen.yaml).
 KNOWN_COPIES = {
     "inplace": "npugraph_ex 2.13.0 leaves `copy_(x, <the op's result>)` after a torch.Tag.inplace op, a copy of the "
@@ -120,6 +126,9 @@ class Op:
     reference: Callable | None = None  # the spec's `reference:` (<package>/reference.py): the independent oracle
     random: bool = False  # torch.Tag.nondeterministic_seeded: its outputs are random draws
     dtypes: tuple[torch.dtype, ...] = ()  # `ops[i].dtypes`: the floating dtypes swept (default: SWEPT_DTYPES)
+    inputs: dict | None = None  # `ops[i].inputs`: argument name -> Domain, where its values live
+    promotes: tuple[tuple[str, ...], ...] = ()  # the arguments each `promote(...)` of the semantics reads
+    contiguous: tuple[str, ...] = ()  # `ops[i].contiguous`: the op makes these contiguous, or refuses them (written)
 
     @property
     def qualname(self) -> str:
@@ -162,6 +171,10 @@ class Op:
     def __call__(self, call: Call):
         return self.overload(**call)
 
+    def drawn(self, calls: list[Call], g: torch.Generator) -> list[Call]:
+        """The examples `calls` with each `Draw` placeholder drawn from its argument's domain (`ops[i].inputs`)."""
+        return drawn(self.inputs or {}, calls, g)
+
     def seeded(self, fn: Callable) -> Callable:
         """`fn`, for a random op run after torch.manual_seed(0): two runs of one kernel then draw the same numbers."""
         if not self.random:
@@ -193,15 +206,6 @@ class Expected:
 
 
 # --- values ----------------------------------------------------------------------------------------
-
-
-def random_tensor(shape: tuple[int, ...], dtype: torch.dtype, g: torch.Generator) -> torch.Tensor:
-    """Random values of any dtype from a seeded generator (small integers for integer dtypes)."""
-    if dtype.is_floating_point or dtype.is_complex:
-        return torch.randn(shape, generator=g, dtype=torch.float32).to(dtype)
-    if dtype == torch.bool:
-        return torch.randint(0, 2, shape, generator=g).bool()
-    return torch.randint(0, 8, shape, generator=g).to(dtype)
 
 
 def tensor_map(fn: Callable[[torch.Tensor], Any], value):
@@ -247,6 +251,12 @@ def same(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a.is_floating_point():
         equal |= a.isnan() & b.isnan()
     return bool(equal.all())
+
+
+def same_values(a, b) -> bool:
+    """The same tensors inside `a` and `b` (nested), shapes and values, NaN equal to NaN."""
+    ta, tb = tensors(a), tensors(b)
+    return len(ta) == len(tb) and all(same(x, y) for x, y in zip(ta, tb, strict=True))
 
 
 def mismatch(actual, expected: torch.Tensor, tolerance: tuple | None = None) -> str | None:
@@ -433,17 +443,26 @@ def _flat(op: Op, expected: list) -> tuple[list, list[str]]:
 def _assert_metadata(op: Op, outputs: list, expected: list) -> None:
     """Fake outputs have the shapes and dtypes the spec's semantics give (shape None: data-dependent)."""
     expected, names = _flat(op, expected)
-    assert len(outputs) == len(expected), (f"the fake gives {len(outputs)} tensors on example 0, the spec's semantics "
-                                           f"{len(expected)}")
-    for index, (value, (shape, dtype)) in enumerate(zip(outputs, expected, strict=True)):
-        where = f"opgen.yaml: {names[index]}"
-        assert dtype is None or value.dtype == dtype, (
-            f"{where}.dtype: the fake gives {value.dtype} on example 0, the spec says {dtype}")
+    problem = metadata_mismatch("the fake", "example 0", outputs, expected, names, traced=True)
+    assert problem is None, problem
+
+
+def metadata_mismatch(who: str, where: str, outputs: list, expected: list, names: list[str],
+                      traced: bool = False) -> str | None:
+    """How `outputs` (of `who`, on `where`) first differ from the (shape, dtype) pairs the semantics give, or None.
+    A data-dependent size (shape None) is only judged on a `traced` graph, where it must be a symbol."""
+    if len(outputs) != len(expected):
+        return f"{who} gives {len(outputs)} tensors on {where}, the spec's semantics {len(expected)}"
+    for value, (shape, dtype), name in zip(outputs, expected, names, strict=True):
+        if dtype is not None and value.dtype != dtype:
+            return f"opgen.yaml: {name}.dtype: {who} gives {value.dtype} on {where}, the spec says {dtype}"
         if shape is None:
-            assert free_unbacked_symbols(value.shape), f"{where}.shape: expected a data-dependent size"
-        else:
-            assert tuple(value.shape) == tuple(shape), (
-                f"{where}.shape: the fake gives {tuple(value.shape)} on example 0, the spec says {tuple(shape)}")
+            if traced and not free_unbacked_symbols(value.shape):
+                return f"opgen.yaml: {name}.shape: expected a data-dependent size"
+        elif not free_unbacked_symbols(value.shape) and tuple(value.shape) != tuple(shape):
+            return (f"opgen.yaml: {name}.shape: {who} gives {tuple(value.shape)} on {where}, the spec says "
+                    f"{tuple(shape)}")
+    return None
 
 
 def _assert_fake_device(op: Op, call: Call, bounds: Sequence = ()) -> None:
@@ -467,21 +486,60 @@ def _assert_fake_device(op: Op, call: Call, bounds: Sequence = ()) -> None:
             f"the bound is missing (the fake is generated from {op.field}.outputs in opgen.yaml)")
 
 
-def assert_follows_semantics(op: Op, calls: Sequence[Call], semantics: Callable) -> None:
-    """On every example the CPU kernel's outputs have the shapes and dtypes the spec's semantics give."""
-    for number, call in enumerate(calls):
-        call = clone(call)
-        want, names = _flat(op, semantics(**call))
-        got = tensors(run(op, call, _example(op, number)))
-        assert len(got) == len(want), (f"{op.kernel} returns {len(got)} tensors on example {number}, the spec's "
-                                       f"semantics {len(want)}")
-        for index, (value, (shape, dtype)) in enumerate(zip(got, want, strict=True)):
-            where = f"opgen.yaml: {names[index]}"
-            assert dtype is None or value.dtype == dtype, (
-                f"{where}.dtype gives {dtype} on example {number}, the CPU kernel ({op.kernel}) returns {value.dtype}")
-            assert shape is None or tuple(value.shape) == tuple(shape), (
-                f"{where}.shape gives {tuple(shape)} on example {number}, the CPU kernel ({op.kernel}) returns "
-                f"{tuple(value.shape)}")
+def assert_follows_semantics(op: Op, examples: Callable[[int], list[Call]] | Sequence[Call],
+                             semantics: Callable) -> None:
+    """On every example, and (`examples` the examples function) every variant of them the op takes
+    (tests/input_variants.py: the reference accepts it, the kernel runs), the fake function's outputs have the
+    shapes and dtypes the spec's semantics give, and so do the CPU kernel's: a fake right on the examples only
+    (another shape at batch 1, another dtype for bfloat16) fails, naming the variant. (At sizes 0 and 1 only the fake
+    is held to the semantics: a kernel there is held to the reference by the oracle tier, and an input such as a
+    weight with no groups may be one the spec's rules were never meant for.)"""
+    for label, call, kind in _semantics_calls(op, examples):
+        try:
+            want, names = _flat(op, semantics(**clone(call)))
+            got = tensors(op(clone(call)))
+        except Exception as error:
+            if kind:  # the oracle tier reports a kernel failing on an input the reference takes
+                continue
+            raise CheckFailed(f"{op.kernel} on {op.field}.{label}: {type(error).__name__}: {error}",
+                              "kernel-raised") from error
+        if kind != "size-edge":
+            _assert_kernel_follows(op, label, got, want, names)
+        _assert_fake_follows(op, label, call, want, names)
+
+
+def _assert_kernel_follows(op: Op, label: str, got: list, want: list, names: list[str]) -> None:
+    problem = metadata_mismatch(f"the CPU kernel ({op.kernel})", f"{op.field}.{label}", got, want, names)
+    assert problem is None, problem
+
+
+def _semantics_calls(op: Op, examples) -> list[tuple[str, Call, str]]:
+    """(label, call, kind of variant, "" for an example): the examples, then the variants the reference accepts (all,
+    without one)."""
+    if not callable(examples):
+        return [(f"examples[{number}]", call, "") for number, call in enumerate(examples)]
+    found = [(f"examples[{number}]", call, "") for number, call in enumerate(examples(0))]
+    reference = op.seeded(lambda call: op.reference(**call)) if op.reference is not None else None
+    for variant in variants(op, examples):
+        if variant.kind == "example":
+            continue
+        if reference is None or _reference_result(reference, clone(variant.call)) is not _REFUSED:
+            found.append((variant.label, variant.call, variant.kind))
+    return found
+
+
+def _assert_fake_follows(op: Op, label: str, call: Call, want: list, names: list[str]) -> None:
+    """The fake function's outputs on `call` have the shapes and dtypes `want` (the semantics) gives."""
+    with FakeTensorMode(shape_env=ShapeEnv()) as mode:
+        try:
+            fakes = tensors(op(tensor_map(lambda t: mode.from_tensor(t, static_shapes=True), call)))
+        except Exception as error:
+            raise CheckFailed(f"the fake function of {op.overload} raises on {op.field}.{label}, which the CPU kernel "
+                              f"takes: {type(error).__name__}: {error}", "fake-raised") from error
+    problem = metadata_mismatch("the fake function", f"{op.field}.{label}", fakes, want, names)
+    if problem:
+        kind = "fake-wrong-dtype" if ".dtype:" in problem else "fake-wrong-shape"
+        raise CheckFailed(f"{problem} (the fake is generated from the spec: was ops.py edited?)", kind)
 
 
 # --- the CPU kernel --------------------------------------------------------------------------------
@@ -529,35 +587,46 @@ def _named_value(op: Op, name: str, result, call: Call):
 
 
 def assert_writes(op: Op, calls: Sequence[Call]) -> None:
-    """Every argument the schema marks written is changed on some example (its buffer filled with SENTINEL first,
-    so that any write shows) in its own memory (no `set_` to other storage); no other tensor argument is ever
+    """Every argument the schema marks written is changed on some example, judged on the caller's own data and on
+    its buffer filled with SENTINEL first (so that any write shows, and a write that only rearranges the buffer's
+    own values shows on real data), in its own memory (no `set_` to other storage); no other tensor argument is ever
     changed, not even and back (its version counter stays)."""
     written, changed = op.written, set()
     for number, call in enumerate(calls):
-        call = clone(call)
-        for name in written:
-            tensor_map(lambda t: t.fill_(SENTINEL if t.dtype != torch.bool else True), call[name])
-        before = clone(call)
-        memory = {name: [(t.untyped_storage().data_ptr(), t.untyped_storage().nbytes()) for t in tensors(call[name])]
-                  for name in written}
-        versions = {name: [t._version for t in tensors(value)] for name, value in call.items() if name not in written}
-        run(op, call, _example(op, number, f" (written arguments filled with {SENTINEL})"))
-        for name, value in call.items():
-            if all(same(a, b) for a, b in zip(tensors(value), tensors(before[name]), strict=True)):
-                continue
-            if name not in written:
-                raise CheckFailed(
-                    f"{op.kernel} changed argument {name!r} in {op.field}.examples[{number}], but {op.field}.schema in "
-                    f"opgen.yaml does not mark it written: declare it `Tensor(a!) {name}`, or make the kernel leave "
-                    "it alone", "undeclared-mutation")
-            changed.add(name)
-        _assert_same_memory(op, number, call, memory, versions)
+        for sentinel in (True, False):
+            call_copy = clone(call)
+            if sentinel:
+                for name in written:
+                    tensor_map(lambda t: t.fill_(SENTINEL if t.dtype != torch.bool else True), call_copy[name])
+            changed |= _written_in(op, number, call_copy, sentinel)
     never = [op.describe_argument(name) for name in written if name not in changed]
     if never:
         raise CheckFailed(
             f"{op.field}.schema in opgen.yaml marks {', '.join(never)} written (Tensor(a!)), but {op.kernel} changed "
-            f"it on no example ({len(calls)} tried, the buffer filled with {SENTINEL} first): the kernel misses the "
-            "write, or the schema over-declares the mutation", "missing-write")
+            f"it on no example ({len(calls)} tried, on their own values and with the buffer filled with {SENTINEL}): "
+            "the kernel misses the write, or the schema over-declares the mutation", "missing-write")
+
+
+def _written_in(op: Op, number: int, call: Call, sentinel: bool) -> set[str]:
+    """Run the op on `call`; the names of the written arguments it changed (an undeclared write fails)."""
+    written = op.written
+    before = clone(call)
+    memory = {name: [(t.untyped_storage().data_ptr(), t.untyped_storage().nbytes()) for t in tensors(call[name])]
+              for name in written}
+    versions = {name: [t._version for t in tensors(value)] for name, value in call.items() if name not in written}
+    run(op, call, _example(op, number, f" (written arguments filled with {SENTINEL})" if sentinel else ""))
+    changed = set()
+    for name, value in call.items():
+        if all(same(a, b) for a, b in zip(tensors(value), tensors(before[name]), strict=True)):
+            continue
+        if name not in written:
+            raise CheckFailed(
+                f"{op.kernel} changed argument {name!r} in {op.field}.examples[{number}], but {op.field}.schema in "
+                f"opgen.yaml does not mark it written: declare it `Tensor(a!) {name}`, or make the kernel leave "
+                "it alone", "undeclared-mutation")
+        changed.add(name)
+    _assert_same_memory(op, number, call, memory, versions)
+    return changed
 
 
 def _assert_same_memory(op: Op, number: int, call: Call, memory: dict, versions: dict) -> None:
@@ -577,154 +646,268 @@ def _assert_same_memory(op: Op, number: int, call: Call, memory: dict, versions:
 # --- the independent oracle: the spec's `reference:` ------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Variant:
-    """One call of the oracle tier: an example, or an example changed in one way (`label` says how)."""
-
-    label: str
-    call: Call
-    kind: str = "example"  # "example", "dtype", "default" or "size": how it was changed
-
-
-def variants(op: Op, examples: Callable[[int], list[Call]]) -> list[Variant]:
-    """Every example with three seeds of its random values (exact index tensors permuted), and changed one way at
-    a time: in each floating dtype of the sweep, each defaulted scalar moved off its default, each size of its
-    random tensors made odd and larger than 1. Sizes an exact-valued tensor has are left alone."""
-    by_seed = [examples(seed) for seed in (0, 1, 2)]
-    found = []
-    for index, base in enumerate(by_seed[0]):
-        exact = {name for name, value in base.items() if _same_values(value, by_seed[1][index][name])}
-        where = f"examples[{index}]"
-        for seed in (0, 1, 2):
-            permuted = ", index tensors permuted" if seed and exact else ""
-            call = _permuted_indices(by_seed[seed][index], exact, seed)
-            found.append(Variant(f"{where}, seed {seed}{permuted}", call))
-        found += _dtype_variants(op, where, base, exact)
-        found += _default_variants(op, where, base) if index == 0 else []
-        found += _size_variants(where, base, exact)
-    return found
-
-
-def _same_values(a, b) -> bool:
-    ta, tb = tensors(a), tensors(b)
-    return len(ta) == len(tb) and all(same(x, y) for x, y in zip(ta, tb, strict=True))
-
-
-def _permuted_indices(call: Call, exact: set, seed: int) -> Call:
-    """Exact integer tensors of distinct values (slots, indices) in another order per seed: still distinct and in
-    range, so a kernel that froze or reordered them shows."""
-    def permute(t: torch.Tensor) -> torch.Tensor:
-        if seed == 0 or t.dim() != 1 or t.numel() < 2 or t.is_floating_point() or t.dtype == torch.bool:
-            return t
-        if t.unique().numel() != t.numel():
-            return t
-        return t[torch.randperm(t.numel(), generator=torch.Generator().manual_seed(seed))]
-    return {name: tensor_map(permute, value) if name in exact else value for name, value in call.items()}
-
-
-def _main_dtype(call: Call) -> torch.dtype | None:
-    return next((t.dtype for t in tensors(call) if t.is_floating_point()), None)
-
-
-def _dtype_variants(op: Op, where: str, call: Call, exact: set) -> list[Variant]:
-    """The example's floating tensors (those of its first one's dtype) in each swept dtype: random ones drawn
-    anew in it (a float16 draw cast up would hide float16 arithmetic), exact ones cast."""
-    main = _main_dtype(call)
-    if main is None:
-        return []
-    found = []
-    for dtype in (op.dtypes or SWEPT_DTYPES):
-        if dtype == main:
-            continue
-        g = torch.Generator().manual_seed(len(found))
-
-        def convert(t: torch.Tensor, dtype=dtype, g=g) -> torch.Tensor:
-            return t if t.dtype != main else random_tensor(tuple(t.shape), dtype, g)
-        changed = {name: tensor_map(lambda t, d=dtype: t.to(d) if t.dtype == main else t, value) if name in exact
-                   else tensor_map(convert, value) for name, value in call.items()}
-        found.append(Variant(f"{where} in {str(dtype).removeprefix('torch.')}", changed, "dtype"))
-    return found
-
-
-def _moved(default):
-    """Another value of a defaulted scalar: far enough from the default that a kernel ignoring it shows."""
-    if isinstance(default, bool):
-        return not default
-    if isinstance(default, int):
-        return default + 1
-    if isinstance(default, float):
-        return 0.5 if abs(default) < 0.1 else 2 * default
-    return None
-
-
-def _default_variants(op: Op, where: str, call: Call) -> list[Variant]:
-    found = []
-    for argument in op.arguments:
-        if not argument.has_default_value() or str(argument.type) not in ("float", "int", "SymInt", "bool"):
-            continue
-        default = argument.default_value
-        if call.get(argument.name, default) != default or _moved(default) is None:
-            continue
-        found.append(Variant(f"{where} with {argument.name}={_moved(default)!r} (its default is {default!r})",
-                             {**call, argument.name: _moved(default)}, "default"))
-    return found
-
-
-def _size_variants(where: str, call: Call, exact: set) -> list[Variant]:
-    frozen = {size for name in exact for t in tensors(call[name]) for size in t.shape}
-    sizes = sorted({size for name, value in call.items() if name not in exact for t in tensors(value)
-                    for size in t.shape} - frozen - {0})
-    found = []
-    for size in sizes:
-        new = 3 if size == 1 else size + 1 if size % 2 == 0 else size + 2
-        g = torch.Generator().manual_seed(size)
-
-        def resized(t: torch.Tensor, size=size, new=new, g=g) -> torch.Tensor:
-            if size not in t.shape:
-                return t
-            return random_tensor(tuple(new if s == size else s for s in t.shape), t.dtype, g)
-        changed = {name: value if name in exact else tensor_map(resized, value) for name, value in call.items()}
-        found.append(Variant(f"{where} with its size {size} as {new}", changed, "size"))
-    return found
-
-
 def assert_matches_reference(op: Op, examples: Callable[[int], list[Call]]) -> None:
-    """The CPU kernel against the spec's `reference:` (the oracle) on every variant of every example: outputs
-    and every written argument, all of it (an untouched row must stay as it was); a variant the reference refuses
-    is no input of the op. Outputs of earlier calls must not change later (a reused workspace)."""
+    """The CPU kernel against the spec's `reference:` (the oracle) on every variant of every example (seeds, dtypes,
+    sizes, values, dims, scalars, optional tensors, defaults: tests/input_variants.py): outputs and every written
+    argument, all of it (an untouched row must stay as it was), NaN equal to NaN; a variant the reference refuses
+    is no input of the op. Where the kernel and the reference disagree in a half-precision dtype, the reference
+    computed in float64 (then cast) is asked too. Outputs of earlier calls must not change later (a reused
+    workspace), and the op gives the reference's results when called from two threads at once and under another
+    default dtype. A failure names each failing variant, the smallest failing input found and, where the spec may
+    be what is wrong, the spec field to change."""
     if op.reference is None:
         skip(f"no `reference:` in {op.field} of opgen.yaml: nothing independent of the kernel to compare it with "
              "(add the op's reference implementation; docs/spec.md)")
-    problems, kept, ran = [], [], 0
     reference = op.seeded(lambda call: op.reference(**call))
+    failing, kept, ran = [], [], 0
     for variant in variants(op, examples):
-        reference_call, kernel_call = clone(variant.call), clone(variant.call)
-        expected = _reference_result(reference, reference_call)
-        if expected is _REFUSED:
+        outcome = _against_reference(op, reference, variant)
+        if outcome is None:
             continue
-        try:
-            actual = op.seeded(op)(kernel_call)
-        except Exception as error:
-            hint = f"; if the op takes fewer dtypes, list them in {op.field}.dtypes" if variant.kind == "dtype" else ""
-            raise CheckFailed(f"{op.kernel} fails on {op.field}.{variant.label}, which {op.field}.reference accepts: "
-                              f"{type(error).__name__}: {error}{hint}", "kernel-raised") from error
         ran += 1
-        found = _differences(op, f"{op.field}.{variant.label}", _results(op, actual, kernel_call),
-                             _results(op, expected, reference_call), "the reference")
-        if found and op.random:  # another way of drawing: compare what many draws of each look like
-            found = _distribution_differences(op, f"{op.field}.{variant.label}", (op, variant.call),
-                                              (reference, variant.call), "the reference")
-        problems += found
+        actual, problems = outcome
+        if problems:
+            failing.append((variant, problems))
         kept.append((variant.label, actual, clone(actual)))
-    for label, actual, copy in kept:
-        if not _same_values(actual, copy):
-            problems.append(f"the outputs of {op.field}.{label} changed during later calls: {op.kernel} returns "
-                            "memory it reuses (a module-level workspace or cache); return a new tensor each call")
     assert ran, f"{op.field}.reference refused every example: check the examples in opgen.yaml"
-    if problems:
-        raise CheckFailed(f"{op.kernel} disagrees with {op.field}.reference in opgen.yaml (<package>/reference.py), "
-                          f"the independent oracle, on {len(problems)} of {ran} calls:\n" + "\n".join(problems[:8]),
-                          "wrong-values")
+    if failing:
+        raised = all(problems[0].startswith(f"{op.kernel} fails on ") for _, problems in failing)
+        raise CheckFailed(_reference_failure(op, reference, failing, ran),
+                          "kernel-raised" if raised else "wrong-values")
+    for label, actual, copy in kept:
+        if not same_values(actual, copy):
+            raise CheckFailed(f"{op.kernel} disagrees with {op.field}.reference in opgen.yaml "
+                              f"(<package>/reference.py), the independent oracle: the outputs of {op.field}.{label} "
+                              f"changed during later calls: {op.kernel} returns memory it reuses (a module-level "
+                              "workspace or cache); return a new tensor each call", "wrong-values")
+    _assert_no_shared_state(op, reference, examples)
+
+
+def _against_reference(op: Op, reference: Callable, variant: Variant) -> tuple[Any, list[str]] | None:
+    """(the kernel's result, the differences from the reference) on one variant; None when the reference refuses it."""
+    reference_call, kernel_call = clone(variant.call), clone(variant.call)
+    expected = _reference_result(reference, reference_call)
+    if expected is _REFUSED:
+        return None
+    try:
+        actual = op.seeded(op)(kernel_call)
+    except Exception as error:  # noqa: BLE001  (reported with the other failing inputs)
+        return None, [(f"{op.kernel} fails on {op.field}.{variant.label}, which {op.field}.reference accepts: "
+                       f"{type(error).__name__}: {_one_line(error)}")]
+    where = f"{op.field}.{variant.label}"
+    got, want = _results(op, actual, kernel_call), _results(op, expected, reference_call)
+    found = _differences(op, where, got, want, "the reference")
+    if found and op.random:  # another way of drawing: compare what many draws of each look like
+        found = _distribution_differences(op, where, (op, variant.call), (reference, variant.call), "the reference")
+    elif found and _same_dtypes(got, want) and _float64_agrees(op, reference, variant.call, got):
+        found = []
+    return actual, found
+
+
+def _same_dtypes(got: list, want: list) -> bool:
+    return len(got) == len(want) and all(a.dtype == b.dtype for (_, a), (_, b) in zip(got, want, strict=True))
+
+
+def _float64_agrees(op: Op, reference: Callable, call: Call, got: list) -> bool:
+    """The reference computed on the call's floating tensors in float64, its results cast to the kernel's dtypes,
+    agrees with `got`: the kernel is more exact than the reference in the call's own dtype, not wrong."""
+    if not any(t.is_floating_point() and t.dtype != torch.float64 for t in tensors(call)):
+        return False
+    wide = tensor_map(lambda t: t.double() if t.is_floating_point() else t.clone(), call)
+    expected = _reference_result(reference, wide)
+    if expected is _REFUSED:
+        return False
+    want = _results(op, expected, wide)
+    if len(want) != len(got):
+        return False
+    want = [(what, t.to(g.dtype) if t.is_floating_point() and g.is_floating_point() else t)
+            for (what, t), (_, g) in zip(want, got, strict=True)]
+    return not _differences(op, "", got, want, "")
+
+
+def _one_line(error: Exception) -> str:
+    text = str(error).strip().splitlines()
+    return text[0] if text else ""
+
+
+def _reference_failure(op: Op, reference: Callable, failing: list, ran: int) -> str:
+    """What a user reads when the kernel and the reference disagree: every failing variant (its first difference),
+    the kinds of input that fail, the smallest failing input found, whether the kernel disagrees with itself, and
+    what to change in the spec when such inputs are not the op's."""
+    kinds = {}
+    for variant, _ in failing:
+        kinds[variant.kind] = kinds.get(variant.kind, 0) + 1
+    lines = [f"{op.kernel} disagrees with {op.field}.reference in opgen.yaml (<package>/reference.py), the "
+             f"independent oracle, on {len(failing)} of {ran} calls (by kind of input: "
+             + ", ".join(f"{kind} {count}" for kind, count in kinds.items()) + "):"]
+    for _variant, problems in failing[:8]:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        lines.append(f"  {problems[0]}{more}")
+    if len(failing) > 8:
+        lines.append(f"  ... and {len(failing) - 8} more calls")
+    random = _nondeterministic(op, failing[0][0])
+    if random:  # the cause of every difference: say it first
+        return "\n".join([lines[0], *random, *lines[1:]])
+    lines += _smallest_failure(op, reference, failing[0][0])
+    hints = dict.fromkeys(variant.hint for variant, _ in failing if variant.hint)
+    if hints and not any(variant.kind == "example" for variant, _ in failing):
+        lines.append("if some of these inputs are not ones the op takes, say where its inputs live in opgen.yaml "
+                     "(docs/spec.md, 'Inputs'): " + "; ".join(hints))
+    return "\n".join(lines)
+
+
+SHRINK_TRIES = 24  # calls the search for a smaller failing input makes at most
+
+
+def _smallest_failure(op: Op, reference: Callable, variant: Variant) -> list[str]:
+    """The smallest input like `variant` found to fail too (its sizes reduced one at a time, greedily), described."""
+    current, tries, smaller = variant, 0, True
+    while smaller and tries < SHRINK_TRIES:
+        smaller = False
+        for description, call in smaller_calls(op, current)[: SHRINK_TRIES - tries]:
+            tries += 1
+            candidate = replace(current, call=call, label=f"{current.label}, {description}")
+            try:
+                outcome = _against_reference(op, reference, candidate)
+            except CheckFailed:
+                continue
+            if outcome is not None and outcome[1]:
+                current, smaller = candidate, True
+                break
+    if current is variant:
+        return []
+    outcome = _against_reference(op, reference, current)
+    return [f"smallest failing input found: {describe_call(current.call)}", f"  {outcome[1][0]}"]
+
+
+def describe_call(call: Call) -> str:
+    """`x: float16 (1, 1025), gamma: float16 (1025,), epsilon=1e-06`."""
+    def one(value) -> str:
+        if isinstance(value, torch.Tensor):
+            return f"{str(value.dtype).removeprefix('torch.')} {tuple(value.shape)}"
+        if isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in value):
+            return "[" + ", ".join(one(v) for v in value) + "]"
+        return repr(value)
+    return ", ".join(f"{name}: {one(value)}" if tensors(value) else f"{name}={value!r}" for name, value in call.items())
+
+
+def _nondeterministic(op: Op, variant: Variant) -> list[str]:
+    """A line when the kernel gives other results on the same inputs (random numbers, or memory it never wrote)."""
+    if op.random:
+        return []
+    first, second = clone(variant.call), clone(variant.call)
+    try:
+        a, b = _results(op, op(first), first), _results(op, op(second), second)
+    except Exception:  # noqa: BLE001  (a kernel that raises is reported as such)
+        return []
+    if len(a) == len(b) and all(same(x, y) for (_, x), (_, y) in zip(a, b, strict=True)):
+        return []
+    return [(f"{op.kernel} gives different results when called twice on the same inputs ({op.field}.{variant.label}): "
+             "it draws random numbers (declare `tags: [nondeterministic_seeded]` in "
+             f"{op.field}: its tests then seed it and compare distributions), or returns memory it never wrote "
+             "(torch.empty without a write)")]
+
+
+def _assert_no_shared_state(op: Op, reference: Callable, examples: Callable[[int], list[Call]]) -> None:
+    """Example 0 (four seeds) from two threads at once, run in lockstep (`_Lockstep`: the threads take turns line by
+    line through the kernel's own code), and under another default dtype: each result is the reference's. A kernel
+    keeping state across calls (a module-level scratch buffer reused for an intermediate) or allocating with the
+    default dtype fails, naming how to fix it."""
+    if op.random:
+        return
+    pairs = []
+    for seed in range(4):
+        call = examples(seed)[0]
+        reference_call = clone(call)
+        expected = _reference_result(reference, reference_call)
+        if expected is not _REFUSED:
+            pairs.append((seed, call, _results(op, expected, reference_call)))
+    if not pairs:
+        return
+    wrong: list[str] = []
+    lockstep = _Lockstep()
+
+    def caller(me: int) -> None:
+        sys.settrace(lockstep.tracer(me))
+        try:
+            for seed, call, want in pairs[me::2] or pairs[:1]:
+                copy = clone(call)
+                result = op(copy)
+                wrong.extend(_differences(op, f"{op.field}.examples[0], seed {seed}, in thread {me}",
+                                          _results(op, result, copy), want, "the reference")[:1])
+        finally:
+            sys.settrace(None)
+            lockstep.finish(me)
+
+    threads = [threading.Thread(target=caller, args=(me,)) for me in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if wrong:
+        raise CheckFailed(f"{op.kernel} gives wrong results when called from two threads at once: {wrong[0]}; it keeps "
+                          "state across calls (a module-level scratch buffer or cache, reused for an intermediate): "
+                          "allocate what a call needs in that call", "wrong-values")
+    seed, call, want = pairs[0]
+    default = torch.get_default_dtype()
+    other = torch.float64 if default != torch.float64 else torch.float32
+    copy = clone(call)
+    torch.set_default_dtype(other)
+    try:
+        got = _results(op, op(copy), copy)
+    finally:
+        torch.set_default_dtype(default)
+    found = _differences(op, f"{op.field}.examples[0] under torch.set_default_dtype({other})", got, want,
+                         "the reference")
+    if found:
+        raise CheckFailed(f"{op.kernel} depends on the global default dtype: {found[0]}; it allocates without a dtype "
+                          "(torch.zeros(n), torch.tensor(1.0), torch.arange(0.0, n)): give the inputs' dtype "
+                          "(dtype=x.dtype)", "wrong-values")
+
+
+class _Lockstep:
+    """Two threads taking turns, one line of code outside torch, the standard library and these test modules at a
+    time (a trace function): a kernel's lines then interleave the same way on every run, so state shared between
+    two calls shows every time, not once in a while. A thread that does not come back within a second (blocked
+    elsewhere) gives up its turn: nothing waits forever."""
+
+    def __init__(self) -> None:
+        self.turn, self.done = 0, set()
+        self.condition = threading.Condition()
+
+    def step(self, me: int) -> None:
+        with self.condition:
+            while self.turn != me and 1 - me not in self.done:
+                if not self.condition.wait(timeout=1.0):
+                    break
+            self.turn = 1 - me
+            self.condition.notify_all()
+
+    def finish(self, me: int) -> None:
+        with self.condition:
+            self.done.add(me)
+            self.condition.notify_all()
+
+    def tracer(self, me: int) -> Callable:
+        def line(_frame, event, _arg):
+            if event == "line":
+                self.step(me)
+            return line
+
+        def call(frame, event, _arg):
+            return line if event == "call" and _own_code(frame.f_code.co_filename) else None
+        return call
+
+
+_NOT_OWN = (os.path.dirname(torch.__file__), os.path.dirname(os.path.abspath(__file__)))
+_STANDARD_LIBRARY = os.path.dirname(os.__file__)
+
+
+def _own_code(filename: str) -> bool:
+    """A file of the op's package (its kernels), not torch's, Python's or these test modules'."""
+    if filename.startswith(_NOT_OWN) or filename.startswith("<"):
+        return False
+    return not filename.startswith(_STANDARD_LIBRARY) or "site-packages" in filename
 
 
 _REFUSED = object()
@@ -849,8 +1032,9 @@ def non_contiguous(call: Call, keep: Sequence[str] = ()) -> Call:
 def layouts(op: Op, call: Call) -> list[tuple[str, Call, Call]]:
     """(label, the call in that layout, the same values contiguous) for each layout some input of `call` can take:
     transposed, permuted (rank >= 3), channels_last (4-D), expanded (stride 0, floating inputs the op only reads).
-    out= tensors stay as they are (Dynamo refuses non-contiguous ones)."""
-    keep = set(op.returned if op.tag == "out" else ())
+    out= tensors stay as they are (Dynamo refuses non-contiguous ones), and so do written arguments declared
+    contiguous (the op refuses other layouts of them: `assert_refuses_non_contiguous`)."""
+    keep = _kept_contiguous(op)
     found = []
     for label, change, only_read in (("transposed", _transposed, False), ("permuted", _permuted, False),
                                      ("channels_last", _channels_last, False), ("expanded", _expanded, True)):
@@ -862,10 +1046,38 @@ def layouts(op: Op, call: Call) -> list[tuple[str, Call, Call]]:
     return found
 
 
+def _kept_contiguous(op: Op) -> set[str]:
+    """Arguments the layout tier leaves contiguous: out= tensors, and written arguments declared contiguous."""
+    return set(op.returned if op.tag == "out" else ()) | {name for name in op.contiguous if name in op.written}
+
+
+def assert_refuses_non_contiguous(op: Op, call: Call) -> None:
+    """Each written argument `ops[i].contiguous` lists is refused, with an error saying so, when it is not
+    contiguous: the kernel writes its memory as a dense block (a KV cache through `.view(-1, d)`), as real cache
+    kernels require, and the registration checks it rather than write the wrong elements."""
+    for name in sorted(_kept_contiguous(op) - set(op.returned)):
+        strided = {**clone(call), name: tensor_map(_transposed, clone(call[name]))}
+        if all(t.is_contiguous() for t in tensors(strided[name])):
+            continue
+        try:
+            op(strided)
+        except Exception as error:  # torch._check raises RuntimeError; a kernel may raise others
+            if "contiguous" in str(error) and name in str(error):  # not torch's own `view` error, say
+                continue
+            raise CheckFailed(f"{op.field}.contiguous in opgen.yaml lists {name!r}, which the op writes, so a "
+                              f"non-contiguous {name!r} must be refused with an error saying so, but the op raised "
+                              f"{type(error).__name__}: {error}", "kernel-needs-contiguous") from error
+        raise CheckFailed(f"{op.field}.contiguous in opgen.yaml lists {name!r}, which the op writes, so a "
+                          f"non-contiguous {name!r} must be refused, but the op took a transposed one: regenerate "
+                          "ops.py (its registration checks it), or make the kernel check it", "kernel-reads-layout")
+
+
 def assert_non_contiguous_inputs(op: Op, call: Call) -> None:
     """The CPU kernel on inputs in other layouts (same values) gives what it gives on contiguous ones, outputs in
     the strides the fake says (contiguous unless `like:` in opgen.yaml keeps an input's layout); opcheck and
-    compiled == eager on the transposed layout."""
+    compiled == eager on the transposed layout. Written arguments declared contiguous must be refused in other
+    layouts instead."""
+    assert_refuses_non_contiguous(op, call)
     for label, strided, dense in layouts(op, call):
         expected_call = clone(dense)
         expected = op.seeded(op)(expected_call)
@@ -885,7 +1097,7 @@ def assert_non_contiguous_inputs(op: Op, call: Call) -> None:
                               f"the strides, or declare the inputs it needs contiguous in {op.field}.contiguous",
                               "kernel-reads-layout")
         _assert_fake_strides(op, label, strided, actual)
-    transposed = non_contiguous(call, keep=op.returned if op.tag == "out" else ())
+    transposed = non_contiguous(call, keep=_kept_contiguous(op))
     opcheck(op, [transposed])
     assert_compiled_matches_eager(op, [transposed])
 
@@ -988,27 +1200,66 @@ def opcheck_with_requires_grad(op: Op, calls: Sequence[Call]) -> None:
                  for call in _differentiable(op, calls)])
 
 
-def gradcheck(op: Op, calls: Sequence[Call]) -> None:
-    """torch.autograd.gradcheck of the backward formula in float64, every floating-point tensor an input."""
-    for call in _differentiable(op, calls):
-        # (argument, position in its list or None): where each differentiated tensor goes
-        slots = [(name, None) for name, value in call.items()
-                 if isinstance(value, torch.Tensor) and value.is_floating_point()]
-        slots += [(name, position) for name, value in call.items() if isinstance(value, (list, tuple))
-                  for position, item in enumerate(value) if isinstance(item, torch.Tensor) and item.is_floating_point()]
+GRADCHECK_ELEMENTS = 4096  # the most floating elements of a variant gradcheck takes (it costs a call per element)
 
-        def fn(*inputs, call=call, slots=slots):
-            values = {name: list(value) if isinstance(value, (list, tuple)) else value for name, value in call.items()}
-            for (name, position), value in zip(slots, inputs, strict=True):
-                if position is None:
-                    values[name] = value
-                else:
-                    values[name][position] = value
-            return op(values)
 
-        inputs = tuple((call[name] if position is None else call[name][position]).detach().to(torch.float64)
-                       .requires_grad_() for name, position in slots)
-        assert torch.autograd.gradcheck(fn, inputs)
+def gradcheck(op: Op, examples: Callable[[int], list[Call]] | Sequence[Call]) -> None:
+    """torch.autograd.gradcheck of the backward formula in float64, every floating-point tensor an input, on every
+    example and (`examples` the examples function) on its variants with a defaulted scalar moved or a size changed
+    (tests/input_variants.py) that the kernel takes: a formula ignoring a scalar, or right at one size only, fails."""
+    if callable(examples):
+        calls = [(f"examples[{number}]", call, False) for number, call in enumerate(examples(0))]
+        calls += [(variant.label, variant.call, True) for variant in variants(op, examples)
+                  if variant.kind in ("default", "size", "size-edge") and _small_and_nonempty(variant.call)]
+    else:
+        calls = [(f"examples[{number}]", call, False) for number, call in enumerate(examples)]
+    differentiable = {id(call) for call in _differentiable(op, [call for _, call, _ in calls])}
+    for label, call, variant in calls:
+        if id(call) not in differentiable:
+            continue
+        if variant and not _takes(op, call):  # not an input of the op: the oracle tier judges that
+            continue
+        try:
+            torch.autograd.gradcheck(*_gradcheck_inputs(op, call))
+        except GradcheckError as error:
+            raise CheckFailed(f"the backward formula of {op.field}.autograd in opgen.yaml disagrees with finite "
+                              f"differences on {op.field}.{label}: {error}", "wrong-gradient") from error
+
+
+def _takes(op: Op, call: Call) -> bool:
+    """The CPU kernel runs on `call` without raising."""
+    try:
+        op(clone(call))
+    except Exception:  # noqa: BLE001  (any error: the call is not one the op takes)
+        return False
+    return True
+
+
+def _small_and_nonempty(call: Call) -> bool:
+    floating = [t for t in tensors(call) if t.is_floating_point()]
+    return all(t.numel() for t in tensors(call)) and sum(t.numel() for t in floating) <= GRADCHECK_ELEMENTS
+
+
+def _gradcheck_inputs(op: Op, call: Call) -> tuple[Callable, tuple]:
+    """(function of the floating tensors, those tensors in float64 requiring grad) for torch.autograd.gradcheck."""
+    # (argument, position in its list or None): where each differentiated tensor goes
+    slots = [(name, None) for name, value in call.items()
+             if isinstance(value, torch.Tensor) and value.is_floating_point()]
+    slots += [(name, position) for name, value in call.items() if isinstance(value, (list, tuple))
+              for position, item in enumerate(value) if isinstance(item, torch.Tensor) and item.is_floating_point()]
+
+    def fn(*inputs):
+        values = {name: list(value) if isinstance(value, (list, tuple)) else value for name, value in call.items()}
+        for (name, position), value in zip(slots, inputs, strict=True):
+            if position is None:
+                values[name] = value
+            else:
+                values[name][position] = value
+        return op(values)
+
+    inputs = tuple((call[name] if position is None else call[name][position]).detach().to(torch.float64)
+                   .requires_grad_() for name, position in slots)
+    return fn, inputs
 
 
 # --- capture & replay ------------------------------------------------------------------------------
@@ -1588,10 +1839,11 @@ def _index_dtype_variants(call: Call, label: str) -> list[tuple[str, Call]]:
 
 
 def fusion_variants(op: Op, fusion, examples: Callable[[int], list[Call]]) -> list[tuple[str, Call]]:
-    """(label, call): the oracle tier's variants of every example (seeds, dtypes, sizes) with the fusion's constants,
-    and each example with its integer tensors in the other index dtype."""
+    """(label, call): the oracle tier's variants of every example (seeds, the swept dtypes, odd sizes) with the
+    fusion's constants, and each example with its integer tensors in the other index dtype. (A scalar moved off its
+    value is a constant of the pattern; special values and edge sizes are the op's business, not the pattern's.)"""
     found = [(variant.label, fusion_call(fusion, variant.call)) for variant in variants(op, examples)
-             if variant.kind != "default"]  # a defaulted scalar moved off its default is a constant of the pattern
+             if variant.kind in ("example", "dtype", "size")]
     for number, call in enumerate(examples(0)):
         found += _index_dtype_variants(fusion_call(fusion, call), f"examples[{number}]")
     return found
@@ -1883,9 +2135,9 @@ def fusion_near_misses(op: Op, fusion, examples: Callable[[int], list[Call]]) ->
     found = []
     tensor_args, closure = _split(first)
     for name, value in fusion.constants.items():
-        moved = _moved(value)
-        if moved is not None:
-            found.append((f"{name}={moved!r} in place of {value!r}", _fusion_model(fusion, {**closure, name: moved}),
+        other = moved(value)
+        if other is not None:
+            found.append((f"{name}={other!r} in place of {value!r}", _fusion_model(fusion, {**closure, name: other}),
                           tensor_args))
     for what, change in (("an intermediate value of the composite used outside it", _escaping_intermediate),
                          ("the composite reducing over another dim", lambda gm: _first(gm, _other_dim))):

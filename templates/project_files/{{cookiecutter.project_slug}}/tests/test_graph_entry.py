@@ -69,11 +69,19 @@ def {{ o.examples }}({{ "seed" if o.uses_generator else "_seed" }}: int = 0) -> 
 {% if o.uses_generator %}
     g = torch.Generator().manual_seed(seed)
 {% endif %}
+{% if o.drawn %}
+    return {{ o.constant }}.drawn([
+{% for line in o.example_lines %}
+        {{ line }}
+{% endfor %}
+    ], g)
+{% else %}
     return [
 {% for line in o.example_lines %}
         {{ line }}
 {% endfor %}
     ]
+{% endif %}
 {% endif %}
 {% if o.two_sizes and o.two_sizes.lines %}
 
@@ -83,11 +91,19 @@ def {{ op.stem }}_two_sizes() -> list[dict]:
 {% if o.two_sizes.uses_generator %}
     g = torch.Generator().manual_seed(0)
 {% endif %}
+{% if o.drawn %}
+    return {{ o.constant }}.drawn([
+{% for line in o.two_sizes.lines %}
+        {{ line }}
+{% endfor %}
+    ], g)
+{% else %}
     return [
 {% for line in o.two_sizes.lines %}
         {{ line }}
 {% endfor %}
     ]
+{% endif %}
 {% endif %}
 {% if o.expected %}
 
@@ -140,7 +156,7 @@ def test_{{ op.stem }}_kernel_follows_the_semantics():
 {% if not o.example_lines %}
     {{ o.skips.no_example }}
 {% else %}
-    {{ call("checks.assert_follows_semantics", [c, o.examples ~ "()", op.stem ~ "_semantics"], "    ") }}
+    {{ call("checks.assert_follows_semantics", [c, o.examples, op.stem ~ "_semantics"], "    ") }}
 {% endif %}
 {% endif %}
 
@@ -194,7 +210,7 @@ def test_{{ op.stem }}_gradcheck():
 {% if not o.example_lines %}
     {{ o.skips.no_example }}
 {% else %}
-    {{ call("checks.gradcheck", [c, o.examples ~ "()"], "    ") }}
+    {{ call("checks.gradcheck", [c, o.examples], "    ") }}
 {% endif %}
 {% endif %}
 

@@ -1,0 +1,406 @@
+"""What one function body does, read from its code, for the rules that judge kernels and fakes (OPG3xx):
+the parameters it writes (`x.add_()`, `x[...] = v`, `out=x`), returns, reads the data of (`.item()`),
+allocates without a device, syncs the host or draws random numbers with, raises a TODO for, or re-binds
+before use."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from ..records import UNKNOWN, Finding, Function, Param
+from .context import FileContext
+from .flow import Flow
+from .syntax import has_keyword, keyword, mentions, own_args
+
+TODO_MARKER = "# opgen: TODO-fake"
+KERNEL_METHODS_NOT_WRITING = frozenset({"requires_grad_", "share_memory_", "retain_grad_"})
+VIEW_METHODS = frozenset({"view", "view_as", "narrow", "select", "unsqueeze", "squeeze", "transpose", "t",
+                          "permute", "expand", "expand_as", "diagonal", "as_strided", "unflatten", "unbind",
+                          "split", "chunk", "movedim", "swapaxes", "T", "mT", "real", "imag", "data", "detach"})
+DATA_READS = frozenset({"item", "tolist", "numpy", "cpu"})
+DYNAMIC_SHAPE = frozenset({"nonzero", "argwhere", "masked_select", "unique", "unique_consecutive"})
+SHAPE_ATTRS = frozenset({"shape", "size", "dim", "ndim", "numel", "stride", "dtype", "device", "is_contiguous",
+                         "storage_offset", "layout", "element_size", "nelement", "get_device"})
+ALLOCATORS = frozenset({"empty", "zeros", "ones", "full", "empty_strided", "rand", "randn", "randint", "arange",
+                        "eye", "linspace", "logspace", "randperm"})
+RANDOM_FUNCS = frozenset({"rand", "randn", "randint", "randperm", "bernoulli", "multinomial", "normal", "poisson",
+                          "rand_like", "randn_like", "randint_like", "dropout"})
+RANDOM_METHODS = frozenset({"uniform_", "normal_", "bernoulli_", "random_", "exponential_", "geometric_", "cauchy_",
+                            "log_normal_", "bernoulli", "multinomial"})
+# A parameter named like this is on the host by construction (`cpu_index`, `seq_lens_host`): reading it
+# is no device sync.
+HOST_NAME = re.compile(r"cpu|host|(?:^|_)np(?:_|$)|numpy", re.IGNORECASE)
+HOST_WORD = re.compile(r"\b(?:cpu|host)\b", re.IGNORECASE)
+SYNC_METHODS = frozenset({"item", "tolist", "cpu", "numpy", "synchronize", "nonzero"})
+# Calls that write their tensor arguments in place when their result is dropped: torch.distributed's
+# collectives (and their look-alikes in communicator objects: `comm.all_reduce(x)`); an op (`torch.ops.*`)
+# called for its effect alone writes an argument too.
+IN_PLACE_COLLECTIVE = re.compile(r"(?:all_reduce|all_gather\w*|reduce_scatter\w*|broadcast|all_to_all\w*|reduce"
+                                 r"|recv|irecv)$")
+
+
+class FunctionReader:
+    """The facts the checks need about one function body."""
+
+    def __init__(self, ctx: FileContext, node: ast.FunctionDef) -> None:
+        self.c = ctx
+        self.node = node
+        self.host: set[str] = set()  # parameters on the host by construction (name or docstring says so)
+        self.rebound: dict[str, int] = {}  # re-bound parameters -> the first line that re-binds each
+        self.looped: set[int] | None = None  # ids of the names inside loops (computed when needed)
+        self.flow: Flow | None = None  # where the body's local values come from
+        self.reads: set[str] = set()  # names holding an input's data: live parameters and values derived from one
+        self.subs = list(ast.walk(node))  # every node of the body, walked once
+
+    def read(self) -> Function:
+        node = self.node
+        own = params(node, self.c)
+        lambda_ = isinstance(node, ast.Lambda)
+        returns = getattr(node, "returns", None)
+        function = Function("<lambda>" if lambda_ else node.name, self.c.where(node), own,
+                            ast.unparse(returns) if returns is not None else None)
+        names = {p.name for p in own if p.kind in ("positional", "kwonly")}
+        self.host = self._host_params(names)
+        self.rebound = self._rebound(names)
+        live = names - self.rebound.keys()
+        self.flow = Flow(self.c, self.subs, names)
+        self.reads = live | self.flow.derived
+        if lambda_:  # a lambda returns its body
+            self._returned(node.body, function, live)
+        else:
+            function.refuses = tuple(_refused(node.body, names))
+            function.discarded = tuple(_discarded(node.body, [n for n in self.rebound if self.rebound[n] > 0]))
+        for sub in self.subs:
+            self._node(sub, function, live)
+        if function.todo is None:
+            function.todo = self._todo_marker()
+        function.mutations.extend(self._written_through_calls(function, live))
+        function.host_returns = tuple(sorted(self._host_returns()))
+        return function
+
+    def _host_returns(self) -> set[str]:
+        """The names this function returns (alone or in a tuple) that hold a host tensor it made: an op whose
+        kernel returns one hands it to the next op by that name (a CPU handle, a CPU lengths tensor)."""
+        found = set()
+        for sub in self.subs:
+            if type(sub) is not ast.Return:
+                continue
+            value = sub.value
+            for element in value.elts if isinstance(value, ast.Tuple) else [value]:
+                if isinstance(element, ast.Name) and element.id in self.flow.host:
+                    found.add(element.id)
+        return found
+
+    def _written_through_calls(self, function: Function, live: set[str]) -> list[Finding]:
+        """A parameter handed to a call whose result is dropped (`comm.all_reduce(x)`), then returned: the
+        call can only have acted on it in place. (Lint cannot see which arguments an opaque call writes; the
+        return of the argument is what it can see.)"""
+        returned = {finding.param for finding in function.returned_params}
+        found = []
+        for sub in self.subs:
+            if type(sub) is not ast.Expr or type(sub.value) is not ast.Call:
+                continue
+            call = sub.value
+            callee = ast.unparse(call.func)
+            qual = self.c.qualname(call.func) or ""
+            if not (qual.startswith("torch.ops.") or IN_PLACE_COLLECTIVE.match(callee.rsplit(".", 1)[-1])):
+                continue  # another call may only set metadata (`_set_buffer_donation(x)`), log or check it
+            for arg in call.args:
+                if isinstance(arg, ast.Name) and arg.id in live and arg.id in returned:
+                    found.append(self._finding(f"hands to {callee}() (dropping its result) and returns", arg, arg.id))
+        return found
+
+    def _node(self, sub: ast.AST, function: Function, live: set[str]) -> None:
+        kind = type(sub)
+        if kind is ast.Call:
+            self._call(sub, function, live)
+        elif kind is ast.Assign:
+            for target in sub.targets:
+                self._store(target, function, live, "assigns into")
+        elif kind is ast.AugAssign:
+            self._store(sub.target, function, live, "updates in place", augmented=True)
+        elif kind is ast.Return and sub.value is not None:
+            self._returned(sub.value, function, live)
+        elif kind is ast.Raise and sub.exc is not None and function.todo is None:
+            self._raise(sub, function)
+        elif kind is ast.Name and sub.id == "get_ctx" or kind is ast.Attribute and sub.attr == "get_ctx":
+            function.uses_get_ctx = True
+
+    def _todo_marker(self) -> Finding | None:
+        """The `# opgen: TODO-fake` marker comment inside the function, if any."""
+        node = self.node
+        end = getattr(node, "end_lineno", node.lineno) or node.lineno
+        for number in range(node.lineno, min(end, len(self.c.lines)) + 1):
+            if TODO_MARKER in self.c.lines[number - 1]:
+                return Finding("marker comment", number, self.c.lines[number - 1].index(TODO_MARKER) + 1)
+        return None
+
+    def _host_params(self, names: set[str]) -> set[str]:
+        """Parameters on the host by construction: the name says so (`cpu_index`), a docstring line naming
+        it does ("cu_seqlens: on the CPU"), or a comment on its own line of the signature does
+        (`lens: torch.Tensor,  # CPU tensor`)."""
+        host = {name for name in names if HOST_NAME.search(name)}
+        node = self.node
+        doc = ast.get_docstring(node) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+        for line in (doc or "").splitlines():
+            if HOST_WORD.search(line):
+                host |= {name for name in names if re.search(rf"\b{re.escape(name)}\b", line)}
+        args = own_args(node)
+        for arg in args:  # only a parameter alone on its line owns the line's comment
+            alone = arg.arg in names and sum(a.lineno == arg.lineno for a in args) == 1
+            line = self.c.lines[arg.lineno - 1] if alone and arg.lineno <= len(self.c.lines) else ""
+            head, _, tail = line.partition(arg.arg)
+            if not head.strip() and HOST_WORD.search(tail.partition("#")[2]):
+                host.add(arg.arg)
+        return host
+
+    def _returned(self, value: ast.AST, function: Function, live: set[str]) -> None:
+        for element in value.elts if isinstance(value, ast.Tuple) else [value]:
+            if isinstance(element, ast.Name) and (element.id in live or self._not_yet_rebound(element)):
+                function.returned_params.append(self._finding("returns", element, element.id))
+
+    def _finding(self, what: str, node: ast.AST, param: str = "") -> Finding:
+        where = self.c.where(node)
+        return Finding(what, where.line, where.column, param)
+
+    def _rebound(self, names: set[str]) -> dict[str, int]:
+        """The parameters the body re-binds, each with the first line that does (0: from the start)."""
+        rebound: dict[str, int] = {}
+        # `out += x` writes a tensor in place (Tensor.__iadd__), it does not re-bind the name
+        augmented = set()
+        own = {id(arg) for arg in own_args(self.node)}
+        subs = self.subs
+        for sub in subs:
+            if isinstance(sub, ast.AugAssign):
+                augmented.add(id(sub.target))
+        for sub in subs:
+            if isinstance(sub, ast.Name) and isinstance(sub.ctx, (ast.Store, ast.Del)) and sub.id in names \
+                    and id(sub) not in augmented:
+                rebound[sub.id] = min(rebound.get(sub.id, sub.lineno), sub.lineno)
+            elif isinstance(sub, (ast.Global, ast.Nonlocal)):
+                rebound.update((n, 0) for n in sub.names if n in names)
+            elif isinstance(sub, ast.arg) and sub.arg in names and id(sub) not in own:
+                rebound[sub.arg] = 0  # shadowed by a nested function's parameter
+        return rebound
+
+    def _not_yet_rebound(self, name: ast.Name) -> bool:
+        """`return x` above every line that re-binds `x`, outside any loop: `x` is still the parameter
+        (`if not ready: return x` ... `x = gather(x)`)."""
+        first = self.rebound.get(name.id, 0)
+        if not 0 < name.lineno < first:
+            return False
+        if self.looped is None:
+            self.looped = {id(sub) for loop in ast.walk(self.node) if isinstance(loop, (ast.For, ast.While))
+                           for sub in ast.walk(loop) if isinstance(sub, ast.Name)}
+        return id(name) not in self.looped
+
+    def _root(self, node: ast.AST) -> str | None:
+        """The parameter a write through `node` reaches: `x`, `x[i]`, `x.data`, `x.view(...)[i]`."""
+        while True:
+            if isinstance(node, ast.Name):
+                return node.id
+            if isinstance(node, ast.Subscript) or (
+                    isinstance(node, ast.Attribute) and node.attr in ("data", "T", "mT", "real", "imag")):
+                node = node.value
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in VIEW_METHODS:
+                node = node.func.value
+            else:
+                return None
+
+    def _tensor_root(self, node: ast.AST) -> str | None:
+        """The parameter a value is computed from, unless it is only shape metadata (`x.shape[0]`)."""
+        while True:
+            if isinstance(node, ast.Name):
+                return node.id
+            if isinstance(node, ast.Subscript):
+                node = node.value
+            elif isinstance(node, ast.Attribute):
+                if node.attr in SHAPE_ATTRS:
+                    return None
+                node = node.value
+            elif isinstance(node, ast.Call) and self._torch_data_call(node):
+                node = node.args[0]  # `torch.index_select(x, ...)`: computed from x's values, as x.index_select(...)
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                if node.func.attr in SHAPE_ATTRS:
+                    return None
+                node = node.func.value
+            else:
+                return None
+
+    def _torch_data_call(self, call: ast.Call) -> bool:
+        """`torch.<fn>(x, ...)` computing from its first argument's values (not an allocator, whose first argument
+        is a shape)."""
+        qual = self.c.qualname(call.func) or ""
+        short = qual.rsplit(".", 1)[-1]
+        return bool(call.args) and qual in (f"torch.{short}", f"torch.nn.functional.{short}") and short not in ALLOCATORS
+
+    def _store(self, target, function, live, how, augmented=False) -> None:
+        if isinstance(target, (ast.Tuple, ast.List)):
+            for element in target.elts:
+                self._store(element, function, live, how)
+            return
+        if isinstance(target, ast.Subscript) or (augmented and isinstance(target, ast.Name)):
+            root = self._root(target)
+            if root in live:
+                function.mutations.append(self._finding(how, target, root))
+
+    def _call(self, call: ast.Call, function: Function, live: set[str]) -> None:
+        """What one call in the body does: writes through `out=`, then a `torch.*` function's or a tensor
+        method's writes, data reads, allocations, random ops and host syncs."""
+        self._out_keyword(call, function, live)
+        func = call.func
+        if not isinstance(func, ast.Attribute):
+            return
+        qual = self.c.qualname(func)
+        if qual is not None and qual.startswith("torch.") and not _is_param_chain(func.value, live):
+            self._torch_function(call, qual, function, live)
+        else:
+            self._tensor_method(call, func, function, live)
+
+    def _out_keyword(self, call: ast.Call, function: Function, live: set[str]) -> None:
+        for given in call.keywords:
+            if given.arg == "out":
+                outs = given.value.elts if isinstance(given.value, (ast.Tuple, ast.List)) else [given.value]
+                for out in outs:
+                    root = self._root(out)
+                    if root in live:
+                        function.mutations.append(self._finding("passes out=", out, root))
+
+    def _torch_function(self, call: ast.Call, qual: str, function: Function, live: set[str]) -> None:
+        """`torch.add_(x, ...)` (a write), `torch.empty(...)` (an allocation: which device), random ops,
+        `torch.cuda.synchronize()`, and data-dependent shapes (`torch.nonzero(x)`)."""
+        short = qual.rsplit(".", 1)[1]
+        if short.endswith("_") and not short.startswith("_") and short not in KERNEL_METHODS_NOT_WRITING \
+                and call.args:
+            root = self._root(call.args[0])
+            if root in live:
+                function.mutations.append(self._finding(f"calls {qual}() on", call, root))
+        if short in ALLOCATORS and qual == "torch." + short:
+            self._allocation(call, qual, function)
+        if short in RANDOM_FUNCS and (qual == "torch." + short or qual.startswith("torch.nn.functional.")):
+            function.capture_unsafe.append(self._finding(f"random op {qual}()", call))
+        if short == "synchronize":
+            function.capture_unsafe.append(self._finding(f"host sync {qual}()", call))
+        if short in DYNAMIC_SHAPE and qual == "torch." + short and call.args \
+                and self._tensor_root(call.args[0]) in self.reads:
+            function.data_reads.append(self._finding(f"{qual}()", call))
+            if not self._on_host(call.args[0]):
+                function.capture_unsafe.append(self._finding(f"host sync {qual}()", call))
+
+    def _allocation(self, call: ast.Call, qual: str, function: Function) -> None:
+        if not has_keyword(call, "device"):
+            function.device_less_allocs.append(self._finding(qual, call))
+            return
+        fixed = self._fixed_device(keyword(call, "device"))
+        if fixed:
+            function.fixed_device_allocs.append(self._finding(f"{qual}(device={fixed!r})", call, fixed.split(":")[0]))
+
+    def _tensor_method(self, call: ast.Call, func: ast.Attribute, function: Function, live: set[str]) -> None:
+        """`x.add_(...)` on a parameter (a write), `.item()`/`.tolist()` (data reads), host syncs, random ops."""
+        attr = func.attr
+        root = self._root(func.value)
+        if attr.endswith("_") and not attr.startswith("_") and attr not in KERNEL_METHODS_NOT_WRITING \
+                and root in live:
+            function.mutations.append(self._finding(f"calls .{attr}() on", func.value, root))
+        tensor_root = self._tensor_root(func.value)
+        if tensor_root not in self.reads:
+            return
+        if attr in DATA_READS or attr in DYNAMIC_SHAPE:
+            function.data_reads.append(self._finding(f".{attr}()", call))
+        if attr in SYNC_METHODS and not self._on_host(func.value):
+            function.capture_unsafe.append(self._finding(f"host sync .{attr}()", call, tensor_root))
+        if attr in RANDOM_METHODS:
+            function.capture_unsafe.append(self._finding(f"random op .{attr}()", call))
+
+    def _on_host(self, value: ast.AST) -> bool:
+        """Whether a tensor expression is on the host: a parameter named or documented so, or a value the code
+        makes there (reading it is no device sync)."""
+        return self._tensor_root(value) in self.host or self.flow.is_host(value)
+
+    def _fixed_device(self, node: ast.AST | None) -> str | None:
+        """'cpu' for `device="cpu"` or `device=torch.device("cpu")`: a device written into the code."""
+        if isinstance(node, ast.Call) and self.c.qualname(node.func) == "torch.device" and node.args:
+            node = node.args[0]
+        value = self.c.value(node) if node is not None else UNKNOWN
+        return value if isinstance(value, str) and value.split(":")[0] in ("cpu", "cuda", "npu", "meta") else None
+
+    def _raise(self, node: ast.Raise, function: Function) -> None:
+        exc = node.exc
+        call = exc if isinstance(exc, ast.Call) else None
+        name = self.c.qualname(call.func if call else exc)
+        texts = []
+        if call is not None:
+            for arg in call.args:
+                value = self.c.value(arg)
+                if isinstance(value, str):
+                    texts.append(value)
+                elif isinstance(arg, ast.JoinedStr):
+                    texts.extend(str(v.value) for v in arg.values if isinstance(v, ast.Constant))
+        top_level = node in self.node.body
+        if name == "NotImplementedError" and top_level or any("TODO" in t for t in texts):
+            function.todo = self._finding("raises " + (name or "an error"), node)
+
+
+def _refused(body: list[ast.stmt], names: set[str]):
+    """The parameters a top-level `if p is not None: raise ...` refuses (`offsets` not supported)."""
+    for statement in body:
+        test = statement.test if isinstance(statement, ast.If) else None
+        if isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id in names \
+                and len(test.ops) == 1 and isinstance(test.ops[0], ast.IsNot) \
+                and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None \
+                and isinstance(statement.body[0], ast.Raise):
+            yield test.left.id
+
+
+def _discarded(body: list[ast.stmt], names: list[str]):
+    """The parameters whose first mention in the body is a top-level statement re-binding them to something
+    else (`out = x.clone()`, not `out = out.view(...)`): the value the caller passed is never read or written."""
+    for name in names:
+        for statement in body:
+            targets = statement.targets if isinstance(statement, ast.Assign) else (
+                [statement.target] if isinstance(statement, ast.AnnAssign) else [])
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                if statement.value is not None and not mentions(statement.value, name):
+                    yield name
+                break
+            if mentions(statement, name):
+                break
+
+
+
+
+def _is_param_chain(node: ast.AST, live: set[str]) -> bool:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name) and node.id in live
+
+
+
+
+def params(node: ast.FunctionDef, collector) -> list[Param]:
+    """A function's parameters, with the defaults `collector` (anything with `value` and `qualname`) can read."""
+    a = node.args
+    found: list[Param] = []
+    positional = [*a.posonlyargs, *a.args]
+    defaults = [None] * (len(positional) - len(a.defaults)) + list(a.defaults)
+    for arg, default in zip(positional, defaults):
+        found.append(_param(arg, "positional", default, collector))
+    if a.vararg:
+        found.append(Param(a.vararg.arg, "varargs"))
+    for arg, default in zip(a.kwonlyargs, a.kw_defaults):
+        found.append(_param(arg, "kwonly", default, collector))
+    if a.kwarg:
+        found.append(Param(a.kwarg.arg, "varkw"))
+    return found
+
+
+def _param(arg: ast.arg, kind: str, default: ast.AST | None, collector) -> Param:
+    annotation = ast.unparse(arg.annotation) if arg.annotation is not None else ""
+    if default is None:
+        return Param(arg.arg, kind, None, False, annotation)
+    value = collector.value(default)
+    if value is UNKNOWN:
+        qual = collector.qualname(default)
+        value = qual if qual else UNKNOWN
+    return Param(arg.arg, kind, value, True, annotation)

@@ -1,0 +1,135 @@
+"""The text of one file before and around its syntax tree: the prefilter that skips files which cannot hold
+a registration, the lines a statement walk looks at, `# noqa` comments, and positions (`Where`, exact
+literals) as a user's editor counts them."""
+
+from __future__ import annotations
+
+import ast
+import bisect
+import re
+
+from ..records import FileRecord, Literal, Where
+
+# Files that contain none of these cannot hold a registration (checked on bytes, before decoding;
+# `in` on bytes is several times faster than one regex alternation).
+PREFILTER_LITERALS = (b"custom_op", b"torch.library", b"register_fake", b"register_kernel", b"impl_abstract",
+                      b"Library(", b"direct_register_custom_op", b"has_side_effect", b".impl(", b".define(")
+LIBRARY_IMPORT = re.compile(rb"library\s+import|import\s+library")
+# ... and, of those, the ones that call (or alias) one: mentions in comments and docs are common.
+CALL_SITE = re.compile(
+    rb"\b(?:custom_op|triton_op|register_fake|register_kernel|impl_abstract|Library|_scoped_library"
+    rb"|direct_register_custom_op|has_side_effect|define|impl|fallback|register_autograd)\s*\("
+    rb"|\.register_(?:fake|kernel|autograd)\b"
+    rb"|library\s+import[^\n]*\bas\b"
+    rb"|(?m:=[ \t]*torch\.(?:_library|library)\.[\w.]+[ \t]*(?:#[^\n]*)?$)"  # an alias of an API
+    rb"|getattr\(\s*torch\.(?:_library|library)\b"
+)
+NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?", re.IGNORECASE)
+FILE_NOQA = re.compile(r"^\s*#\s*opgen:\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?\s*$",
+                       re.IGNORECASE | re.MULTILINE)
+# A statement is only walked when one of its lines matches this.
+INTERESTING = re.compile(r"Library\(|_scoped_library|define\(|impl\(|register_fake|register_kernel|impl_abstract"
+                         r"|custom_op|triton_op|has_side_effect|fallback\(|register_autograd")
+
+
+def source_lines(text: str) -> list[str]:
+    """Lines as Python's tokenizer counts them (`str.splitlines` also splits at form feeds and
+    other characters that are not line ends in source code, which would shift every line after)."""
+    return [line.removesuffix("\r") for line in text.split("\n")]
+
+
+def may_register(data: bytes) -> bool:
+    for literal in PREFILTER_LITERALS:
+        if literal in data:
+            return True
+    return b"library" in data and LIBRARY_IMPORT.search(data) is not None
+
+
+def has_call_site(data: bytes) -> bool:
+    """Whether a file that passes `may_register` calls (or aliases) a registration API at all."""
+    return CALL_SITE.search(data) is not None
+
+
+def read_noqa(record: FileRecord, text: str) -> None:
+    if "noqa" not in text and "NOQA" not in text:
+        return
+    for match in FILE_NOQA.finditer(text):
+        codes = match.group("codes")
+        new = frozenset(re.split(r"[\s,]+", codes.upper().strip())) if codes else frozenset()
+        if record.file_noqa is None:
+            record.file_noqa = new
+        elif record.file_noqa and new:
+            record.file_noqa |= new
+        else:
+            record.file_noqa = frozenset()
+    for number, line in enumerate(source_lines(text), 1):
+        if "#" not in line:
+            continue
+        match = NOQA.search(line)
+        if match and not FILE_NOQA.match(line):
+            codes = match.group("codes")
+            record.noqa[number] = frozenset(re.split(r"[\s,]+", codes.upper().strip())) if codes else frozenset()
+
+
+def interesting_lines(text: str, local_names) -> list[int]:
+    """The lines that mention a registration API (or one of `local_names`: aliases of one, wrappers), sorted.
+    Only statements covering one are walked: walking every node of a big module costs more than parsing it."""
+    pattern = INTERESTING
+    local = sorted(local_names)
+    if local:
+        pattern = re.compile(INTERESTING.pattern + "|" + "|".join(rf"\b{re.escape(n)}\b" for n in local))
+    interesting: list[int] = []
+    line, last = 1, 0
+    for match in pattern.finditer(text):  # one scan of the text, not one search per line
+        line += text.count("\n", last, match.start())
+        last = match.start()
+        if not interesting or interesting[-1] != line:
+            interesting.append(line)
+    return interesting
+
+
+def covers(interesting: list[int], first: int, last: int) -> bool:
+    """Whether one of the sorted `interesting` lines is in first..last."""
+    index = bisect.bisect_left(interesting, first)
+    return index < len(interesting) and interesting[index] <= last
+
+
+class Source:
+    """A file's path and lines, for positions: ast gives UTF-8 byte offsets, users count characters."""
+
+    __slots__ = ("lines", "path", "text")
+
+    def __init__(self, path: str, text: str) -> None:
+        self.path = path
+        self.text = text
+        self.lines = source_lines(text)
+
+    def where(self, node: ast.AST) -> Where:
+        return Where(self.path, node.lineno, self.column(node.lineno, node.col_offset) + 1)
+
+    def column(self, line: int, byte_offset: int) -> int:
+        """The 0-based character column of a byte offset on a line."""
+        text = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
+        if text.isascii():
+            return byte_offset
+        return len(text.encode("utf-8")[:byte_offset].decode("utf-8", errors="replace"))
+
+    def literal(self, node: ast.AST) -> Literal | None:
+        """The literal when its characters map 1:1 onto the line (so columns and edits are exact)."""
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str)) or node.end_lineno != node.lineno:
+            return None
+        line = self.lines[node.lineno - 1]
+        start = self.column(node.lineno, node.col_offset)
+        end = self.column(node.lineno, node.end_col_offset)
+        source = line[start:end]
+        prefix = 0
+        while prefix < len(source) and source[prefix] in "rRuU":
+            prefix += 1
+        body = source[prefix:]
+        for quote in ('"""', "'''", '"', "'"):
+            if body.startswith(quote) and body.endswith(quote) and len(body) >= 2 * len(quote):
+                inner = body[len(quote):-len(quote)]
+                if inner == node.value:
+                    return Literal(node.lineno, start + prefix + len(quote), inner)
+                return None
+        return None

@@ -1,0 +1,100 @@
+"""Small questions about `ast` nodes that every reader of a file asks: a call's arguments by name, a
+function's parameter names, a dotted name, the blocks of a compound statement."""
+
+from __future__ import annotations
+
+import ast
+
+
+def arguments(call: ast.Call, names: tuple[str, ...]) -> dict[str, ast.AST]:
+    """Bind positional and keyword arguments of a call to parameter names."""
+    bound = {name: arg for name, arg in zip(names, call.args) if not isinstance(arg, ast.Starred)}
+    for keyword in call.keywords:
+        if keyword.arg in names:
+            bound[keyword.arg] = keyword.value
+    return bound
+
+
+def keyword(call: ast.Call, name: str) -> ast.AST | None:
+    return next((k.value for k in call.keywords if k.arg == name), None)
+
+
+def has_keyword(call: ast.Call, name: str) -> bool:
+    """Whether `name=` is given, or could be (`**kwargs`)."""
+    return any(k.arg == name or k.arg is None for k in call.keywords)
+
+
+def dotted(node: ast.AST) -> str | None:
+    """`a.b.c` for a chain of attributes on a name, else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def arg_names(node: ast.AST) -> list[str]:
+    """The names of a function's positional and keyword-only parameters."""
+    a = node.args
+    return [arg.arg for arg in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
+
+
+def own_args(node: ast.FunctionDef) -> list[ast.arg]:
+    """Every parameter of a function, `*args` and `**kwargs` included."""
+    a = node.args
+    own = [*a.posonlyargs, *a.args, *a.kwonlyargs]
+    if a.vararg:
+        own.append(a.vararg)
+    if a.kwarg:
+        own.append(a.kwarg)
+    return own
+
+
+def mentions(node: ast.AST, name: str) -> bool:
+    return any(isinstance(sub, ast.Name) and sub.id == name for sub in ast.walk(node))
+
+
+def mentions_any(node: ast.AST, names: list[str]) -> bool:
+    wanted = set(names)
+    return any(isinstance(sub, ast.Name) and sub.id in wanted for sub in ast.walk(node))
+
+
+def is_function(node: ast.AST) -> bool:
+    kind = type(node)
+    return kind is ast.FunctionDef or kind is ast.AsyncFunctionDef
+
+
+def is_main_guard(test: ast.AST) -> bool:
+    """`__name__ == "__main__"` (either way round)."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = [test.left, test.comparators[0]]
+    return any(isinstance(n, ast.Name) and n.id == "__name__" for n in sides) and any(
+        isinstance(n, ast.Constant) and n.value == "__main__" for n in sides)
+
+
+def child_statements(statement: ast.AST) -> list[list[ast.stmt]]:
+    """The statement blocks inside a compound statement (bodies, else, finally, handlers, cases)."""
+    blocks = []
+    for name in ("body", "orelse", "finalbody"):
+        block = getattr(statement, name, None)
+        if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+            blocks.append(block)
+    for handler in getattr(statement, "handlers", ()) or ():
+        blocks.append(handler.body)
+    for case in getattr(statement, "cases", ()) or ():
+        blocks.append(case.body)
+    blocks.sort(key=lambda block: block[0].lineno)
+    return blocks
+
+
+def assigned_names(statement: ast.AST) -> list[ast.AST]:
+    """The targets of an assignment statement (`a = b = v`, `a: T = v`), none for anything else."""
+    if isinstance(statement, ast.Assign):
+        return statement.targets
+    if isinstance(statement, ast.AnnAssign):
+        return [statement.target]
+    return []

@@ -1,0 +1,89 @@
+"""Output sizes and dtypes as op-plugin writes them: an input's name, a brace list, op_infer's helpers.
+
+op_plugin_functions.yaml's `gen_opapi` blocks say `size: self`, `size: '{query.size(0), query.size(1)}'`,
+`size: broadcast_ops_npu_output_size(self, other)` or `reduce_ops_npu_output_size(self, dim, keepdim)`
+(op_plugin/utils/KernelNpuOutputSize.h), never a C++ lambda. `repo_size` gives that form of a shape rule,
+or None when only the semantics printer's general C++ (a lambda) can say it; an OpApi kernel uses the
+same forms and falls back to the printer's C++.
+"""
+
+from __future__ import annotations
+
+from ..spec.semantics_ir import Call, Const, ListLit, Name, Reduce, TensorAttr
+
+SIZE_VECTOR = "c10::SmallVector<int64_t, op_infer::SIZE>"  # op-plugin's spelling of the printer's SmallVector
+_PRINTER_VECTOR = "c10::SmallVector<int64_t, 8>"
+
+
+def repo_size(rule, tensors: list[str]) -> str | None:
+    """The op-plugin form of a shape rule over the op's Tensor arguments `tensors`, or None."""
+    node = rule.node
+    if isinstance(node, TensorAttr) and node.attr == "shape" and _tensor_name(node.obj, tensors):
+        return node.obj.name
+    if isinstance(node, ListLit):
+        text = rule.cpp()
+        if not text.startswith(_PRINTER_VECTOR + "{") or "[&]" in text:
+            return None
+        items = text[len(_PRINTER_VECTOR) + 1:-1]
+        if not node.items:
+            return SIZE_VECTOR + "{}"
+        # `auto size = {a, b};` deduces one element type: a bare literal (an int) among int64_t sizes breaks it
+        if any(not any(isinstance(n, Name) for n in item.walk()) for item in node.items):
+            return SIZE_VECTOR + "{" + items + "}"
+        return "{" + items + "}"
+    if isinstance(node, Call) and node.function == "broadcast" and len(node.args) == 2:
+        names = [_shape_of(arg, tensors) for arg in node.args]
+        if all(names):
+            return f"broadcast_ops_npu_output_size({names[0]}, {names[1]})"
+    if isinstance(node, Reduce):
+        tensor = _shape_of(node.shape, tensors)
+        dims = node.dims.name if isinstance(node.dims, Name) and not node.dims.ty.optional else None
+        keep = _bool(node.keepdim)
+        if tensor and dims and keep:
+            return f"reduce_ops_npu_output_size({tensor}, {dims}, {keep})"
+    return None
+
+
+def kernel_size(rule, tensors: list[str]) -> str:
+    """The C++ of a shape rule in an OpApi kernel: the op-plugin form where there is one."""
+    found = repo_size(rule, tensors)
+    if found is None:
+        return rule.cpp().replace(_PRINTER_VECTOR, SIZE_VECTOR)
+    if found in tensors:
+        return f"{found}.sizes()"
+    if found.startswith("{"):
+        return SIZE_VECTOR + found
+    return found if found.startswith(SIZE_VECTOR) else "op_infer::" + found
+
+
+def yaml_size(rule, tensors: list[str]) -> str:
+    """`size:` of a gen_opapi output: the op-plugin form, else the printer's C++ (an explicit gen_opapi)."""
+    found = repo_size(rule, tensors)
+    return found if found is not None else rule.cpp().replace(_PRINTER_VECTOR, SIZE_VECTOR)
+
+
+def yaml_dtype(rule, tensors: list[str]) -> str:
+    """`dtype:` of a gen_opapi output: an input's name for its dtype, else the C++ ScalarType expression."""
+    text = rule.cpp()
+    for name in tensors:
+        if text == f"{name}.scalar_type()":
+            return name
+    return text
+
+
+def _tensor_name(node, tensors: list[str]) -> bool:
+    return isinstance(node, Name) and not node.output and node.name in tensors
+
+
+def _shape_of(node, tensors: list[str]) -> str | None:
+    if isinstance(node, TensorAttr) and node.attr == "shape" and _tensor_name(node.obj, tensors):
+        return node.obj.name
+    return None
+
+
+def _bool(node) -> str | None:
+    if isinstance(node, Const) and isinstance(node.value, bool):
+        return "true" if node.value else "false"
+    if isinstance(node, Name) and not node.ty.optional and not node.output:
+        return node.name
+    return None

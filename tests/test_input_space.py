@@ -1,0 +1,422 @@
+"""tests/input_variants.py of every generated project (the inputs the generated tests try) and the checks that use
+it, tested directly on small Library ops defined here (namespace `iv_test`): what the variants are, that they stay
+inside what `ops[i].inputs` allows, and for each kind of bug a kernel or fake author makes every day that shows only
+off the examples, a planted kernel the checks must catch (naming the variant) and a correct twin they must pass.
+
+None of these kinds is in tests/test_mutants.py; tests/test_input_space_projects.py plants some of them in
+generated projects."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from opgen.project_tests import GRAPH_CHECKS, load
+
+checks = load(GRAPH_CHECKS)
+lib = torch.library.Library("iv_test", "FRAGMENT")
+
+
+def define(schema: str, kernel, fake, reference=None, **fields) -> checks.Op:
+    """A Library op with a CPU kernel and a fake, as graph_checks sees it (field ops[0])."""
+    name = schema.split("(")[0]
+    lib.define(schema, tags=(torch.Tag.pt2_compliant_tag,))
+    lib.impl(name, kernel, "CPU")
+    torch.library.register_fake(f"iv_test::{name}", fake, lib=lib)
+    overload = getattr(torch.ops.iv_test, name).default
+    returns = [r.name or f"out{i}" for i, r in enumerate(overload._schema.returns)]
+    return checks.Op(overload, field="ops[0]", schema=f"iv_test::{schema}", cpu_kernel=f"kernels/{name}_cpu.py",
+                     outputs=tuple(returns), reference=reference, **fields)
+
+
+def labels(op, examples) -> list[str]:
+    return [variant.label for variant in checks.variants(op, examples)]
+
+
+# --- a normalisation over the last dim: values, special values, sizes, dtypes, state -------------------------------
+
+
+def norm_reference(x, eps=1e-6):
+    xf = x.to(torch.promote_types(x.dtype, torch.float32))
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+
+
+def norm_examples(seed: int = 0) -> list[dict]:
+    g = torch.Generator().manual_seed(seed)
+    return [{"x": checks.random_tensor((4, 96), torch.float16, g)}, {"x": checks.random_tensor((2, 3, 40),
+                                                                                                torch.float32, g)}]
+
+
+SCRATCH: dict = {}
+
+
+def _clamped(x, eps=1e-6):
+    return norm_reference(x.clamp(-8, 8), eps)
+
+
+def _nan_to_zero(x, eps=1e-6):
+    return norm_reference(x.nan_to_num(0.0), eps)
+
+
+def _no_eps_in_output(x, eps=1e-6):
+    xf = x.to(torch.promote_types(x.dtype, torch.float32))
+    return (xf / xf.pow(2).mean(-1, keepdim=True).sqrt()).to(x.dtype)  # 0/0 on a row of zeros
+
+
+def _first_1024(x, eps=1e-6):
+    xf = x.to(torch.promote_types(x.dtype, torch.float32))
+    mean = xf[..., :1024].pow(2).sum(-1, keepdim=True) / x.shape[-1]  # a tile of 1024 columns, then stops
+    return (xf * torch.rsqrt(mean + eps)).to(x.dtype)
+
+
+def _batch_one_fast_path(x, eps=1e-6):
+    return x.clone() if x.shape[0] == 1 else norm_reference(x, eps)
+
+
+def _empty_early_return(x, eps=1e-6):
+    return torch.empty(0, dtype=x.dtype) if x.numel() == 0 else norm_reference(x, eps)
+
+
+def _bfloat16_through_float16(x, eps=1e-6):
+    return norm_reference(x.half(), eps).to(x.dtype) if x.dtype == torch.bfloat16 else norm_reference(x, eps)
+
+
+def _float64_in_float32(x, eps=1e-6):
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+
+
+def _default_dtype_buffer(x, eps=1e-6):
+    out = torch.zeros(x.shape)  # follows torch.get_default_dtype(), not x: right while both are float32
+    return out.copy_(norm_reference(x, eps))
+
+
+def _scratch_buffer(x, eps=1e-6):
+    xf = x.to(torch.promote_types(x.dtype, torch.float32))
+    buffer = SCRATCH.setdefault((tuple(x.shape), xf.dtype), torch.empty_like(xf))
+    torch.mul(xf, torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps), out=buffer)  # shared by every call
+    return (buffer + 0).to(x.dtype)
+
+
+def _norm(name: str, kernel, **fields) -> checks.Op:
+    return define(f"{name}(Tensor x, float eps=1e-06) -> Tensor", kernel, lambda x, eps=1e-6: torch.empty_like(x),
+                  norm_reference, **fields)
+
+
+@pytest.mark.parametrize(("name", "kernel", "variant"), [
+    ("clamped", _clamped, r"in float16 with its floating inputs scaled to about 10000"),
+    ("nan_to_zero", _nan_to_zero, r"with a NaN in its floating inputs"),
+    ("no_eps", _no_eps_in_output, r"with a row of zeros in x"),
+    ("first_1024", _first_1024, r"with its size 96 as 1537"),
+    ("batch_one", _batch_one_fast_path, r"with its size 4 as 1"),
+    ("empty_early", _empty_early_return, r"with its size 4 as 0: ops\[0\].outputs.out0: shape \(0,\), expected \(0, 96\)"),
+    ("bf16_via_fp16", _bfloat16_through_float16, r"in bfloat16 with its floating inputs scaled to about 100000"),
+    ("f64_in_f32", _float64_in_float32, r"examples\[0\] in float64: ops\[0\].outputs.out0: .* values differ \(torch.float64"),
+])
+def test_a_kernel_right_only_near_the_examples_fails_naming_the_variant(name, kernel, variant):
+    with pytest.raises(checks.CheckFailed, match=variant) as caught:
+        checks.assert_matches_reference(_norm(f"norm_{name}", kernel), norm_examples)
+    message = str(caught.value)
+    assert "disagrees with ops[0].reference in opgen.yaml" in message
+    assert " calls (by kind of input: " in message  # counted in calls, by kind
+
+
+def test_the_smallest_failing_input_is_found_and_the_first_difference_shown():
+    with pytest.raises(checks.CheckFailed) as caught:
+        checks.assert_matches_reference(_norm("norm_first_1024_small", _first_1024), norm_examples)
+    message = str(caught.value)
+    assert "smallest failing input found: x: float16 (1, 1537)" in message
+    assert "first at index [0, " in message and "got " in message and "expected " in message
+
+
+def test_state_across_calls_and_the_default_dtype_are_caught_and_named():
+    with pytest.raises(checks.CheckFailed, match=r"called from two threads at once: .* it keeps state across calls"):
+        checks.assert_matches_reference(_norm("norm_scratch", _scratch_buffer), norm_examples)
+    float32 = _norm("norm_default_dtype", _default_dtype_buffer, dtypes=(torch.float32,))  # a float32-only op
+    with pytest.raises(checks.CheckFailed, match=r"depends on the global default dtype: ops\[0\].examples\[0\] under "
+                                                 r"torch.set_default_dtype\(torch.float64\)"):
+        checks.assert_matches_reference(float32, lambda seed: norm_examples(seed)[1:])
+    assert torch.get_default_dtype() == torch.float32  # put back
+
+
+def test_the_correct_twin_passes_every_variant_and_the_sweep_is_deterministic():
+    twin = _norm("norm_twin", norm_reference)
+    checks.assert_matches_reference(twin, norm_examples)
+    first = checks.variants(twin, norm_examples)
+    again = checks.variants(twin, lambda seed: norm_examples(seed))  # another function: not the list kept for the first
+    assert [v.label for v in first] == [v.label for v in again]
+    assert all(checks.same_values(a.call, b.call) for a, b in zip(first, again, strict=True))
+    kinds = {v.kind for v in first}
+    assert {"example", "dtype", "float64", "size", "size-edge", "size-tile", "value", "scalar", "default"} <= kinds
+
+
+def test_sizes_change_as_one_symbol_and_past_the_tile_sizes():
+    found = labels(_norm("norm_labels", norm_reference), norm_examples)
+    for size in (1, 0, 97, 1537, 6145):
+        assert f"examples[0] with its size 96 as {size}" in found
+    assert "examples[1] with its size 3 as 1" in found and "examples[1] with its size 40 as 6145" in found
+    same = define("pair_same(Tensor a, Tensor b) -> Tensor", lambda a, b: a + b, lambda a, b: torch.empty_like(a))
+    calls = checks.variants(same, lambda seed: [{"a": torch.randn(4, 6), "b": torch.randn(4, 6)}])
+    resized = next(v.call for v in calls if v.label == "examples[0] with its size 6 as 1537")
+    assert resized["a"].shape == resized["b"].shape == (4, 1537)  # equal sizes stay equal
+
+
+# --- dims and scalars ----------------------------------------------------------------------------------------------
+
+
+def _softmax_reference(x, dim=-1):
+    return torch.softmax(x.float(), dim=dim).to(x.dtype)
+
+
+def _exp_without_max(x, dim=-1):
+    e = x.float().exp()
+    return (e / e.sum(dim, keepdim=True)).to(x.dtype)  # inf / inf once x is large
+
+
+def _dim_mis_wrapped(x, dim=-1):
+    return _softmax_reference(x, dim + x.dim() - 1 if dim < -1 else dim)  # right for -1 and dims >= 0 only
+
+
+def softmax_examples(seed: int = 0) -> list[dict]:
+    return [{"x": checks.random_tensor((3, 4, 5), torch.float32, torch.Generator().manual_seed(seed))}]
+
+
+def _softmax(name: str, kernel) -> checks.Op:
+    return define(f"{name}(Tensor x, int dim=-1) -> Tensor", kernel, lambda x, dim=-1: torch.empty_like(x),
+                  _softmax_reference)
+
+
+def test_every_dim_is_tried_and_a_mis_wrapped_negative_dim_fails():
+    twin = _softmax("softmax_twin", _softmax_reference)
+    found = labels(twin, softmax_examples)
+    assert [f"examples[0] with dim={d}" in found for d in (-3, -2, 0, 1, 2)] == [True] * 5
+    checks.assert_matches_reference(twin, softmax_examples)
+    with pytest.raises(checks.CheckFailed, match=r"examples\[0\] with dim=-2: ops\[0\].outputs.out0"):
+        checks.assert_matches_reference(_softmax("softmax_wrapped", _dim_mis_wrapped), softmax_examples)
+    with pytest.raises(checks.CheckFailed, match=r"scaled to about 100000 .*: ops\[0\].outputs.out0: .* values differ"):
+        checks.assert_matches_reference(_softmax("softmax_exp", _exp_without_max), softmax_examples)
+
+
+def _scale_reference(x, s=1.0):
+    return x * s
+
+
+def _positive_only_rewrite(x, s=1.0):
+    return x * torch.exp(torch.log(torch.tensor(s, dtype=torch.float64))).to(x.dtype)  # NaN for s < 0
+
+
+def test_scalars_at_zero_and_negative_catch_a_rewrite_right_for_positive_ones_only():
+    scale = define("scale_twin(Tensor x, float s=1.0) -> Tensor", _scale_reference,
+                   lambda x, s=1.0: torch.empty_like(x), _scale_reference)
+    found = labels(scale, lambda seed: [{"x": torch.randn(4, 4), "s": 0.5}])
+    assert {"examples[0] with s=0.0", "examples[0] with s=-0.5"} <= set(found)
+    rewrite = define("scale_rewrite(Tensor x, float s=1.0) -> Tensor", _positive_only_rewrite,
+                     lambda x, s=1.0: torch.empty_like(x), _scale_reference)
+    with pytest.raises(checks.CheckFailed, match=r"examples\[0\] with s=-0.5: ops\[0\].outputs.out0"):
+        checks.assert_matches_reference(rewrite, lambda seed: [{"x": torch.randn(4, 4, generator=torch.Generator()
+                                                                                  .manual_seed(seed)), "s": 0.5}])
+
+
+def test_a_domain_keeps_scalars_and_values_where_the_op_takes_them():
+    kept = define("scale_kept(Tensor x, float s=1.0) -> Tensor", _positive_only_rewrite,
+                  lambda x, s=1.0: torch.empty_like(x), _scale_reference,
+                  inputs={"s": checks.Domain(low=0.0), "x": checks.Domain(finite=True, nonempty=True)})
+    found = labels(kept, lambda seed: [{"x": torch.randn(4, 4), "s": 0.5}])
+    assert "examples[0] with s=-0.5" not in found and "examples[0] with s=0.0" in found
+    assert not any("NaN" in label or "inf" in label or "as 0" in label for label in found)
+
+
+# --- optional tensors, promoted dtypes, defaults -------------------------------------------------------------------
+
+
+def _affine_reference(x, weight=None, bias=None):
+    y = x * weight if weight is not None else x.clone()
+    return y + bias if bias is not None else y
+
+
+def _bias_only_with_weight(x, weight=None, bias=None):
+    if weight is None:
+        return x.clone()  # the bias is forgotten when there is no weight
+    return _affine_reference(x, weight, bias)
+
+
+def affine_examples(seed: int = 0) -> list[dict]:
+    g = torch.Generator().manual_seed(seed)
+    return [{"x": checks.random_tensor((4, 8), torch.float32, g), "weight": checks.random_tensor((8,), torch.float32, g),
+             "bias": checks.random_tensor((8,), torch.float32, g)}]
+
+
+def test_each_subset_of_the_optional_tensors_is_left_out_in_turn():
+    schema = "(Tensor x, Tensor? weight=None, Tensor? bias=None) -> Tensor"
+    twin = define("affine_twin" + schema, _affine_reference, lambda x, weight=None, bias=None: torch.empty_like(x),
+                  _affine_reference)
+    found = labels(twin, affine_examples)
+    assert {"examples[0] with weight None", "examples[0] with bias None", "examples[0] with weight, bias None"} <= set(
+        found)
+    checks.assert_matches_reference(twin, affine_examples)
+    planted = define("affine_planted" + schema, _bias_only_with_weight,
+                     lambda x, weight=None, bias=None: torch.empty_like(x), _affine_reference)
+    with pytest.raises(checks.CheckFailed, match=r"examples\[0\] with weight None: ops\[0\].outputs.out0"):
+        checks.assert_matches_reference(planted, affine_examples)
+
+
+def _add_reference(a, b):
+    return a + b
+
+
+def test_inputs_the_semantics_promote_are_tried_in_other_dtypes():
+    def fake(a, b):
+        return torch.empty(torch.broadcast_shapes(a.shape, b.shape), dtype=torch.promote_types(a.dtype, b.dtype))
+
+    examples = lambda seed: [{"a": torch.randn(4, 8, dtype=torch.float16), "b": torch.randn(4, 8,
+                                                                                       dtype=torch.float16)}]
+    twin = define("add_twin(Tensor a, Tensor b) -> Tensor", _add_reference, fake, _add_reference, promotes=(("a", "b"),))
+    assert "examples[0] with b in float32 (the semantics promote it)" in labels(twin, examples)
+    checks.assert_matches_reference(twin, examples)
+    unpromoted = define("add_unpromoted(Tensor a, Tensor b) -> Tensor", lambda a, b: a + b.to(a.dtype), fake,
+                        _add_reference, promotes=(("a", "b"),))
+    with pytest.raises(checks.CheckFailed, match=r"with b in float32 \(the semantics promote it\): ops\[0\].outputs"
+                                                 r".out0: dtype torch.float16, the reference gives torch.float32"):
+        checks.assert_matches_reference(unpromoted, examples)
+
+
+def test_defaulted_arguments_an_example_gives_are_also_left_out():
+    scale = define("scale_defaults(Tensor x, float s=1.0) -> Tensor", _scale_reference,
+                   lambda x, s=1.0: torch.empty_like(x), _scale_reference)
+    calls = {v.label: v.call for v in checks.variants(scale, lambda seed: [{"x": torch.ones(2), "s": 3.0}])}
+    assert calls["examples[0] with s left out (their defaults)"].keys() == {"x"}
+
+
+# --- fakes on every variant ----------------------------------------------------------------------------------------
+
+
+def _fake_branching_on_batch(x):
+    return torch.empty_like(x) if x.shape[0] > 1 else x.new_empty(x.shape[1:])
+
+
+def _fake_wrong_for_bfloat16(x):
+    return torch.empty_like(x, dtype=torch.float16 if x.dtype == torch.bfloat16 else x.dtype)
+
+
+def _same(*, x, **_) -> list:
+    return [(x.shape, x.dtype)]
+
+
+@pytest.mark.parametrize(("name", "fake", "expected"), [
+    ("batch", _fake_branching_on_batch, (r"ops\[0\].outputs.out0.shape: the fake function gives \(8,\) on "
+                                        r"ops\[0\].examples\[0\] with its size 4 as 1, the spec says \(1, 8\)")),
+    ("bf16", _fake_wrong_for_bfloat16, (r"ops\[0\].outputs.out0.dtype: the fake function gives torch.float16 on "
+                                       r"ops\[0\].examples\[0\] in bfloat16, the spec says torch.bfloat16")),
+])
+def test_a_fake_right_on_the_examples_only_fails_on_a_variant(name, fake, expected):
+    examples = lambda seed: [{"x": checks.random_tensor((4, 8), torch.float32,
+                                                        torch.Generator().manual_seed(seed))}]
+    twin = define(f"fake_twin_{name}(Tensor x) -> Tensor", lambda x: x * 2, torch.empty_like, lambda x: x * 2)
+    checks.assert_follows_semantics(twin, examples, _same)
+    planted = define(f"fake_planted_{name}(Tensor x) -> Tensor", lambda x: x * 2, fake, lambda x: x * 2)
+    checks.assert_follows_semantics(planted, [examples(0)[0]], _same)  # the examples alone do not show it
+    with pytest.raises(checks.CheckFailed, match=expected):
+        checks.assert_follows_semantics(planted, examples, _same)
+
+
+# --- backward on the variants --------------------------------------------------------------------------------------
+
+
+def _differentiable_scale(name: str, uses_s: bool) -> checks.Op:
+    op = define(f"{name}(Tensor x, float s=1.0) -> Tensor", _scale_reference, lambda x, s=1.0: torch.empty_like(x),
+                _scale_reference)
+
+    def setup_context(ctx, inputs, output):
+        ctx.s = inputs[1] if len(inputs) > 1 else 1.0
+
+    def backward(ctx, grad):
+        return grad * (ctx.s if uses_s else 1.0), None  # the planted one ignores s (right at its default only)
+
+    torch.library.register_autograd(f"iv_test::{name}", backward, setup_context=setup_context, lib=lib)
+    return op
+
+
+def test_gradcheck_runs_on_a_moved_default_and_catches_a_formula_ignoring_it():
+    examples = lambda seed: [{"x": torch.randn(3, 4, generator=torch.Generator().manual_seed(seed))}]
+    checks.gradcheck(_differentiable_scale("grad_twin", True), examples)
+    ignoring = _differentiable_scale("grad_ignores_s", False)
+    checks.gradcheck(ignoring, examples(0))  # on the examples alone it passes
+    with pytest.raises(checks.CheckFailed, match=r"backward formula of ops\[0\].autograd .* on ops\[0\].examples\[0\] "
+                                                 r"with s=2.0 \(its default is 1.0\)"):
+        checks.gradcheck(ignoring, examples)
+
+
+# --- writes, contiguity, random numbers ----------------------------------------------------------------------------
+
+
+def _flip_rows(x):
+    x.copy_(x.flip(0))
+
+
+def test_a_write_that_only_rearranges_the_buffer_is_seen_on_real_data():
+    flip = define("flip_rows_(Tensor(a!) x) -> ()", _flip_rows, lambda x: None, _flip_rows)
+    calls = [{"x": torch.randn(6, 4, generator=torch.Generator().manual_seed(0))}]
+    checks.assert_writes(flip, calls)  # a sentinel fill flipped is the same sentinel: judged on real data too
+    missing = define("flip_missing_(Tensor(a!) x) -> ()", lambda x: None, lambda x: None, lambda x: None)
+    with pytest.raises(checks.CheckFailed, match=r"changed it on no example \(1 tried, on their own values and with "
+                                                 r"the buffer filled with -77\)"):
+        checks.assert_writes(missing, calls)
+
+
+def _dense_write_reference(cache, rows, slots):
+    cache.view(-1, cache.shape[-1])[slots] = rows
+
+
+def _refusing(cache, rows, slots):
+    torch._check(cache.is_contiguous(), lambda: "cache must be contiguous")
+    _dense_write_reference(cache, rows, slots)
+
+
+def test_a_written_argument_declared_contiguous_must_be_refused_in_other_layouts():
+    schema = "(Tensor(a!) cache, Tensor rows, Tensor slots) -> ()"
+    call = {"cache": torch.randn(4, 2, 8), "rows": torch.randn(3, 8), "slots": torch.tensor([5, 0, 2])}
+    refusing = define("dense_refusing" + schema, _refusing, lambda cache, rows, slots: None, contiguous=("cache",))
+    checks.assert_non_contiguous_inputs(refusing, call)
+    silent = define("dense_silent" + schema, _put_rows, lambda cache, rows, slots: None, contiguous=("cache",))
+    with pytest.raises(checks.CheckFailed, match=r"ops\[0\].contiguous in opgen.yaml lists 'cache', which the op "
+                                                 r"writes, so a non-contiguous 'cache' must be refused"):
+        checks.assert_non_contiguous_inputs(silent, call)
+
+
+def test_an_undeclared_random_kernel_is_told_to_declare_its_tag_and_calls_are_counted():
+    noisy = define("noisy(Tensor x) -> Tensor", lambda x: x * (torch.rand_like(x) > 0.5), torch.empty_like,
+                   lambda x: x * (torch.rand_like(x) > 0.5))
+    with pytest.raises(checks.CheckFailed) as caught:
+        checks.assert_matches_reference(noisy, lambda seed: [{"x": torch.randn(16, 16)}])
+    message = str(caught.value)
+    assert "gives different results when called twice on the same inputs" in message
+    assert "tags: [nondeterministic_seeded]" in message
+    failed, ran = (int(n) for n in message.split(" calls (")[0].rsplit(" on ", 1)[1].split(" of "))
+    assert failed <= ran  # counts calls, not differences
+
+
+# --- domains ---------------------------------------------------------------------------------------------------
+
+
+def _put_rows(cache, rows, slots):
+    cache.index_copy_(0, slots, rows)
+
+
+def test_index_domains_are_drawn_per_call_and_unique_indices_never_exceed_the_rows():
+    domain = checks.Domain(index_into=lambda *, cache, **_: cache.shape[0], unique=True)
+    op = define("put_rows_(Tensor(a!) cache, Tensor rows, Tensor slots) -> ()", _put_rows,
+                lambda cache, rows, slots: None, _put_rows, inputs={"slots": domain})
+
+    def examples(seed: int = 0) -> list[dict]:
+        g = torch.Generator().manual_seed(seed)
+        return op.drawn([{"cache": checks.random_tensor((6, 4), torch.float32, g),
+                          "rows": checks.random_tensor((3, 4), torch.float32, g),
+                          "slots": checks.Draw((3,), torch.int64)}], g)
+
+    for variant in checks.variants(op, examples):
+        slots, cache = variant.call["slots"], variant.call["cache"]
+        assert slots.unique().numel() == slots.numel() and (slots.numel() == 0 or int(slots.max()) < cache.shape[0])
+    found = labels(op, examples)
+    assert "examples[0] with its size 3 as 1" in found  # the number of rows written varies, the slots follow
+    assert "examples[0] with its size 6 as 1" not in found  # 3 unique slots cannot index 1 row: not an input
+    checks.assert_matches_reference(op, examples)
