@@ -1,5 +1,6 @@
-"""What one fusion costs: registering it, and compiling a model written with its composite, next to the same model
-compiled without it, in the same run.
+"""What fusions cost: registering one, compiling a model written with its composite next to the same model compiled
+without it, in the same run; and, on a real Hugging Face model, what the fused ops cost per forward under Inductor
+on CPU.
 
 examples/add_rms_norm.yaml is generated (library style); its patterns.py is the fusion. The model is a block a user
 would write: a Linear, then the composite (residual add + RMS norm, the Llama form of `fusion.pattern`), bfloat16,
@@ -7,11 +8,19 @@ would write: a Linear, then the composite (residual add + RMS norm, the Llama fo
 - npugraph_ex's backend on CPU with pattern fusion on and the fusion registered, against the same backend with
   pattern fusion off (the baseline);
 - Inductor's pattern pass under aot_eager (the pass the generated tests run) against aot_eager without it.
-Registration is `register_fusions()` into a fresh registry (a new npugraph_ex session; a new Inductor pass), next to
-the baseline compile. Rounds are interleaved; medians are printed. Needs `opgen npugraph-ex fetch` for the
+Registration is `register_fusions()` into a fresh registry (a new npugraph_ex session; a new Inductor pass), its
+patterns traced anew (each form in every dtype of the examples and every operand order of its sums and products;
+a later call reuses them), next to the baseline compile. Rounds are interleaved; medians are printed. Needs `opgen npugraph-ex fetch` for the
 npugraph_ex figures (else they are skipped, saying why).
 
-    python benchmarks/bench_fusion.py [--rounds 5]
+With transformers installed (`--model`, default LlamaForCausalLM, 2 layers, hidden size 64, batch 2 x 8 tokens):
+the model compiled by plain `torch.compile` (Inductor, CPU) without fusions and after `register_fusions()` of
+add_rms_norm, rms_norm, swiglu and rotary (each op's CPU kernel is its Python reference), per dtype: the median
+time of one forward after warm-up (on `--threads` threads, 1 by default), and which fused ops Inductor's code calls. On CPU the fused ops are slower than the code Inductor
+generates for their composites: keep fusions to npugraph_ex there (`targets: [npugraph_ex]`, or
+`register_fusions(targets=("npugraph_ex",))`).
+
+    python benchmarks/bench_fusion.py [--rounds 5] [--model LlamaForCausalLM] [--calls 200] [--threads 1]
 """
 
 from __future__ import annotations
@@ -34,6 +43,12 @@ def timed(fn) -> float:
     return time.perf_counter() - start
 
 
+def fresh_traces(patterns) -> None:
+    """The fusions' traced patterns forgotten: the next registration traces them as the first one in a process does."""
+    for fusion in patterns.FUSIONS:
+        fusion.__dict__.pop("_traced", None)
+
+
 def block(torch, composite):
     class Block(torch.nn.Module):
         def __init__(self) -> None:
@@ -50,6 +65,10 @@ def block(torch, composite):
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--model", default="LlamaForCausalLM", help="a transformers architecture")
+    parser.add_argument("--calls", type=int, default=200, help="timed forwards per model and dtype")
+    parser.add_argument("--threads", type=int, default=1, help="torch's intra-op threads for the model figures (1: "
+                        "a machine shared with other jobs times OpenMP's waits between Inductor's kernels and aten's)")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     with tempfile.TemporaryDirectory(prefix="opgen-bench-fusion-") as tmp:
@@ -92,16 +111,18 @@ def main() -> int:
                 pass  # npugraph_ex's one-time import, not a cost of the fusion
         for _ in range(args.rounds):
             patterns.FUSION_PASS = patterns.FusionPass()  # a fresh Inductor registry each round
+            fresh_traces(patterns)
             figures.setdefault("inductor_registration", []).append(
-                timed(lambda: patterns.register_fusions(install=False)))
+                timed(lambda: patterns.register_fusions(install=False, targets=("inductor",))))
             figures.setdefault("aot_eager_compile", []).append(first_call(with_pass(None)))
             figures.setdefault("inductor_pass_compile", []).append(first_call(with_pass(patterns.FUSION_PASS)))
             if reason is not None:
                 continue
             with loader.Session() as session:  # a fresh npugraph_ex registry (restored when the session ends)
                 figures.setdefault("npugraph_ex_unfused_compile", []).append(first_call(session.backend()))
+                fresh_traces(patterns)
                 figures.setdefault("npugraph_ex_registration", []).append(
-                    timed(lambda: patterns.register_fusions(install=False)))
+                    timed(lambda: patterns.register_fusions(install=False, targets=("npugraph_ex",))))
                 figures.setdefault("npugraph_ex_fused_compile", []).append(first_call(session.backend(fusion=True)))
                 assert patterns.ADD_RMS_NORM.overload in [n.target for n in session.graphs[-1].graph.nodes]
         median = {name: statistics.median(values) for name, values in figures.items()}
@@ -118,8 +139,62 @@ def main() -> int:
             print(f"fusion_npugraph_ex: skipped ({reason})")
         line("inductor_pass_compile", "aot_eager_compile", "the same model, aot_eager without the pass, first call")
         line("inductor_registration", "aot_eager_compile", "the same model, aot_eager without the pass, first call")
+        hugging_face_cost(torch, Path(tmp), args)
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+FUSED_EXAMPLES = ("add_rms_norm", "rms_norm", "swiglu", "rotary")  # add_rms_norm first: it takes the norms after adds
+
+
+def forward_times(torch, network, inputs: dict, calls: int) -> tuple[float, float, list[str]]:
+    """(first call, median forward after warm-up, the code Inductor generated) of `network` under torch.compile."""
+    from torch._inductor.utils import run_and_get_code
+
+    torch.compiler.reset()
+    compiled = torch.compile(network)
+    start = time.perf_counter()
+    codes = run_and_get_code(compiled, **inputs)[1]
+    first = time.perf_counter() - start
+    for _ in range(10):
+        compiled(**inputs)
+    return first, statistics.median(timed(lambda: compiled(**inputs)) for _ in range(calls)), codes
+
+
+def hugging_face_cost(torch, root: Path, args) -> None:
+    """Per-forward time of a tiny Hugging Face model under Inductor on CPU, without and with the shipped fusions."""
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        print("fusion_inductor_cpu_forward: skipped (transformers is not installed: pip install transformers)")
+        return
+    checks = importlib.import_module("graph_checks")
+    torch.set_num_threads(args.threads)
+    packages = []
+    for example in FUSED_EXAMPLES:
+        project = root / f"hf_{example}"
+        subprocess.run([sys.executable, "-m", "opgen", "new", str(ROOT / "examples" / f"{example}.yaml"), "-o",
+                        str(project)], check=True, cwd=ROOT, capture_output=True)
+        sys.path.insert(0, str(project))
+        text = (ROOT / "examples" / f"{example}.yaml").read_text(encoding="utf-8")
+        packages.append(importlib.import_module(text.split("namespace: ")[1].split()[0] + ".patterns"))
+    for dtype in (torch.bfloat16, torch.float32):
+        network, inputs = checks.tiny_model(args.model, {}, dtype)
+        name = str(dtype).removeprefix("torch.")
+        measured = {}
+        for fused in (False, True):
+            with torch._inductor.config.patch(post_grad_custom_post_pass=None), torch.no_grad():
+                if fused:
+                    for patterns in packages:
+                        patterns.register_fusions(targets=("inductor",))
+                first, median, codes = forward_times(torch, network, inputs, args.calls)
+            measured[fused] = (median, first)
+            if fused:  # the fused ops Inductor's code calls, per op
+                called = {f"{p.__name__.split('.')[0]}.{name}": sum(
+                    code.count(f"torch.ops.{p.__name__.split('.')[0]}.{name}.default(") for code in codes)
+                    for p in packages for name in FUSED_EXAMPLES}
+                print(f"fusion_inductor_cpu_ops_{str(dtype).removeprefix('torch.')}: "
+                      + ", ".join(f"{op} x{n}" for op, n in called.items() if n))
+        (plain, _), (fused_call, _) = measured[False], measured[True]
+        print(f"fusion_inductor_cpu_forward_{name}: {fused_call * 1e3:.2f} ms per forward with the fusions "
+              f"(baseline {args.model} under plain torch.compile without them: {plain * 1e3:.2f} ms, ratio "
+              f"{fused_call / plain:.2f}x)")

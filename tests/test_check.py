@@ -470,6 +470,7 @@ PROVEN_ELSEWHERE = {
     "compile-cache-stale": f"{FEATURE_TESTS}.test_opgen_check_runs_the_feature_rungs_and_names_each_planted_bug",
     "compile-cache-not-loaded": f"{FEATURE_TESTS}.test_opgen_check_runs_the_feature_rungs_and_names_each_planted_bug",
     "capture-limit": f"{FEATURE_TESTS}.test_opgen_check_runs_the_feature_rungs_and_names_each_planted_bug",
+    "fusion-changes-layout": "test_the_fusion_rung_says_whether_each_pattern_fires_and_names_planted_bugs",
 }
 # Rows without any proof, and why none can be had here. Keep this empty where possible.
 UNPROVEN = {
@@ -567,33 +568,43 @@ def _fused_project(root: Path, example: str, namespace: str, edit_spec=None, edi
 
 @pytest.mark.slow
 def test_the_fusion_rung_says_whether_each_pattern_fires_and_names_planted_bugs(tmp_path, cache_env):
-    """The generated fusions of both fused examples fire on their composites (under npugraph_ex too when it is
-    fetched). Planted: patterns.py's search with another epsilon than the model's composite ("fusion-not-fired"),
-    a search covering all but the final cast ("fusion-partial"), a spec pattern doubling gamma ("fusion-wrong-pattern")
-    and kv_cache_update without its `when:` (int32 slots, which the kernel refuses: "fusion-applies-too-widely")."""
-    partial = (
-        "def _add_rms_norm_search(x1, x2, gamma):\n"
+    """The generated fusions of the fused examples fire on their composites (under npugraph_ex too when it is
+    fetched); of rms_norm's two forms, the rung runs each (its Llama form fires, its planted Olmo2 form is named). Planted: patterns.py's search reducing another dim than the model's composite
+    ("fusion-not-fired"), an Olmo2-form search covering all but the final cast ("fusion-partial"), a spec pattern
+    doubling gamma ("fusion-wrong-pattern"), kv_cache_update without its `when:` (int32 slots, which the kernel
+    refuses: "fusion-applies-too-widely") and rotary's output declared contiguous where the composite keeps the
+    layout of a transposed q ("fusion-changes-layout")."""
+    other_dim = (
+        "def _add_rms_norm_search(x1, x2, gamma, epsilon):\n"
         "    x = x1 + x2\n"
-        "    xf = x.float()\n"
-        "    rstd = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-06)\n"
-        "    return xf * rstd * gamma.float(), rstd, x\n\n\n"
-        "def _add_rms_norm_replacement(x1, x2, gamma):\n"
-        "    y, rstd, x = torch.ops.fz_partial.add_rms_norm.default(x1, x2, gamma)\n"
-        "    return y.float(), rstd, x\n\n\n"
-        "def _add_rms_norm_applies(")
+        "    hidden_states = x.to(torch.float32)\n"
+        "    rstd = torch.rsqrt(hidden_states.pow(2).mean(1, keepdim=True) + epsilon)\n"
+        "    return gamma * (hidden_states * rstd).to(x.dtype), rstd, x\n\n\n"
+        "def _add_rms_norm_replacement(")
+    partial = (
+        "def _rms_norm_olmo2_search(x, gamma, epsilon):\n"
+        "    hidden_states = x.to(torch.float32)\n"
+        "    rstd = torch.rsqrt(hidden_states.pow(2).mean(-1, keepdim=True) + epsilon)\n"
+        "    return gamma * (hidden_states * rstd), rstd\n\n\n"
+        "def _rms_norm_olmo2_replacement(x, gamma, epsilon):\n"
+        "    y, rstd = torch.ops.fz_partial.rms_norm.default(x, gamma, epsilon)\n"
+        "    return y.float(), rstd\n\n\n"
+        "# The dtypes")
     projects = {
         "fz_good": _fused_project(tmp_path, "add_rms_norm", "fz_good"),
         "fz_cache": _fused_project(tmp_path, "kv_cache_update", "fz_cache"),
-        "fz_eps": _fused_project(tmp_path, "add_rms_norm", "fz_eps", edit_patterns=lambda t: t.replace(
-            "return add_rms_norm_composite(x1, x2, gamma, 1e-06)",
-            "return add_rms_norm_composite(x1, x2, gamma, 1e-05)")),
-        "fz_partial": _fused_project(tmp_path, "add_rms_norm", "fz_partial", edit_patterns=lambda t: re.sub(
-            r"def _add_rms_norm_search\(.*?def _add_rms_norm_applies\(", lambda _: partial, t, flags=re.DOTALL)),
+        "fz_dim": _fused_project(tmp_path, "add_rms_norm", "fz_dim", edit_patterns=lambda t: re.sub(
+            r"def _add_rms_norm_search\(.*?def _add_rms_norm_replacement\(", lambda _: other_dim, t, flags=re.DOTALL)),
+        "fz_partial": _fused_project(tmp_path, "rms_norm", "fz_partial", edit_patterns=lambda t: re.sub(
+            r"def _rms_norm_olmo2_search\(.*?# The dtypes(?= of the floating inputs in each trace of "
+            r"ops\[0\]\.fusion\.forms\[1\])", lambda _: partial, t, flags=re.DOTALL)),
         "fz_wrong": _fused_project(tmp_path, "add_rms_norm", "fz_wrong", edit_spec=lambda t: t.replace(
-            "return (xf * rstd * gamma.float()).to(x.dtype), rstd, x",
-            "return (xf * rstd * gamma.float() * 2).to(x.dtype), rstd, x")),
+            "return gamma * hidden_states.to(input_dtype), rstd, x",
+            "return 2 * gamma * hidden_states.to(input_dtype), rstd, x")),
         "fz_wide": _fused_project(tmp_path, "kv_cache_update", "fz_wide", edit_spec=lambda t: t.replace(
             '      when: ["slot_mapping.dtype == int64"]', "")),
+        "fz_layout": _fused_project(tmp_path, "rotary", "fz_layout", edit_spec=lambda t: t.replace(
+            "      out0: {like: x}", '      out0: {shape: "x.shape", dtype: x}')),
     }
     done = check("--json", "--skip", "static", *map(str, projects.values()), env=cache_env, timeout=900)
     found = {op.split("::")[0]: report for op, report in reports(done).items()}
@@ -603,8 +614,10 @@ def test_the_fusion_rung_says_whether_each_pattern_fires_and_names_planted_bugs(
     for name in ("fz_good", "fz_cache"):
         assert found[name]["verdict"] is None, found[name]["verdict"]
         assert fusion[name]["reason"].startswith(f"ops[0].fusion fires on its composite under {routes}")
-    planted = {"fz_eps": ("performance", "fusion-not-fired", "ops[0].fusion in opgen.yaml did not fire under"),
-               "fz_partial": ("performance", "fusion-partial", "nodes of the composite are left"),
+    planted = {"fz_dim": ("performance", "fusion-not-fired", "ops[0].fusion in opgen.yaml did not fire under"),
+               "fz_partial": ("performance", "fusion-partial", "ops[0].fusion.forms[1] under"),
+               "fz_layout": ("precision", "fusion-changes-layout", ("ops[0].fusion.forms[0] would replace its composite "
+                             "by fz_layout::rotary on ops[0].examples[0]")),
                "fz_wrong": ("precision", "fusion-wrong-pattern", ("ops[0].fusion in opgen.yaml: its composite is not "
                             "what fz_wrong::add_rms_norm computes")),
                "fz_wide": ("precision", "fusion-applies-too-widely", ("which the CPU kernel of fz_wide.kv_cache_update."

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from new_helpers import EXAMPLES, STYLES, opgen, run_generated_tests, snapshot
+from new_helpers import EXAMPLES, NOT_FEATURES, STYLES, opgen, run_generated_tests, snapshot
 
 from opgen.npugraph_ex import loader
 from opgen.project_tests import MODULES
@@ -24,10 +24,19 @@ TIERS = ("is_registered", "enters_graph_with_fake_tensors", "opcheck", "compiled
          "npugraph_ex_capture_replay_on_cpu", "matches_expected_values", "matches_the_reference",
          "writes_what_the_schema_says", "compiles_once_for_two_sizes", "non_contiguous_inputs")
 AUTOGRAD_TIERS = ("opcheck_with_requires_grad", "gradcheck")  # only for ops with `autograd:` in the spec
-FUSED = ("add_rms_norm", "kv_cache_update")  # the examples with `fusion:`
-FUSION_TIERS = ("fusion_composite_is_the_op", "fusion_fires_under_inductor",
-                "fusion_near_misses_stay_unfused_under_inductor")
-FUSION_NPUGRAPH_EX_TIERS = ("fusion_fires_under_npugraph_ex", "fusion_near_misses_stay_unfused_under_npugraph_ex")
+# the ops with `fusion:`: op stem -> (its field, its forms' test ids ("" for one form), whether it fires in a training
+# graph (else the backward saves values inside the composite, or the op writes buffers), its models test cases)
+FUSED = {"add_rms_norm": ("ops[0].fusion", ("",), False, 8), "kv_cache_update": ("ops[0].fusion", ("",), False, 0),
+         "rms_norm": ("ops[0].fusion", ("llama", "olmo2"), False, 12), "gemma_rms_norm": ("ops[0].fusion", ("",), False, 4),
+         "swiglu": ("ops[0].fusion", ("",), True, 8), "rotary": ("ops[0].fusion", ("llama", "olmo2"), True, 12)}
+FUSION_TIERS = ("fusion_composite_is_the_op", "fusion_keeps_layouts")  # per form
+FUSION_ROUTED_TIERS = ("fusion_fires", "fusion_near_misses_stay_unfused", "fusion_trains")  # per form and route
+# patterns.py is the same in both styles: the fusion tiers that compile run in the library style only (seconds each)
+COMPILING_FUSION_TIERS = ["fusion_fires", "fusion_near_misses_stay_unfused", "fusion_trains"]
+# `fusion.models` builds Hugging Face models (tiny configs): with transformers (the fusion-models extra) they are left
+# out here, being seconds each (tests/test_fusion_checks.py runs one); without it they skip, saying why
+TRANSFORMERS = importlib.util.find_spec("transformers") is not None
+NO_TRANSFORMERS = "transformers is not installed: the test builds "
 DYNAMIC = ("has a data-dependent output size (`dynamic`); a captured graph cannot return a size known only at "
            "run time")
 NO_NPU = None if importlib.util.find_spec("torch_npu") else "no NPU: torch_npu not importable"
@@ -50,6 +59,9 @@ def expected_outcomes() -> dict[str, tuple[str, str]]:
         "kv_cache_update": ("attn_ops::kv_cache_update", "npu", False, True),
         "nonzero_rows": ("select_ops::nonzero_rows", "npu", True, True),
         "rms_norm": ("myops::rms_norm", "npu", False, True),
+        "gemma_rms_norm": ("gemma_ops::gemma_rms_norm", "npu", False, True),
+        "swiglu": ("mlp_ops::swiglu", "npu", False, True),
+        "rotary": ("rope_ops::rotary", "npu", False, True),
         "scale_": ("inplace_ops::scale_", "npu", False, True),  # tags: [inplace]
         "scaled_add_out": ("out_ops::scaled_add.out", "npu", False, True),  # tags: [out]
         "scatter_update_": ("cache_ops::scatter_update_", "npu", False, True),
@@ -91,9 +103,34 @@ def expected_outcomes() -> dict[str, tuple[str, str]]:
         elif not semantics:
             expected[capture] = ("failed", TODO_MESSAGE)
         if stem in FUSED:
-            expected.update({f"test_{stem}_{tier}": ("passed", "") for tier in FUSION_TIERS})
-            expected.update({f"test_{stem}_{tier}": ("passed", "") if NPUGRAPH_EX is None else ("skipped", NPUGRAPH_EX)
-                             for tier in FUSION_NPUGRAPH_EX_TIERS})
+            expected.update(_fusion_outcomes(stem, qualname))
+    return expected
+
+
+def _fusion_outcomes(stem: str, qualname: str) -> dict[str, tuple[str, str]]:
+    field, forms, trains, models = FUSED[stem]
+    expected = {}
+    for form in forms:
+        where = f"{field}.forms[{forms.index(form)}]" if form else field
+        expected.update({f"test_{stem}_{tier}" + (f"[{form}]" if form else ""): ("passed", "") for tier in FUSION_TIERS})
+        for tier in FUSION_ROUTED_TIERS:
+            for route in ("npugraph_ex", "inductor"):
+                outcome = (("skipped", NPUGRAPH_EX) if route == "npugraph_ex" and NPUGRAPH_EX is not None else
+                           ("passed", ""))
+                if tier == "fusion_trains" and outcome[0] == "passed" and not trains:
+                    outcome = ("skipped", f"{qualname} writes buffers" if stem == "kv_cache_update" else
+                               f"{where} does not fire in the training graph under {route}")
+                expected[f"test_{stem}_{tier}[{form + '-' if form else ''}{route}]"] = outcome
+    if models and not TRANSFORMERS:
+        names = {"add_rms_norm": ("LlamaForCausalLM", "MistralForCausalLM"),
+                 "rms_norm": ("LlamaForCausalLM", "Olmo2ForCausalLM"), "gemma_rms_norm": ("GemmaForCausalLM",),
+                 "swiglu": ("LlamaForCausalLM", "Qwen3ForCausalLM"),
+                 "rotary": ("LlamaForCausalLM", "Qwen3ForCausalLM", "Olmo2ForCausalLM")}[stem]
+        dtypes = ("float16", "bfloat16", "float32") if stem == "rms_norm" else ("bfloat16", "float32")
+        expected.update({f"test_{stem}_fusion_fires_in_models[{model}-{route}-{dtype}]": (
+            "skipped", NO_TRANSFORMERS + model) for model in names for route in ("npugraph_ex", "inductor")
+            for dtype in dtypes})
+        assert len(names) * 2 * len(dtypes) == models
     return expected
 
 
@@ -105,15 +142,20 @@ def generated(request, generated_examples) -> tuple[str, list[Path]]:
 
 
 def test_every_example_is_covered():
-    assert {p.stem for p in EXAMPLES} == {"add_rms_norm", "bias_act", "kv_cache_update", "nonzero_rows",
-                                           "rms_norm", "scale_inplace", "scaled_add_out", "scatter_update",
-                                           "stack_scaled", "todo_semantics"}
+    assert {p.stem for p in EXAMPLES} == {"add_rms_norm", "bias_act", "gemma_rms_norm", "kv_cache_update",
+                                           "nonzero_rows", "rms_norm", "rotary", "scale_inplace", "scaled_add_out", "scatter_update",
+                                           "stack_scaled", "swiglu", "todo_semantics"}
 
 
 def test_generated_tests_pass_and_skip_exactly_as_expected(generated, tmp_path):
     style, projects = generated
-    results = run_generated_tests(projects, tmp_path / "junit.xml")
-    expected = expected_outcomes()
+    left_out = ["fusion_fires_in_models"] if TRANSFORMERS or style != "library" else []
+    if style != "library":
+        left_out += COMPILING_FUSION_TIERS
+    results = run_generated_tests(projects, tmp_path / "junit.xml",
+                                  " and ".join([NOT_FEATURES, *(f"not {tier}" for tier in left_out)]))
+    expected = {name: outcome for name, outcome in expected_outcomes().items()
+                if not any(f"_{tier}[" in name for tier in left_out)}
     assert sorted(results) == sorted(expected)
     for name, (outcome, text) in expected.items():
         got = results[name]
@@ -124,18 +166,29 @@ def test_generated_tests_pass_and_skip_exactly_as_expected(generated, tmp_path):
             assert text in got["message"], f"{style}: {name} failed without the TODO message:\n{got['message']}"
     counts = {kind: sum(1 for r in results.values() if r["outcome"] == kind) for kind in ("passed", "skipped",
                                                                                           "failed")}
-    # npugraph_ex on CPU: 6 pass, the dynamic op skips, the 2 tagged ops xfail (a known copy), the TODO op fails;
-    # and the 2 fused ops' 2 fusion tests under npugraph_ex
-    npugraph_ex = {"passed": 6 + 4, "skipped": 3, "failed": 1} if NPUGRAPH_EX is None else {
-        "passed": 0, "skipped": 10 + 4, "failed": 0}
-    # capture & replay on CPU: 8 pass (the tagged ops too), the dynamic op skips, the TODO op fails
-    capture = {"passed": 8, "skipped": 1, "failed": 1} if NPUGRAPH_EX is None else {"passed": 0, "skipped": 10,
-                                                                                     "failed": 0}
+    # the fusion tiers: 2 per form without a compile, then fires, near misses and training per route (library style
+    # only), the training one passing for the 3 forms that fire in a training graph (swiglu's, rotary's)
+    forms = sum(len(forms) for _, forms, _, _ in FUSED.values())
+    trained = sum(len(forms) for _, forms, trains, _ in FUSED.values() if trains)
+    assert (forms, trained) == (8, 3)
+    routed = {"passed": 3 * forms - (forms - trained), "skipped": forms - trained} if style == "library" else {
+        "passed": 0, "skipped": 0}  # per route
+    under_npugraph_ex = routed if NPUGRAPH_EX is None else {"passed": 0, "skipped": routed["passed"] + routed["skipped"]}
+    # npugraph_ex on CPU: 9 pass, the dynamic op skips, the 2 tagged ops xfail (a known copy), the TODO op fails
+    npugraph_ex = {"passed": 9, "skipped": 3, "failed": 1} if NPUGRAPH_EX is None else {
+        "passed": 0, "skipped": 13, "failed": 0}
+    # capture & replay on CPU: 11 pass (the tagged ops too), the dynamic op skips, the TODO op fails
+    capture = {"passed": 11, "skipped": 1, "failed": 1} if NPUGRAPH_EX is None else {"passed": 0, "skipped": 13,
+                                                                                      "failed": 0}
+    fusion = {kind: (2 * forms if kind == "passed" else 0) + routed[kind] + under_npugraph_ex[kind]
+              for kind in ("passed", "skipped")}
     ran = [name for name, r in results.items() if name.endswith("_capture_replay_on_cpu") and r["outcome"] == "passed"]
     assert len(ran) == capture["passed"], f"{style}: capture & replay on CPU passed for {sorted(ran)}"
-    fusion = 2 * len(FUSION_TIERS)  # with Inductor's pass and without a compile: they run everywhere
-    assert counts == {"passed": 10 * 9 - 5 + 2 + 9 + fusion + npugraph_ex["passed"] + capture["passed"],
-                      "skipped": 10 * 2 + npugraph_ex["skipped"] + capture["skipped"],
+    # the models tests skip without transformers (and are left out with it, and in the custom_op style)
+    models = 0 if "fusion_fires_in_models" in left_out else sum(cases for _, _, _, cases in FUSED.values())
+    # per op: 9 tiers pass (13 ops; the TODO op fails 5 of them), rms_norm's 2 autograd tiers, 12 semantics checks
+    assert counts == {"passed": 13 * 9 - 5 + 2 + 12 + fusion["passed"] + npugraph_ex["passed"] + capture["passed"],
+                      "skipped": 13 * 2 + fusion["skipped"] + models + npugraph_ex["skipped"] + capture["skipped"],
                       "failed": 5 + npugraph_ex["failed"] + capture["failed"]}
 
 
@@ -205,8 +258,10 @@ def test_generated_project_needs_no_opgen_at_run_time(generated):
                      if isinstance(node, ast.ImportFrom) and node.module and node.level == 0}
         assert "opgen" not in imported, path
         # stdlib: tests/npugraph_ex_cpu.py; the tests import the project's own test modules (tests/graph_checks.py);
-        # npugraph_ex: torch_npu's backend, which patterns.py registers its fusions with where it imports
-        allowed = {"torch", "torch_npu", "npugraph_ex", "pytest", "math", *sys.stdlib_module_names, *MODULES}
+        # npugraph_ex: torch_npu's backend, which patterns.py registers its fusions with where it imports;
+        # transformers: the `fusion.models` tests build Hugging Face models where it is installed (they skip else)
+        allowed = {"torch", "torch_npu", "npugraph_ex", "transformers", "pytest", "math", *sys.stdlib_module_names,
+                   *MODULES}
         assert imported <= allowed | {p.name for p in projects} | {
             pkg for project in projects for pkg in [next(project.glob("*/ops.py")).parent.name]}, (path, imported)
 

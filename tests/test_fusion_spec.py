@@ -31,9 +31,10 @@ def load(fusion: str, op: str = OP):
 
 def test_defaults_match_the_reference_with_every_tensor_an_input_and_each_scalar_its_default():
     fusion = load("fusion: {}\n").ops[0].fusion
-    assert fusion.from_reference and fusion.body.startswith("s = x + y")
-    assert (fusion.inputs, fusion.constants, fusion.conditions) == (("x", "y", "g"), (("eps", 1e-06), ("n", 1)), ())
-    assert fusion.targets == ("npugraph_ex", "inductor")
+    assert fusion.targets == ("npugraph_ex", "inductor") and fusion.models == () and len(fusion.forms) == 1
+    form = fusion.forms[0]
+    assert form.from_reference and form.body.startswith("s = x + y") and (form.field, form.name) == ("ops[0].fusion", "")
+    assert (form.inputs, form.constants, form.conditions) == (("x", "y", "g"), (("eps", 1e-06), ("n", 1)), ())
 
 
 def test_a_pattern_constants_a_float_matched_by_value_conditions_and_targets():
@@ -47,19 +48,96 @@ def test_a_pattern_constants_a_float_matched_by_value_conditions_and_targets():
           targets: [inductor]
         """)
     fusion = spec.ops[0].fusion
-    assert not fusion.from_reference and fusion.inputs == ("x", "y", "g", "eps") and fusion.constants == (("n", 1),)
-    assert [rule.python() for rule in fusion.conditions] == ["g.dim() == 1", "x.dtype == y.dtype"]
+    form = fusion.forms[0]
+    assert not form.from_reference and form.inputs == ("x", "y", "g", "eps") and form.constants == (("n", 1),)
+    assert [rule.python() for rule in form.conditions] == ["g.dim() == 1", "x.dtype == y.dtype"]
     assert fusion.targets == ("inductor",)
     context = project_context(spec)["_opgen"]
     assert context["fusions"] == "(ADD_NORM,)"
     code = context["ops"][0]["fusion"]["code"]
     assert 'scalar_workaround={"eps": ' in code and 'targets=("inductor",)' in code
-    assert "return g.dim() == 1 and x.dtype == y.dtype" in code
+    assert "return g.dim() == 1 and x.dtype == y.dtype and floating in ADD_NORM_DTYPES" in code
+
+
+FORMS = """
+    fusion:
+      forms:
+        - name: llama
+          pattern: |
+            s = x + y
+            return g * (s * eps), s
+          inputs: [x, y, g, eps]
+        - pattern: |
+            s = x + y
+            return (s * eps) * g, s
+          when: "g.dim() == 1"
+      targets: [npugraph_ex]
+      models: [LlamaForCausalLM, {architecture: Qwen3ForCausalLM, config: {num_hidden_layers: 1}}]
+    examples:
+      - {x: {shape: [4, 8], dtype: bfloat16}, y: {shape: [4, 8], dtype: bfloat16}, g: {shape: [8], dtype: bfloat16}}
+      - {x: {shape: [2, 3, 8]}, y: {shape: [2, 3, 8]}, g: {shape: [8]}}
+      - {x: {shape: [5, 8]}, y: {shape: [5, 8]}, g: {shape: [8]}}
+    """
+
+
+def test_forms_each_with_its_own_composite_inputs_and_conditions_and_the_models_that_prove_them():
+    fusion = load(FORMS).ops[0].fusion
+    llama, other = fusion.forms
+    assert (llama.field, llama.name, other.field, other.name) == ("ops[0].fusion.forms[0]", "llama",
+                                                                  "ops[0].fusion.forms[1]", "")
+    assert llama.inputs == ("x", "y", "g", "eps") and llama.constants == (("n", 1),) and not llama.conditions
+    assert other.inputs == ("x", "y", "g") and other.constants == (("eps", 1e-06), ("n", 1)) and other.conditions
+    assert fusion.targets == ("npugraph_ex",)
+    assert [(m.architecture, m.config) for m in fusion.models] == [("LlamaForCausalLM", ()), (
+        "Qwen3ForCausalLM", (("num_hidden_layers", 1),))]
+    # traced once per dtype combination of the examples, then per other rank: the bfloat16 casts are in a pattern
+    assert llama.floating_dtypes == (("bfloat16",) * 3, ("float32",) * 3)
+    assert [(trace["x"].dtype, len(trace["x"].shape)) for trace in llama.traces] == [
+        ("bfloat16", 2), ("float32", 3), ("float32", 2)]
+
+
+def test_the_generated_patterns_name_each_form_and_the_tests_run_over_them():
+    context = project_context(load(FORMS))["_opgen"]
+    fusion = context["ops"][0]["fusion"]
+    assert context["fusions"] == "(ADD_NORM_LLAMA, ADD_NORM_FORM1)"
+    assert fusion["records"] == ["ADD_NORM_LLAMA", "ADD_NORM_FORM1"] and fusion["constant"] == "ADD_NORM_FORMS"
+    assert fusion["parametrize"] == '@pytest.mark.parametrize("fusion", patterns.ADD_NORM_FORMS, ids=("llama", "form1"))'
+    code = fusion["code"]
+    for name in ("add_norm_llama_composite", "_add_norm_form1_search", ("ADD_NORM_FORMS = (ADD_NORM_LLAMA, "
+                 "ADD_NORM_FORM1)"), 'field="ops[0].fusion.forms[1]"', ("ADD_NORM_LLAMA_DTYPES = (\n    (torch.bfloat16, "
+                 "torch.bfloat16, torch.bfloat16),\n    (torch.float32, torch.float32, torch.float32),\n)")):
+        assert name in code, name
+    assert fusion["models"] == ['("LlamaForCausalLM", {})', '("Qwen3ForCausalLM", {"num_hidden_layers": 1})']
+    assert fusion["models_parametrize"].splitlines()[0] == ('@pytest.mark.parametrize("dtype", [torch.bfloat16, '
+                                                            'torch.float32], ids=("bfloat16", "float32"))')
+
+
+def test_dtypes_trace_each_example_in_each_dtype_and_leave_out_the_others():
+    spec = OP.replace("    reference:", "    dtypes: [bfloat16, float16]\n    reference:")
+    fusion = load("fusion: {}\nexamples:\n  - {x: {shape: [4, 8]}, y: {shape: [4, 8]}, g: {shape: [8]}}\n"
+                  "  - {x: {shape: [4, 8], dtype: float16}, y: {shape: [4, 8], dtype: float16}, g: {shape: [8], "
+                  "dtype: float16}}\n", spec).ops[0].fusion
+    # the float32 example in bfloat16 and float16 (itself left out: ops[0].dtypes does not list float32)
+    assert fusion.forms[0].floating_dtypes == (("bfloat16",) * 3, ("float16",) * 3)
+
+
+def test_opgen_new_warns_when_no_form_is_traced_in_half_precision(tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(OP + "    fusion: {}\n    examples:\n      - {x: {shape: [4, 8]}, y: {shape: [4, 8]}, g: "
+                    "{shape: [8]}}\n", encoding="utf-8")
+    done = opgen("new", str(spec), "-o", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stderr
+    assert ("ops[0].fusion is traced in float32 only (the dtypes of ops[0].examples): a bfloat16 or float16 model has "
+            "casts these patterns lack") in " ".join(done.stderr.split()), done.stderr
+    bf16 = OP + ("    fusion: {}\n    examples:\n      - {x: {shape: [4, 8], dtype: bfloat16}, y: {shape: [4, 8], "
+                 "dtype: bfloat16}, g: {shape: [8], dtype: bfloat16}}\n")
+    assert not [note for note in load_spec_text(bf16, "spec.yaml").ops[0].notes if "traced in" in note]
 
 
 def test_an_op_without_fusion_gets_no_patterns_module():
     context = project_context(load_spec_text(OP, "spec.yaml"))["_opgen"]
-    assert context["fusions"] == "" and context["ops"][0]["fusion"] == {"constant": "", "code": ""}
+    assert context["fusions"] == "" and context["ops"][0]["fusion"]["constant"] == ""
+    assert context["ops"][0]["fusion"]["records"] == [] and context["ops"][0]["fusion"]["code"] == ""
 
 
 @pytest.mark.parametrize("fusion, message, hint", [
@@ -89,6 +167,20 @@ def test_an_op_without_fusion_gets_no_patterns_module():
     ("fusion:\n  pattern: |\n    s = x + y\n    return s * eps, s\n",
      "spec.yaml:11:16: ops[0].fusion.pattern never reads g, an input of the pattern (ops[0].fusion.inputs)",
      "read it in the composite"),
+    ("fusion: []\n", "spec.yaml:10:13: ops[0].fusion is an empty list of forms", "give one form"),
+    ("fusion: {forms: [{}], when: \"g.dim() == 1\"}\n",
+     "spec.yaml:10:27: ops[0].fusion.when stands beside ops[0].fusion.forms: each form has its own", "move it into"),
+    ("fusion: {forms: {}}\n", "spec.yaml:10:21: ops[0].fusion.forms must be a list of forms", None),
+    ("fusion: [{}, {}]\n", "spec.yaml:10:18: ops[0].fusion[1] is the composite of ops[0].fusion[0] again",
+     "operand orders of a sum or product are matched"),
+    ("fusion: [{name: a}, {name: a, inputs: [x, y, g, eps]}]\n",
+     "spec.yaml:10:25: ops[0].fusion[1].name 'a' is the name of ops[0].fusion[0] too", "its own name"),
+    ("fusion: [{targets: [inductor]}]\n", "spec.yaml:10:15: unknown key 'targets' in ops[0].fusion[0]", None),
+    ("fusion: {models: [Llama-7b]}\n", "spec.yaml:10:23: ops[0].fusion.models[0] 'Llama-7b' is not a valid", None),
+    ("fusion: {models: [LlamaForCausalLM, LlamaForCausalLM]}\n",
+     "spec.yaml:10:41: ops[0].fusion.models[1]: LlamaForCausalLM is listed twice", None),
+    ("fusion: {models: [{architecture: X, config: [1]}]}\n",
+     "spec.yaml:10:49: ops[0].fusion.models[0].config must map config names to values", None),
     ("fusion:\n  pattern: |\n    return torch.ops.ns.add_norm(x, y, g), x\n",
      "spec.yaml:12:16: ops[0].fusion.pattern calls the op itself", "write the computation with torch operators"),
 ])

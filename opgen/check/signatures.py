@@ -329,6 +329,11 @@ TABLE: tuple[Signature, ...] = (
       ("the kernel takes fewer dtypes (int64 indices only) or shapes than the composite",),
       "add the condition to `fusion.when` (e.g. \"slot_mapping.dtype == int64\"), or list the dtypes in ops[i].dtypes",
       None),
+    S("fusion-changes-layout", "precision", "the fused op's outputs have other strides than the composite's",
+      (("the op's fake is contiguous (`shape:`/`dtype:`) where the composite keeps an input's layout (a transposed q or "
+       "k): a backward compiled for the composite fails on npugraph_ex's and Inductor's stride checks"),),
+      "declare `like: <input>` for the output in opgen.yaml, or add a layout condition to `fusion.when` "
+      "(\"x.is_contiguous()\")", None),
     S("worker-crash", None, "the process running the rung died",
       ("a segmentation fault or abort in a C++/device kernel", "the kernel exhausted memory"),
       "run the rung's call under gdb or with PYTHONFAULTHANDLER=1; check the kernel's bounds and allocations",

@@ -64,7 +64,7 @@ class Op:
         self.dynamic = False  # a data-dependent output size (known from a project's spec only)
         self.eager_notes: dict = {}
         self.field = ""  # a project's op: where opgen.yaml describes it ("ops[0]")
-        self.fusion = None  # a project's op with `fusion:`: its Fusion record (<package>/patterns.py)
+        self.fusion = []  # a project's op with `fusion:`: its forms' Fusion records (<package>/patterns.py)
         self.register = None  # ... and the package's register_fusions
         self.module = ""  # what a process imports to register the op (a project's package, or the target module)
         self.package = ""  # a project's package (its compile_cache keys npugraph_ex's cache)
@@ -141,7 +141,9 @@ def _resolve_project(target: dict) -> list[Op]:
         patterns, error = _import(f"{spec.package}.patterns", target["text"])
         if error is not None:
             return [Op(f"{spec.namespace}::{op.schema.name}", import_error=error) for op in spec.ops]
-    fusions = {fusion.overload: fusion for fusion in (patterns.FUSIONS if patterns else ())}
+    fusions: dict = {}
+    for fusion in patterns.FUSIONS if patterns else ():
+        fusions.setdefault(fusion.overload, []).append(fusion)  # its forms
     found = []
     for op_spec in spec.ops:
         name = f"{spec.namespace}::{op_spec.schema.name}" + (f".{op_spec.schema.overload}"
@@ -158,7 +160,7 @@ def _resolve_project(target: dict) -> list[Op]:
         found.append(Op(name, overload, examples=op_spec.examples, sources=[source], project=True))
         found[-1].dynamic = op_spec.is_dynamic
         found[-1].field = f"ops[{op_spec.index}]"
-        found[-1].fusion = fusions.get(overload)
+        found[-1].fusion = fusions.get(overload, [])
         found[-1].register = patterns.register_fusions if patterns else None
         found[-1].module = found[-1].package = spec.package
     return found
@@ -587,8 +589,9 @@ def _decomposition(op: Op) -> tuple[str, list[str]] | None:
 
 
 def rung_fusion(op: Op) -> str:
-    """A generated project's op with `fusion:`: where the fusion applies, the composite computes what the op computes,
-    and a model written with it gets the op under npugraph_ex (on CPU, when fetched) and Inductor's pattern pass."""
+    """A generated project's op with `fusion:`, each of its forms: where it applies, the composite computes what the
+    op computes and the op keeps the composite's layouts, and a model written with it gets the op under npugraph_ex
+    (on CPU, when fetched) and Inductor's pattern pass."""
     from dataclasses import replace
 
     from ..npugraph_ex import loader
@@ -596,27 +599,33 @@ def rung_fusion(op: Op) -> str:
     if not op.project:
         raise RungSkipped("fusion patterns come from `fusion:` in a generated project's opgen.yaml: give the project "
                           "directory")
-    if op.fusion is None:
+    if not op.fusion:
         raise RungSkipped(f"no `fusion:` for {op.name} in opgen.yaml")
     checks = _checks()
     target = replace(_target(op), field=op.field)
     fired, skipped = [], []
+    routes = [route for route in ("npugraph_ex", "inductor") if any(route in form.targets for form in op.fusion)]
     try:
-        checks.assert_fusion_matches_the_op(target, op.fusion, lambda seed: calls(op, seed))
-        for route in op.fusion.targets:
+        for form in op.fusion:
+            checks.assert_fusion_matches_the_op(target, form, lambda seed: calls(op, seed))
+            checks.assert_fusion_keeps_layouts(target, form, lambda seed: calls(op, seed))
+        for route in routes:
             reason = loader().unavailable() if route == "npugraph_ex" else None
             if reason is not None:
                 skipped.append(f"{route} ({reason})")
                 continue
-            checks.assert_fusion_fires(target, op.fusion, op.register, lambda seed: calls(op, seed)[0], route)
+            for form in op.fusion:
+                checks.assert_fusion_fires(target, form, op.register, lambda seed: calls(op, seed)[0], route)
             fired.append(route)
     except checks.CheckFailed as failed:
         raise RungFailed(failed.kind, str(failed).splitlines()[0], str(failed)) from None
+    field = op.fusion[0].field.split(".forms")[0]
     if not fired:
-        raise RungSkipped(f"{op.fusion.field} could fire under none of its targets here: " + ", ".join(skipped))
+        raise RungSkipped(f"{field} could fire under none of its targets here: " + ", ".join(skipped))
     note = f"; not run under {', '.join(skipped)}" if skipped else ""
-    return (f"{op.fusion.field} fires on its composite under {' and '.join(fired)}, no node of it left; the composite "
-            f"computes what the op computes where the fusion applies{note}")
+    forms = f" ({len(op.fusion)} forms)" if len(op.fusion) > 1 else ""
+    return (f"{field}{forms} fires on its composite under {' and '.join(fired)}, no node of it left; the composite "
+            f"computes what the op computes where the fusion applies, and the op keeps its layouts{note}")
 
 
 def rung_capture(op: Op) -> str:

@@ -79,8 +79,9 @@ def project_context(spec: ProjectSpec) -> dict:
             "init_all": wrapped_list("__all__ = ", [literal(n) for n in functions], "[", "]"),
             "import_lines": sorted(line for op in ops for line in op["import_lines"]),
             # ops with `fusion:`: <package>/patterns.py registers their replacements
-            "fusions": tuple_text([op["fusion"]["constant"] for op in ops if op["fusion"]["constant"]])
+            "fusions": tuple_text([record for op in ops for record in op["fusion"]["records"]])
             if any(op["fusion"]["constant"] for op in ops) else "",
+            "fusion_models": any(op["fusion"]["models"] for op in ops),  # `fusion.models`: tests build HF models
             "ops": ops,
             "tests": data(_test_module(spec, ops)),
         },

@@ -1,16 +1,19 @@
-"""`ops[i].fusion`: the composite models write instead of calling the op, read from the YAML nodes.
+"""`ops[i].fusion`: the composites models write instead of calling the op, read from the YAML nodes.
 
-The generated `<package>/patterns.py` registers it with npugraph_ex's and Inductor's pattern matchers, which
-replace the composite by the op in compiled graphs. Everything is checked here, with `file:line:col`: whether the
-op can be a replacement at all, the composite's body (parsed as it will be written, its returns counted), which
-arguments are matched as graph values and which are constants, the conditions (`when:`, in the semantics
-language) and the targets.
+The generated `<package>/patterns.py` registers them with npugraph_ex's and Inductor's pattern matchers, which
+replace each composite by the op in compiled graphs. `fusion:` is one form (a mapping), a list of forms, or a
+mapping with `forms:`; beside the forms it says where to register (`targets`) and which Hugging Face models prove
+it (`models`). Everything is checked here, with `file:line:col`: whether the op can be a replacement at all, each
+composite's body (parsed as it will be written, its returns counted), which arguments are matched as graph values
+and which are constants, the conditions (`when:`, in the semantics language), the targets and the models; and which
+example inputs each form is first traced with (one per dtype combination, so that a bfloat16 model's casts match).
 """
 
 from __future__ import annotations
 
 import ast
 import difflib
+from dataclasses import replace
 
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
@@ -19,15 +22,34 @@ from ..schema.model import Argument, BaseType, ListType, OptionalType, Schema, s
 from ..schema.parser import span_column
 from .bodies import body_error, check_body, own_returns, value_returns
 from .examples import example_value
-from .model import FUSION_TARGETS, FusionSpec, OpSpec
-from .nodes import _kind, _mapping, _scalar, _Source, _string
+from .model import (
+    FLOATING_DTYPES,
+    FUSION_TARGETS,
+    HALF_DTYPES,
+    FusionForm,
+    FusionModel,
+    FusionSpec,
+    OpSpec,
+    TensorValue,
+)
+from .nodes import _identifier, _kind, _mapping, _scalar, _Source, _string
 from .semantics import SemanticsError, parse_condition
 
-FUSION_KEYS = ("pattern", "inputs", "constants", "when", "targets")
+FORM_KEYS = ("name", "pattern", "inputs", "constants", "when")
+OP_KEYS = ("targets", "models")  # about the op's fusion as a whole, beside its forms
+MODEL_KEYS = ("architecture", "config")
 # Scalars a pattern matches by value (torch's `scalar_workaround` turns a literal of the traced value into a wildcard):
 # floats only, as npugraph_ex's own patterns use it (an int is often a dim or a size, which a traced wildcard breaks).
 MATCHED_SCALARS = ("float",)
 HEADER = ["def _composite():"]  # the body is checked as the body of a function, as for `reference:`
+MAX_TRACES = 6  # first traces per form: every dtype combination of the examples, then other ranks
+
+
+def with_fusion(source: _Source, entry: tuple[ScalarNode, Node], op: OpSpec, reference_node: Node | None,
+                schema_node: ScalarNode, namespace: str) -> OpSpec:
+    """`op` with its `fusion:`, and a note when no form is traced in half precision."""
+    fusion = parse_fusion(source, entry, op, reference_node, schema_node, namespace)
+    return replace(op, fusion=fusion, notes=op.notes + _half_precision_notes(op, fusion))
 
 
 def parse_fusion(source: _Source, entry: tuple[ScalarNode, Node], op: OpSpec, reference_node: Node | None,
@@ -38,16 +60,167 @@ def parse_fusion(source: _Source, entry: tuple[ScalarNode, Node], op: OpSpec, re
     _check_replaceable(source, key_node, schema_node, op, where)
     if isinstance(node, ScalarNode) and _scalar(node) is None:
         node = MappingNode("tag:yaml.org,2002:map", [], node.start_mark, node.end_mark)
-    fields = _mapping(source, node, where, FUSION_KEYS)
-    body, body_node, field = _body(source, key_node, fields, op, reference_node, where)
-    _check_composite(source, body_node, body, field, op, namespace)
-    inputs = _inputs(source, fields.get("inputs"), op.schema, where)
-    _check_inputs_read(source, fields["inputs"][1] if "inputs" in fields else body_node, body_node, body, field,
-                       inputs, where)
-    constants = _constants(source, fields.get("constants"), op.schema, inputs, key_node, where)
-    conditions = _conditions(source, fields["when"][1], op.schema, f"{where}.when") if "when" in fields else ()
+    fields: dict = {}
+    if isinstance(node, SequenceNode):
+        items = [(item, f"{where}[{number}]", FORM_KEYS) for number, item in enumerate(node.value)]
+        if not items:
+            raise source.error(node, f"{where} is an empty list of forms", "give one form (a mapping) or more")
+    else:
+        fields = _mapping(source, node, where, ("forms", *FORM_KEYS, *OP_KEYS))
+        if "forms" in fields:
+            items = _form_items(source, fields, where)
+        else:
+            items = [(node, where, (*FORM_KEYS, *OP_KEYS))]
+    forms = tuple(_form(source, item, field, allowed, key_node, op, reference_node, namespace)
+                  for item, field, allowed in items)
+    _check_distinct(source, [item for item, _, _ in items], forms)
     targets = _targets(source, fields["targets"][1], f"{where}.targets") if "targets" in fields else FUSION_TARGETS
-    return FusionSpec(body, "pattern" not in fields, inputs, constants, conditions, targets)
+    models = _models(source, fields["models"][1], f"{where}.models") if "models" in fields else ()
+    return FusionSpec(forms, targets, models, where)
+
+
+def _form_items(source: _Source, fields: dict, where: str) -> list[tuple[Node, str, tuple[str, ...]]]:
+    """The nodes of `fusion.forms`; the keys of one form may not stand beside it."""
+    stray = [fields[key][0] for key in FORM_KEYS if key in fields]
+    if stray:
+        raise source.error(stray[0], f"{where}.{stray[0].value} stands beside {where}.forms: each form has its own",
+                           f"move it into the forms of {where}.forms that need it")
+    node = fields["forms"][1]
+    if not isinstance(node, SequenceNode) or not node.value:
+        raise source.error(node, f"{where}.forms must be a list of forms, not {_kind(node)}",
+                           "e.g. `forms: [{name: llama, pattern: ...}, {name: olmo2, pattern: ...}]`")
+    return [(item, f"{where}.forms[{number}]", FORM_KEYS) for number, item in enumerate(node.value)]
+
+
+def _form(source: _Source, node: Node, field: str, allowed: tuple[str, ...], key_node: ScalarNode, op: OpSpec,
+          reference_node: Node | None, namespace: str) -> FusionForm:
+    """One composite: its body, inputs, constants, conditions, name and first traces."""
+    if isinstance(node, ScalarNode) and _scalar(node) is None:
+        node = MappingNode("tag:yaml.org,2002:map", [], node.start_mark, node.end_mark)
+    fields = _mapping(source, node, field, allowed)
+    anchor = key_node if field.endswith(".fusion") else node
+    body, body_node, body_field = _body(source, anchor, fields, op, reference_node, field)
+    _check_composite(source, body_node, body, body_field, op, namespace)
+    inputs = _inputs(source, fields.get("inputs"), op.schema, field)
+    _check_inputs_read(source, fields["inputs"][1] if "inputs" in fields else body_node, body_node, body, body_field,
+                       inputs, field)
+    constants = _constants(source, fields.get("constants"), op.schema, inputs, anchor, field)
+    conditions = _conditions(source, fields["when"][1], op.schema, f"{field}.when") if "when" in fields else ()
+    name = _identifier(source, fields["name"][1], f"{field}.name") if "name" in fields else ""
+    traces = _traces(op, inputs)
+    if not traces:
+        raise source.error(anchor, f"{field}: no example of ops[{op.index}] gives every tensor input of the pattern "
+                           f"({', '.join(inputs)}): it has nothing to be traced with",
+                           f"add an example with them to ops[{op.index}].examples")
+    return FusionForm(field, name, body, "pattern" not in fields, inputs, constants, conditions, traces)
+
+
+def _check_distinct(source: _Source, nodes: list[Node], forms: tuple[FusionForm, ...]) -> None:
+    """Each form is another composite, and each name names one form."""
+    seen: dict = {}
+    names: dict[str, str] = {}
+    for node, form in zip(nodes, forms, strict=True):
+        key = (ast.dump(ast.parse(form.body)), form.inputs, form.constants,
+               tuple(rule.python() for rule in form.conditions))
+        if key in seen:
+            raise source.error(node, f"{form.field} is the composite of {seen[key]} again",
+                               "remove one (the operand orders of a sum or product are matched without a form each)")
+        seen[key] = form.field
+        if form.name and form.name in names:
+            raise source.error(node, f"{form.field}.name {form.name!r} is the name of {names[form.name]} too",
+                               "give each form its own name")
+        names[form.name] = form.field
+
+
+def _traces(op: OpSpec, inputs: tuple[str, ...]) -> tuple[dict, ...]:
+    """The inputs of a form's first traces (their metadata; None for a float matched by value): one per dtype
+    combination of the examples' tensors, then one per other rank, up to MAX_TRACES (`_candidates`)."""
+    tensors = [name for name in inputs if op.schema.argument(name).is_tensor]
+    by_dtypes: dict = {}
+    by_rank: dict = {}
+    for trace in _candidates(op, inputs, tensors):
+        dtypes = tuple(trace[name].dtype for name in tensors)
+        by_dtypes.setdefault(dtypes, trace)
+        by_rank.setdefault((dtypes, tuple(len(trace[name].shape) for name in tensors)), trace)
+    chosen = list(by_dtypes.values())
+    chosen += [trace for trace in by_rank.values() if all(trace is not c for c in chosen)]
+    return tuple(chosen[:max(MAX_TRACES, len(by_dtypes))])
+
+
+def _candidates(op: OpSpec, inputs: tuple[str, ...], tensors: list[str]) -> list[dict]:
+    """Each example that gives every tensor input, and it in every dtype of `ops[i].dtypes` (its tensors of its first
+    floating dtype in it, as the tests sweep it). With `ops[i].dtypes`, one with another floating dtype is left out
+    (the fusion does not apply there)."""
+    found = []
+    for example in op.examples:
+        values = example.values
+        if not all(isinstance(values.get(name), TensorValue) for name in tensors):
+            continue
+        base = {name: _metadata(values[name]) if name in tensors else None for name in inputs}
+        main = next((base[name].dtype for name in tensors if base[name].dtype in FLOATING_DTYPES), None)
+        found.append(base)
+        found += [{name: replace(v, dtype=dtype) if isinstance(v, TensorValue) and v.dtype == main else v
+                   for name, v in base.items()} for dtype in op.dtypes if main is not None and dtype != main]
+    if not op.dtypes:
+        return found
+    return [c for c in found if all(v.dtype in op.dtypes for v in c.values() if isinstance(v, TensorValue)
+                                    and v.dtype in FLOATING_DTYPES)]
+
+
+def _metadata(value: TensorValue) -> TensorValue:
+    return TensorValue(value.dtype, value.shape if value.shape is not None else _shape(value.values))
+
+
+def _shape(values) -> tuple[int, ...]:
+    shape = []
+    while isinstance(values, (tuple, list)):
+        shape.append(len(values))
+        values = values[0] if values else None
+    return tuple(shape)
+
+
+def _half_precision_notes(op: OpSpec, fusion: FusionSpec) -> tuple[str, ...]:
+    """A fused op whose forms are traced in no half-precision dtype: a float16 or bfloat16 model (how most are
+    served) has casts those traces lack, so its composite stays unfused there."""
+    dtypes = sorted({d for form in fusion.forms for combination in form.floating_dtypes for d in combination})
+    if not dtypes or any(d in HALF_DTYPES for d in dtypes):
+        return ()
+    source = f"ops[{op.index}].dtypes" if op.dtypes else f"ops[{op.index}].examples"
+    return ((f"{fusion.field} is traced in {', '.join(dtypes)} only (the dtypes of {source}): a bfloat16 or float16 "
+            "model has casts these patterns lack, and keeps its composite; add an example in bfloat16 (or list the "
+            f"dtypes in ops[{op.index}].dtypes)"),)
+
+
+def _models(source: _Source, node: Node, field: str) -> tuple[FusionModel, ...]:
+    """`fusion.models`: Hugging Face architecture names (`LlamaForCausalLM`), each alone or with config values."""
+    if not isinstance(node, SequenceNode) or not node.value:
+        raise source.error(node, f"{field} must be a list of Hugging Face architectures",
+                           "e.g. `models: [LlamaForCausalLM, {architecture: Qwen3ForCausalLM, config: {...}}]`")
+    found: dict[str, FusionModel] = {}
+    for number, item in enumerate(node.value):
+        where = f"{field}[{number}]"
+        config: tuple = ()
+        if isinstance(item, MappingNode):
+            fields = _mapping(source, item, where, MODEL_KEYS, required=("architecture",))
+            architecture = _identifier(source, fields["architecture"][1], f"{where}.architecture")
+            if "config" in fields:
+                config = _config(source, fields["config"][1], f"{where}.config")
+        else:
+            architecture = _identifier(source, item, where)
+        if architecture in found:
+            raise source.error(item, f"{where}: {architecture} is listed twice", "list each architecture once")
+        found[architecture] = FusionModel(architecture, config)
+    return tuple(found.values())
+
+
+def _config(source: _Source, node: Node, field: str) -> tuple[tuple[str, object], ...]:
+    if not isinstance(node, MappingNode):
+        raise source.error(node, f"{field} must map config names to values", "e.g. `config: {num_hidden_layers: 1}`")
+    found = []
+    for key, value in node.value:
+        name = _identifier(source, key, f"{field} key")
+        found.append((name, _scalar(value)))
+    return tuple(found)
 
 
 def _check_replaceable(source: _Source, key_node: ScalarNode, schema_node: ScalarNode, op: OpSpec, where: str) -> None:

@@ -47,13 +47,14 @@ from .autograd import (
 )
 from .bodies import body_error, check_body, value_returns
 from .examples import derive_example, describe_value, examples, load_inputs_text, tolerance
-from .fusion import parse_fusion
+from .fusion import with_fusion
 from .inputs import parse_inputs
 from .model import (
     DEFAULT_DEVICE,
     DEFAULT_TARGET,
     DEVICES,
     DTYPES,
+    FLOATING_DTYPES,
     RANDOM_TAG,
     STYLES,
     TAGS,
@@ -223,8 +224,7 @@ def _op(source: _Source, node: Node, index: int, project: _Project) -> OpSpec:
                 tuple(binding for binding, _ in let), dtypes, contiguous, inputs=inputs, dtype_defaults=dtype_defaults)
     if "fusion" in fields:
         reference_node = fields["reference"][1] if "reference" in fields else None
-        op = replace(op, fusion=parse_fusion(source, fields["fusion"], op, reference_node, fields["schema"][1],
-                                             project.namespace))
+        op = with_fusion(source, fields["fusion"], op, reference_node, fields["schema"][1], project.namespace)
     return op
 
 
@@ -454,8 +454,6 @@ def _check_names_unique(source: _Source, ops_node: SequenceNode, ops: list[OpSpe
                                f"ops[{seen[key]}])", "give each op (or overload) its own name")
         seen[key] = op.index
 
-
-FLOATING_DTYPES = ("float16", "bfloat16", "float32", "float64")
 
 
 def _dtypes(source: _Source, node: Node, field: str) -> tuple[str, ...]:

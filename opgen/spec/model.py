@@ -109,22 +109,53 @@ class AutogradSpec:
 
 # Where `ops[i].fusion` registers its replacement: npugraph_ex's pattern pass, Inductor's post-grad pass.
 FUSION_TARGETS = ("npugraph_ex", "inductor")
+FLOATING_DTYPES = ("float16", "bfloat16", "float32", "float64")
+HALF_DTYPES = ("float16", "bfloat16")
+
+
+@dataclass(frozen=True)
+class FusionForm:
+    """One composite that compiled graphs replace with the op (`ops[i].fusion`, or one item of its forms).
+
+    The composite is matched literally: its ops, their order and every constant in it (a dim, a literal epsilon),
+    but the operand order of a sum or product. `inputs` are matched as graph values (the tensors, and scalars
+    matched by value with the pattern matcher's `scalar_workaround`); the other arguments are `constants`, baked
+    into the pattern. `traces` are the inputs of its first traces: one per dtype combination of the examples (and
+    `ops[i].dtypes`), as a model in that dtype has its casts."""
+
+    field: str  # where the spec says it: "ops[0].fusion", "ops[0].fusion.forms[1]"
+    name: str  # `name:`, "" for the one form of a plain mapping: names its generated functions
+    body: str  # the composite's body: `pattern`, else the op's `reference:`
+    from_reference: bool
+    inputs: tuple[str, ...]
+    constants: tuple[tuple[str, object], ...]  # (argument, value), in schema order
+    conditions: tuple = ()  # `when`: ConditionRules on the matched values, all must hold
+    traces: tuple[dict, ...] = ()  # per first trace: input -> TensorValue (metadata only) or a float
+
+    @property
+    def floating_dtypes(self) -> tuple[tuple[str, ...], ...]:
+        """Per trace, the dtypes of its floating tensor inputs (in order): where the form applies."""
+        return tuple(dict.fromkeys(tuple(v.dtype for v in trace.values() if isinstance(v, TensorValue)
+                                         and v.dtype in FLOATING_DTYPES) for trace in self.traces))
+
+
+@dataclass(frozen=True)
+class FusionModel:
+    """`fusion.models[k]`: a Hugging Face architecture whose generated test builds it (tiny config, random weights)."""
+
+    architecture: str  # a transformers class: "LlamaForCausalLM"
+    config: tuple[tuple[str, object], ...] = ()  # config values over the tiny defaults
 
 
 @dataclass(frozen=True)
 class FusionSpec:
-    """`ops[i].fusion`: the composite models write instead of calling the op, which compiled graphs replace with it.
+    """`ops[i].fusion`: the composites models write instead of calling the op, which compiled graphs replace
+    with it (one form, or several: Llama's and Olmo2's RMS norm), where it registers, and the models that prove it."""
 
-    The composite is matched literally: its ops, their order and every constant in it (a dim, a literal epsilon).
-    `inputs` are matched as graph values (the tensors, and scalars matched by value with the pattern matcher's
-    `scalar_workaround`); the other arguments are `constants`, baked into the pattern."""
-
-    body: str  # the composite's body: `fusion.pattern`, else the op's `reference:`
-    from_reference: bool
-    inputs: tuple[str, ...]
-    constants: tuple[tuple[str, object], ...]  # (argument, value), in schema order
-    conditions: tuple = ()  # `fusion.when`: ConditionRules on the matched values, all must hold
+    forms: tuple[FusionForm, ...]
     targets: tuple[str, ...] = FUSION_TARGETS
+    models: tuple[FusionModel, ...] = ()
+    field: str = ""  # "ops[0].fusion"
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ import torch
 from input_variants import SWEPT_DTYPES, Domain, Draw, Variant, drawn, moved, random_tensor, smaller_calls, variants
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch import config as functorch_config
+from torch._functorch.aot_autograd import make_boxed_func
 from torch._higher_order_ops.auto_functionalize import auto_functionalized, auto_functionalized_v2
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.autograd.gradcheck import GradcheckError
@@ -1945,7 +1946,7 @@ def assert_fusion_matches_the_op(op: Op, fusion, examples: Callable[[int], list[
     fails naming ops[i].fusion; a call the fusion applies to and the kernel refuses, naming ops[i].fusion.when."""
     problems, checked = [], 0
     for label, call in fusion_variants(op, fusion, examples):
-        if not fusion.applies(**call):
+        if not fusion.holds(**call):
             continue
         composite_call, op_call = clone(call), clone(call)
         expected = _reference_result(lambda c: fusion.composite(**c), composite_call)
@@ -2019,31 +2020,35 @@ def _snapshot(graph: torch.fx.Graph, composite: Callable, overload) -> dict:
     return {"op": calls_op(graph, overload), "composite": [n.format_node() for n in left], "code": str(graph)}
 
 
-def _fusion_backend(route: str, fusion, register: Callable, seen: FusedGraphs, session=None):
-    """The backend compiling with `fusion`'s pattern pass: npugraph_ex's (pattern fusion on; its pre and post passes
-    snapshot the graph around the fusion pass), or Inductor's pass after its remove_noop_ops under aot_eager."""
+def _fusion_backend(route: str, register: Callable, before: Callable, after: Callable, session=None,
+                    bw_compiler: Callable | None = None):
+    """The backend compiling with the package's fusions under `route`: npugraph_ex's (pattern fusion on, the fusions
+    registered with it), or Inductor's pattern pass (FUSION_PASS) after its remove_noop_ops under aot_eager.
+    `before` and `after` see each forward graph around the pattern pass; `bw_compiler`: Inductor's backward."""
     if route == "npugraph_ex":
-        register(install=False)
-
-        def before(gm, *_inputs_and_config):
-            seen.before.append(_snapshot(gm.graph, fusion.composite, fusion.overload))
-
-        def after(gm, *_inputs_and_config):
-            seen.after.append(_snapshot(gm.graph, fusion.composite, fusion.overload))
-        return session.backend(fusion=True, post_grad_custom_pre_pass=before, post_grad_custom_post_pass=after)
+        register(install=False, targets=(route,))
+        return session.backend(fusion=True, post_grad_custom_pre_pass=lambda gm, *_: before(gm.graph),
+                               post_grad_custom_post_pass=lambda gm, *_: after(gm.graph))
     from torch._inductor.decomposition import select_decomp_table
     from torch._inductor.fx_passes.post_grad import remove_noop_ops
 
-    pattern_pass = register(install=False)
+    pattern_pass = register(install=False, targets=(route,)).inductor_pass
 
     def compiler(gm, _example_inputs):
         remove_noop_ops(gm.graph)
-        seen.before.append(_snapshot(gm.graph, fusion.composite, fusion.overload))
+        before(gm.graph)
         pattern_pass(gm.graph)
         gm.recompile()
-        seen.after.append(_snapshot(gm.graph, fusion.composite, fusion.overload))
+        after(gm.graph)
         return gm
-    return aot_autograd(fw_compiler=compiler, decompositions=select_decomp_table(), keep_inference_input_mutations=True)
+    return aot_autograd(fw_compiler=compiler, bw_compiler=bw_compiler or (lambda gm, _example_inputs: gm),
+                        decompositions=select_decomp_table(), keep_inference_input_mutations=True)
+
+
+def _snapshots(fusion, seen: FusedGraphs) -> tuple[Callable, Callable]:
+    """The `before` and `after` of `_fusion_backend` recording `_snapshot`s of `fusion` into `seen`."""
+    return (lambda graph: seen.before.append(_snapshot(graph, fusion.composite, fusion.overload)),
+            lambda graph: seen.after.append(_snapshot(graph, fusion.composite, fusion.overload)))
 
 
 def _fusion_model(fusion, closure: Call) -> Callable:
@@ -2081,8 +2086,8 @@ def compile_with_fusion(op: Op, fusion, register: Callable, route: str, fn: Call
     with contextlib.ExitStack() as stack:
         stack.enter_context(torch.no_grad())
         session = stack.enter_context(npugraph_ex_cpu().Session()) if route == "npugraph_ex" else None
-        compiled = torch.compile(fn, backend=_fusion_backend(route, fusion, register, seen, session), fullgraph=True,
-                                 dynamic=False)
+        compiled = torch.compile(fn, backend=_fusion_backend(route, register, *_snapshots(fusion, seen), session),
+                                 fullgraph=True, dynamic=False)
         for call in calls:
             eager_call = clone(call)
             expected = fn(**eager_call)
@@ -2119,7 +2124,7 @@ def assert_fusion_fires(op: Op, fusion, register: Callable, make_call: Callable[
     of the composite is left; three calls with new values (written buffers reused) equal eager. Under npugraph_ex
     the op is in the graph handed to capture, writing the caller's buffers in place."""
     calls = [fusion_call(fusion, call) for call in _calls_with_reused_buffers(op, make_call, (0, 1, 2))]
-    if not fusion.applies(**calls[0]):
+    if not fusion.holds(**calls[0]):
         skip(f"{fusion.field}.when does not hold on {op.field}.examples[0]: the first example cannot show it fire")
     closure = _split(calls[0])[1]
     seen = compile_with_fusion(op, fusion, register, route, _fusion_model(fusion, closure),
@@ -2215,8 +2220,8 @@ def _graph_model(gm: torch.fx.GraphModule, names: list[str]) -> Callable:
 def fusion_near_misses(op: Op, fusion, examples: Callable[[int], list[Call]]) -> list[tuple[str, Callable, Call]]:
     """(what, model, tensor arguments): models close to the composite that the op must not replace. Each constant of
     the pattern moved off its value; the composite with an intermediate value used outside it; with a reduction
-    (an op taking `dim`) over another dim; and the first call of `fusion_variants` on which ops[i].fusion.when or
-    ops[i].dtypes does not hold (another dtype, another size) that the composite still computes."""
+    (an op taking `dim`) over another dim; and the first call of `fusion_variants` the fusion does not apply to in
+    each way (`fusion_refusal`: a dtype it is not traced in, its `when:`) that the composite still computes."""
     first = fusion_call(fusion, examples(0)[0])
     found = []
     tensor_args, closure = _split(first)
@@ -2236,14 +2241,16 @@ def fusion_near_misses(op: Op, fusion, examples: Callable[[int], list[Call]]) ->
         if _reference_result(lambda args, model=model: model(**args), clone(tensor_args)) is _REFUSED:
             continue  # the changed composite does not run: no model computes it
         found.append((f"{what} ({node.format_node()})", model, tensor_args))
+    refused = set()  # one call per way of not applying: a dtype it is not traced in, its `when:`
     for label, call in fusion_variants(op, fusion, examples):
-        if fusion.applies(**call):
+        refusal = fusion_refusal(fusion, call)
+        kind = refusal.endswith("when does not hold")
+        if not refusal or kind in refused:
             continue
         if _reference_result(lambda c: fusion.composite(**c), clone(call)) is _REFUSED:
             continue
-        found.append((f"{op.field}.{label}, where {fusion.field}.when does not hold", _fusion_model(
-            fusion, _split(call)[1]), _split(call)[0]))
-        break
+        refused.add(kind)
+        found.append((f"{op.field}.{label}: {refusal}", _fusion_model(fusion, _split(call)[1]), _split(call)[0]))
     return found
 
 
@@ -2271,3 +2278,268 @@ def assert_near_misses_stay_unfused(op: Op, fusion, register: Callable, examples
     tried = [what for what, _, _ in near_misses]
     print(f"{fusion.field} under {route}: stayed unfused on " + "; ".join(tried))
     return tried
+
+
+def fusion_refusal(fusion, call: Call) -> str:
+    """Why `fusion` does not apply to `call` ("" when it does): a dtype it is not traced in, or its `when:`."""
+    floating = tuple(t.dtype for name in fusion.inputs if isinstance(call.get(name), torch.Tensor)
+                     for t in [call[name]] if t.is_floating_point())
+    if floating not in fusion.dtypes:
+        names = " and ".join(dict.fromkeys(str(d).removeprefix("torch.") for d in floating))
+        return f"{fusion.field} is not traced in {names}"
+    return "" if fusion.holds(**call) else f"{fusion.field}.when does not hold"
+
+
+# --- layouts: the op's outputs have the strides the composite's have ---------------------------------
+
+
+def _sliced(t: torch.Tensor) -> torch.Tensor:
+    """The same values in every other column of a wider tensor (not dense: a slice of a model's fused projection)."""
+    if not t.dim() or not t.numel():
+        return t
+    wide = t.new_zeros((*t.shape[:-1], 2 * t.shape[-1]))
+    wide[..., ::2] = t
+    return wide[..., ::2]
+
+
+def fusion_layouts(op: Op, call: Call) -> list[tuple[str, Call]]:
+    """(label, call): the call as it is, in each layout of `layouts`, and sliced (its read inputs every other column
+    of a wider tensor)."""
+    sliced = {name: value if name in op.written else tensor_map(_sliced, value) for name, value in call.items()}
+    return [("contiguous", call), *((label, strided) for label, strided, _ in layouts(op, call)), ("sliced", sliced)]
+
+
+def _layout_problem(op: Op, fusion, call: Call) -> str | None:
+    """How the op's outputs (its fake function's, which a compiled graph plans with) are laid out otherwise than the
+    composite's on `call`; None when they agree (or the composite refuses the call)."""
+    expected = _reference_result(lambda c: fusion.composite(**c), clone(call))
+    if expected is _REFUSED or op.dynamic:
+        return None
+    with FakeTensorMode() as mode:
+        predicted = op(tensor_map(mode.from_tensor, call))
+    for index, (fake, real) in enumerate(zip(tensors(predicted), tensors(expected), strict=True)):
+        if fake.numel() and _significant_strides(fake) != _significant_strides(real):
+            return (f"{op.output_field(index)}: the op's fake gives strides {fake.stride()}, the composite "
+                    f"{real.stride()} (shape {tuple(real.shape)})")
+    return None
+
+
+def _layout_fix(op: Op, fusion) -> str:
+    return (f"declare the layout the composite keeps in opgen.yaml (`like: <input>` in {op.field}.outputs keeps that "
+            f"input's strides; without it an output is contiguous), or keep the fusion to the layouts the op "
+            f"matches with a condition in {fusion.field}.when (e.g. \"x.is_contiguous()\")")
+
+
+def assert_fusion_keeps_layouts(op: Op, fusion, examples: Callable[[int], list[Call]]) -> None:
+    """Where `fusion` applies, on each example in each layout of `fusion_layouts`, the op's outputs have the strides
+    the composite's outputs have: the rest of a compiled graph (a backward saved for training, a view of the
+    output) was planned with the composite's, and npugraph_ex's or Inductor's checks fail on other strides."""
+    checked = 0
+    for number, base in enumerate(examples(0)):
+        for label, call in fusion_layouts(op, fusion_call(fusion, base)):
+            if fusion_refusal(fusion, call):
+                continue
+            checked += 1
+            problem = _layout_problem(op, fusion, call)
+            if problem:
+                raise CheckFailed(f"{fusion.field} would replace its composite by {op.qualname} on {op.field}.examples"
+                                  f"[{number}] in {label} layout, and change the layout of its outputs: {problem}; "
+                                  + _layout_fix(op, fusion), "fusion-changes-layout")
+    if not checked:
+        skip(f"{fusion.field} applies to no example in any layout: no layout to compare")
+
+
+# --- training: a backward through the fused op -------------------------------------------------------
+
+
+def _strict_backward(gm: torch.fx.GraphModule, example_inputs) -> Callable:
+    """A backward that checks its inputs' sizes and strides against those it was traced with, as Inductor's and
+    npugraph_ex's compiled graphs do (assert_size_stride): a saved forward output laid out otherwise fails."""
+    expected = [(tuple(t.shape), tuple(t.stride())) if isinstance(t, torch.Tensor) else None for t in example_inputs]
+
+    def run(*args):
+        for index, (arg, want) in enumerate(zip(args, expected, strict=True)):
+            if want is not None and isinstance(arg, torch.Tensor) and (tuple(arg.shape), tuple(arg.stride())) != want:
+                raise AssertionError(f"backward input {index}: expected size {want[0]}, stride {want[1]}, got size "
+                                     f"{tuple(arg.shape)}, stride {tuple(arg.stride())}")
+        return gm(*args)
+    return make_boxed_func(run)
+
+
+def _loss_model(fusion, closure: Call) -> Callable:
+    """The composite as a model trains it: its floating outputs squared and summed into one loss."""
+    model = _fusion_model(fusion, closure)
+
+    def loss(**tensor_args):
+        return sum((t.float() ** 2).sum() for t in tensors(model(**tensor_args)) if t.is_floating_point())
+    return loss
+
+
+def _trainable(op: Op, fusion, call: Call) -> Call | None:
+    """The call's tensors in the transposed layout (q and k are transposed views in attention) where the fusion
+    applies to it (else as they are), its first floating
+    input taking a gradient (the activation: a norm's x, attention's q, not a weight or cos/sin, whose gradients
+    would make the backward save values inside the composite); None when the op writes buffers or reads no float."""
+    if op.written:
+        return None
+    strided = next((changed for label, changed, _ in layouts(op, call) if label == "transposed"), call)
+    tensor_args = _split(strided if not fusion_refusal(fusion, strided) else call)[0]
+    first = next((name for name in fusion.tensors if tensor_args[name].is_floating_point()), None)
+    if first is None:
+        return None
+    return {name: t.detach().clone().requires_grad_(name == first) for name, t in tensor_args.items()}
+
+
+def assert_fusion_trains(op: Op, fusion, register: Callable, make_call: Callable[[int], Call], route: str) -> None:
+    """The composite trained under `route` (npugraph_ex's backend, or Inductor's pattern pass with a backward that
+    checks strides as Inductor's does), its inputs transposed: where the op replaces the composite in the forward
+    graph, the backward (compiled for the composite's outputs) runs and the gradients equal eager's."""
+    call = fusion_call(fusion, make_call(0))
+    refusal = fusion_refusal(fusion, call)
+    reason = _route_unavailable(route, fusion) or (refusal and f"{op.field}.examples[0]: {refusal}")
+    trainable = None if reason else _trainable(op, fusion, call)
+    if reason or trainable is None:
+        skip(reason or f"{op.qualname} writes buffers or takes no floating input: no backward to run through it")
+    model = _loss_model(fusion, _split(call)[1])
+    eager = {name: t.detach().clone().requires_grad_(t.requires_grad) for name, t in trainable.items()}
+    model(**eager).backward()
+    seen = FusedGraphs()
+    torch.compiler.reset()
+    with contextlib.ExitStack() as stack:
+        session = stack.enter_context(npugraph_ex_cpu().Session()) if route == "npugraph_ex" else None
+        backend = _fusion_backend(route, register, *_snapshots(fusion, seen), session, bw_compiler=_strict_backward)
+        try:
+            model_compiled = torch.compile(model, backend=backend, fullgraph=True, dynamic=False)
+            model_compiled(**trainable).backward()
+        except Exception as error:  # the backward refusing the fused forward's outputs: a finding
+            if not (seen.after and seen.after[0]["op"]):
+                raise
+            layout = _layout_problem(op, fusion, {**call, **{n: t.detach() for n, t in trainable.items()}})
+            raise CheckFailed(f"{fusion.field} under {route}: training through {op.qualname} in place of the composite "
+                              f"fails, {type(error).__name__}: {str(error).splitlines()[0]}"
+                              + (f"; {layout}; " + _layout_fix(op, fusion) if layout else ""),
+                              "fusion-changes-layout" if layout else "fusion-breaks-training") from error
+    if not seen.after or not seen.after[0]["op"]:
+        skip(f"{fusion.field} does not fire in the training graph under {route} (the backward saves values inside the "
+             "composite, which the pattern then cannot replace): nothing to check")
+    for name, t in trainable.items():
+        if t.requires_grad:
+            problem = mismatch(t.grad, eager[name].grad, op.tolerance(t.dtype))
+            if problem:
+                raise CheckFailed(f"{fusion.field} under {route}: the gradient of {name!r} through {op.qualname} "
+                                  f"differs from eager's through the composite: {problem}", "fusion-breaks-training")
+
+
+# --- real models: `fusion.models` in opgen.yaml (Hugging Face transformers, tiny configs) ----------------------
+
+# A tiny config every decoder family takes (others keep their defaults); `fusion.models[k].config` overrides it.
+TINY_CONFIG = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+               "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 128, "max_position_embeddings": 64,
+               "use_cache": False, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
+MODEL_TOLERANCES = {torch.bfloat16: (5e-2, 5e-2), torch.float16: (1e-2, 1e-2), torch.float32: (1e-4, 1e-4)}
+
+
+def tiny_model(architecture: str, config: dict, dtype: torch.dtype):
+    """The Hugging Face `architecture` (a transformers class name) at TINY_CONFIG (and `config`), random weights in
+    `dtype` (each 1-D weight moved off its init, so that a norm's weight is not all ones), and its inputs. Skips
+    when transformers is not installed."""
+    try:
+        import transformers
+    except ImportError:
+        skip(f"transformers is not installed: the test builds {architecture} from it (pip install transformers)")
+    cls = getattr(transformers, architecture, None)
+    if cls is None or not hasattr(cls, "config_class"):
+        raise CheckFailed(f"{architecture!r} is not a model class of transformers {transformers.__version__} (a "
+                          "Hugging Face architecture, e.g. LlamaForCausalLM)", "model-unknown")
+    torch.manual_seed(0)
+    model = cls(cls.config_class(**{**TINY_CONFIG, **config})).to(dtype).eval()
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            if parameter.dim() == 1:
+                parameter.add_(0.1 * torch.randn(parameter.shape, generator=g).to(dtype))
+    vocab = getattr(model.config, "vocab_size", TINY_CONFIG["vocab_size"])
+    return model, {"input_ids": torch.randint(0, vocab, (2, 8), generator=g)}
+
+
+def composite_sites(graph: torch.fx.Graph, forms: Sequence, trace_fn: Callable) -> dict:
+    """Where a graph holds one of `forms`' composites, whatever its constants, dtypes and `when:` (each form's
+    patterns with every literal left open, in every operand order): output node name -> (form, order, match). A
+    match inside a larger one (a float32 trace's inside a bfloat16 composite's casts) is the same occurrence; the
+    float32 middle of a half-precision composite of another form (its inputs upcasts) is none."""
+    upcast_from = sys.modules[type(forms[0]).__module__].upcast_from
+    matches = []
+    for node in [n for n in graph.nodes if n.op == "call_function"]:
+        for form in forms:
+            for _, order, pattern in form.patterns(trace_fn):
+                matched = pattern.match(node)
+                if matched and not any(upcast_from(matched.kwargs.get(name)) for name in form.tensors):
+                    matches.append((node.name, form, order, matched))
+    found, taken = {}, set()
+    for name, form, order, matched in sorted(matches, key=lambda m: -len(m[3].nodes)):
+        if name not in found and not taken & set(matched.nodes):
+            found[name] = (form, order, matched)
+            taken |= set(matched.nodes)
+    return found
+
+
+def _site_refusal(form, order, matched, trace_fn: Callable) -> str:
+    """Why `form` does not replace an occurrence of its composite (its `refusal`, in the graph's fake mode)."""
+    from torch._dynamo.utils import detect_fake_mode
+
+    values = [v.meta["val"] for v in matched.kwargs.values() if isinstance(v, torch.fx.Node) and "val" in v.meta]
+    with detect_fake_mode(values) or contextlib.nullcontext():
+        return form.refusal(matched, trace_fn, order) or "another match took its nodes"
+
+
+def assert_fusion_fires_in_model(op: Op, forms: Sequence, register: Callable, model: tuple[str, dict], route: str,
+                                 dtype: torch.dtype) -> None:
+    """A Hugging Face model (`fusion.models`: tiny config, random weights) in `dtype`, compiled under `route`: every
+    occurrence of the op's composites in the graph before the pattern pass (`composite_sites`) is replaced by the
+    op, but those a form's `when:` refuses (said, not failed: the spec chose them), at least one is, and the logits
+    equal eager's."""
+    architecture, config = model
+    if all(route not in form.targets for form in forms):
+        skip(f"{forms[0].field.split('.forms')[0]}.targets in opgen.yaml leaves out {route}")
+    if all(all(d != dtype for combination in form.dtypes for d in combination) for form in forms):
+        skip(f"no form of {op.field}.fusion is traced in {str(dtype).removeprefix('torch.')}")
+    network, inputs = tiny_model(architecture, config, dtype)
+    trace_fn = sys.modules[type(forms[0]).__module__].TRACE_FNS[route]  # the package's patterns module
+    seen: dict = {}
+
+    def before(graph):
+        seen.setdefault("sites", {name: (form.field, _site_refusal(form, order, matched, trace_fn))
+                                  for name, (form, order, matched) in composite_sites(graph, forms, trace_fn).items()})
+
+    def after(graph):
+        seen.setdefault("fused", sum(1 for n in graph.nodes if n.op == "call_function" and (
+            n.target is op.overload or n.args and n.args[0] is op.overload)))
+        seen.setdefault("left", {n.name for n in graph.nodes} & set(seen["sites"]))
+    torch.compiler.reset()
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(torch.no_grad())
+        session = stack.enter_context(npugraph_ex_cpu().Session()) if route == "npugraph_ex" else None
+        expected = network(**inputs).logits
+        compiled = torch.compile(network, backend=_fusion_backend(route, register, before, after, session),
+                                 fullgraph=True, dynamic=False)
+        actual = compiled(**inputs).logits
+    where = f"{architecture} ({str(dtype).removeprefix('torch.')}) under {route}"
+    sites = seen.get("sites", {})
+    if not sites:
+        raise CheckFailed(f"{op.field}.fusion: no occurrence of its composite in {where}: the model writes another "
+                          "form; `post_grad_graph(model, *inputs)` in the package's patterns module prints what it "
+                          "writes", "fusion-not-in-model")
+    left = {name: why for name, (_, why) in sites.items() if name in seen["left"]}
+    by_when = {name: why for name, why in left.items() if ".when does not hold" in why}  # the spec's own choice
+    if not seen["fused"] or len(left) > len(by_when) or seen["fused"] != len(sites) - len(left):
+        raise CheckFailed(f"{op.field}.fusion fired at {seen['fused']} of the {len(sites)} occurrences of its "
+                          f"composite in {where}; left: " + "; ".join(f"{n}: {why}" for n, why in left.items()),
+                          "fusion-partial")
+    rtol, atol = MODEL_TOLERANCES.get(dtype, (0.0, 0.0))
+    problem = mismatch(actual.float(), expected.float(), (rtol, atol))
+    if problem:
+        raise CheckFailed(f"{where}, {seen['fused']} {op.qualname} in place of the composite: the logits differ from "
+                          f"eager's: {problem}", "fusion-changes-values")
+    kept = f"; {len(by_when)} left where its `when:` does not hold ({'; '.join(by_when.values())})" if by_when else ""
+    print(f"{op.field}.fusion: {where}: fired at {seen['fused']} of {len(sites)} occurrences of its composite"
+          f"{kept}; logits equal eager")

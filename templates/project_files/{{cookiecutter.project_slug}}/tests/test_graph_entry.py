@@ -22,9 +22,11 @@ The checks are in tests/graph_checks.py (copied by opgen; `opgen check` runs the
      process that imports only the package, one graph for two sizes under capture_limit, and (on an NPU) the op
      on a second stream.
 {% if cookiecutter._opgen.fusions %}
-  7. fusion (ops with `fusion:`, <package>/patterns.py): the composite computes what the op computes where the
-     fusion applies; a model written with it gets the op under npugraph_ex (pattern fusion on) and under Inductor's
-     pattern pass (aot_eager), no node of the composite left, values equal eager; near misses stay unfused.
+  7. fusion (ops with `fusion:`, <package>/patterns.py), per form: the composite computes what the op computes
+     where the fusion applies, and the op keeps its output layouts; a model written with it gets the op under
+     npugraph_ex (pattern fusion on) and under Inductor's pattern pass (aot_eager), no node of the composite left,
+     values equal eager; near misses stay unfused; training through the op runs its backward, gradients equal
+     eager's; with `fusion.models`, Hugging Face models (transformers) get the op at every occurrence.
 {% endif %}
 Tiers that cannot run on this machine are skipped with the reason.
 {% if t.no_autograd_note %}
@@ -332,24 +334,45 @@ def test_{{ op.stem }}_npugraph_ex_on_a_second_stream():
     {{ call("features.assert_on_a_second_stream", [c, each_seed], "    ") }}
 {% endif %}
 {% if op.fusion.constant %}
-{% set f = "patterns." ~ op.fusion.constant %}
+{% set f = op.fusion.argument %}
 {% set first_call = "lambda seed: " ~ o.examples ~ "(seed)[0]" %}
+{% set forms = (op.fusion.parametrize ~ "\n") if op.fusion.parametrize else "" %}
 
 
-def test_{{ op.stem }}_fusion_composite_is_the_op():
+{{ forms }}def test_{{ op.stem }}_fusion_composite_is_the_op({{ op.fusion.parameter }}):
     """ops[{{ op.index }}].fusion: where it applies, the composite it replaces computes what the op computes."""
     {{ call("checks.assert_fusion_matches_the_op", [c, f, o.examples], "    ") }}
-{% for route in ("npugraph_ex", "inductor") %}
 
 
-def test_{{ op.stem }}_fusion_fires_under_{{ route }}():
-    """A model written with the composite gets the op{% if route == "npugraph_ex" %} under npugraph_ex (pattern fusion on){% else %} under Inductor's pattern pass (aot_eager){% endif %}."""
-    {{ call("checks.assert_fusion_fires", [c, f, "patterns.register_fusions", first_call, '"' ~ route ~ '"'], "    ") }}
+{{ forms }}def test_{{ op.stem }}_fusion_keeps_layouts({{ op.fusion.parameter }}):
+    """Where it applies, on inputs in other layouts too, the op's outputs have the strides of the composite's."""
+    {{ call("checks.assert_fusion_keeps_layouts", [c, f, o.examples], "    ") }}
+{% set routed = (op.fusion.parameter ~ ", route") if op.fusion.parameter else "route" %}
 
 
-def test_{{ op.stem }}_fusion_near_misses_stay_unfused_under_{{ route }}():
-    """Another constant, an intermediate used outside, another dim, a call `when:` refuses: no op in the graph."""
-    {{ call("checks.assert_near_misses_stay_unfused", [c, f, "patterns.register_fusions", o.examples, '"' ~ route ~ '"'], "    ") }}
-{% endfor %}
+@pytest.mark.parametrize("route", checks.FUSION_ROUTES)
+{{ forms }}def test_{{ op.stem }}_fusion_fires({{ routed }}):
+    """A model written with the composite gets the op: npugraph_ex (pattern fusion on), Inductor's pattern pass."""
+    {{ call("checks.assert_fusion_fires", [c, f, "patterns.register_fusions", first_call, "route"], "    ") }}
+
+
+@pytest.mark.parametrize("route", checks.FUSION_ROUTES)
+{{ forms }}def test_{{ op.stem }}_fusion_near_misses_stay_unfused({{ routed }}):
+    """Another constant, an intermediate used outside, another dim, a call it does not apply to: no op in the graph."""
+    {{ call("checks.assert_near_misses_stay_unfused", [c, f, "patterns.register_fusions", o.examples, "route"], "    ") }}
+
+
+@pytest.mark.parametrize("route", checks.FUSION_ROUTES)
+{{ forms }}def test_{{ op.stem }}_fusion_trains({{ routed }}):
+    """The composite trained on transposed inputs: the backward runs through the op, gradients equal eager's."""
+    {{ call("checks.assert_fusion_trains", [c, f, "patterns.register_fusions", first_call, "route"], "    ") }}
+{% if op.fusion.models %}
+
+
+{{ op.fusion.models_parametrize }}
+def test_{{ op.stem }}_fusion_fires_in_models(model, route, dtype):
+    """ops[{{ op.index }}].fusion.models: each model (tiny config) gets the op at every occurrence of the composite."""
+    {{ call("checks.assert_fusion_fires_in_model", [c, "patterns." ~ op.fusion.constant, "patterns.register_fusions", "model", "route", "dtype"], "    ") }}
+{% endif %}
 {% endif %}
 {% endfor %}

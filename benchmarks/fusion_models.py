@@ -1,0 +1,148 @@
+"""Trial of the shipped fusion examples on Hugging Face models, as a new user would run them: every example with
+`fusion:` generated (examples/rms_norm.yaml, gemma_rms_norm.yaml, add_rms_norm.yaml, swiglu.yaml, rotary.yaml),
+`register_fusions()`, then tiny-config models (2 layers, random weights, 1-D weights moved off their init) of many
+families in bfloat16 and float32, compiled under npugraph_ex on CPU (its backend, pattern fusion on) and under
+Inductor's pattern pass (aot_eager, as the generated tests run it). Per model, dtype, route and op: the op nodes in
+the graph after the pattern pass against the occurrences of its composite, counted from what each family's modeling
+code writes (the table FAMILIES below, read from transformers' source: an independent count, not the matcher's),
+and the logits against eager's. A family whose form differs must get 0.
+
+    python benchmarks/fusion_models.py [--models LlamaForCausalLM,...] [--dtypes bfloat16,float32]
+                                       [--routes npugraph_ex,inductor]
+
+Needs transformers (pip install transformers) and, for npugraph_ex, `opgen npugraph-ex fetch`. Prints one line per
+case and a summary; exits 1 when a case differs from the table or from eager.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = {"rms_norm": ("myops", ("rms_norm",)), "gemma_rms_norm": ("gemma_ops", ("gemma_rms_norm",)),
+            "add_rms_norm": ("fused", ("add_rms_norm",)), "swiglu": ("mlp_ops", ("swiglu",)),
+            "rotary": ("rope_ops", ("rotary",))}
+LAYERS = 2
+
+# What each family's modeling code writes (transformers 5.x), per shipped op: how many times a forward computes
+# that op's composite, L the number of layers. The RMS norms: `llama` (LlamaRMSNorm: weight * h.to(dtype)),
+# `olmo2` ((weight * h).to(dtype)), `helium` ((weight.to(float32) * h).to(dtype), a form no example lists: in
+# float32 its casts vanish and it is Llama's), `gemma` (h * (1 + weight)). add_rms_norm (residual + h, then a
+# Llama-form norm): 2L in a pre-norm decoder; in a post-norm one (OLMo 2) only the final norm follows an add. swiglu:
+# act(gate) * up with SiLU (Phi-3 and GLM chunk one projection and write up * act(gate)); gelu MLPs (Gemma) 0.
+# rotary: the rotate_half form, cos and sin in x's dtype (Llama) or float32 with a cast back (OLMo 2); GLM and
+# Helium rotate interleaved pairs, 0.
+FAMILIES = {
+    # architecture: (norm form, norms per layer, pre-norm decoder, swiglu, rotate_half)
+    "LlamaForCausalLM": ("llama", 2, True, True, True),
+    "Qwen2ForCausalLM": ("llama", 2, True, True, True),
+    "Qwen3ForCausalLM": ("llama", 4, True, True, True),  # + q_norm, k_norm
+    "MistralForCausalLM": ("llama", 2, True, True, True),
+    "GemmaForCausalLM": ("gemma", 2, True, False, True),
+    "Olmo2ForCausalLM": ("olmo2", 4, False, True, True),  # post-norms, q_norm, k_norm
+    # families not used to write the examples
+    "Phi3ForCausalLM": ("llama", 2, True, True, True),
+    "GraniteForCausalLM": ("llama", 2, True, True, True),
+    "Gemma2ForCausalLM": ("gemma", 4, True, False, True),
+    "Gemma3ForCausalLM": ("gemma", 6, True, False, True),  # + q_norm, k_norm
+    "HeliumForCausalLM": ("helium", 2, True, True, False),  # interleaved rotary
+    "GlmForCausalLM": ("llama", 2, True, True, False),
+}
+
+
+def expected(architecture: str, op: str, dtype: str) -> int:
+    form, per_layer, pre_norm, swiglu, rotate_half = FAMILIES[architecture]
+    norms = per_layer * LAYERS + 1  # and the final norm
+    llama_norm = form == "llama" or (dtype == "float32" and form in ("olmo2", "helium"))
+    return {"rms_norm": norms if llama_norm or form == "olmo2" else 0,
+            "gemma_rms_norm": norms if form == "gemma" else 0,
+            "add_rms_norm": (2 * LAYERS if pre_norm else 1) if llama_norm else 0,
+            "swiglu": LAYERS if swiglu else 0,
+            "rotary": 2 * LAYERS if rotate_half else 0}[op]
+
+
+def generate(root: Path) -> dict:
+    """Each example generated (library style) and imported: example -> (patterns module, {op: overload})."""
+    import torch
+
+    found = {}
+    for example, (package, ops) in EXAMPLES.items():
+        project = root / example
+        subprocess.run([sys.executable, "-m", "opgen", "new", str(ROOT / "examples" / f"{example}.yaml"), "-o",
+                        str(project)], check=True, cwd=ROOT, capture_output=True)
+        sys.path[:0] = [str(project)]
+        patterns = importlib.import_module(f"{package}.patterns")
+        found[example] = (patterns, {op: getattr(torch.ops, package).__getattr__(op).default for op in ops})
+    sys.path.insert(0, str(root / "rms_norm" / "tests"))  # graph_checks.py and npugraph_ex_cpu.py, alike in all
+    return found
+
+
+def run_case(checks, patterns, overloads: dict, network, inputs: dict, route: str) -> tuple[dict, float, float]:
+    """(op -> nodes after the pattern pass, max |logits - eager|, seconds of the first compiled call)."""
+    import torch
+
+    counts: dict = {}
+
+    def after(graph):
+        if not counts:
+            counts.update({op: sum(1 for n in graph.nodes if n.target is overload) for op, overload in overloads.items()})
+    torch.compiler.reset()
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(torch.no_grad())
+        session = stack.enter_context(checks.npugraph_ex_cpu().Session()) if route == "npugraph_ex" else None
+        expected_logits = network(**inputs).logits
+        backend = checks._fusion_backend(route, patterns.register_fusions, lambda graph: None, after, session)
+        compiled = torch.compile(network, backend=backend, fullgraph=True, dynamic=False)
+        start = time.perf_counter()
+        actual = compiled(**inputs).logits
+        seconds = time.perf_counter() - start
+    return counts, (actual.float() - expected_logits.float()).abs().max().item(), seconds
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default=",".join(FAMILIES))
+    parser.add_argument("--dtypes", default="bfloat16,float32")
+    parser.add_argument("--routes", default="npugraph_ex,inductor")
+    args = parser.parse_args()
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        print("fusion_models: skipped (transformers is not installed: pip install transformers)")
+        return 0
+    import torch
+
+    sys.path.insert(0, str(ROOT))
+    bad = total = 0
+    with tempfile.TemporaryDirectory(prefix="opgen-fusion-models-") as tmp:
+        projects = generate(Path(tmp))
+        checks = importlib.import_module("graph_checks")
+        for architecture in args.models.split(","):
+            for dtype_name in args.dtypes.split(","):
+                dtype = getattr(torch, dtype_name)
+                network, inputs = checks.tiny_model(architecture, {"num_hidden_layers": LAYERS}, dtype)
+                for route in args.routes.split(","):
+                    for patterns, overloads in projects.values():
+                        counts, difference, seconds = run_case(checks, patterns, overloads, network, inputs, route)
+                        for op, got in counts.items():
+                            want = expected(architecture, op, dtype_name)
+                            tolerance = checks.MODEL_TOLERANCES[dtype][1] * 4
+                            ok = got == want and difference <= tolerance
+                            bad += not ok
+                            total += 1
+                            print(f"{'ok  ' if ok else 'FAIL'} {architecture:20} {dtype_name:8} {route:11} {op:15} "
+                                  f"fused {got}/{want}  |logits - eager| {difference:.2e}  first call {seconds:.1f} s",
+                                  flush=True)
+    print(f"fusion_models: {total - bad} of {total} cases as expected")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
