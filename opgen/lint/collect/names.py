@@ -88,15 +88,12 @@ class Names:
 
     def qualname(self, node: ast.AST) -> str | None:
         """`torch.library.impl` for `tl.impl` after `import torch.library as tl`; None if not a dotted name."""
-        parts = []
-        while isinstance(node, ast.Attribute):
-            parts.append(node.attr)
-            node = node.value
-        if not isinstance(node, ast.Name):
+        name = dotted(node)
+        if name is None:
             return None
-        head = self.aliases.get(node.id, node.id)
-        parts.append(head)
-        return ".".join(reversed(parts))
+        head, _, rest = name.partition(".")
+        head = self.aliases.get(head, head)
+        return f"{head}.{rest}" if rest else head
 
     def is_api(self, func: ast.AST, *names: str) -> str | None:
         """Which of the torch.library `names` a callee is, if any."""
