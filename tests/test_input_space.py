@@ -420,3 +420,20 @@ def test_index_domains_are_drawn_per_call_and_unique_indices_never_exceed_the_ro
     assert "examples[0] with its size 3 as 1" in found  # the number of rows written varies, the slots follow
     assert "examples[0] with its size 6 as 1" not in found  # 3 unique slots cannot index 1 row: not an input
     checks.assert_matches_reference(op, examples)
+
+
+def _topk_reference(x, k=1):
+    return x.topk(k, dim=-1).values
+
+
+def test_a_scalar_is_also_tried_above_the_examples_value():
+    schema = "(Tensor x, int k=1) -> Tensor"
+    examples = lambda seed: [{"x": torch.randn(4, 8, generator=torch.Generator().manual_seed(seed)), "k": 2}]
+    twin = define("topk_twin" + schema, _topk_reference, lambda x, k=1: x.new_empty(x.shape[0], k), _topk_reference)
+    assert "examples[0] with k=3" in labels(twin, examples)
+    checks.assert_matches_reference(twin, examples)
+    capped = define("topk_capped" + schema, lambda x, k=1: _topk_reference(x, min(k, 2)),
+                    lambda x, k=1: x.new_empty(x.shape[0], k), _topk_reference)  # right up to the example's k
+    with pytest.raises(checks.CheckFailed, match=r"examples\[0\] with k=3: ops\[0\].outputs.out0: shape \(4, 2\), "
+                                                 r"expected \(4, 3\)"):
+        checks.assert_matches_reference(capped, examples)

@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(loader().unavailable(capture=
 FIXTURES = Path(__file__).parent / "fixtures" / "check"
 FEATURES = ("compile_cache", "capture_limit", "streams")  # opgen check's rungs of them
 # the capture-limit tier (two compiles with dynamic=True, about 1.5 s an op) on a few ops, the others on all
-LIMITED = ("kv_cache_update", "rms_norm", "nonzero_rows", "pair_scale", "blind_scale")
+LIMITED = ("kv_cache_update", "rms_norm", "nonzero_rows", "pair_scale", "blind_scale", "standin_sum", "hostread_sum")
 FEATURE_TIERS = " or ".join(["npugraph_ex_compile_cache", "npugraph_ex_on_a_second_stream",
                              *(f"{stem}_npugraph_ex_capture_limit" for stem in LIMITED)])
 # bundled examples proven (one pytest process: the packages must differ): in the library style an in-place op with
@@ -48,6 +48,28 @@ ops:
     examples:
       - {{x: {{shape: [4, 8]}}, w: {{shape: [8]}}}}
 """
+
+
+# a reference reading the host (a loop over sequence lengths): on device npu the CPU kernel stands in for a stub NPU
+# kernel, so the feature tiers skip saying why (the capture tier names the line); on device cpu it is the kernel the
+# device runs, so they fail
+HOST_READ_SPEC = """namespace: {name}_ops
+style: library
+device: {device}
+ops:
+  - schema: "{name}_sum(Tensor x, Tensor lengths) -> Tensor"
+    outputs: {{out0: {{shape: "[lengths.shape[0], x.shape[1]]", dtype: x}}}}
+    reference: |
+      out = x.new_zeros(lengths.shape[0], x.shape[1])
+      start = 0
+      for b, n in enumerate(lengths.tolist()):
+          out[b] = x[start:start + n].sum(0)
+          start += n
+      return out
+    examples:
+      - {{x: {{shape: [6, 8]}}, lengths: {{values: [2, 4]}}}}
+"""
+STAND_IN_SKIP = "stands in for the device kernel, and the NPU graph refuses to capture it (Cannot call Tensor.tolist()"
 
 
 # correct: two ops of one package, each loaded under the digest it was saved with (a probe of one op's fake must
@@ -92,6 +114,12 @@ def planted(tmp_path_factory) -> dict[str, object]:
     for name in ("lazy", "blind", "unstable"):
         spec = root / f"{name}.yaml"
         spec.write_text(PLANTED_SPEC.format(namespace=f"{name}_ops", name=name), encoding="utf-8")
+        done = opgen("new", str(spec), "-o", str(root / name))
+        assert done.returncode == 0, done.stderr
+        projects[name] = root / name
+    for name, device in (("standin", "npu"), ("hostread", "cpu")):
+        spec = root / f"{name}.yaml"
+        spec.write_text(HOST_READ_SPEC.format(name=name, device=device), encoding="utf-8")
         done = opgen("new", str(spec), "-o", str(root / name))
         assert done.returncode == 0, done.stderr
         projects[name] = root / name
@@ -141,6 +169,11 @@ def test_the_feature_tiers_pass_bundled_examples_and_fail_planted_projects(gener
     assert ("the graph cached by npugraph_ex calls lazy_ops.lazy_scale.default, which a fresh process importing only "
             "lazy_ops does not register") in lazy_cache["message"], lazy_cache["message"][-3000:]
     assert "register it at import in lazy_ops/__init__.py" in lazy_cache["message"]
+    for tier in ("compile_cache_in_a_fresh_process", "capture_limit"):
+        stand_in, host_read = results[f"test_standin_sum_npugraph_ex_{tier}"], results[f"test_hostread_sum_npugraph_ex_{tier}"]
+        assert stand_in["outcome"] == "skipped" and STAND_IN_SKIP in stand_in["message"], (tier, stand_in)
+        assert host_read["outcome"] == "failed" and "Cannot call Tensor.tolist() during NPU graph capture" in host_read[
+            "message"], (tier, host_read["message"][-3000:])
     blind_cache, blind_limit = by_file["blind", "compile_cache_in_a_fresh_process"], by_file["blind", "capture_limit"]
     assert blind_cache["outcome"] == "failed" and "a fake changed under the warm cache would load the graph " \
         "compiled for the old one: blind_ops.compile_cache.cache_dir() gave the same directory" in blind_cache[

@@ -10,7 +10,7 @@ a `Domain` per argument):
   value      the floating inputs scaled towards their dtype's range, with a NaN, with infinities, all negative, and
              each with a row of zeros
   dim        every valid value of an int dim argument (-rank .. rank-1)
-  scalar     each int/float/Scalar argument at 0 and negative, a bool flipped, a defaulted one moved off its default
+  scalar     each int/float/Scalar argument at 0, negative, positive and moved, a bool flipped, a defaulted one moved
   optional   the `Tensor?` arguments the example gives left out (None), every subset of them
   promote    each input whose dtype the semantics promote (`promote(a, b)`) in another dtype than the others
   defaults   the defaulted arguments the example gives left out, so that each default is used once
@@ -509,8 +509,8 @@ def moved(default):
 
 
 def _scalar_variants(example: _Example) -> None:
-    """Each scalar at 0 and negative (in its domain), a bool flipped, a defaulted one not given moved off its
-    default (the `default` kind)."""
+    """Each scalar at 0, negative, positive and (given) moved off its value, in its domain; a bool flipped; a defaulted
+    one not given moved off its default (the `default` kind)."""
     for argument in _scalar_arguments(example.op):
         name = argument.name
         if is_dim(name) and _is_int(argument):
@@ -533,7 +533,9 @@ def _scalar_variants(example: _Example) -> None:
                             {**example.call, name: other}, [name])
         domain = example.domain(name)
         negative = -abs(value) if value else (-1 if isinstance(value, int) else -0.5)
-        for new in dict.fromkeys((type(value)(0), type(value)(negative), type(value)(abs(value)))):
+        larger = moved(value) if given else None  # a kernel right up to the example's value only (a cap on k)
+        candidates = (type(value)(0), type(value)(negative), type(value)(abs(value)), larger)
+        for new in dict.fromkeys(c for c in candidates if c is not None):
             if new != value and (domain is None or domain.allows(new)):
                 example.add("scalar", f"with {name}={new!r}", {**example.call, name: new}, [name],
                             f"`range:` in {example.op.field}.inputs.{name} if the op never takes {new!r}")
