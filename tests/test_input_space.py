@@ -437,3 +437,43 @@ def test_a_scalar_is_also_tried_above_the_examples_value():
     with pytest.raises(checks.CheckFailed, match=r"examples\[0\] with k=3: ops\[0\].outputs.out0: shape \(4, 2\), "
                                                  r"expected \(4, 3\)"):
         checks.assert_matches_reference(capped, examples)
+
+
+def _chunks_reference(x, n=1):
+    return [c.clone() for c in x.chunk(n)]
+
+
+def _chunks_semantics(*, x, n=1):
+    return [[(torch.Size([x.shape[0] // n]), x.dtype)] * n]
+
+
+def _chunks_fake(x, n=1):
+    return [x.new_empty(x.shape[0] // n) for _ in range(n)]
+
+
+def test_a_scalar_the_semantics_were_not_written_for_is_left_out_with_a_warning():
+    """`chunks(x, n)` with `length: n` holds where n divides x (the spec's examples): at the moved n=3 the reference
+    itself gives 2 chunks. That correct kernel used to fail `kernel_follows_the_semantics`; it passes with a warning
+    naming the variant. A kernel capped at the example's n still fails where the reference agrees with the semantics."""
+    schema = "(Tensor x, int n) -> Tensor[]"
+    examples = lambda seed: [{"x": torch.arange(12.0), "n": 2}]
+    twin = define("chunks_twin" + schema, _chunks_reference, _chunks_fake, _chunks_reference)
+    assert "examples[0] with n=3" in labels(twin, examples)
+    with pytest.warns(UserWarning, match=r"ops\[0\].reference gives 2 tensors on ops\[0\].examples\[0\] with n=3, "
+                                         r"the spec's semantics 3: the fake and the kernel are not held"):
+        checks.assert_follows_semantics(twin, lambda seed: [{"x": torch.arange(4.0), "n": 2}], _chunks_semantics)
+    capped = define("chunks_capped" + schema, lambda x, n: _chunks_reference(x, min(n, 2)), _chunks_fake,
+                    _chunks_reference)
+    with pytest.raises(AssertionError, match=r"the CPU kernel \(kernels/chunks_capped_cpu.py\) gives 2 tensors on "
+                                             r"ops\[0\].examples\[0\] with n=3, the spec's semantics 3"):
+        checks.assert_follows_semantics(capped, examples, _chunks_semantics)
+
+
+def test_semantics_and_reference_disagreeing_on_a_dtype_name_the_spec():
+    """On another dtype the semantics must still hold: where the reference keeps float16 and the semantics say
+    float32, the failure names the spec's two fields, not the kernel."""
+    examples = lambda seed: [{"x": checks.random_tensor((4, 8), torch.float32, torch.Generator().manual_seed(seed))}]
+    op = define("dtype_disagree(Tensor x) -> Tensor", lambda x: x * 2, torch.empty_like, lambda x: x * 2)
+    with pytest.raises(checks.CheckFailed, match=r"ops\[0\].reference gives torch.float16 on ops\[0\].examples\[0\] in float16.*the spec's semantics "
+                                                 r"\(ops\[0\].outputs\) and its reference disagree"):
+        checks.assert_follows_semantics(op, examples, lambda *, x: [(x.shape, torch.float32)])
