@@ -477,3 +477,21 @@ def test_semantics_and_reference_disagreeing_on_a_dtype_name_the_spec():
     with pytest.raises(checks.CheckFailed, match=r"ops\[0\].reference gives torch.float16 on ops\[0\].examples\[0\] in float16.*the spec's semantics "
                                                  r"\(ops\[0\].outputs\) and its reference disagree"):
         checks.assert_follows_semantics(op, examples, lambda *, x: [(x.shape, torch.float32)])
+
+
+def test_a_scalar_with_listed_values_is_tried_at_each_of_them_and_nowhere_else():
+    """`inputs: {n: {values: [1, 2, 4]}}`: a block size or a divisor takes those values only, so the variants try
+    each of them (3, 0 and -2 are no inputs of the op), and a defaulted one not given is moved to a listed value."""
+    schema = "(Tensor x, int n, int block=16) -> Tensor[]"
+    examples = lambda seed: [{"x": torch.arange(4.0), "n": 2}]
+    reference = lambda x, n, block=16: _chunks_reference(x, n)
+    op = define("chunks_listed" + schema, reference, lambda x, n, block=16: _chunks_fake(x, n), reference,
+                inputs={"n": checks.Domain(values=(1, 2, 4)), "block": checks.Domain(values=(16, 32))})
+    found = [label for label in labels(op, examples) if " with n=" in label or " with block=" in label]
+    assert sorted(set(found)) == ["examples[0] with block=32 (its default is 16)", "examples[0] with n=1",
+                                  "examples[0] with n=4"]
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # every value listed is one the semantics describe: nothing left out
+        checks.assert_follows_semantics(op, examples, lambda *, x, n, block=16: _chunks_semantics(x=x, n=n))

@@ -76,6 +76,13 @@ def test_a_view_in_a_reference_writing_an_argument_says_what_contiguous_means_fo
     ("scale: {range: [0, null]}", "scale: {range: [null, null]}", 9, "ops[0].inputs.scale.range bounds nothing"),
     ("scale: {range: [0, null]}", "scale: {finite: true}", 9, "unknown key 'finite' in ops[0].inputs.scale"),
     ("rows: {finite: true", "rows: {finit: true", 8, "unknown key 'finit' in ops[0].inputs.rows"),
+    ("scale: {range: [0, null]}", "scale: {values: []}", 9, "ops[0].inputs.scale.values must be a list of"),
+    ("scale: {range: [0, null]}", "scale: {values: [1.0, .nan]}", 9, "ops[0].inputs.scale.values: nan is not a "
+                                                                       "finite number"),
+    ("scale: {range: [0, null]}", "scale: {values: [1.0, 1.0]}", 9, "ops[0].inputs.scale.values: 1.0 is listed twice"),
+    ("scale: {range: [0, null]}", "scale: {range: [0, null], values: [1.0]}", 9,
+     "ops[0].inputs.scale: `values` already gives every value of 'scale'"),
+    ("rows: {finite: true", "rows: {values: [1], finite: true", 8, "unknown key 'values' in ops[0].inputs.rows"),
 ])
 def test_a_wrong_inputs_entry_is_an_error_at_its_line(old, new, line, message):
     found = error(CACHE.replace(old, new))
@@ -107,3 +114,15 @@ def test_a_bad_inputs_entry_through_the_cli_is_located_and_writes_nothing(tmp_pa
     assert done.returncode == 2
     assert f"{spec}:7:" in done.stderr and "ops[0].inputs.slots.unique must be true or false" in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_scalar_listed_values_reach_the_generated_tests_and_an_int_takes_ints_only():
+    spec = load(CACHE.replace("scale: {range: [0, null]}", "scale: {values: [0.5, 2]}"))
+    assert spec.ops[0].input_spec("scale").values == (0.5, 2)
+    lines = "\n".join(project_context(spec)["_opgen"]["ops"][0]["tests"]["op_lines"])
+    assert '"scale": checks.Domain(values=(0.5, 2))' in lines
+    text = CACHE.replace("float scale=1.0", "int block=16").replace("scale: {range: [0, null]}", "block: {values: "
+                                                                     "[16, 32.5]}")
+    found = error(text)
+    assert found.line == 9 and "ops[0].inputs.block.values: 32.5 is not an int" in found.message
+    assert "[16, 32, 64]" in found.hint

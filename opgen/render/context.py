@@ -491,6 +491,8 @@ def _inputs_field(op: OpSpec) -> str:
                                        for a in read), "**_"])
             parts.append(f"index_into=lambda {params}: {spec.index_into.python()}")
         parts += [f"{key}=True" for key in ("unique", "finite", "nonempty") if getattr(spec, key)]
+        if spec.values is not None:
+            parts.append(f"values={tuple_text([repr(value) for value in spec.values])}")
         items.append(f"{literal(spec.name)}: checks.Domain({', '.join(parts)})")
     line = "inputs={" + ", ".join(items) + "}"
     if len(line) + 5 <= LINE_LENGTH:

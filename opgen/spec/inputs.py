@@ -6,6 +6,7 @@ inputs:
   slot_mapping: {index_into: "key_cache.shape[0]", unique: true}   # rows of the cache, each once
   probs: {range: [0, 1]}                                             # values in [0, 1]
   scale: {range: [0, null]}                                          # a scalar never negative
+  block_size: {values: [16, 32, 64]}                                 # a scalar that takes these values only
   x: {finite: true, nonempty: true}                                  # no NaN/inf variants, no size-0 variant
 ```
 """
@@ -22,16 +23,17 @@ from .nodes import _kind, _mapping, _scalar, _Source
 from .semantics import SemanticsError, parse_int
 
 INPUT_KEYS = ("range", "index_into", "unique", "finite", "nonempty")
-SCALAR_KEYS = ("range",)  # what an int/float/Scalar argument can be given
+SCALAR_KEYS = ("range", "values")  # what an int/float/Scalar argument can be given
 _SCALARS = ("int", "SymInt", "float", "Scalar")
 _HINT = ("e.g. `inputs: {slot_mapping: {index_into: \"cache.shape[0]\", unique: true}, x: {range: [0, 1]}, "
-         "eps: {range: [0, null]}}` (docs/spec.md, 'Inputs')")
+         "eps: {range: [0, null]}, block_size: {values: [16, 32]}}` (docs/spec.md, 'Inputs')")
 
 
 @dataclass(frozen=True)
 class InputSpec:
     """Where one argument's values live: `low`/`high` a closed range (None: unbounded); `index_into` an IntRule, the
-    number of rows its integer values index; `unique`, `finite` (no NaN or infinity), `nonempty` (no size 0)."""
+    number of rows its integer values index; `unique`, `finite` (no NaN or infinity), `nonempty` (no size 0);
+    `values` (a scalar) the only values it takes."""
 
     name: str
     low: float | None = None
@@ -40,6 +42,7 @@ class InputSpec:
     unique: bool = False
     finite: bool = False
     nonempty: bool = False
+    values: tuple | None = None
 
 
 def parse_inputs(source: _Source, node: Node, schema: Schema, where: str) -> tuple[InputSpec, ...]:
@@ -61,14 +64,19 @@ def parse_inputs(source: _Source, node: Node, schema: Schema, where: str) -> tup
                                "describe Tensor, int, float or Scalar arguments")
         keys = INPUT_KEYS if kind == "Tensor" else SCALAR_KEYS
         entries = _mapping(source, value_node, f"{field}.{name}", keys)
-        found.append(_one(source, entries, schema, f"{field}.{name}", name))
+        found.append(_one(source, entries, schema, f"{field}.{name}", name, kind))
     return tuple(found)
 
 
-def _one(source: _Source, entries: dict, schema: Schema, field: str, name: str) -> InputSpec:
-    low = high = index_into = None
+def _one(source: _Source, entries: dict, schema: Schema, field: str, name: str, kind: str) -> InputSpec:
+    low = high = index_into = values = None
     if "range" in entries:
         low, high = _range(source, entries["range"][1], f"{field}.range")
+    if "values" in entries:
+        if "range" in entries:
+            raise source.error(entries["values"][0], f"{field}: `values` already gives every value of {name!r}",
+                               "keep one of `range:` and `values:`")
+        values = _values(source, entries["values"][1], f"{field}.values", kind)
     if "index_into" in entries:
         node = entries["index_into"][1]
         text = _scalar(node)
@@ -91,7 +99,24 @@ def _one(source: _Source, entries: dict, schema: Schema, field: str, name: str) 
             if not isinstance(value, bool):
                 raise source.error(entries[key][1], f"{field}.{key} must be true or false", f"write `{key}: true`")
             flags[key] = value
-    return InputSpec(name, low, high, index_into, **flags)
+    return InputSpec(name, low, high, index_into, **flags, values=values)
+
+
+def _values(source: _Source, node: Node, field: str, kind: str) -> tuple:
+    integral = kind in ("int", "SymInt")
+    hint = f"write the values the op takes: {'[16, 32, 64]' if integral else '[0.5, 1.0, 2.0]'}"
+    if not isinstance(node, SequenceNode) or not node.value:
+        raise source.error(node, f"{field} must be a list of the values the argument takes", hint)
+    found = []
+    for item in node.value:
+        value = _scalar(item)
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not number or not math.isfinite(value) or (integral and not isinstance(value, int)):
+            raise source.error(item, f"{field}: {value!r} is not {'an int' if integral else 'a finite number'}", hint)
+        if value in found:
+            raise source.error(item, f"{field}: {value!r} is listed twice", hint)
+        found.append(value)
+    return tuple(found)
 
 
 def _range(source: _Source, node: Node, field: str) -> tuple[float | None, float | None]:

@@ -48,7 +48,7 @@ class Unsatisfiable(Exception):
 class Domain:
     """Where an argument's values live (`ops[i].inputs.<name>` in opgen.yaml). `low`/`high`: a closed range (None:
     unbounded); `index_into`: integers in [0, index_into(**call)); `unique`: no value twice; `finite`: no NaN or
-    infinity; `nonempty`: no size of it is 0."""
+    infinity; `nonempty`: no size of it is 0; `values` (a scalar): the only values it takes."""
 
     low: float | None = None
     high: float | None = None
@@ -56,8 +56,11 @@ class Domain:
     unique: bool = False
     finite: bool = False
     nonempty: bool = False
+    values: tuple | None = None
 
     def allows(self, value: float) -> bool:
+        if self.values is not None:
+            return value in self.values
         if math.isnan(value) or math.isinf(value):
             return not self.finite and self.low is None and self.high is None and self.index_into is None
         if self.index_into is not None:
@@ -491,7 +494,7 @@ def _dim_variants(example: _Example) -> None:
             continue
         given = example.call.get(argument.name, argument.default_value if argument.has_default_value() else None)
         domain = example.domain(argument.name)
-        for value in range(-rank, rank):
+        for value in domain.values if domain is not None and domain.values is not None else range(-rank, rank):
             if value != given and (domain is None or domain.allows(value)):
                 example.add("dim", f"with {argument.name}={value}", {**example.call, argument.name: value},
                             [argument.name], f"a `range:` in {example.op.field}.inputs.{argument.name}")
@@ -526,19 +529,25 @@ def _scalar_variants(example: _Example) -> None:
             continue
         if not isinstance(value, (int, float)):
             continue
+        domain = example.domain(name)
+        other = None
         if not given:
             other = moved(default)
-            if other is not None:
+            if domain is not None and domain.values is not None:
+                other = next((v for v in domain.values if v != default), None)
+            if other is not None and (domain is None or domain.allows(other)):
                 example.add("default", f"with {name}={other!r} (its default is {default!r})",
                             {**example.call, name: other}, [name])
-        domain = example.domain(name)
         negative = -abs(value) if value else (-1 if isinstance(value, int) else -0.5)
         larger = moved(value) if given else None  # a kernel right up to the example's value only (a cap on k)
         candidates = (type(value)(0), type(value)(negative), type(value)(abs(value)), larger)
+        if domain is not None and domain.values is not None:  # the spec lists every value: try each
+            candidates = domain.values
         for new in dict.fromkeys(c for c in candidates if c is not None):
-            if new != value and (domain is None or domain.allows(new)):
+            if new not in (value, other) and (domain is None or domain.allows(new)):
                 example.add("scalar", f"with {name}={new!r}", {**example.call, name: new}, [name],
-                            f"`range:` in {example.op.field}.inputs.{name} if the op never takes {new!r}")
+                            f"`range:` or `values:` in {example.op.field}.inputs.{name} if the op never takes "
+                            f"{new!r}")
 
 
 def _optional_variants(example: _Example) -> None:
