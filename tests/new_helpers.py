@@ -66,14 +66,16 @@ def project_outcomes(projects: list[Path], junit: Path, select: str = NOT_FEATUR
     return found
 
 
-def run_generated_tests(projects: list[Path], junit: Path, select: str = NOT_FEATURES) -> dict[str, dict]:
+def run_generated_tests(projects: list[Path], junit: Path, select: str = NOT_FEATURES,
+                        env: dict[str, str] | None = None) -> dict[str, dict]:
     """Run the tests of several generated projects in ONE pytest process; outcome per test name.
 
     The projects' packages are put on PYTHONPATH; `importlib` import mode lets their identically
-    named test files coexist. `select`: pytest's -k (default: all but the feature tiers, NOT_FEATURES).
+    named test files coexist. `select`: pytest's -k (default: all but the feature tiers, NOT_FEATURES);
+    `env`: more environment variables for that process.
     """
     # no __pycache__ in the projects: tests compare their files before and after
-    env = {**os.environ, "PYTHONPATH": pythonpath(projects), "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {**os.environ, "PYTHONPATH": pythonpath(projects), "PYTHONDONTWRITEBYTECODE": "1", **(env or {})}
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--import-mode=importlib",
                "-c", os.devnull, f"--junitxml={junit}", *(["-k", select] if select else []),
                *[str(p / "tests") for p in projects]]

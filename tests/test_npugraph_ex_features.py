@@ -145,7 +145,12 @@ def test_the_feature_tiers_pass_bundled_examples_and_fail_planted_projects(gener
     compile cache and capture limit, a `dynamic` op skips them, every stream tier skips saying why; each planted
     project fails the tier it breaks with the signature and the fix, and passes the others."""
     projects = [p for p in generated_examples("library") if p.name in LIBRARY]
-    results = run_generated_tests([*projects, *planted.values()], tmp_path / "junit.xml", select=FEATURE_TIERS)
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    results = run_generated_tests([*projects, *planted.values()], tmp_path / "junit.xml", select=FEATURE_TIERS,
+                                  env={"TMPDIR": str(temp)})
+    # every round trip, passed, failed or skipped, removes its cache folder (one per package and run used to stay)
+    assert not [p.name for p in temp.iterdir() if p.name.startswith("opgen-compile-cache-")]
     for example in (*LIBRARY, CUSTOM_OP, "pair_scale", "pair_shift"):
         stem = STEMS.get(example, example)
         for tier in ("compile_cache_in_a_fresh_process", "capture_limit", "on_a_second_stream"):

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -233,14 +234,17 @@ class CompileCache:
         return cache_bin
 
     def run(self, loader, process: FreshProcess) -> None:
-        """Compile every op here, then load each in `process`."""
+        """Compile every op here, then load each in `process`; then remove the cache folder (every run makes one)."""
         loading = self.compile_all(loader)
         try:
-            loaded = [process.load(self.package, self.cache_dir, os.path.join(self.root, f"op{index}"),
-                                   self.cache_module or "") for index in range(len(loading))]
-        except checks.CheckFailed as failed:
-            loaded = failed
-        self.judge(loading, loaded)
+            try:
+                loaded = [process.load(self.package, self.cache_dir, os.path.join(self.root, f"op{index}"),
+                                       self.cache_module or "") for index in range(len(loading))]
+            except checks.CheckFailed as failed:
+                loaded = failed
+            self.judge(loading, loaded)
+        finally:
+            shutil.rmtree(self.root, ignore_errors=True)
 
     def judge(self, loading: list[str], loaded: list[dict] | BaseException) -> None:
         for index, qualname in enumerate(loading):
