@@ -485,11 +485,11 @@ def test_plain_cookiecutter_renders_the_demo_like_opgen(tmp_path, monkeypatch):
     config = tmp_path / "config.yaml"
     config.write_text(f"cookiecutters_dir: {tmp_path / 'cc'}\nreplay_dir: {tmp_path / 'replay'}\n")
     rendered: dict[str, bytes] = {}
-    for template in ("op_plugin", "op_plugin_op"):
+    for template in ("op_plugin", "op_plugin_op"):  # TMPDIR: cookiecutter leaves its hook scripts there
         out = tmp_path / template
         done = subprocess.run([sys.executable, "-m", "cookiecutter", f"templates/{template}", "--no-input", "-o",
                                str(out)], cwd=REPO, capture_output=True, text=True,
-                              env={**os.environ, "COOKIECUTTER_CONFIG": str(config)}, check=False)
+                              env={**os.environ, "COOKIECUTTER_CONFIG": str(config), "TMPDIR": str(tmp_path)}, check=False)
         assert done.returncode == 0, done.stdout + done.stderr
         rendered.update({k: v for k, v in snapshot(out / "op_plugin_contribution").items() if v.strip()})
     from demo_contexts import DEMO_EPOCH

@@ -77,8 +77,7 @@ def test_a_view_in_a_reference_writing_an_argument_says_what_contiguous_means_fo
     ("scale: {range: [0, null]}", "scale: {finite: true}", 9, "unknown key 'finite' in ops[0].inputs.scale"),
     ("rows: {finite: true", "rows: {finit: true", 8, "unknown key 'finit' in ops[0].inputs.rows"),
     ("scale: {range: [0, null]}", "scale: {values: []}", 9, "ops[0].inputs.scale.values must be a list of"),
-    ("scale: {range: [0, null]}", "scale: {values: [1.0, .nan]}", 9, "ops[0].inputs.scale.values: nan is not a "
-                                                                       "finite number"),
+    ("scale: {range: [0, null]}", "scale: {values: [1.0, .nan]}", 9, "scale.values: nan is not a finite number"),
     ("scale: {range: [0, null]}", "scale: {values: [1.0, 1.0]}", 9, "ops[0].inputs.scale.values: 1.0 is listed twice"),
     ("scale: {range: [0, null]}", "scale: {range: [0, null], values: [1.0]}", 9,
      "ops[0].inputs.scale: `values` already gives every value of 'scale'"),

@@ -59,10 +59,10 @@ def test_style_templates_hold_only_a_demo_context():
 def test_plain_cookiecutter_renders_the_demo_like_opgen(tmp_path, style):
     config = tmp_path / "config.yaml"
     config.write_text(f"replay_dir: {tmp_path / 'replay'}\ncookiecutters_dir: {tmp_path / 'cc'}\n")
-    out = tmp_path / "out"
+    out = tmp_path / "out"  # TMPDIR below: cookiecutter leaves the hook script it ran there
     done = subprocess.run([sys.executable, "-m", "cookiecutter", f"templates/{STYLE_TEMPLATES[style]}",
                            "--no-input", "-o", str(out)], cwd=REPO, capture_output=True, text=True,
-                          env={**os.environ, "COOKIECUTTER_CONFIG": str(config)}, check=False)
+                          env={**os.environ, "COOKIECUTTER_CONFIG": str(config), "TMPDIR": str(tmp_path)}, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     project = out / f"myops_{style}"
     reference = tmp_path / "reference"
@@ -79,7 +79,8 @@ def test_both_demos_render_side_by_side_and_plain_opgen_new_adopts_them(tmp_path
     foreign directory."""
     config = tmp_path / "config.yaml"
     config.write_text(f"replay_dir: {tmp_path / 'replay'}\ncookiecutters_dir: {tmp_path / 'cc'}\n")
-    env = {**os.environ, "COOKIECUTTER_CONFIG": str(config)}
+    # TMPDIR: cookiecutter leaves the rendered hook script it ran in the temp directory
+    env = {**os.environ, "COOKIECUTTER_CONFIG": str(config), "TMPDIR": str(tmp_path)}
     for directory in ("custom_op", "library_op"):
         done = subprocess.run([sys.executable, "-m", "cookiecutter", str(TEMPLATES / directory), "--no-input"],
                               cwd=tmp_path, capture_output=True, text=True, env=env, check=False)
