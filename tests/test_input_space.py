@@ -495,3 +495,23 @@ def test_a_scalar_with_listed_values_is_tried_at_each_of_them_and_nowhere_else()
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # every value listed is one the semantics describe: nothing left out
         checks.assert_follows_semantics(op, examples, lambda *, x, n, block=16: _chunks_semantics(x=x, n=n))
+
+
+def _group_mean_reference(x, groups=2):
+    return x.reshape(x.shape[0], groups, -1).mean(-1)
+
+
+def test_an_int_scalar_is_also_tried_doubled_where_one_more_is_no_input():
+    """groups=2 on 8 columns: 3 does not divide 8 (the reference refuses it), 0 and -2 neither, so a kernel with the
+    example's 2 written in passed every tier; groups=4 is an input, and there it fails. Its twin passes."""
+    schema = "(Tensor x, int groups=2) -> Tensor"
+    examples = lambda seed: [{"x": checks.random_tensor((2, 8), torch.float32, torch.Generator().manual_seed(seed))}]
+    fake = lambda x, groups=2: x.new_empty(x.shape[0], groups)
+    twin = define("group_mean_twin" + schema, _group_mean_reference, fake, _group_mean_reference)
+    assert "examples[0] with groups=4" in labels(twin, examples)
+    checks.assert_matches_reference(twin, examples)
+    written_in = define("group_mean_two" + schema, lambda x, groups=2: _group_mean_reference(x, 2), fake,
+                        _group_mean_reference)
+    with pytest.raises(checks.CheckFailed, match=r"examples\[0\] with groups=4: ops\[0\].outputs.out0: shape "
+                                                 r"\(2, 2\), expected \(2, 4\)"):
+        checks.assert_matches_reference(written_in, examples)

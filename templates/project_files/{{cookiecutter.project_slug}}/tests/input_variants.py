@@ -10,7 +10,8 @@ a `Domain` per argument):
   value      the floating inputs scaled towards their dtype's range, with a NaN, with infinities, all negative, and
              each with a row of zeros
   dim        every valid value of an int dim argument (-rank .. rank-1)
-  scalar     each int/float/Scalar argument at 0, negative, positive and moved, a bool flipped, a defaulted one moved
+  scalar     each int/float/Scalar argument at 0, negative, positive, moved and (an int) doubled, a bool flipped, a
+             defaulted one moved
   optional   the `Tensor?` arguments the example gives left out (None), every subset of them
   promote    each input whose dtype the semantics promote (`promote(a, b)`) in another dtype than the others
   defaults   the defaulted arguments the example gives left out, so that each default is used once
@@ -540,7 +541,10 @@ def _scalar_variants(example: _Example) -> None:
                             {**example.call, name: other}, [name])
         negative = -abs(value) if value else (-1 if isinstance(value, int) else -0.5)
         larger = moved(value) if given else None  # a kernel right up to the example's value only (a cap on k)
-        candidates = (type(value)(0), type(value)(negative), type(value)(abs(value)), larger)
+        # an int doubled: a block size, a group or head count is often refused at value + 1 (it must divide a size),
+        # and a kernel with the example's value written in would go unseen
+        doubled = 2 * value if _is_int(argument) and isinstance(value, int) and value >= 1 else None
+        candidates = (type(value)(0), type(value)(negative), type(value)(abs(value)), larger, doubled)
         if domain is not None and domain.values is not None:  # the spec lists every value: try each
             candidates = domain.values
         for new in dict.fromkeys(c for c in candidates if c is not None):

@@ -357,6 +357,8 @@ class FreshProcess:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        for pipe in (self.process.stdin, self.process.stdout, self.process.stderr):
+            pipe.close()
 
 
 def serve() -> None:
