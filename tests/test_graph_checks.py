@@ -65,6 +65,8 @@ STATEFUL = define("stateful(Tensor x) -> Tensor", _cached_scale, lambda x: torch
 TRANSPOSED = define("transposed(Tensor x) -> Tensor", lambda x: (x * 2).t().contiguous().t(),
                     lambda x: torch.empty(x.shape, dtype=x.dtype, device=x.device))
 LIKE = define("like(Tensor x) -> Tensor", lambda x: x * 2, lambda x: torch.empty_like(x))  # elementwise: x's layout
+SOFTMAX_LIKE = define("softmax_like(Tensor x) -> Tensor", lambda x: torch.softmax(x, -1),  # contiguous
+                      lambda x: torch.empty_like(x))  # the spec's `like: x`, for an op that does not keep layouts
 SPECIALISING = define("specialising(Tensor x) -> Tensor", lambda x: x * 2, _specialising_fake)
 ALIASING = define("aliasing(Tensor(a!) x, float v) -> Tensor", lambda x, v: x.fill_(v),
                   lambda x, v: torch.empty_like(x))
@@ -275,6 +277,9 @@ def test_strides_of_the_fake_must_be_the_kernels_on_non_contiguous_inputs():
                                                  r"transposed_cpu.py\) returns \(1, 4\): either declare the layout") as caught:
         checks.assert_non_contiguous_inputs(TRANSPOSED, x_call())
     assert caught.value.kind == "fake-wrong-strides"
+    with pytest.raises(checks.CheckFailed, match=r"the spec gives it an input's layout \(`like:`\), the kernel a "
+                                                 r"contiguous tensor.*declare its shape and dtype instead"):
+        checks.assert_non_contiguous_inputs(SOFTMAX_LIKE, x_call())
 
 
 def test_one_graph_for_two_sizes_unless_the_fake_specialises():

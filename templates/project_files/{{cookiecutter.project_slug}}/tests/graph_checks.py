@@ -1165,11 +1165,17 @@ def _assert_fake_strides(op: Op, label: str, call: Call, actual) -> None:
         predicted = op(fakes)
     for index, (fake, real) in enumerate(zip(tensors(predicted), tensors(actual), strict=True)):
         if fake.numel() and _significant_strides(fake) != _significant_strides(real):
-            raise CheckFailed(
-                f"opgen.yaml: {op.output_field(index)}: on {label} inputs the fake function gives strides "
-                f"{fake.stride()}, the CPU kernel ({op.kernel}) returns {real.stride()}: either declare the layout in "
-                f"the spec (`like: <input>` keeps that input's strides; without it the output is contiguous) or make "
-                "the kernel return the declared layout (.contiguous())", "fake-wrong-strides")
+            where = (f"opgen.yaml: {op.output_field(index)}: on {label} inputs the fake function gives strides "
+                     f"{fake.stride()}, the CPU kernel ({op.kernel}) returns {real.stride()}")
+            if real.is_contiguous() and not fake.is_contiguous():  # `like:` on an op that does not keep layouts
+                fix = ("the spec gives it an input's layout (`like:`), the kernel a contiguous tensor, as ops that do "
+                       "not compute element by element (a softmax, a norm, a matmul) return: declare its shape and "
+                       "dtype instead (`{shape: \"x.shape\", dtype: x}` for `like: x`), which is contiguous; or make "
+                       "the kernel keep the input's layout")
+            else:
+                fix = ("either declare the layout in the spec (`like: <input>` keeps that input's strides; without it "
+                       "the output is contiguous) or make the kernel return the declared layout (.contiguous())")
+            raise CheckFailed(f"{where}: {fix}", "fake-wrong-strides")
 
 
 def assert_compiles_once(op: Op, calls: Sequence[Call], derived: bool) -> None:
