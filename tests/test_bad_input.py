@@ -74,8 +74,19 @@ def assert_error(done: subprocess.CompletedProcess, *fragments: str, code: int =
      "spec.yaml:10:21:", "tensors of up to 64"),
     (SPEC.format(schema="double(Tensor x, int n=" + "7" * 5000 + ") -> Tensor", example="{x: {shape: [2]}}"),
      "spec.yaml:5:37:", "5000-digit number"),
+    (SPEC.format(schema="double(Tensor x, int n) -> Tensor", example="{x: {shape: [2]}, n: " + "7" * 5000 + "}"),
+     "spec.yaml:10:30:", "ops[0].examples[0].n must be an integer"),
+    (SPEC.format(schema="double(Tensor x) -> Tensor", example="{x: {values: [1, " + "7" * 5000 + "]}}"),
+     "spec.yaml:10:", "ops[0].examples[0].x"),
+    (SPEC.format(schema="double(Tensor x, int n) -> Tensor", example="{x: {shape: [2]}, n: 2}").replace(
+        "    outputs:", "    inputs: {n: {values: [" + "7" * 5000 + "]}}\n    outputs:"), "spec.yaml:6:27:",
+     "is not a 64-bit int"),
+    (SPEC.format(schema="double(Tensor x, int n) -> Tensor", example="{x: {shape: [2]}, n: 2}").replace(
+        "    outputs:", "    inputs: {n: {range: [" + "7" * 400 + ", null]}}\n    outputs:"), "spec.yaml:6:26:",
+     "(400 characters) is not a finite number or null"),
 ], ids=["yaml-500-deep", "op-named-from", "op-name-300", "package-os", "ragged-values", "shape-1e21",
-        "shape-100-dims", "int-default-5000-digits"])
+        "shape-100-dims", "int-default-5000-digits", "int-example-5000-digits", "value-5000-digits",
+        "inputs-values-5000-digits", "inputs-range-400-digits"])
 def test_a_spec_that_cannot_run_is_refused_where_it_says_so(tmp_path, text, where, fragment):
     done = run_opgen_command("new", spec(tmp_path, text=text), "-o", str(tmp_path / "out"))
     assert_error(done, where, fragment)

@@ -79,6 +79,7 @@ def test_a_view_in_a_reference_writing_an_argument_says_what_contiguous_means_fo
     ("scale: {range: [0, null]}", "scale: {values: []}", 9, "ops[0].inputs.scale.values must be a list of"),
     ("scale: {range: [0, null]}", "scale: {values: [1.0, .nan]}", 9, "scale.values: nan is not a finite number"),
     ("scale: {range: [0, null]}", "scale: {values: [1.0, 1.0]}", 9, "ops[0].inputs.scale.values: 1.0 is listed twice"),
+    ("scale: {range: [0, null]}", "scale: {values: [1" + "0" * 400 + "]}", 9, "(401 characters) is not a finite number"),
     ("scale: {range: [0, null]}", "scale: {range: [0, null], values: [1.0]}", 9,
      "ops[0].inputs.scale: `values` already gives every value of 'scale'"),
     ("rows: {finite: true", "rows: {values: [1], finite: true", 8, "unknown key 'values' in ops[0].inputs.rows"),
@@ -123,5 +124,5 @@ def test_a_scalar_listed_values_reach_the_generated_tests_and_an_int_takes_ints_
     text = CACHE.replace("float scale=1.0", "int block=16").replace("scale: {range: [0, null]}", "block: {values: "
                                                                      "[16, 32.5]}")
     found = error(text)
-    assert found.line == 9 and "ops[0].inputs.block.values: 32.5 is not an int" in found.message
+    assert found.line == 9 and "ops[0].inputs.block.values: 32.5 is not a 64-bit int" in found.message
     assert "[16, 32, 64]" in found.hint

@@ -111,12 +111,25 @@ def _values(source: _Source, node: Node, field: str, kind: str) -> tuple:
     for item in node.value:
         value = _scalar(item)
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if not number or not math.isfinite(value) or (integral and not isinstance(value, int)):
-            raise source.error(item, f"{field}: {value!r} is not {'an int' if integral else 'a finite number'}", hint)
+        if not number or (integral and not isinstance(value, int)) or not _fits(value, integral):
+            raise source.error(item, f"{field}: {_shown(value)} is not {'a 64-bit int' if integral else 'a finite number'}",
+                               hint)
         if value in found:
             raise source.error(item, f"{field}: {value!r} is listed twice", hint)
         found.append(value)
     return tuple(found)
+
+
+def _fits(value: float, integral: bool) -> bool:
+    """A torch int (64 bits) or a finite double."""
+    if integral:
+        return -(2 ** 63) <= value < 2 ** 63
+    return abs(value) <= 1.7976931348623157e308 and (isinstance(value, int) or math.isfinite(value))
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 30 else f"{text[:12]}...{text[-6:]} ({len(text)} characters)"
 
 
 def _range(source: _Source, node: Node, field: str) -> tuple[float | None, float | None]:
@@ -127,8 +140,8 @@ def _range(source: _Source, node: Node, field: str) -> tuple[float | None, float
     for item in node.value:
         value = _scalar(item)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                  or not math.isfinite(value)):
-            raise source.error(item, f"{field}: {value!r} is not a finite number or null", hint)
+                                  or not _fits(value, False)):
+            raise source.error(item, f"{field}: {_shown(value)} is not a finite number or null", hint)
         bounds.append(value)
     low, high = bounds
     if low is None and high is None:

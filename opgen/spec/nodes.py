@@ -191,7 +191,7 @@ def _scalar(node: Node):
     """The Python value of a scalar node (YAML 1.1 rules, as `yaml.safe_load` reads it)."""
     try:
         return SafeConstructor().construct_object(node, deep=True)
-    except ConstructorError:
+    except (ConstructorError, ValueError):  # ValueError: an int past Python's 4300 digits, left as its text
         return node.value
 
 
@@ -203,6 +203,9 @@ def _data(source: _Source, node: Node, what: str):
     except ConstructorError as error:
         raise source.error(node, f"{what}: {error.problem}",
                            "write plain YAML values (numbers, strings, lists, mappings)") from None
+    except ValueError:  # an int past Python's 4300 digits
+        raise source.error(node, f"{what}: a number too long to be one (over 4300 digits)",
+                           "write numbers that fit the op's dtype") from None
 
 
 def _string(source: _Source, node: Node, what: str, *, allow_empty: bool = False) -> str:
