@@ -25,6 +25,7 @@ import os
 import re
 import sys
 import threading
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NoReturn
@@ -550,8 +551,6 @@ def _semantics_cover(op: Op, label: str, kind: str, expected, want: list, names:
     if kind not in _MAY_LEAVE_THE_SEMANTICS:
         raise CheckFailed(f"{problem}: the spec's semantics ({op.field}.outputs) and its reference disagree on an "
                           "input of the op; fix whichever is wrong in opgen.yaml")
-    import warnings
-
     warnings.warn(f"{problem}: the fake and the kernel are not held to the semantics there (if the op takes this "
                   f"input, {op.field}.outputs in opgen.yaml is wrong for it)", stacklevel=3)
     return False
@@ -1677,8 +1676,6 @@ class _CaptureRun:
                 "only shapes and dtypes)")
         if not self.allow_random:
             raise CheckFailed(text, "random-op")
-        import warnings
-
         warnings.warn(text, stacklevel=3)
         self.notes.append(f"random numbers in the captured kernel accepted (allow_random): {op_name} at "
                           f"{_shown(where)}")

@@ -495,10 +495,11 @@ def _dim_variants(example: _Example) -> None:
             continue
         given = example.call.get(argument.name, argument.default_value if argument.has_default_value() else None)
         domain = example.domain(argument.name)
-        for value in domain.values if domain is not None and domain.values is not None else range(-rank, rank):
+        listed = domain.values if domain is not None else None
+        for value in listed if listed is not None else range(-rank, rank):
             if value != given and (domain is None or domain.allows(value)):
                 example.add("dim", f"with {argument.name}={value}", {**example.call, argument.name: value},
-                            [argument.name], f"a `range:` in {example.op.field}.inputs.{argument.name}")
+                            [argument.name], f"a `range:` or `values:` in {example.op.field}.inputs.{argument.name}")
 
 
 def moved(default):
@@ -531,11 +532,10 @@ def _scalar_variants(example: _Example) -> None:
         if not isinstance(value, (int, float)):
             continue
         domain = example.domain(name)
+        listed = domain.values if domain is not None else None  # the spec lists every value: try each, no other
         other = None
         if not given:
-            other = moved(default)
-            if domain is not None and domain.values is not None:
-                other = next((v for v in domain.values if v != default), None)
+            other = moved(default) if listed is None else next((v for v in listed if v != default), None)
             if other is not None and (domain is None or domain.allows(other)):
                 example.add("default", f"with {name}={other!r} (its default is {default!r})",
                             {**example.call, name: other}, [name])
@@ -544,9 +544,7 @@ def _scalar_variants(example: _Example) -> None:
         # an int doubled: a block size, a group or head count is often refused at value + 1 (it must divide a size),
         # and a kernel with the example's value written in would go unseen
         doubled = 2 * value if _is_int(argument) and isinstance(value, int) and value >= 1 else None
-        candidates = (type(value)(0), type(value)(negative), type(value)(abs(value)), larger, doubled)
-        if domain is not None and domain.values is not None:  # the spec lists every value: try each
-            candidates = domain.values
+        candidates = listed or (type(value)(0), type(value)(negative), type(value)(abs(value)), larger, doubled)
         for new in dict.fromkeys(c for c in candidates if c is not None):
             if new not in (value, other) and (domain is None or domain.allows(new)):
                 example.add("scalar", f"with {name}={new!r}", {**example.call, name: new}, [name],
