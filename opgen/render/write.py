@@ -10,16 +10,19 @@ that is still true for the next run.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from .. import __version__
 from ..errors import OpgenError, os_error
+from ..files import exclusive_lock
 from .staging import Batch, fsync_dirs, is_staged, left_by_dead_run, leftovers, with_executable
 
 MANIFEST = ".opgen/manifest.json"
@@ -263,10 +266,58 @@ def apply_plan(plan: Plan) -> None:
     leaves its staged manifest for the next run to learn what it wrote (`_journal`). Writes nothing when the
     disk no longer looks the way it did when the plan was made. An OSError ends as an OpgenError that names
     the file and says what was written (an EnvironmentFault for a full disk, a read-only file system...)."""
-    root = plan.out_dir
-    _verify_unchanged_since_plan(plan)
     if not plan.changed:
+        _verify_unchanged_since_plan(plan)
         return
+    created = _make_lock_dir(plan.out_dir)
+    try:
+        with _project_lock(plan.out_dir):
+            _verify_unchanged_since_plan(plan)
+            _apply(plan)
+    except BaseException:
+        for directory in reversed(created):  # made only to hold the lock: gone again if nothing was written
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+        raise
+
+
+def _make_lock_dir(root: Path) -> list[Path]:
+    """Make `root`/.opgen (the project's lock, and where its manifest goes); the directories made, outermost
+    first."""
+    missing, directory = [], root / _RESERVED
+    while not directory.is_dir() and directory.parent != directory:
+        missing.append(directory)
+        directory = directory.parent
+    made = []
+    try:
+        for directory in reversed(missing):
+            with contextlib.suppress(FileExistsError):  # another opgen made it first
+                directory.mkdir()
+                made.append(directory)
+    except OSError as error:
+        for directory in reversed(made):
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+        raise os_error(error, "write", outcome="nothing was written") from None
+    return made
+
+
+@contextlib.contextmanager
+def _project_lock(root: Path) -> Iterator[None]:
+    """Hold the project's lock (an flock on its .opgen directory) while checking and writing it: two opgen runs
+    writing one project take turns, and the second sees what the first wrote (`PlanOutdated`), never a mix."""
+    lock = root / _RESERVED
+    for _ in range(100):
+        with exclusive_lock(lock) as held:
+            if held or lock.is_dir():  # not held on a file system without locks: the compare is the guard
+                yield
+                return
+        _make_lock_dir(root)  # removed while this run waited, by a run that wrote nothing: make it again
+    raise OpgenError(f"cannot lock {lock}: it keeps disappearing", hint="nothing was written; re-run opgen")
+
+
+def _apply(plan: Plan) -> None:
+    root = plan.out_dir
     files, manifest = Batch(), Batch()
     try:
         try:
@@ -628,8 +679,13 @@ def _verify_unchanged_since_plan(plan: Plan) -> None:
     if (None if current_manifest is None else current_manifest.decode("utf-8", "replace")) != plan.old_manifest_text:
         stale.append(MANIFEST)
     if stale:
-        raise OpgenError(f"{plan.out_dir} changed after opgen planned the write: {', '.join(stale)}",
-                         hint="nothing was written; re-run opgen")
+        raise PlanOutdated(f"{plan.out_dir} changed after opgen planned the write: {', '.join(stale)}",
+                           hint="nothing was written; re-run opgen")
+
+
+class PlanOutdated(OpgenError):
+    """The project changed on disk between the plan and its write (another opgen, an editor): nothing was written;
+    planning again sees what is there now."""
 
 
 def _read(path: Path) -> bytes | None:
