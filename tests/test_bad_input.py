@@ -93,6 +93,75 @@ def test_a_spec_that_cannot_run_is_refused_where_it_says_so(tmp_path, text, wher
     assert not (tmp_path / "out").exists()
 
 
+RULE_SPEC = """\
+namespace: bad
+style: library
+device: cpu
+ops:
+  - schema: "{schema}"
+    outputs:
+      out0: {{shape: "{shape}", dtype: float32}}
+    examples:
+      - {{x: {{shape: [2, 3]}}{extra}}}
+"""
+
+
+@pytest.mark.parametrize(("schema", "shape", "extra", "where", "fragment"), [
+    ("f(Tensor x) -> Tensor", "x.shape * 100000000", "", "spec.yaml:7:32:",
+     "repeated 100,000,000 times: a shape has at most 64 dims"),
+    ("f(Tensor x) -> Tensor", "[1] * 1000000000000", "", "spec.yaml:7:28:", "repeated 1,000,000,000,000 times"),
+    ("f(Tensor x) -> Tensor", "[x.shape[0] * 100000000]", "", "spec.yaml:7:36:",
+     "`* 100,000,000` makes a size above 16,777,216"),
+    ("f(Tensor x) -> Tensor", "[4096 * 4096 * 2]", "", "spec.yaml:7:23:", "the size 33,554,432 is above 16,777,216"),
+    ("f(Tensor x) -> Tensor", "[x.shape[0] // 0]", "", "spec.yaml:7:37:", "division by zero"),
+    ("f(Tensor x) -> Tensor", "[x.shape[0] % (2 - 2)]", "", "spec.yaml:7:37:", "modulo by zero"),
+    ("f(Tensor x) -> Tensor", "[x.shape[0] // 0 + 1]", "", "spec.yaml:7:37:", "division by zero"),
+    ("f(Tensor x) -> Tensor", "replace_size(x.shape, 0, x.shape[1] // 0)", "", "spec.yaml:7:61:",
+     "division by zero"),
+    ("f(Tensor x) -> Tensor", "[-3]", "", "spec.yaml:7:23:", "a size cannot be negative (-3)"),
+    ("f(Tensor x) -> Tensor", "insert_size(x.shape, 0, -1)", "", "spec.yaml:7:46:", "a size cannot be negative"),
+    ("f(Tensor x) -> Tensor", "[9223372036854775807 * 2]", "", "spec.yaml:7:23:", "beyond int64"),
+    ("f(Tensor x, int n) -> Tensor", "[1] * n", ", n: 1000000000000", "spec.yaml:9:33:",
+     "ops[0].examples[0].n: 1,000,000,000,000 is outside 0..64"),
+    ("f(Tensor x, int n) -> Tensor", "[n, 2]", ", n: -4", "spec.yaml:9:33:", "-4 is outside 0..16,777,216"),
+    ("f(Tensor x, int[] s) -> Tensor", "s", ", s: [2, 100000000]", "spec.yaml:9:33:",
+     "100,000,000 is outside 0..16,777,216"),
+    ("f(Tensor x, int n) -> Tensor", "x.shape", ", n: 1180591620717411303424", "spec.yaml:9:33:",
+     "1180591620717411303424 does not fit in an 'int', a 64-bit integer"),
+], ids=["shape-times-1e8", "repeat-1e12", "size-times-1e8", "constant-product", "floordiv-zero", "mod-folded-zero",
+        "floordiv-zero-inside", "floordiv-zero-in-call", "negative-size", "negative-inserted-size", "int64-overflow",
+        "example-repeat-count", "example-negative-size", "example-size-list", "int-example-2-70"])
+def test_a_rule_that_would_eat_the_machine_or_fail_every_call_is_refused_where_it_says_so(
+        tmp_path, schema, shape, extra, where, fragment):
+    """Issue 37: accepted, these made a generated test grow to 6 GiB, a fake raise ZeroDivisionError or
+    MemoryError, a test fail to make an int64 of an example."""
+    text = RULE_SPEC.format(schema=schema, shape=shape, extra=extra)
+    done = run_opgen_command("new", spec(tmp_path, text=text), "-o", str(tmp_path / "out"))
+    assert_error(done, where, fragment)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("schema", "shape", "extra"), [
+    ("f(Tensor x) -> Tensor", "x.shape * 2", ""),
+    ("f(Tensor x) -> Tensor", "[1] * 64", ""),
+    ("f(Tensor x) -> Tensor", "[x.shape[0] * 16777216]", ""),
+    ("f(Tensor x) -> Tensor", "[x.shape[0] // 2, x.shape[1] % 2 + 1]", ""),
+    ("f(Tensor x, int n) -> Tensor", "[1] * n", ", n: 64"),
+    ("f(Tensor x, int n) -> Tensor", "x.shape", ", n: 9223372036854775807"),
+], ids=["shape-times-2", "repeat-64", "factor-at-limit", "floordiv-nonzero", "example-count-64", "int-example-max"])
+def test_a_rule_just_inside_the_bounds_is_accepted(tmp_path, schema, shape, extra):
+    text = RULE_SPEC.format(schema=schema, shape=shape, extra=extra)
+    done = run_opgen_command("new", spec(tmp_path, text=text), "-o", str(tmp_path / "out"), "--dry-run")
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_duplicate_output_is_refused_like_any_duplicate_key(tmp_path):
+    text = RULE_SPEC.format(schema="f(Tensor x) -> Tensor", shape="[1]", extra="").replace(
+        "    examples:", "      out0: {like: x}\n    examples:")
+    done = run_opgen_command("new", spec(tmp_path, text=text), "-o", str(tmp_path / "out"))
+    assert_error(done, "spec.yaml:8:7:", "duplicate key 'out0' in ops[0].outputs", "the first 'out0' is on line 7")
+
+
 def test_a_builtin_the_generated_code_calls_is_refused_and_one_it_does_not_is_fine(tmp_path):
     """`tuple` as an op name: the reference calls tuple(), which reference.py's function `tuple` would replace;
     `sum` as an op name is what torch does itself (nothing generated calls sum())."""
