@@ -84,9 +84,11 @@ def assert_error(done: subprocess.CompletedProcess, *fragments: str, code: int =
     (SPEC.format(schema="double(Tensor x, int n) -> Tensor", example="{x: {shape: [2]}, n: 2}").replace(
         "    outputs:", "    inputs: {n: {range: [" + "7" * 400 + ", null]}}\n    outputs:"), "spec.yaml:6:26:",
      "(400 characters) is not a finite number or null"),
+    (SPEC.format(schema="double(Tensor x) -> Tensor", example="{x: {values: [" + ", ".join(["0.5"] * 10**6) + "]}}"),
+     "spec.yaml:10:", "more than 20,000 values"),
 ], ids=["yaml-500-deep", "op-named-from", "op-name-300", "package-os", "ragged-values", "shape-1e21",
         "shape-100-dims", "int-default-5000-digits", "int-example-5000-digits", "value-5000-digits",
-        "inputs-values-5000-digits", "inputs-range-400-digits"])
+        "inputs-values-5000-digits", "inputs-range-400-digits", "values-1e6"])
 def test_a_spec_that_cannot_run_is_refused_where_it_says_so(tmp_path, text, where, fragment):
     done = run_opgen_command("new", spec(tmp_path, text=text), "-o", str(tmp_path / "out"))
     assert_error(done, where, fragment)
@@ -175,6 +177,16 @@ def test_a_builtin_the_generated_code_calls_is_refused_and_one_it_does_not_is_fi
         schema="sum(Tensor x) -> Tensor", example="{x: {shape: [2]}}").replace("return x * 2", reference),
         name="sum.yaml"), "-o", str(tmp_path / "sum"), "--dry-run")
     assert accepted.returncode == 0, accepted.stderr
+
+
+def test_inline_values_under_the_limit_generate(tmp_path):
+    """Issue 37: 10^6 inline numbers hung `opgen new` (10^5 took 35 s); now they are refused above 20,000 values in
+    the spec (a second or two) and a tensor of 10,000 exact values generates."""
+    example = "{x: {values: [" + ", ".join(str(i) for i in range(10_000)) + "], dtype: float32}}"
+    done = run_opgen_command("new", spec(tmp_path, example=example), "-o", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stderr
+    tests = (tmp_path / "out" / "tests" / "test_graph_entry.py").read_text()
+    assert tests.count("9999") >= 1 and "9998," in tests
 
 
 def test_inf_and_nan_examples_generate_python_that_runs(tmp_path):
