@@ -180,6 +180,12 @@ def plan_changes(out_dir: str | Path, files: list[PlannedFile], *, force: bool =
         return _plan(root, sorted(files, key=lambda planned: planned.path), force)
     except OSError as error:
         raise os_error(error, "read", outcome="nothing was written") from None
+    except RuntimeError as error:  # pathlib's resolve() before Python 3.13: "Symlink loop from '...'"
+        if "Symlink loop" not in str(error):
+            raise
+        where = str(error).split("from", 1)[-1].strip().strip("'\"")
+        raise OpgenError(f"cannot use {where}: a symbolic link on the way points back to itself (nothing was "
+                         "written)", hint="remove the loop, or choose another -o directory") from None
 
 
 def _plan(root: Path, files: list[PlannedFile], force: bool) -> Plan:
@@ -603,7 +609,9 @@ def _load_manifest(root: Path, force: bool) -> tuple[str | None, dict[str, dict]
         for path, entry in entries.items():
             if _path_error(path) is not None or not _valid_entry(entry):
                 raise ValueError(f"bad entry {path!r}")
-    except (ValueError, KeyError, AttributeError, TypeError) as error:
+    except (ValueError, KeyError, AttributeError, TypeError, RecursionError) as error:
+        if isinstance(error, RecursionError):
+            error = ValueError("nested too deeply to be opgen's")
         if force:
             return text, {}, None
         return text, {}, Problem(MANIFEST, f"is damaged ({error}); with --force opgen ignores it and treats every "
@@ -625,7 +633,7 @@ def _journal(root: Path, old_entries: dict[str, dict]) -> dict[str, dict]:
         try:
             data = json.loads(candidate.read_text(encoding="utf-8"))
             entries = data["files"] if data.get("format") == MANIFEST_FORMAT else None
-        except (OSError, ValueError, AttributeError, KeyError, TypeError):
+        except (OSError, ValueError, AttributeError, KeyError, TypeError, RecursionError):
             continue
         if not isinstance(entries, dict):
             continue

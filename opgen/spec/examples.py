@@ -425,8 +425,13 @@ def load_inputs_text(text: str, path: str, schemas: dict[str, Schema]) -> dict[s
         single = SequenceNode("tag:yaml.org,2002:seq", [root], root.start_mark, root.end_mark)
         return {name: examples(source, single, schema, "inputs")}
     found: dict[str, tuple[Example, ...]] = {}
+    seen: dict[str, Node] = {}
     for key_node, value in root.value:
         key = _string(source, key_node, "an op name")
+        if key in seen:
+            raise source.error(key_node, f"duplicate key {key!r} in the inputs file",
+                               f"the first {key!r} is on line {seen[key].start_mark.line + 1}; keep one")
+        seen[key] = key_node
         matches = [name for name in schemas if key in (name, name.split("::")[-1], name.split(".")[0],
                                                         name.split("::")[-1].split(".")[0])]
         if not matches:

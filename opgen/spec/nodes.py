@@ -97,6 +97,14 @@ def compose(source: _Source, what: str = "YAML") -> Node | None:
         mark = error.problem_mark
         raise source.error(None, f"invalid {what}: {error.problem}", "a spec needs a few levels of lists and "
                            "mappings; this one is far deeper", line=mark.line, column=mark.column + 1) from None
+    except yaml.reader.ReaderError as error:  # an unprintable character (NUL, ...): PyYAML gives its offset only
+        text, position = source.text, error.position
+        line = text.count("\n", 0, position)
+        column = position - (text.rfind("\n", 0, position) + 1) + 1
+        character = f"U+{error.character:04X}" if isinstance(error.character, int) else repr(error.character)
+        raise source.error(None, f"invalid {what}: the character {character} at offset {position} is not allowed in "
+                           "YAML", "remove it (a NUL byte often means a binary file or a bad copy)", line=line,
+                           column=column) from None
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         problem = error.problem or error.context or "malformed YAML"
