@@ -81,6 +81,7 @@ def address_space(limit: int):
     return apply
 
 
+@pytest.mark.slow
 def test_no_thread_to_start_under_a_memory_limit_still_writes_the_project(tmp_path):
     """Under `ulimit -v` a new thread's stack cannot be mapped ("can't start new thread", an internal error and an
     empty directory before): the fsyncs run one by one instead, and the project is whole. The limit is found by
@@ -201,6 +202,7 @@ def test_non_utf8_inputs_are_located_at_line_and_column(tmp_path):
     assert_clean_error(done, f"{inputs}:2:16: not UTF-8: byte 0xff at offset 35")
 
 
+@pytest.mark.slow
 def test_check_refuses_duplicate_op_keys_in_inputs_as_new_does(tmp_path):
     module = tmp_path / "dup_inputs.py"
     module.write_text(
