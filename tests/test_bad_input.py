@@ -69,7 +69,7 @@ def assert_error(done: subprocess.CompletedProcess, *fragments: str, code: int =
     (SPEC.format(schema="double(Tensor x) -> Tensor", example="{x: {values: [[1.0, 2.0], [3.0]]}}"),
      "spec.yaml:10:22:", "rectangular"),
     (SPEC.format(schema="double(Tensor x) -> Tensor", example="{x: {shape: [1000000000000000000000, 2]}}"),
-     "spec.yaml:10:21:", "at most 16,777,216"),
+     "spec.yaml:10:21:", "at most 1,048,576"),
     (SPEC.format(schema="double(Tensor x) -> Tensor", example="{x: {shape: [" + ", ".join(["1"] * 100) + "]}}"),
      "spec.yaml:10:21:", "tensors of up to 64"),
     (SPEC.format(schema="double(Tensor x, int n=" + "7" * 5000 + ") -> Tensor", example="{x: {shape: [2]}}"),
@@ -113,8 +113,8 @@ ops:
      "repeated 100,000,000 times: a shape has at most 64 dims"),
     ("f(Tensor x) -> Tensor", "[1] * 1000000000000", "", "spec.yaml:7:28:", "repeated 1,000,000,000,000 times"),
     ("f(Tensor x) -> Tensor", "[x.shape[0] * 100000000]", "", "spec.yaml:7:36:",
-     "`* 100,000,000` makes a size above 16,777,216"),
-    ("f(Tensor x) -> Tensor", "[4096 * 4096 * 2]", "", "spec.yaml:7:23:", "the size 33,554,432 is above 16,777,216"),
+     "`* 100,000,000` makes a size above 1,048,576"),
+    ("f(Tensor x) -> Tensor", "[1024 * 1024 * 2]", "", "spec.yaml:7:23:", "the size 2,097,152 is above 1,048,576"),
     ("f(Tensor x) -> Tensor", "[x.shape[0] // 0]", "", "spec.yaml:7:37:", "division by zero"),
     ("f(Tensor x) -> Tensor", "[x.shape[0] % (2 - 2)]", "", "spec.yaml:7:37:", "modulo by zero"),
     ("f(Tensor x) -> Tensor", "[x.shape[0] // 0 + 1]", "", "spec.yaml:7:37:", "division by zero"),
@@ -123,15 +123,16 @@ ops:
     ("f(Tensor x) -> Tensor", "[-3]", "", "spec.yaml:7:23:", "a size cannot be negative (-3)"),
     ("f(Tensor x) -> Tensor", "insert_size(x.shape, 0, -1)", "", "spec.yaml:7:46:", "a size cannot be negative"),
     ("f(Tensor x) -> Tensor", "[9223372036854775807 * 2]", "", "spec.yaml:7:23:", "beyond int64"),
+    ("f(Tensor x) -> Tensor", "[1024, 1024, 2]", "", "spec.yaml:7:22:", "make 2,097,152 elements, above 1,048,576"),
     ("f(Tensor x, int n) -> Tensor", "[1] * n", ", n: 1000000000000", "spec.yaml:9:33:",
      "ops[0].examples[0].n: 1,000,000,000,000 is outside 0..64"),
-    ("f(Tensor x, int n) -> Tensor", "[n, 2]", ", n: -4", "spec.yaml:9:33:", "-4 is outside 0..16,777,216"),
+    ("f(Tensor x, int n) -> Tensor", "[n, 2]", ", n: -4", "spec.yaml:9:33:", "-4 is outside 0..1,048,576"),
     ("f(Tensor x, int[] s) -> Tensor", "s", ", s: [2, 100000000]", "spec.yaml:9:33:",
-     "100,000,000 is outside 0..16,777,216"),
+     "100,000,000 is outside 0..1,048,576"),
     ("f(Tensor x, int n) -> Tensor", "x.shape", ", n: 1180591620717411303424", "spec.yaml:9:33:",
      "1180591620717411303424 does not fit in an 'int', a 64-bit integer"),
 ], ids=["shape-times-1e8", "repeat-1e12", "size-times-1e8", "constant-product", "floordiv-zero", "mod-folded-zero",
-        "floordiv-zero-inside", "floordiv-zero-in-call", "negative-size", "negative-inserted-size", "int64-overflow",
+        "floordiv-zero-inside", "floordiv-zero-in-call", "negative-size", "negative-inserted-size", "int64-overflow", "constant-shape-product",
         "example-repeat-count", "example-negative-size", "example-size-list", "int-example-2-70"])
 def test_a_rule_that_would_eat_the_machine_or_fail_every_call_is_refused_where_it_says_so(
         tmp_path, schema, shape, extra, where, fragment):
@@ -146,11 +147,12 @@ def test_a_rule_that_would_eat_the_machine_or_fail_every_call_is_refused_where_i
 @pytest.mark.parametrize(("schema", "shape", "extra"), [
     ("f(Tensor x) -> Tensor", "x.shape * 2", ""),
     ("f(Tensor x) -> Tensor", "[1] * 64", ""),
-    ("f(Tensor x) -> Tensor", "[x.shape[0] * 16777216]", ""),
+    ("f(Tensor x) -> Tensor", "[x.shape[0] * 1048576]", ""),
+    ("f(Tensor x) -> Tensor", "[1024, 1024]", ""),
     ("f(Tensor x) -> Tensor", "[x.shape[0] // 2, x.shape[1] % 2 + 1]", ""),
     ("f(Tensor x, int n) -> Tensor", "[1] * n", ", n: 64"),
     ("f(Tensor x, int n) -> Tensor", "x.shape", ", n: 9223372036854775807"),
-], ids=["shape-times-2", "repeat-64", "factor-at-limit", "floordiv-nonzero", "example-count-64", "int-example-max"])
+], ids=["shape-times-2", "repeat-64", "factor-at-limit", "constant-shape-at-limit", "floordiv-nonzero", "example-count-64", "int-example-max"])
 def test_a_rule_just_inside_the_bounds_is_accepted(tmp_path, schema, shape, extra):
     text = RULE_SPEC.format(schema=schema, shape=shape, extra=extra)
     done = run_opgen_command("new", spec(tmp_path, text=text), "-o", str(tmp_path / "out"), "--dry-run")

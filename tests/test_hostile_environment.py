@@ -220,3 +220,38 @@ def test_check_refuses_duplicate_op_keys_in_inputs_as_new_does(tmp_path):
     assert done.returncode == 2, done.stdout + done.stderr
     assert "duplicate key 'twice' in the inputs file" in done.stderr and "Traceback" not in done.stderr, done.stderr
     assert "inputs.yaml:2:1:" in done.stderr, done.stderr
+
+
+# --- the memory of a generated test ------------------------------------------------------------------------------
+
+MEMORY_BOUND = 3 << 30  # address space (`ulimit -v`) the generated tests of a spec at the limits run in (docs/limits.md)
+AT_THE_LIMITS = """\
+namespace: membound
+style: library
+device: cpu
+ops:
+  - schema: "double(Tensor x) -> Tensor"
+    outputs:
+      out0: {shape: "x.shape", dtype: "x.dtype"}
+    reference: "return x * 2"
+    examples:
+      - {x: {shape: [1024, 1024]}}
+"""
+
+
+@pytest.mark.slow
+def test_the_generated_tests_of_a_spec_at_the_limits_run_under_the_memory_bound(tmp_path):
+    """An example of the most elements a spec may give (1,048,576), generated and its tests run under `ulimit -v`
+    3 GiB: they pass (measured peak 902 MiB resident; 16 Mi elements, the limit before issue 37, took 5.7 GiB)."""
+    from opgen.spec.tensor_limits import MAX_ELEMENTS
+
+    assert 1024 * 1024 == MAX_ELEMENTS
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(AT_THE_LIMITS)
+    out = tmp_path / "out"
+    assert opgen("new", str(spec), "-o", str(out), preexec=address_space(MEMORY_BOUND)).returncode == 0
+    env = {key: value for key, value in os.environ.items() if key != "OPGEN_DEBUG"}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-n", "0", "tests"],
+                          cwd=out, env=env, capture_output=True, text=True, timeout=900, check=False,
+                          preexec_fn=address_space(MEMORY_BOUND))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -32,9 +32,14 @@ def check_bounds(node: Node, fail: Fail, *, shape: bool) -> None:
                 raise fail(f"a list of sizes repeated {count:,} times: a shape has at most {MAX_DIMS} dims",
                            part.count.col, f"repeat a list at most {MAX_DIMS} times (`[1] * 4`)")
     if shape:
+        elements = 1
         for part in _shape_parts(node):
             for size in _sizes(part):
-                _check_size(size, fail)
+                elements *= max(1, _check_size(size, fail) or 1)
+        if elements > MAX_ELEMENTS:
+            raise fail(f"the constant sizes of this shape make {elements:,} elements, above {MAX_ELEMENTS:,}, the most "
+                       "of a tensor opgen's tests build", node.col, "use small sizes: the tests show a bug as well "
+                       "as large ones")
 
 
 def argument_limits(shape_rules: list[Node]) -> dict[str, tuple[int, int, str]]:
@@ -96,15 +101,17 @@ def _sizes(part: Node) -> Iterator[Node]:
         yield part.size
 
 
-def _check_size(size: Node, fail: Fail) -> None:
+def _check_size(size: Node, fail: Fail) -> int | None:
+    """The constant a size always is (None: read from the arguments), refused when negative or too large."""
     value = constant(size, fail)
     if value is None:
-        return
+        return None
     if value < 0:
         raise fail(f"a size cannot be negative ({value})", size.col, "sizes are >= 0")
     if value > MAX_ELEMENTS:
         raise fail(f"the size {value:,} is above {MAX_ELEMENTS:,}, the most elements of a tensor opgen's tests "
                    "build", size.col, "use a small size: the tests show a bug as well as a large one")
+    return value
 
 
 def constant(node: Node | None, fail: Fail) -> int | None:
