@@ -994,6 +994,53 @@ for _regenerate, _points in ((False, (("stage", 1), ("stage", 5), ("rename", 1),
         CASES[f"recover_{'regen' if _regenerate else 'first'}_{_point}_{_at}"] = killed_then_rerun(_point, _at,
                                                                                                    _regenerate)
 
+# --- issue 37: rules and examples that would eat the machine or fail every call ------------------------------------
+
+RULE_SPEC = """\
+namespace: bad
+style: library
+device: cpu
+ops:
+  - schema: "{schema}"
+    outputs:
+      out0: {{shape: "{shape}", dtype: float32}}
+    examples:
+      - {{x: {{shape: [2, 3]}}{extra}}}
+"""
+
+
+def refused_rule(shape: str, schema: str = "f(Tensor x) -> Tensor", extra: str = ""):
+    def make(work):
+        text = RULE_SPEC.format(schema=schema, shape=shape, extra=extra)
+        return [Run(["new", spec_with(work, text=text), "-o", "out"])]
+    return make
+
+
+for _name, _shape, _schema, _extra in (
+        ("shape_times_1e8", "x.shape * 100000000", "f(Tensor x) -> Tensor", ""),
+        ("repeat_1e12", "[1] * 1000000000000", "f(Tensor x) -> Tensor", ""),
+        ("floordiv_zero", "[x.shape[0] // 0]", "f(Tensor x) -> Tensor", ""),
+        ("mod_zero", "[x.shape[0] % (1 - 1)]", "f(Tensor x) -> Tensor", ""),
+        ("negative_size", "[-3]", "f(Tensor x) -> Tensor", ""),
+        ("size_times_1e8", "[x.shape[0] * 100000000]", "f(Tensor x) -> Tensor", ""),
+        ("example_repeat_1e12", "[1] * n", "f(Tensor x, int n) -> Tensor", ", n: 1000000000000"),
+        ("int_example_2_70", "x.shape", "f(Tensor x, int n) -> Tensor", ", n: 1180591620717411303424")):
+    CASES[f"new_rule_{_name}"] = refused_rule(_shape, _schema, _extra)
+
+
+@case
+def case_new_values_1e6(work):
+    text = example_spec("- {x: {values: [" + ", ".join(["0.5"] * 10**6) + "]}}\n")
+    return [Run(["new", spec_with(work, text=text), "-o", "out", "--dry-run"], timeout=30)]
+
+
+@case
+def case_new_duplicate_output(work):
+    text = RULE_SPEC.format(schema="f(Tensor x) -> Tensor", shape="[1]", extra="").replace(
+        "    examples:", "      out0: {like: x}\n    examples:")
+    return [Run(["new", spec_with(work, text=text), "-o", "out"])]
+
+
 CLEANUPS: list[contextlib.ExitStack] = []
 
 

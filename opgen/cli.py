@@ -69,6 +69,11 @@ def explain(schema: str | None, as_json: bool, code: str | None, tags: tuple[str
         raise click.UsageError("missing SCHEMA (or --code OPGxxx)")
     tags = _explain_tags(tags)
     if schema == "-":
+        if sys.stdin is None:
+            from .errors import OpgenError
+
+            raise OpgenError("SCHEMA '-' reads standard input, but it is closed", path="<stdin>",
+                             hint="pipe schemas in, one per line (`opgen explain - < schemas.txt`), or give one")
         worst = EXIT_OK
         for raw in sys.stdin:
             line = raw.rstrip("\r\n")

@@ -29,8 +29,10 @@ def handle_errors(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        _closed_output_discarded()
         try:
             with _terminate_as_exception():
+                _current_directory_exists()
                 return fn(*args, **kwargs)
         except OpgenError as error:
             _fail(error)
@@ -53,6 +55,13 @@ def handle_errors(fn):
             _debug_raise()
             _fail(EnvironmentFault("opgen ran out of memory", hint="the input may be far larger than the limits "
                                    "documented in docs/; otherwise free memory and re-run"))
+        except RuntimeError as error:
+            if "can't start new thread" not in str(error):
+                _internal_error(error)
+            _debug_raise()
+            _fail(EnvironmentFault("opgen cannot start a thread: the process is at a limit of the machine",
+                                   hint="raise the memory limit (`ulimit -v`) or the process limit (`ulimit -u`) "
+                                   "and re-run"))
         except ImportError as error:
             missing = missing_dependency(error)
             if missing is None:
@@ -68,6 +77,25 @@ def handle_errors(fn):
             _internal_error(error)
 
     return wrapper
+
+
+def _closed_output_discarded() -> None:
+    """A command started with its standard output or error closed (`opgen new ... >&-`) does its work and its
+    output goes nowhere, as `>/dev/null` would have it (Python leaves sys.stdout None there)."""
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115  (for the process's life)
+
+
+def _current_directory_exists() -> None:
+    """A command run in a directory deleted since the shell entered it fails on its first relative path, far from
+    the cause: say it first, naming the directory (the shell's $PWD)."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        where = os.environ.get("PWD") or "the current directory"
+        raise OpgenError(f"cannot use the current directory {where}: it was deleted (or moved) while this shell was "
+                         "in it", hint="cd to an existing directory and re-run") from None
 
 
 def _debug_raise() -> None:

@@ -7,10 +7,18 @@ through `read_input`).
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 import stat
+from collections.abc import Iterator
 
 from .errors import OpgenError, os_error
+
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks; the compare before each replace still guards a rewrite
+    fcntl = None
 
 MAX_INPUT_BYTES = 32 << 20  # a spec, an --inputs file, an op-plugin YAML or Python file: real ones are < 1 MiB
 
@@ -77,6 +85,11 @@ def read_limited(path: str | os.PathLike, limit: int = MAX_INPUT_BYTES) -> bytes
         os.close(descriptor)
 
 
+def read_digest(data: bytes) -> str:
+    """The sha256 of bytes read, to tell later whether a file still holds them (before rewriting it in place)."""
+    return hashlib.sha256(data).hexdigest()
+
+
 def decode_utf8(data: bytes, path: str) -> str:
     """`data` as text; a byte that is not UTF-8 is an error at its line and column (counted in bytes) and
     offset."""
@@ -106,3 +119,36 @@ def read_input(path: str, what: str, limit: int = MAX_INPUT_BYTES) -> str:
             hint = f"opgen reads {what}s of up to {megabytes(limit)}; is this the right file?"
         raise OpgenError(f"{what} {path} {refusal.reason}", hint=hint) from None
     return decode_utf8(data, path)
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: str | os.PathLike) -> Iterator[bool]:
+    """Hold an exclusive advisory lock (flock) on `path`, a file or a directory, for the block: another opgen that
+    rewrites it waits. A file replaced by a rename while this one waited is a new file, so it is locked again; the
+    block gets True when it holds the lock, False where `path` cannot be opened or locked (then the caller's
+    compare before replace is the only guard)."""
+    descriptor = _locked_descriptor(path)
+    try:
+        yield descriptor is not None
+    finally:
+        if descriptor is not None:
+            os.close(descriptor)
+
+
+def _locked_descriptor(path: str | os.PathLike) -> int | None:
+    if fcntl is None:
+        return None
+    while True:
+        try:
+            descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            return None
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+            locked, now = os.fstat(descriptor), os.stat(path)
+        except OSError:
+            os.close(descriptor)
+            return None
+        if (locked.st_dev, locked.st_ino) == (now.st_dev, now.st_ino):
+            return descriptor
+        os.close(descriptor)  # replaced while we waited: lock the file that is there now

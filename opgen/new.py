@@ -103,7 +103,7 @@ def new(**options) -> None:
 
 def run_new(spec_path: str | None, out_dir: str | None, schema_text: str | None, style: str | None,
             device: str | None, force: bool, dry_run: bool, target: str | None = None) -> None:
-    from .render.write import WriteRefused, apply_plan, plan_changes
+    from .render.write import WriteRefused, plan_changes
 
     spec_path, out_dir = _paths(spec_path, out_dir, schema_text)
     spec, name, text = _load(spec_path, schema_text, style, device, target)
@@ -121,10 +121,27 @@ def run_new(spec_path: str | None, out_dir: str | None, schema_text: str | None,
         click.echo(paint_plan(plan.render()))
         click.echo("dry run: nothing was written")
         return
-    apply_plan(plan)
+    plan = _apply_fresh(plan, files, force)
     click.echo(paint_plan(plan.render(include_unchanged=False)))
     if sys.stdout.isatty() and spec.target == "package":
         click.echo(f"next: pip install -e {out_dir} && python -m pytest {out_dir} -q")
+
+
+def _apply_fresh(plan, files: list, force: bool):
+    """Apply `plan`; when the project changed since it was made (another opgen wrote it meanwhile), plan again
+    from what is there now, saying so. The plan applied is returned."""
+    from .render.write import PlanOutdated, apply_plan, plan_changes
+
+    for attempt in range(3):
+        try:
+            apply_plan(plan)
+            return plan
+        except PlanOutdated as outdated:
+            if attempt == 2:
+                raise
+            click.echo(f"note: {outdated.message}; planning again from what is there now", err=True)
+            plan = plan_changes(plan.out_dir, files, force=force)
+    return plan
 
 
 def _paths(spec_path: str | None, out_dir: str | None, schema_text: str | None) -> tuple[str | None, str]:

@@ -69,7 +69,7 @@ def assert_error(done: subprocess.CompletedProcess, *fragments: str, code: int =
     (SPEC.format(schema="double(Tensor x) -> Tensor", example="{x: {values: [[1.0, 2.0], [3.0]]}}"),
      "spec.yaml:10:22:", "rectangular"),
     (SPEC.format(schema="double(Tensor x) -> Tensor", example="{x: {shape: [1000000000000000000000, 2]}}"),
-     "spec.yaml:10:21:", "at most 16,777,216"),
+     "spec.yaml:10:21:", "at most 1,048,576"),
     (SPEC.format(schema="double(Tensor x) -> Tensor", example="{x: {shape: [" + ", ".join(["1"] * 100) + "]}}"),
      "spec.yaml:10:21:", "tensors of up to 64"),
     (SPEC.format(schema="double(Tensor x, int n=" + "7" * 5000 + ") -> Tensor", example="{x: {shape: [2]}}"),
@@ -84,13 +84,86 @@ def assert_error(done: subprocess.CompletedProcess, *fragments: str, code: int =
     (SPEC.format(schema="double(Tensor x, int n) -> Tensor", example="{x: {shape: [2]}, n: 2}").replace(
         "    outputs:", "    inputs: {n: {range: [" + "7" * 400 + ", null]}}\n    outputs:"), "spec.yaml:6:26:",
      "(400 characters) is not a finite number or null"),
+    (SPEC.format(schema="double(Tensor x) -> Tensor", example="{x: {values: [" + ", ".join(["0.5"] * 10**6) + "]}}"),
+     "spec.yaml:10:", "more than 20,000 values"),
 ], ids=["yaml-500-deep", "op-named-from", "op-name-300", "package-os", "ragged-values", "shape-1e21",
         "shape-100-dims", "int-default-5000-digits", "int-example-5000-digits", "value-5000-digits",
-        "inputs-values-5000-digits", "inputs-range-400-digits"])
+        "inputs-values-5000-digits", "inputs-range-400-digits", "values-1e6"])
 def test_a_spec_that_cannot_run_is_refused_where_it_says_so(tmp_path, text, where, fragment):
     done = run_opgen_command("new", spec(tmp_path, text=text), "-o", str(tmp_path / "out"))
     assert_error(done, where, fragment)
     assert not (tmp_path / "out").exists()
+
+
+RULE_SPEC = """\
+namespace: bad
+style: library
+device: cpu
+ops:
+  - schema: "{schema}"
+    outputs:
+      out0: {{shape: "{shape}", dtype: float32}}
+    examples:
+      - {{x: {{shape: [2, 3]}}{extra}}}
+"""
+
+
+@pytest.mark.parametrize(("schema", "shape", "extra", "where", "fragment"), [
+    ("f(Tensor x) -> Tensor", "x.shape * 100000000", "", "spec.yaml:7:32:",
+     "repeated 100,000,000 times: a shape has at most 64 dims"),
+    ("f(Tensor x) -> Tensor", "[1] * 1000000000000", "", "spec.yaml:7:28:", "repeated 1,000,000,000,000 times"),
+    ("f(Tensor x) -> Tensor", "[x.shape[0] * 100000000]", "", "spec.yaml:7:36:",
+     "`* 100,000,000` makes a size above 1,048,576"),
+    ("f(Tensor x) -> Tensor", "[1024 * 1024 * 2]", "", "spec.yaml:7:23:", "the size 2,097,152 is above 1,048,576"),
+    ("f(Tensor x) -> Tensor", "[x.shape[0] // 0]", "", "spec.yaml:7:37:", "division by zero"),
+    ("f(Tensor x) -> Tensor", "[x.shape[0] % (2 - 2)]", "", "spec.yaml:7:37:", "modulo by zero"),
+    ("f(Tensor x) -> Tensor", "[x.shape[0] // 0 + 1]", "", "spec.yaml:7:37:", "division by zero"),
+    ("f(Tensor x) -> Tensor", "replace_size(x.shape, 0, x.shape[1] // 0)", "", "spec.yaml:7:61:",
+     "division by zero"),
+    ("f(Tensor x) -> Tensor", "[-3]", "", "spec.yaml:7:23:", "a size cannot be negative (-3)"),
+    ("f(Tensor x) -> Tensor", "insert_size(x.shape, 0, -1)", "", "spec.yaml:7:46:", "a size cannot be negative"),
+    ("f(Tensor x) -> Tensor", "[9223372036854775807 * 2]", "", "spec.yaml:7:23:", "beyond int64"),
+    ("f(Tensor x) -> Tensor", "[1024, 1024, 2]", "", "spec.yaml:7:22:", "make 2,097,152 elements, above 1,048,576"),
+    ("f(Tensor x, int n) -> Tensor", "[1] * n", ", n: 1000000000000", "spec.yaml:9:33:",
+     "ops[0].examples[0].n: 1,000,000,000,000 is outside 0..64"),
+    ("f(Tensor x, int n) -> Tensor", "[n, 2]", ", n: -4", "spec.yaml:9:33:", "-4 is outside 0..1,048,576"),
+    ("f(Tensor x, int[] s) -> Tensor", "s", ", s: [2, 100000000]", "spec.yaml:9:33:",
+     "100,000,000 is outside 0..1,048,576"),
+    ("f(Tensor x, int n) -> Tensor", "x.shape", ", n: 1180591620717411303424", "spec.yaml:9:33:",
+     "1180591620717411303424 does not fit in an 'int', a 64-bit integer"),
+], ids=["shape-times-1e8", "repeat-1e12", "size-times-1e8", "constant-product", "floordiv-zero", "mod-folded-zero",
+        "floordiv-zero-inside", "floordiv-zero-in-call", "negative-size", "negative-inserted-size", "int64-overflow", "constant-shape-product",
+        "example-repeat-count", "example-negative-size", "example-size-list", "int-example-2-70"])
+def test_a_rule_that_would_eat_the_machine_or_fail_every_call_is_refused_where_it_says_so(
+        tmp_path, schema, shape, extra, where, fragment):
+    """Issue 37: accepted, these made a generated test grow to 6 GiB, a fake raise ZeroDivisionError or
+    MemoryError, a test fail to make an int64 of an example."""
+    text = RULE_SPEC.format(schema=schema, shape=shape, extra=extra)
+    done = run_opgen_command("new", spec(tmp_path, text=text), "-o", str(tmp_path / "out"))
+    assert_error(done, where, fragment)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("schema", "shape", "extra"), [
+    ("f(Tensor x) -> Tensor", "x.shape * 2", ""),
+    ("f(Tensor x) -> Tensor", "[1] * 64", ""),
+    ("f(Tensor x) -> Tensor", "[x.shape[0] * 1048576]", ""),
+    ("f(Tensor x) -> Tensor", "[1024, 1024]", ""),
+    ("f(Tensor x) -> Tensor", "[x.shape[0] // 2, x.shape[1] % 2 + 1]", ""),
+    ("f(Tensor x, int n) -> Tensor", "[1] * n", ", n: 64"),
+    ("f(Tensor x, int n) -> Tensor", "x.shape", ", n: 9223372036854775807"),
+], ids=["shape-times-2", "repeat-64", "factor-at-limit", "constant-shape-at-limit", "floordiv-nonzero", "example-count-64", "int-example-max"])
+def test_a_rule_just_inside_the_bounds_is_accepted(tmp_path, schema, shape, extra):
+    text = RULE_SPEC.format(schema=schema, shape=shape, extra=extra)
+    done = run_opgen_command("new", spec(tmp_path, text=text), "-o", str(tmp_path / "out"), "--dry-run")
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_duplicate_output_is_refused_like_any_duplicate_key(tmp_path):
+    text = RULE_SPEC.format(schema="f(Tensor x) -> Tensor", shape="[1]", extra="").replace(
+        "    examples:", "      out0: {like: x}\n    examples:")
+    done = run_opgen_command("new", spec(tmp_path, text=text), "-o", str(tmp_path / "out"))
+    assert_error(done, "spec.yaml:8:7:", "duplicate key 'out0' in ops[0].outputs", "the first 'out0' is on line 7")
 
 
 def test_a_builtin_the_generated_code_calls_is_refused_and_one_it_does_not_is_fine(tmp_path):
@@ -106,6 +179,16 @@ def test_a_builtin_the_generated_code_calls_is_refused_and_one_it_does_not_is_fi
         schema="sum(Tensor x) -> Tensor", example="{x: {shape: [2]}}").replace("return x * 2", reference),
         name="sum.yaml"), "-o", str(tmp_path / "sum"), "--dry-run")
     assert accepted.returncode == 0, accepted.stderr
+
+
+def test_inline_values_under_the_limit_generate(tmp_path):
+    """Issue 37: 10^6 inline numbers hung `opgen new` (10^5 took 35 s); now they are refused above 20,000 values in
+    the spec (a second or two) and a tensor of 10,000 exact values generates."""
+    example = "{x: {values: [" + ", ".join(str(i) for i in range(10_000)) + "], dtype: float32}}"
+    done = run_opgen_command("new", spec(tmp_path, example=example), "-o", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stderr
+    tests = (tmp_path / "out" / "tests" / "test_graph_entry.py").read_text()
+    assert tests.count("9999") >= 1 and "9998," in tests
 
 
 def test_inf_and_nan_examples_generate_python_that_runs(tmp_path):

@@ -1070,6 +1070,10 @@ def _fill(template, values):
     return "".join(parts)
 
 
+# What rule_bounds refuses in a well-typed rule: a constant negative size (`[-1]`, `[0 - 1]`) is never a shape.
+BOUNDS_REFUSALS = ("a size cannot be negative", "division by zero", "modulo by zero")
+
+
 def test_well_typed_random_rules_are_accepted_and_run():
     from hypothesis import HealthCheck, given, settings
 
@@ -1081,8 +1085,10 @@ def test_well_typed_random_rules_are_accepted_and_run():
         for text, parse in ((shape_text, parse_shape), (dtype_text, parse_dtype)):
             try:
                 parse(text, SHAPE_SCHEMA)
-            except SemanticsError as error:  # pragma: no cover - a failure message
-                raise AssertionError(f"well-typed rule refused: {text}\n{error.render()}") from None
+            except SemanticsError as error:
+                if error.message.startswith(BOUNDS_REFUSALS):  # well-typed, but fails every call (issue 37)
+                    return
+                raise AssertionError(f"well-typed rule refused: {text}\n{error.render()}") from None  # pragma: no cover
             _check_random_rule(text, parse)
 
     check()

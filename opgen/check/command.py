@@ -69,8 +69,10 @@ def check(targets, inputs, as_json, keep_going, skip, train, timeout, explain, v
         return
     if not targets:
         raise click.UsageError("give at least one TARGET (module:ns::op, module, or a generated project directory)")
-    if inputs is not None and not os.path.isfile(inputs):
-        raise OpgenError(f"--inputs {inputs}: no such file")
+    if inputs is not None:
+        from ..files import read_input
+
+        read_input(inputs, "--inputs file")  # a FIFO, a device, a missing or non-UTF-8 file: said here, located
     job = {"targets": [parse_target(t) for t in targets], "inputs": inputs and os.path.abspath(inputs),
            "skip": list(skip), "keep_going": keep_going, "train": train}
     results = run(job, timeout)

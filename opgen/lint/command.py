@@ -89,20 +89,26 @@ def _run(paths, output_format, select, ignore, exclude, extend_exclude, statisti
 
 def _fix(result, not_rewritten: dict[str, str], relint):
     """Apply the safe fixes, re-linting after each pass (a fix may reveal another); a file that cannot be
-    rewritten is left whole and recorded in `not_rewritten` (path -> why), and its edits are not offered again."""
+    rewritten is left whole and recorded in `not_rewritten` (path -> why), and its edits are not offered again.
+    A file another process rewrote between the lint and the fix (a second `opgen lint --fix`, an editor) is not
+    touched: it is linted again and fixed from what it holds now."""
     from .fix import apply_edits
 
-    fixed = 0
+    fixed, changed = 0, set()
     for _ in range(MAX_FIX_PASSES):
         edits = [d.fix for d in result.diagnostics if d.fix is not None and d.fix.path not in not_rewritten]
         if not edits:
-            break
-        applied = apply_edits(edits, not_rewritten)
+            return result, fixed
+        read = {record.path: record.read_digest for record in result.records if record.read_digest}
+        changed = set()
+        applied = apply_edits(edits, not_rewritten, read=read, changed=changed)
         fixed += applied
-        if applied:
-            result = relint()
-        else:
-            break
+        if not applied and not changed:
+            return result, fixed
+        result = relint()
+    for path in sorted(changed):
+        not_rewritten[path] = (f"it changed {MAX_FIX_PASSES} times while opgen was fixing it (another program is "
+                               "writing it); run opgen lint --fix again when it is done")
     return result, fixed
 
 

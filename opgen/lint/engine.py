@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from ..contract import RULES, Diagnostic
 from ..errors import OpgenError
-from ..files import CannotRead, read_limited, special_kind
+from ..files import CannotRead, read_digest, read_limited, special_kind
 from .config import LintConfig
 from .records import FileRecord, Unreadable, package_root
 
@@ -171,7 +171,10 @@ def _read_chunk(paths: list[str]) -> list[FileRecord]:
         try:
             with warnings.catch_warnings():  # Python's own warnings about the code read ("invalid escape sequence")
                 warnings.simplefilter("ignore")
-                record = read_file(path, read_limited(path, MAX_FILE_BYTES))
+                data = read_limited(path, MAX_FILE_BYTES)
+                record = read_file(path, data)
+            if record is not None:
+                record.read_digest = read_digest(data)
         except CannotRead as refusal:
             record = _too_large(path, refusal) if refusal.too_large else _unreadable(path, refusal.reason)
         except (RecursionError, MemoryError):
@@ -299,7 +302,7 @@ def _lint_yaml_file(path: str) -> tuple[FileRecord | None, list[Diagnostic]]:
     if not is_op_yaml(path, data[:65536]):
         return None, []
     text = data.decode("utf-8", errors="replace")
-    record = FileRecord(path)
+    record = FileRecord(path, read_digest=read_digest(data))
     _read_noqa(record, text)
     try:
         return record, lint_yaml(path, text)

@@ -15,7 +15,7 @@ import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..files import CannotRead, read_limited
+from ..files import CannotRead, exclusive_lock, read_digest, read_limited
 from ..render.staging import atomic_write
 
 
@@ -33,17 +33,28 @@ class Edit:
                 "end_location": {"row": self.line, "column": self.end + 1}, "message": self.message}
 
 
-def apply_edits(edits: list[Edit], failed: dict[str, str] | None = None) -> int:
+def apply_edits(edits: list[Edit], failed: dict[str, str] | None = None, *,
+                read: dict[str, str] | None = None, changed: set[str] | None = None) -> int:
     """Apply non-overlapping edits file by file; returns how many were applied. Each file is rewritten whole or
-    not at all (atomically, its mode and encoding kept); one that cannot be (unreadable, read-only, a line whose
-    columns its encoding moves) is left as it was, and why goes to `failed` (path -> reason)."""
+    not at all (atomically, its mode and encoding kept), under an exclusive lock that another opgen fixing it waits
+    for; one that cannot be (unreadable, read-only, a line whose columns its encoding moves) is left as it was,
+    and why goes to `failed` (path -> reason). `read` (path -> sha256 of the bytes the edits were computed from):
+    a file that no longer holds those bytes (another process rewrote it since) is left as it was and goes to
+    `changed`, for the caller to check it again; its edits would land on other text."""
     by_path: dict[str, list[Edit]] = {}
     for edit in edits:
         by_path.setdefault(edit.path, []).append(edit)
     applied = 0
     for path, file_edits in by_path.items():
         try:
-            count = _rewrite(path, file_edits)
+            if read is not None and path not in read:
+                raise _NotRewritten("opgen did not read it in this run, so it cannot tell whether the fix still fits")
+            with exclusive_lock(os.path.realpath(path)):
+                count = _rewrite(path, file_edits, None if read is None else read[path])
+        except _Changed:
+            if changed is not None:
+                changed.add(path)
+            continue
         except _NotRewritten as refusal:
             if failed is not None:
                 failed[path] = str(refusal)
@@ -56,12 +67,18 @@ class _NotRewritten(Exception):
     pass
 
 
-def _rewrite(path: str, file_edits: list[Edit]) -> int:
+class _Changed(_NotRewritten):
+    """The file holds other bytes than those its edits were computed from."""
+
+
+def _rewrite(path: str, file_edits: list[Edit], expected: str | None) -> int:
     try:
         data = read_limited(path)
     except CannotRead as refusal:
         raise _NotRewritten(f"cannot read it: it {refusal.reason}" if refusal.error is None else
                             f"cannot read it: {refusal.reason}") from None
+    if expected is not None and read_digest(data) != expected:
+        raise _Changed(path)
     encoding = _encoding(data)
     try:
         text = data.decode(encoding)

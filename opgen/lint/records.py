@@ -197,6 +197,7 @@ class FileRecord:
     internal_error: str | None = None  # opgen could not read this file (a bug, or a pathological file)
     npu_renamed: bool = False  # imports torch_npu, which renames PrivateUse1 to npu: "NPU" is then a key
     entry_point: bool = False  # a script (`if __name__ == "__main__":`) or a test module: run, not imported
+    read_digest: str | None = None  # sha256 of the bytes read: --fix rewrites the file only while it holds them
 
 
 TEST_MODULE = re.compile(r"(?:^|/)(?:test_[^/]*|[^/]*_test)\.py$")

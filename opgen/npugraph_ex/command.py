@@ -29,6 +29,7 @@ def fetch(version: str | None, wheel: str | None) -> None:
 def _fetch(version: str | None, wheel: str | None) -> None:
     from .fetch import fetch as run_fetch
 
+    _check_cache_dir()
     target, note = run_fetch(version, wheel)
     if note:
         click.echo(note, err=True)
@@ -41,8 +42,15 @@ def _fetch(version: str | None, wheel: str | None) -> None:
               "(default: the installed torch's X.Y.Z).")
 def path(version: str | None) -> None:
     """Print the directory holding the fetched npugraph_ex (exit 1 when it has not been fetched)."""
+    from ..console import handle_errors
+
+    handle_errors(_path)(version)
+
+
+def _path(version: str | None) -> None:
     from . import loader
 
+    _check_cache_dir()
     lib = loader()
     version = version or lib.torch_release()
     found = lib.find(version) if version else None
@@ -51,3 +59,17 @@ def path(version: str | None) -> None:
         click.echo(f"npugraph_ex is not fetched{where}\n  = hint: {lib.FETCH_HINT}", err=True)
         sys.exit(1)
     click.echo(str(found))
+
+
+def _check_cache_dir() -> None:
+    """OPGEN_CACHE_DIR must name a directory: `~user/...` of a user this machine does not know names none."""
+    import os
+
+    from ..errors import OpgenError
+
+    value = os.environ.get("OPGEN_CACHE_DIR")
+    if value and value.startswith("~") and os.path.expanduser(value) == value:
+        user = value[1:].split("/", 1)[0]
+        raise OpgenError(f"OPGEN_CACHE_DIR={value}: cannot expand {value.split('/', 1)[0]!r}: "
+                         + (f"there is no user {user!r} on this machine" if user else "there is no home directory"),
+                         hint="set OPGEN_CACHE_DIR to an absolute path, or unset it to use ~/.cache/opgen")

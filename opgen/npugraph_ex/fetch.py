@@ -23,7 +23,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from ..errors import OpgenError
+from ..errors import EnvironmentFault, OpgenError, os_error
+from ..files import special_kind
 from . import loader
 
 PREFIX = "torch_npu/dynamo/npugraph_ex/"
@@ -131,11 +132,29 @@ def install(wheel: Path, version: str, members: list[zipfile.ZipInfo], torch_ver
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
     except OSError as error:
-        raise OpgenError(f"cannot write the cache at {target}: {error}",
-                         hint="set OPGEN_CACHE_DIR to a writable directory") from None
+        fault = os_error(error, "write", f"the cache at {target}", outcome="the cache is as it was")
+        if not isinstance(fault, EnvironmentFault):
+            fault.hint = "set OPGEN_CACHE_DIR to a writable directory"
+        raise fault from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+def _regular_wheel(wheel: str) -> None:
+    """--wheel names a regular file: a FIFO would block the zip reader, /dev/zero never end; each is said as what
+    it is."""
+    try:
+        mode = os.stat(wheel).st_mode
+    except OSError as error:
+        if isinstance(error, FileNotFoundError):
+            raise OpgenError(f"--wheel {wheel}: no such file", hint="give the path of a downloaded torch_npu-*.whl") \
+                from None
+        raise os_error(error, "read", f"--wheel {wheel}") from None
+    kind = special_kind(mode)
+    if kind is not None:
+        raise OpgenError(f"--wheel {wheel} is {kind}, not a regular file",
+                         hint="give the path of a downloaded torch_npu-*.whl")
 
 
 def _sha256(path: Path) -> str:
@@ -152,8 +171,7 @@ def fetch(version: str | None, wheel: str | None) -> tuple[Path, str]:
     torch_version = lib.torch_release()
     if wheel is not None:
         path = Path(wheel)
-        if not path.is_file():
-            raise OpgenError(f"--wheel {wheel}: no such file")
+        _regular_wheel(wheel)
         wheel_version, members = verify(path, version)
         return install(path, wheel_version, members, torch_version), _mismatch(wheel_version, torch_version)
     version = version or default_version(lib)

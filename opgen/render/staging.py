@@ -178,11 +178,7 @@ class Batch:
         """fsync every staged file; concurrent calls let the filesystem commit them together."""
         written, self._open = self._open, []
         try:
-            if len(written) > 1:
-                with ThreadPoolExecutor(max_workers=min(16, len(written))) as pool:
-                    list(pool.map(_fsync, written))
-            elif written:
-                _fsync(written[0])
+            in_parallel(_fsync, written)
         finally:
             for descriptor, _ in written:
                 os.close(descriptor)
@@ -246,8 +242,7 @@ def fsync_dirs(directories: list[Path]) -> None:
         with contextlib.suppress(OSError):
             descriptors.append(os.open(directory, os.O_RDONLY))
     try:
-        with ThreadPoolExecutor(max_workers=max(1, min(16, len(descriptors)))) as pool:
-            list(pool.map(_fsync_quietly, descriptors))
+        in_parallel(_fsync_quietly, descriptors)
     finally:
         for descriptor in descriptors:
             os.close(descriptor)
@@ -256,3 +251,22 @@ def fsync_dirs(directories: list[Path]) -> None:
 def _fsync_quietly(descriptor: int) -> None:
     with contextlib.suppress(OSError):  # some filesystems refuse fsync on a directory
         os.fsync(descriptor)
+
+
+def in_parallel(function, items: list) -> None:
+    """`function` on each item, on up to 16 threads (fsyncs: the file system commits them together); one by one
+    where no thread can start (a memory limit, `ulimit -u`): slower, the same result."""
+    if len(items) > 1:
+        try:
+            pool = ThreadPoolExecutor(max_workers=min(16, len(items)))
+            with pool:
+                futures = [pool.submit(function, item) for item in items]
+        except RuntimeError as error:  # "can't start new thread"
+            if "thread" not in str(error):
+                raise
+        else:
+            for future in futures:
+                future.result()
+            return
+    for item in items:
+        function(item)

@@ -10,16 +10,19 @@ that is still true for the next run.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from .. import __version__
 from ..errors import OpgenError, os_error
+from ..files import exclusive_lock
 from .staging import Batch, fsync_dirs, is_staged, left_by_dead_run, leftovers, with_executable
 
 MANIFEST = ".opgen/manifest.json"
@@ -177,6 +180,12 @@ def plan_changes(out_dir: str | Path, files: list[PlannedFile], *, force: bool =
         return _plan(root, sorted(files, key=lambda planned: planned.path), force)
     except OSError as error:
         raise os_error(error, "read", outcome="nothing was written") from None
+    except RuntimeError as error:  # pathlib's resolve() before Python 3.13: "Symlink loop from '...'"
+        if "Symlink loop" not in str(error):
+            raise
+        where = str(error).split("from", 1)[-1].strip().strip("'\"")
+        raise OpgenError(f"cannot use {where}: a symbolic link on the way points back to itself (nothing was "
+                         "written)", hint="remove the loop, or choose another -o directory") from None
 
 
 def _plan(root: Path, files: list[PlannedFile], force: bool) -> Plan:
@@ -263,10 +272,58 @@ def apply_plan(plan: Plan) -> None:
     leaves its staged manifest for the next run to learn what it wrote (`_journal`). Writes nothing when the
     disk no longer looks the way it did when the plan was made. An OSError ends as an OpgenError that names
     the file and says what was written (an EnvironmentFault for a full disk, a read-only file system...)."""
-    root = plan.out_dir
-    _verify_unchanged_since_plan(plan)
     if not plan.changed:
+        _verify_unchanged_since_plan(plan)
         return
+    created = _make_lock_dir(plan.out_dir)
+    try:
+        with _project_lock(plan.out_dir):
+            _verify_unchanged_since_plan(plan)
+            _apply(plan)
+    except BaseException:
+        for directory in reversed(created):  # made only to hold the lock: gone again if nothing was written
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+        raise
+
+
+def _make_lock_dir(root: Path) -> list[Path]:
+    """Make `root`/.opgen (the project's lock, and where its manifest goes); the directories made, outermost
+    first."""
+    missing, directory = [], root / _RESERVED
+    while not directory.is_dir() and directory.parent != directory:
+        missing.append(directory)
+        directory = directory.parent
+    made = []
+    try:
+        for directory in reversed(missing):
+            with contextlib.suppress(FileExistsError):  # another opgen made it first
+                directory.mkdir()
+                made.append(directory)
+    except OSError as error:
+        for directory in reversed(made):
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+        raise os_error(error, "write", outcome="nothing was written") from None
+    return made
+
+
+@contextlib.contextmanager
+def _project_lock(root: Path) -> Iterator[None]:
+    """Hold the project's lock (an flock on its .opgen directory) while checking and writing it: two opgen runs
+    writing one project take turns, and the second sees what the first wrote (`PlanOutdated`), never a mix."""
+    lock = root / _RESERVED
+    for _ in range(100):
+        with exclusive_lock(lock) as held:
+            if held or lock.is_dir():  # not held on a file system without locks: the compare is the guard
+                yield
+                return
+        _make_lock_dir(root)  # removed while this run waited, by a run that wrote nothing: make it again
+    raise OpgenError(f"cannot lock {lock}: it keeps disappearing", hint="nothing was written; re-run opgen")
+
+
+def _apply(plan: Plan) -> None:
+    root = plan.out_dir
     files, manifest = Batch(), Batch()
     try:
         try:
@@ -552,7 +609,9 @@ def _load_manifest(root: Path, force: bool) -> tuple[str | None, dict[str, dict]
         for path, entry in entries.items():
             if _path_error(path) is not None or not _valid_entry(entry):
                 raise ValueError(f"bad entry {path!r}")
-    except (ValueError, KeyError, AttributeError, TypeError) as error:
+    except (ValueError, KeyError, AttributeError, TypeError, RecursionError) as error:
+        if isinstance(error, RecursionError):
+            error = ValueError("nested too deeply to be opgen's")
         if force:
             return text, {}, None
         return text, {}, Problem(MANIFEST, f"is damaged ({error}); with --force opgen ignores it and treats every "
@@ -574,7 +633,7 @@ def _journal(root: Path, old_entries: dict[str, dict]) -> dict[str, dict]:
         try:
             data = json.loads(candidate.read_text(encoding="utf-8"))
             entries = data["files"] if data.get("format") == MANIFEST_FORMAT else None
-        except (OSError, ValueError, AttributeError, KeyError, TypeError):
+        except (OSError, ValueError, AttributeError, KeyError, TypeError, RecursionError):
             continue
         if not isinstance(entries, dict):
             continue
@@ -628,8 +687,13 @@ def _verify_unchanged_since_plan(plan: Plan) -> None:
     if (None if current_manifest is None else current_manifest.decode("utf-8", "replace")) != plan.old_manifest_text:
         stale.append(MANIFEST)
     if stale:
-        raise OpgenError(f"{plan.out_dir} changed after opgen planned the write: {', '.join(stale)}",
-                         hint="nothing was written; re-run opgen")
+        raise PlanOutdated(f"{plan.out_dir} changed after opgen planned the write: {', '.join(stale)}",
+                           hint="nothing was written; re-run opgen")
+
+
+class PlanOutdated(OpgenError):
+    """The project changed on disk between the plan and its write (another opgen, an editor): nothing was written;
+    planning again sees what is there now."""
 
 
 def _read(path: Path) -> bytes | None:

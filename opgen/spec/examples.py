@@ -12,7 +12,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from ..schema.model import BaseType, EnumWord, ListType, OptionalType, Schema, base_name, strip_alias
 from .model import DTYPES, Example, Expected, TensorValue
 from .nodes import _data, _kind, _mapping, _scalar, _Source, _string, compose
-from .tensor_limits import dtype_problem, shape_problem, values_problem
+from .tensor_limits import INTEGER_RANGES, MAX_DIMS, dtype_problem, shape_problem, values_problem
 
 TENSOR_KEYS = ("shape", "dtype", "values")
 EXPECT_KEYS = ("values", "rows", "rtol", "atol")
@@ -21,10 +21,11 @@ _COMMON_DTYPES = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m
                   "uint8", "bool")
 
 
-def examples(source: _Source, node: Node | None, schema: Schema, where: str, *, random: bool = False
-             ) -> tuple[Example, ...]:
+def examples(source: _Source, node: Node | None, schema: Schema, where: str, *, random: bool = False,
+             limits: dict[str, tuple[int, int, str]] | None = None) -> tuple[Example, ...]:
     """The examples of one op (a made-up one when the spec gives none and opgen can guess one). `random`: the
-    op draws random numbers, so no value can be expected of it."""
+    op draws random numbers, so no value can be expected of it. `limits`: argument -> (lowest, highest, what it
+    is) for the int arguments the shape rules turn into sizes (rule_bounds.argument_limits)."""
     if node is None or (isinstance(node, ScalarNode) and _scalar(node) is None):
         derived = derive_example(schema)
         return () if derived is None else (derived,)
@@ -43,6 +44,8 @@ def examples(source: _Source, node: Node | None, schema: Schema, where: str, *, 
         for arg in schema.arguments:
             if arg.name in entries:
                 values[arg.name] = example_value(source, entries[arg.name][1], arg.type, f"{field}.{arg.name}")
+                if limits and arg.name in limits:
+                    _within(source, entries[arg.name][1], values[arg.name], limits[arg.name], f"{field}.{arg.name}")
             elif not arg.has_default:
                 raise source.error(item, f"{field} gives no value for {arg.name!r}, which has no default",
                                    f"add `{arg.name}: ...` ({_value_hint(arg.type)})")
@@ -56,6 +59,18 @@ def examples(source: _Source, node: Node | None, schema: Schema, where: str, *, 
             expect = _expect(source, entries[expect_key][1], schema, f"{field}.expect")
         found.append(Example(values, expect=expect))
     return tuple(found)
+
+
+def _within(source: _Source, node: Node, value, limit: tuple[int, int, str], field: str) -> None:
+    low, high, role = limit
+    numbers = value if isinstance(value, tuple) else (value,)
+    for number in numbers:
+        if isinstance(number, int) and not isinstance(number, bool) and not low <= number <= high:
+            raise source.error(node, f"{field}: {number:,} is outside {low}..{high:,}: the argument is {role}",
+                               f"give a value in {low}..{high:,}; the generated tests build what the rule makes of it")
+    if isinstance(value, tuple) and len(value) > MAX_DIMS:
+        raise source.error(node, f"{field} has {len(value)} sizes: the argument is {role}, and a shape has at most "
+                           f"{MAX_DIMS} dims", f"give at most {MAX_DIMS}")
 
 
 # --- expect ---------------------------------------------------------------------------------------
@@ -224,7 +239,16 @@ def example_value(source: _Source, node: Node, t, field: str):
                            f"the argument is '{t}' in the schema")
     if name == "ScalarType":
         return EnumWord(DTYPES[_dtype_word(source, node, field, value)])
+    low, high = INTEGER_RANGES["int64"][0]
+    if name in ("int", "SymInt") and not low <= value <= high:
+        raise source.error(node, f"{field}: {_digits(value)} does not fit in an '{name}', a 64-bit integer "
+                           f"({low}..{high})", "give a value in that range, as torch would take it")
     return value
+
+
+def _digits(value: int) -> str:
+    text = str(value)
+    return text if len(text) <= 30 else f"{text[:12]}...{text[-6:]} ({len(text)} digits)"
 
 
 def _int(value):
@@ -401,8 +425,13 @@ def load_inputs_text(text: str, path: str, schemas: dict[str, Schema]) -> dict[s
         single = SequenceNode("tag:yaml.org,2002:seq", [root], root.start_mark, root.end_mark)
         return {name: examples(source, single, schema, "inputs")}
     found: dict[str, tuple[Example, ...]] = {}
+    seen: dict[str, Node] = {}
     for key_node, value in root.value:
         key = _string(source, key_node, "an op name")
+        if key in seen:
+            raise source.error(key_node, f"duplicate key {key!r} in the inputs file",
+                               f"the first {key!r} is on line {seen[key].start_mark.line + 1}; keep one")
+        seen[key] = key_node
         matches = [name for name in schemas if key in (name, name.split("::")[-1], name.split(".")[0],
                                                         name.split("::")[-1].split(".")[0])]
         if not matches:

@@ -66,6 +66,7 @@ from .model import (
 from .names import argument_problem, op_name_problem, package_problem
 from .nodes import _choice, _identifier, _kind, _mapping, _scalar, _Source, _string, compose
 from .outputs import bindings, outputs
+from .rule_bounds import argument_limits
 from .semantics_ir import DTYPE_ALIASES
 
 __all__ = ["derive_example", "load_inputs_text", "load_spec", "load_spec_text", "read_spec"]
@@ -201,8 +202,9 @@ def _op(source: _Source, node: Node, index: int, project: _Project) -> OpSpec:
         else None
     let = bindings(source, fields["let"][1], schema, where, project.dtype_codes) if "let" in fields else ()
     described = _op_outputs(source, fields, schema, tags, let, project, where)
+    shape_rules = [out.shape_rule.node for out in described if out.shape_rule is not None]
     calls = examples(source, fields["examples"][1] if "examples" in fields else None, schema, where,
-                     random=RANDOM_TAG in tags)
+                     random=RANDOM_TAG in tags, limits=argument_limits(shape_rules))
     if calls and calls[0].derived:
         made_up = ", ".join(f"{name}: {describe_value(value)}" for name, value in calls[0].values.items())
         notes.append(f"no `{where}.examples`: the generated tests call the op with one opgen made up ({made_up}); "

@@ -16,6 +16,10 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # How deep lists and mappings may nest in a spec (a real one needs 6): a limit, so that a document nested
 # thousands deep is refused at its line and column instead of exhausting Python's recursion.
 MAX_YAML_DEPTH = 64
+# How many values (numbers, strings, lists, mappings) a spec or an --inputs file may hold (the largest example spec:
+# about 200): a limit, so that inline `values:` of a million numbers is refused in a second or two instead of
+# taking minutes and gigabytes (PyYAML reads about 10,000 values a second).
+MAX_YAML_NODES = 20_000
 
 
 class SpecError(OpgenError):
@@ -83,10 +87,24 @@ def compose(source: _Source, what: str = "YAML") -> Node | None:
 
     try:
         return yaml.compose(source.text, Loader=bounded_loader())
+    except TooMany as error:
+        mark = error.problem_mark
+        raise source.error(None, f"{what} too large: {error.problem}", "opgen reads specs and inputs of up to "
+                           f"{MAX_YAML_NODES:,} values: give a large example tensor as `shape: [...]` (random values) "
+                           "rather than inline `values:`, and exact values in small tensors",
+                           line=mark.line, column=mark.column + 1) from None
     except TooDeep as error:
         mark = error.problem_mark
         raise source.error(None, f"invalid {what}: {error.problem}", "a spec needs a few levels of lists and "
                            "mappings; this one is far deeper", line=mark.line, column=mark.column + 1) from None
+    except yaml.reader.ReaderError as error:  # an unprintable character (NUL, ...): PyYAML gives its offset only
+        text, position = source.text, error.position
+        line = text.count("\n", 0, position)
+        column = position - (text.rfind("\n", 0, position) + 1) + 1
+        character = f"U+{error.character:04X}" if isinstance(error.character, int) else repr(error.character)
+        raise source.error(None, f"invalid {what}: the character {character} at offset {position} is not allowed in "
+                           "YAML", "remove it (a NUL byte often means a binary file or a bad copy)", line=line,
+                           column=column) from None
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         problem = error.problem or error.context or "malformed YAML"
@@ -95,6 +113,15 @@ def compose(source: _Source, what: str = "YAML") -> Node | None:
                            column=mark.column + 1 if mark else 1) from None
     except yaml.YAMLError as error:
         raise source.error(None, f"invalid {what}: {error}") from None
+
+
+class TooMany(Exception):
+    """A YAML document with more than MAX_YAML_NODES values; `problem_mark` is where the one too many starts."""
+
+    def __init__(self, problem: str, problem_mark) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.problem_mark = problem_mark
 
 
 class TooDeep(Exception):
@@ -139,18 +166,28 @@ def bounded_composer(base: type) -> type:
 
 
 _TOO_DEEP = f"lists and mappings nested more than {MAX_YAML_DEPTH} deep"
+_TOO_MANY = f"more than {MAX_YAML_NODES:,} values (numbers, strings, lists and mappings)"
 
 
 _BOUNDED_LOADER = None
 
 
 def bounded_loader() -> type:
-    """PyYAML's SafeLoader with the depth limit."""
+    """PyYAML's SafeLoader with the depth limit and the limit on values (MAX_YAML_NODES)."""
     global _BOUNDED_LOADER
     if _BOUNDED_LOADER is None:
         import yaml
 
-        _BOUNDED_LOADER = bounded_composer(yaml.SafeLoader)
+        class Counted(bounded_composer(yaml.SafeLoader)):
+            _nodes = 0
+
+            def compose_node(self, parent, index):
+                self._nodes += 1
+                if self._nodes > MAX_YAML_NODES:
+                    raise TooMany(_TOO_MANY, self.peek_event().start_mark)
+                return super().compose_node(parent, index)
+
+        _BOUNDED_LOADER = Counted
     return _BOUNDED_LOADER
 
 

@@ -112,6 +112,9 @@ def _given_outputs(source: _Source, node: Node | None, schema: Schema, names: li
             hint = (f"did you mean {close[0]!r}? " if close else "") + f"the op returns: {', '.join(names)} " \
                 "(unnamed returns are out0, out1, ...)"
             raise source.error(key_node, f"{where}.outputs: {key!r} is not a return of {schema.qualified_name}", hint)
+        if key in given:
+            raise source.error(key_node, f"duplicate key {key!r} in {where}.outputs",
+                               f"the first {key!r} is on line {given[key][0].start_mark.line + 1}; keep one")
         given[key] = (key_node, value_node)
     return given
 

@@ -22,6 +22,7 @@ from opgen.errors import OpgenError
 from opgen.schema.model import Argument, BaseType, ListType, OptionalType, Schema, base_name, strip_alias
 
 from .bodies import deepest_node
+from .rule_bounds import check_bounds
 from .semantics_ir import (
     BOOL,
     DTYPE,
@@ -250,6 +251,7 @@ def parse_binding(name: str, text: str, schema: Schema, scope: Scope | None = No
         if value.ty.kind not in BINDING_KINDS:
             checker.fail(tree, f"a `let:` name holds a size, a list of sizes, a bool, a dtype or a tensor, not "
                          f"{value.ty.describe()}: `{checker.code(tree)}`", "use the value in the rule directly")
+        check_bounds(value, source.error, shape=False)
         binding = Binding(text, value, schema, name=name)
         binding.statements()
         binding.cpp()
@@ -264,6 +266,7 @@ def parse_condition(text: str, schema: Schema, scope: Scope | None = None) -> Co
         tree = source.parse()
         node = checker.boolean(checker.value(tree, frozenset()), tree)
         checker._no_dynamic(node, tree, "a condition")
+        check_bounds(node, source.error, shape=False)
         rule = ConditionRule(text, node, schema)
         rule.python()
     return rule
@@ -300,6 +303,7 @@ def _parse(text: str, schema: Schema, kind: type[_Rule], scope: Scope):
             node = getattr(checker, coerce)(value, tree, what)
         if kind is not ShapeRule:
             checker._no_dynamic(node, tree, what)
+        check_bounds(node, source.error, shape=kind is ShapeRule)
         rule = kind(text, node, schema)
         # Printing recurses like checking: a rule too deep to print fails here, not in the generator.
         rule.python()
