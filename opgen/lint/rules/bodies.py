@@ -97,9 +97,12 @@ def _kernel_mutation(op: LintOp, registration: Registration, function: Function)
             fix = None
             if definition.schema_literal is not None:
                 fix = add_mutation_annotation(definition.where.path, definition, op.schema, argument)
+            hint = f"declare 'Tensor(a!) {argument.name}'"
+            if definition.api.startswith("torch._custom_op"):  # their schema is inferred with no write
+                hint = (f"{definition.api} cannot declare a write: define the op with "
+                        f"torch.library.custom_op(..., mutates_args=({argument.name!r},))")
             yield diag(UNDECLARED_MUTATION, f"kernel {function.name}() {finding.what} {finding.param!r}, but the "
-                       f"schema of {op.name} does not mark it written; declare 'Tensor(a!) {argument.name}'", where,
-                       fix=fix)
+                       f"schema of {op.name} does not mark it written; {hint}", where, fix=fix)
         elif isinstance(definition.mutates_args, tuple):
             param = function.param(finding.param)
             if param is None or finding.param in definition.mutates_args:
