@@ -16,13 +16,21 @@ from ..schema.infer import infer_schema
 from ..schema.model import Schema
 from ..schema.parser import span_column
 from . import rules as R
-from .records import Definition, FileRecord, Function, Registration, UnknownName, Where, package_of
+from .records import Definition, FileRecord, Function, Registration, UnknownName, Where, import_root, package_of
 from .rules.base import LINT_RULES, LintOp, Project, qualified_name
 
 CLASS_TYPE = re.compile(r"\b[A-Za-z_]\w*\.[A-Za-z_]\w*\.[A-Za-z_][\w.]*")
 
 
 def check_records(records: list[FileRecord]) -> list[Diagnostic]:
+    """Every rule over the records, matched within each import root (`records.import_root`)."""
+    roots: dict[str, list[FileRecord]] = {}
+    for record in records:
+        roots.setdefault(import_root(record.path), []).append(record)
+    return [diagnostic for group in roots.values() for diagnostic in _check_root(group)]
+
+
+def _check_root(records: list[FileRecord]) -> list[Diagnostic]:
     found: list[Diagnostic] = []
     project = Project(records, by_name=defaultdict(list))
     side_effect = set()

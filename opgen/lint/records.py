@@ -226,6 +226,17 @@ def package_of(path: str) -> str:
     return package
 
 
+def import_root(path: str) -> str:
+    """The directory `path` is imported from: the one holding its top-level package, or a loose script's own
+    directory (one `sys.path` entry). Ops are matched within one import root only: two unrelated trees
+    defining the same `ns::name` never judge each other, so linting them together gives the union of their
+    findings alone by construction."""
+    package = package_of(path)
+    if os.path.isfile(os.path.join(package, "__init__.py")):
+        return os.path.dirname(package)
+    return package
+
+
 def package_root(path: str) -> str:
     """The directory of the top-level package `path` belongs to (its own directory when in none)."""
     directory = os.path.dirname(os.path.abspath(path))
