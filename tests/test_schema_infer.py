@@ -151,7 +151,7 @@ def test_an_inferred_side_effect_only_custom_op_is_told_to_list_its_writes(tmp_p
 
             @torch.library.custom_op("myops::touch", mutates_args={writes})
             def touch(x: torch.Tensor) -> None:
-                pass
+                torch.ops.myops_native.touch(x)
         """), encoding="utf-8")
         found = run_opgen("lint", "--select", "OPG104", str(path))
         if expected:

@@ -81,6 +81,8 @@ class Function:
     uses_get_ctx: bool = False
     imported_from: str | None = None  # a placeholder: the function lives in this other file
     host_returns: tuple[str, ...] = ()  # names it returns that hold a tensor it made on the host
+    makes_on_default_device: bool = False  # `torch.tensor(...)` / `as_tensor` / `from_numpy` without device=
+    placeholder: bool = False  # its body does nothing: `pass`, `...`, a docstring, `raise NotImplementedError`
 
 
     def param(self, name: str) -> Param | None:

@@ -24,6 +24,9 @@ SHAPE_ATTRS = frozenset({"shape", "size", "dim", "ndim", "numel", "stride", "dty
                          "storage_offset", "layout", "element_size", "nelement", "get_device"})
 ALLOCATORS = frozenset({"empty", "zeros", "ones", "full", "empty_strided", "rand", "randn", "randint", "arange",
                         "eye", "linspace", "logspace", "randperm"})
+# Tensors made from data, on the default device unless device= says otherwise: a kernel making its output so
+# has outputs there (OPG304 stays quiet on its fake)
+FROM_DATA = frozenset({"torch.tensor", "torch.as_tensor", "torch.from_numpy"})
 RANDOM_FUNCS = frozenset({"rand", "randn", "randint", "randperm", "bernoulli", "multinomial", "normal", "poisson",
                           "rand_like", "randn_like", "randint_like", "dropout"})
 RANDOM_METHODS = frozenset({"uniform_", "normal_", "bernoulli_", "random_", "exponential_", "geometric_", "cauchy_",
@@ -69,6 +72,7 @@ class FunctionReader:
         if lambda_:  # a lambda returns its body
             self._returned(node.body, function, live)
         else:
+            function.placeholder = is_placeholder(node.body)
             function.refuses = tuple(_refused(node.body, names))
             function.discarded = tuple(_discarded(node.body, [n for n in self.rebound if self.rebound[n] > 0]))
         for sub in self.subs:
@@ -278,6 +282,8 @@ class FunctionReader:
                 function.mutations.append(self._finding(f"calls {qual}() on", call, root))
         if short in ALLOCATORS and qual == "torch." + short:
             self._allocation(call, qual, function)
+        elif qual in FROM_DATA and not has_keyword(call, "device"):
+            function.makes_on_default_device = True
         if short in RANDOM_FUNCS and (qual == "torch." + short or qual.startswith("torch.nn.functional.")):
             function.capture_unsafe.append(self._finding(f"random op {qual}()", call))
         if short == "synchronize":
@@ -376,6 +382,22 @@ def _is_param_chain(node: ast.AST, live: set[str]) -> bool:
     return isinstance(node, ast.Name) and node.id in live
 
 
+
+
+def is_placeholder(body: list[ast.stmt]) -> bool:
+    """A body that does nothing: `pass`, `...`, a docstring only, `raise NotImplementedError` (a stand-in defined
+    so that code naming the op imports, or a prototype)."""
+    for statement in body:
+        if isinstance(statement, ast.Pass):
+            continue
+        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
+            continue  # a docstring, `...`
+        if isinstance(statement, ast.Raise) and statement.exc is not None:
+            raised = statement.exc.func if isinstance(statement.exc, ast.Call) else statement.exc
+            if isinstance(raised, ast.Name) and raised.id == "NotImplementedError":
+                continue
+        return False
+    return True
 
 
 def params(node: ast.FunctionDef, collector) -> list[Param]:

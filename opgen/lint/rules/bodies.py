@@ -251,7 +251,7 @@ def _fake_alloc_without_device(op: LintOp, project: Project):
     # a kernel allocating on the default device, or returning a tensor it made on the host (a CPU handle),
     # has outputs there: a fake allocating there may be describing them
     host_output = any(k.host_returns for k in kernels)
-    default_device_kernel = host_output or any(k.device_less_allocs for k in kernels)
+    default_device_kernel = host_output or any(k.device_less_allocs or k.makes_on_default_device for k in kernels)
     for registration, function, kind in _fakes(op):
         path = function.where.path
         if registration.key == "Meta":  # called on meta tensors, whatever else the op has

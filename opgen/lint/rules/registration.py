@@ -437,11 +437,35 @@ Autograd keys, are not judged. For custom_op a Meta kernel is not enough (FakeTe
         @torch.library.register_fake("myops::scale")
         def _(x):
             return torch.empty_like(x)
+    """), code_example("""
+        import torch
+
+
+        @torch.library.custom_op("myops::conv2d.padding", mutates_args=())
+        def conv2d_padding(x: torch.Tensor) -> torch.Tensor:
+            return x.clone()
+
+
+        @torch.library.register_fake("myops::conv2d.padding")  # the overload custom_op's name carries
+        def _(x):
+            return torch.empty_like(x)
     """)],
     invalid=[Invalid(lib_example("""
         lib.define("scale(Tensor x) -> Tensor")
         lib.impl("scale", lambda x: x * 2, "CPU")
-    """), 5)],
+    """), 5), Invalid(code_example("""
+        import torch
+
+
+        @torch.library.custom_op("myops::conv2d.padding", mutates_args=())
+        def conv2d_padding(x: torch.Tensor) -> torch.Tensor:
+            return x.clone()
+
+
+        @torch.library.register_fake("myops::conv2d")  # the default overload: another op
+        def _(x):
+            return torch.empty_like(x)
+    """), 4)],
     check=_no_fake, scope="op",
 )
 
