@@ -72,7 +72,86 @@ CASES = {
         def _(x):
             return torch.empty(1, dtype=torch.int64)
     """),
+    # a branch torch never takes when it calls the kernel (only while exporting to ONNX) is not judged
+    "onnx-export-branch": ("OPG308", """
+        @torch.library.custom_op("t4::act", mutates_args=())
+        def act(x: torch.Tensor) -> torch.Tensor:
+            if x.dim() == 0:
+                return x
+            return x.relu()
+
+
+        @act.register_fake
+        def _(x):
+            return torch.empty_like(x)
+    """, """
+        @torch.library.custom_op("t4::act", mutates_args=())
+        def act(x: torch.Tensor) -> torch.Tensor:
+            if torch.onnx.is_in_onnx_export():
+                return x
+            if not torch.jit.is_scripting():
+                return x.relu()
+            else:
+                return x
+
+
+        @act.register_fake
+        def _(x):
+            return torch.empty_like(x)
+    """),
 }
+
+# Messages that state exactly what the code does: (code, source, the message's words)
+MESSAGES = {
+    "fake-missing-two-parameters": ("OPG305", """
+        lib = torch.library.Library("t4", "FRAGMENT")
+        lib.define("mm(Tensor x, Tensor a, Tensor b, Tensor c) -> Tensor")
+
+
+        @torch.library.register_fake("t4::mm")
+        def _(x, b):
+            return torch.empty_like(x)
+    """, "is missing parameters 'a' and 'c' (torch passes 4 arguments by position: every call raises TypeError)"),
+    "fake-returns-buffer-of-void-op": ("OPG303", """
+        lib = torch.library.Library("t4", "FRAGMENT")
+        lib.define("fill(Tensor x, Tensor(a!) out) -> ()")
+
+
+        @torch.library.impl(lib, "fill", "CUDA")
+        def fill(x, out):
+            out.copy_(x)
+
+
+        @torch.library.register_fake("t4::fill")
+        def _(x, out):
+            return out
+    """, "returns its input 'out', but the op returns nothing (its schema returns `()`"),
+    "kernel-and-fake-return-the-out-buffer": ("OPG303", """
+        lib = torch.library.Library("t4", "FRAGMENT")
+        lib.define("fill(Tensor x, Tensor(a!) out) -> Tensor")
+
+
+        @torch.library.impl(lib, "fill", "CUDA")
+        def fill(x, out):
+            out.copy_(x)
+            return out
+
+
+        @torch.library.register_fake("t4::fill")
+        def _(x, out):
+            return out
+    """, ("and so does its kernel, but the schema declares no alias: compiled graphs and opcheck assume a new tensor; "
+         "return a new tensor from both, or declare the alias in the schema (`Tensor(a!) out -> Tensor(a!)`)")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MESSAGES))
+def test_the_message_says_what_the_code_does(tmp_path, run_opgen, name):
+    code, source, words = MESSAGES[name]
+    path = tmp_path / "ops.py"
+    path.write_text(HEAD + textwrap.dedent(source).lstrip("\n"), encoding="utf-8")
+    found = run_opgen("lint", "--select", code, str(path))
+    assert words in found.stdout, found.stdout
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

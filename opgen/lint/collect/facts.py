@@ -54,7 +54,7 @@ class FunctionReader:
         self.looped: set[int] | None = None  # ids of the names inside loops (computed when needed)
         self.flow: Flow | None = None  # where the body's local values come from
         self.reads: set[str] = set()  # names holding an input's data: live parameters and values derived from one
-        self.subs = list(ast.walk(node))  # every node of the body, walked once
+        self.subs = live_nodes(ctx, node)  # every node of the body torch runs, walked once
 
     def read(self) -> Function:
         node = self.node
@@ -382,6 +382,44 @@ def _is_param_chain(node: ast.AST, live: set[str]) -> bool:
     return isinstance(node, ast.Name) and node.id in live
 
 
+
+
+# Branches torch never takes when it calls or traces a kernel or fake (eager, torch.compile, export): they run
+# only while exporting to ONNX or under TorchScript, so what they do is judged as the compiler sees it: not at all.
+NEVER_TAKEN = frozenset({"torch.onnx.is_in_onnx_export", "torch.jit.is_scripting", "torch.jit.is_tracing",
+                         "torch._C._get_tracing_state"})
+
+
+def live_nodes(ctx: FileContext, node: ast.AST) -> list[ast.AST]:
+    """The nodes of a function, less the branches torch never takes (`if torch.onnx.is_in_onnx_export():`'s
+    body, `if not torch.jit.is_scripting(): ... else:`'s else)."""
+    text = ctx.source.text
+    if "is_in_onnx_export" not in text and "is_scripting" not in text and "is_tracing" not in text \
+            and "_get_tracing_state" not in text:
+        return list(ast.walk(node))  # the common case: nothing to skip
+    found, todo = [], [node]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        if isinstance(current, (ast.If, ast.IfExp)):
+            guard = _never_taken(ctx, current.test)
+            if guard is not None:
+                found.append(current.test)
+                taken = current.orelse if guard else current.body
+                todo.extend(reversed(taken if isinstance(taken, list) else [taken]))
+                continue
+        todo.extend(reversed(list(ast.iter_child_nodes(current))))
+    return found
+
+
+def _never_taken(ctx: FileContext, test: ast.AST) -> bool | None:
+    """True: `test` is never true when torch runs the op (so its body is dead); False: never false (`not ...`,
+    so its else is dead); None: it may be either."""
+    negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+    inner = test.operand if negated else test
+    if isinstance(inner, ast.Call) and not inner.args and ctx.qualname(inner.func) in NEVER_TAKEN:
+        return not negated
+    return None
 
 
 def is_placeholder(body: list[ast.stmt]) -> bool:
