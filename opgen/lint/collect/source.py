@@ -24,6 +24,10 @@ CALL_SITE = re.compile(
     rb"|(?m:=[ \t]*torch\.(?:_library|library)\.[\w.]+[ \t]*(?:#[^\n]*)?$)"  # an alias of an API
     rb"|getattr\(\s*torch\.(?:_library|library)\b"
 )
+# Bare names that are registration APIs only when imported from torch.library (or the older torch._custom_ops)
+BARE_NEEDS_IMPORT = re.compile(rb"(?:custom_op|triton_op|register_fake|register_kernel|impl_abstract|Library"
+                               rb"|_scoped_library|define|impl|fallback|register_autograd)\s*\(")
+LEGACY_IMPORT = re.compile(rb"custom_ops?(?:\.impl)?\s+import")
 NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?", re.IGNORECASE)
 FILE_NOQA = re.compile(r"^\s*#\s*opgen:\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?\s*$",
                        re.IGNORECASE | re.MULTILINE)
@@ -46,8 +50,35 @@ def may_register(data: bytes) -> bool:
 
 
 def has_call_site(data: bytes) -> bool:
-    """Whether a file that passes `may_register` calls (or aliases) a registration API at all."""
-    return CALL_SITE.search(data) is not None
+    """Whether a file that passes `may_register` calls (or aliases) a registration API at all: a match in code,
+    not one that the text before it on its line puts in a comment, a string (an odd number of quotes: an error
+    message naming `register_fake(...)`), a doctest (`>>>`), reST (` `` `) or a `def` of that name. Parsing
+    is most of lint's time; most files that only mention an API (torch's own) are never parsed."""
+    imports_api = None
+    for match in CALL_SITE.finditer(data):
+        start = data.rfind(b"\n", 0, match.start()) + 1
+        before = data[start:match.start()]
+        if not _in_code(before):
+            continue
+        if before.endswith(b".") or not BARE_NEEDS_IMPORT.match(match.group(0)):
+            return True
+        # a bare `impl(`, `define(`, `register_fake(`: torch.library's only when imported from it (a local
+        # `fallback()`, the `register_fake` of torch._higher_order_ops are not)
+        if imports_api is None:
+            imports_api = LIBRARY_IMPORT.search(data) is not None or LEGACY_IMPORT.search(data) is not None
+        if imports_api:
+            return True
+    return False
+
+
+def _in_code(before: bytes) -> bool:
+    """Whether a match preceded on its line by `before` is code."""
+    if b"#" in before or b">>>" in before or b"``" in before:
+        return False
+    if (before.count(b'"') - before.count(b'\\"')) % 2 or (before.count(b"'") - before.count(b"\\'")) % 2:
+        return False
+    stripped = before.lstrip()
+    return not (stripped.startswith((b"def ", b"async def ", b"class ")) and not stripped.rstrip().endswith(b"="))
 
 
 def read_noqa(record: FileRecord, text: str) -> None:
