@@ -32,8 +32,8 @@ NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0
 FILE_NOQA = re.compile(r"^\s*#\s*opgen:\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?\s*$",
                        re.IGNORECASE | re.MULTILINE)
 # A statement is only walked when one of its lines matches this.
-INTERESTING = re.compile(r"Library\(|_scoped_library|define\(|impl\(|register_fake|register_kernel|impl_abstract"
-                         r"|custom_op|triton_op|has_side_effect|fallback\(|register_autograd")
+INTERESTING_WORDS = ("Library(", "_scoped_library", "define(", "impl(", "register_fake", "register_kernel",
+                     "impl_abstract", "custom_op", "triton_op", "has_side_effect", "fallback(", "register_autograd")
 
 
 def source_lines(text: str) -> list[str]:
@@ -104,19 +104,33 @@ def read_noqa(record: FileRecord, text: str) -> None:
 
 def interesting_lines(text: str, local_names) -> list[int]:
     """The lines that mention a registration API (or one of `local_names`: aliases of one, wrappers), sorted.
-    Only statements covering one are walked: walking every node of a big module costs more than parsing it."""
-    pattern = INTERESTING
-    local = sorted(local_names)
-    if local:
-        pattern = re.compile(INTERESTING.pattern + "|" + "|".join(rf"\b{re.escape(n)}\b" for n in local))
-    interesting: list[int] = []
-    line, last = 1, 0
-    for match in pattern.finditer(text):  # one scan of the text, not one search per line
-        line += text.count("\n", last, match.start())
-        last = match.start()
-        if not interesting or interesting[-1] != line:
-            interesting.append(line)
-    return interesting
+    Only statements covering one are walked: walking every node of a big module costs more than parsing it.
+    Found with `str.find` per word (a regex alternation tries each word at each character: ten times slower)."""
+    offsets = []
+    for word in INTERESTING_WORDS:
+        found = text.find(word)
+        while found != -1:
+            offsets.append(found)
+            found = text.find(word, found + 1)
+    for name in local_names:  # whole words only
+        found = text.find(name)
+        while found != -1:
+            end = found + len(name)
+            if (found == 0 or not _word_char(text[found - 1])) and (end == len(text) or not _word_char(text[end])):
+                offsets.append(found)
+            found = text.find(name, found + 1)
+    if not offsets:
+        return []
+    newlines = []
+    found = text.find("\n")
+    while found != -1:
+        newlines.append(found)
+        found = text.find("\n", found + 1)
+    return sorted({bisect.bisect_left(newlines, offset) + 1 for offset in offsets})
+
+
+def _word_char(char: str) -> bool:
+    return char.isalnum() or char == "_"
 
 
 def covers(interesting: list[int], first: int, last: int) -> bool:
