@@ -99,6 +99,19 @@ CASES = {
         def _(x):
             return torch.empty_like(x)
     """),
+    # an aten op in the in-place convention writes its first argument and returns it (torch's own ops)
+    "aten-in-place-op": ("OPG301", """
+        @torch.library.custom_op("t4::inplace_div", mutates_args=())
+        def inplace_div(x: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
+            div = torch.ops.aten.div.Tensor(x, other)
+            copy = torch.ops.aten.copy_.default(x, div)
+            return copy
+    """, """
+        @torch.library.custom_op("t4::inplace_div", mutates_args=("x",))
+        def inplace_div(x: torch.Tensor, other: torch.Tensor) -> None:
+            div = torch.ops.aten.div.Tensor(x, other)
+            torch.ops.aten.copy_.default(x, div)
+    """),
 }
 
 # Messages that state exactly what the code does: (code, source, the message's words)

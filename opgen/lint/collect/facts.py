@@ -55,6 +55,7 @@ class FunctionReader:
         self.flow: Flow | None = None  # where the body's local values come from
         self.reads: set[str] = set()  # names holding an input's data: live parameters and values derived from one
         self.subs = live_nodes(ctx, node)  # every node of the body torch runs, walked once
+        self.in_place: dict[str, str] | None = None  # names holding an in-place aten op's result (computed once)
 
     def read(self) -> Function:
         node = self.node
@@ -163,6 +164,29 @@ class FunctionReader:
         for element in value.elts if isinstance(value, ast.Tuple) else [value]:
             if isinstance(element, ast.Name) and (element.id in live or self._not_yet_rebound(element)):
                 function.returned_params.append(self._finding("returns", element, element.id))
+            elif isinstance(element, ast.Name):
+                written = self._in_place_results(live).get(element.id)
+                if written is not None:  # `copy = torch.ops.aten.copy_.default(x, y)`, then `return copy`
+                    function.returned_params.append(self._finding("returns", element, written))
+
+    def _in_place_results(self, live: set[str]) -> dict[str, str]:
+        """Names bound once to the result of an in-place aten op on a parameter (which is that parameter)."""
+        if self.in_place is None:
+            bound: dict[str, list] = {}
+            for sub in self.subs:
+                if type(sub) is ast.Assign:
+                    for target in sub.targets:
+                        if isinstance(target, ast.Name):
+                            bound.setdefault(target.id, []).append(sub.value)
+            self.in_place = {}
+            for name, values in bound.items():
+                value = values[0]
+                if len(values) == 1 and isinstance(value, ast.Call) and value.args \
+                        and _aten_in_place(self.c.qualname(value.func) or "") is not None:
+                    root = self._root(value.args[0])
+                    if root in live:
+                        self.in_place[name] = root
+        return self.in_place
 
     def _finding(self, what: str, node: ast.AST, param: str = "") -> Finding:
         where = self.c.where(node)
@@ -275,6 +299,11 @@ class FunctionReader:
         """`torch.add_(x, ...)` (a write), `torch.empty(...)` (an allocation: which device), random ops,
         `torch.cuda.synchronize()`, and data-dependent shapes (`torch.nonzero(x)`)."""
         short = qual.rsplit(".", 1)[1]
+        aten = _aten_in_place(qual)
+        if aten is not None and call.args and short != aten:  # `torch.ops.aten.copy_.default(x, y)` writes x
+            root = self._root(call.args[0])
+            if root in live:
+                function.mutations.append(self._finding(f"calls torch.ops.aten.{aten}() on", call, root))
         if short.endswith("_") and not short.startswith("_") and short not in KERNEL_METHODS_NOT_WRITING \
                 and call.args:
             root = self._root(call.args[0])
@@ -388,6 +417,16 @@ def _is_param_chain(node: ast.AST, live: set[str]) -> bool:
 # only while exporting to ONNX or under TorchScript, so what they do is judged as the compiler sees it: not at all.
 NEVER_TAKEN = frozenset({"torch.onnx.is_in_onnx_export", "torch.jit.is_scripting", "torch.jit.is_tracing",
                          "torch._C._get_tracing_state"})
+
+
+def _aten_in_place(qual: str) -> str | None:
+    """`copy_` for `torch.ops.aten.copy_` / `torch.ops.aten.copy_.default`: an aten op in the in-place
+    convention (its name ends in `_`), which writes its first argument and returns it."""
+    parts = qual.split(".")
+    if len(parts) in (4, 5) and parts[:3] == ["torch", "ops", "aten"] and parts[3].endswith("_") \
+            and not parts[3].startswith("_"):
+        return parts[3]
+    return None
 
 
 def live_nodes(ctx: FileContext, node: ast.AST) -> list[ast.AST]:
