@@ -158,6 +158,23 @@ MESSAGES = {
 }
 
 
+def test_a_use_dependent_finding_is_not_reported_for_an_op_a_test_module_defines(tmp_path, run_opgen):
+    # OPG208 (no fake) and a Library kernel's OPG308 (torch.compile's aliasing check) harm only compiled callers;
+    # an op a test module defines may only have its schema read: reported in ops.py, not in test_ops.py.
+    source = HEAD + textwrap.dedent("""\
+        lib = torch.library.Library("t4", "FRAGMENT")
+        lib.define("ident(Tensor x) -> Tensor")
+        lib.impl("ident", lambda x: x, "CPU")
+    """)
+    for name in ("src/ops.py", "tests/test_ops.py"):
+        (tmp_path / name).parent.mkdir()
+        (tmp_path / name).write_text(source, encoding="utf-8")
+    found = run_opgen("lint", "--select", "OPG208,OPG308", str(tmp_path / "src"))
+    assert "OPG208" in found.stdout and "OPG308" in found.stdout, found.stdout
+    quiet = run_opgen("lint", "--select", "OPG208,OPG308", str(tmp_path / "tests"))
+    assert quiet.returncode == 0, quiet.stdout
+
+
 @pytest.mark.parametrize("name", sorted(MESSAGES))
 def test_the_message_says_what_the_code_does(tmp_path, run_opgen, name):
     code, source, words = MESSAGES[name]

@@ -210,6 +210,11 @@ def is_entry_point(path: str, has_main_guard: bool) -> bool:
     return has_main_guard or TEST_MODULE.search(path.replace(os.sep, "/")) is not None
 
 
+def is_test_module(path: str) -> bool:
+    """`test_*.py` / `*_test.py`: a test, which may only read an op's schema and never compile or call it."""
+    return TEST_MODULE.search(path.replace(os.sep, "/")) is not None
+
+
 def one_process(first: str, second: str, entry_points: set[str]) -> bool:
     """Whether two files' module-level code may run in one process as far as the code says: the same file,
     or two modules of which neither is an entry point (two scripts, or two test modules, never meet)."""

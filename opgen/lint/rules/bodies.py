@@ -9,7 +9,7 @@ from ...contract import ERROR, SIDE_EFFECT_ONLY, WARNING
 from ...schema.model import Schema, is_tensor_like
 from ..dispatch_keys import device_of_key
 from ..fix import Edit
-from ..records import Function, Registration, Where
+from ..records import Function, Registration, Where, is_test_module
 from .base import Invalid, LintOp, Project, code_example, diag, lib_example, lint_rule, unique
 
 CAPTURE_KEYS = frozenset({"PrivateUse1", "CUDA"})
@@ -591,6 +591,8 @@ def _kernel_returns_input(op: LintOp, project: Project):
         return  # a triton_op is traced, not called as a black box
     if definition.style == "custom_op" and definition.api != "direct_register_custom_op":
         what, why = f"custom_op {op.name}", "torch raises when the op is called (outputs must not alias inputs)"
+    elif is_test_module(definition.where.path):
+        return  # torch.compile's check: an op a test defines may only have its schema read, never be compiled
     elif op.seen and (op.schema is not None or definition.api == "direct_register_custom_op"):
         what, why = op.name, ("its schema declares no alias, so torch.compile's first-call check refuses it "
                               "(\"must not also be an input\": a warning today, an error under CI=1 and in "
@@ -620,7 +622,8 @@ through a Library) is checked at its first call under torch.compile: a warning t
 `CI=1` and in later torch; either way a compiled caller that writes the output writes the input too.
 Return nothing from an in-place op (`-> None` / `-> ()`), or return a new tensor (`x.clone()`); or
 declare the alias (`Tensor(a!) x -> Tensor(a!)` with `torch.Tag.inplace`, `Tensor(a) x -> Tensor(a)`).
-Not reported for kernels at CompositeImplicitAutograd (decomposed before the check) or a triton_op.
+Not reported for kernels at CompositeImplicitAutograd (decomposed before the check) or a triton_op, nor for
+a Library op a test module defines (its harm is torch.compile's check, and the test may never compile it).
 """,
     valid=[code_example("""
         import torch
