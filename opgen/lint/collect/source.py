@@ -12,8 +12,9 @@ from ..records import FileRecord, Literal, Where
 
 # Files that contain none of these cannot hold a registration (checked on bytes, before decoding;
 # `in` on bytes is several times faster than one regex alternation).
+# (`direct_register_custom_op` contains `custom_op`: one pass over each file fewer)
 PREFILTER_LITERALS = (b"custom_op", b"torch.library", b"register_fake", b"register_kernel", b"impl_abstract",
-                      b"Library(", b"direct_register_custom_op", b"has_side_effect", b".impl(", b".define(")
+                      b"Library(", b"has_side_effect", b".impl(", b".define(")
 LIBRARY_IMPORT = re.compile(rb"library\s+import|import\s+library")
 # ... and, of those, the ones that call (or alias) one: mentions in comments and docs are common.
 CALL_SITE = re.compile(
