@@ -125,6 +125,47 @@ def test_trees_linted_together_give_the_union_of_their_findings_alone(tmp_path):
             torch.ops.t28_b.rows(x)
 
 
+# Two unrelated trees (each its own import root, as two wheels are) defining `_C::awq_gemm` differently: one as a
+# C++ op with a Python fake, the other as a Python custom_op. Neither judges the other's.
+SAME_NAME_TREES = {
+    "tree_cpp/quant/__init__.py": "",
+    "tree_cpp/quant/fakes.py": """
+        import torch
+
+
+        @torch.library.register_fake("_C::awq_gemm")
+        def _(input, qweight, scales, qzeros, split_k_iters):
+            return input.new_empty((input.shape[0], qweight.shape[1] * 8))
+    """,
+    "tree_py/kernels/__init__.py": "",
+    "tree_py/kernels/awq.py": """
+        import torch
+
+
+        @torch.library.custom_op("_C::awq_gemm", mutates_args=())
+        def awq_gemm(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+            return x @ w
+
+
+        @awq_gemm.register_fake
+        def _(x, w):
+            return x.new_empty((x.shape[0], w.shape[1]))
+    """,
+}
+
+
+def test_two_trees_defining_the_same_qualified_name_never_judge_each_other(tmp_path):
+    write(tmp_path, SAME_NAME_TREES)
+    alone = {tree: lint(tmp_path, [tree]) for tree in ("tree_cpp", "tree_py")}
+    assert alone == {"tree_cpp": set(), "tree_py": set()}
+    # before: tree_cpp's five-parameter fake was judged against tree_py's two-argument custom_op (OPG305)
+    assert lint(tmp_path) == set()
+    planted = dict(SAME_NAME_TREES)  # the look-alike of the twin: the same fake in tree_py's own tree is wrong
+    planted["tree_py/kernels/fakes.py"] = SAME_NAME_TREES["tree_cpp/quant/fakes.py"]
+    write(tmp_path, planted)
+    assert ("tree_py/kernels/fakes.py", 5, "OPG305") in lint(tmp_path, ["tree_py"])
+
+
 def test_an_unreadable_name_makes_only_the_ops_it_may_name_unknown(tmp_path):
     write(tmp_path, {"pkg/__init__.py": "", "pkg/ops.py": """
         import torch

@@ -108,7 +108,7 @@ def test_a_fake_missing_a_parameter_or_a_default_is_reported_and_raises_in_torch
             return q.new_empty(q.shape)
     """})
     assert codes(found) == [("ops.py", 9, "OPG305")]
-    assert "missing parameter 'b'" in found[0][3]
+    assert "missing parameters 'b' and 'p'" in found[0][3]
     run_module(tmp_path, "ops.py")
     q = torch.ones(2, device="meta")
     torch.ops.t11_sig2.attn(q)  # defaults omitted: the short Meta kernel works...

@@ -16,13 +16,21 @@ from ..schema.infer import infer_schema
 from ..schema.model import Schema
 from ..schema.parser import span_column
 from . import rules as R
-from .records import Definition, FileRecord, Function, Registration, UnknownName, Where, package_of
+from .records import Definition, FileRecord, Function, Registration, UnknownName, Where, import_root, package_of
 from .rules.base import LINT_RULES, LintOp, Project, qualified_name
 
 CLASS_TYPE = re.compile(r"\b[A-Za-z_]\w*\.[A-Za-z_]\w*\.[A-Za-z_][\w.]*")
 
 
 def check_records(records: list[FileRecord]) -> list[Diagnostic]:
+    """Every rule over the records, matched within each import root (`records.import_root`)."""
+    roots: dict[str, list[FileRecord]] = {}
+    for record in records:
+        roots.setdefault(import_root(record.path), []).append(record)
+    return [diagnostic for group in roots.values() for diagnostic in _check_root(group)]
+
+
+def _check_root(records: list[FileRecord]) -> list[Diagnostic]:
     found: list[Diagnostic] = []
     project = Project(records, by_name=defaultdict(list))
     side_effect = set()
@@ -127,6 +135,7 @@ def _contract(op: LintOp) -> list[Diagnostic]:
     schema = op.schema
     if schema is None and definition.style == "custom_op" and definition.kernel is not None:
         name = f"{definition.namespace}::{definition.name}" if definition.namespace else definition.name
+        name += f".{definition.overload}" if definition.overload else ""
         schema = infer_schema(name, definition.kernel.params, definition.kernel.returns_annotation,
                               definition.mutates_args, definition.tags or ())
     if schema is None:
@@ -136,10 +145,24 @@ def _contract(op: LintOp) -> list[Diagnostic]:
                                    style=_contract_style(definition), generating=False, autograd=op.autograd):
         if definition.style == "custom_op" and diagnostic.code == R.NOT_INFERRABLE.code:
             continue  # an explicit schema= is exactly what that rule asks for
+        if diagnostic.code == R.SIDE_EFFECT_ONLY.code and not _may_have_effects(op):
+            continue
         where = _schema_where(op, diagnostic.part)
         found.append(Diagnostic(diagnostic.code, diagnostic.severity, diagnostic.text(), path=where.path,
                                 line=where.line, column=where.column))
     return found
+
+
+def _may_have_effects(op: LintOp) -> bool:
+    """Whether the op's kernels may do something a compiled graph would lose by dropping the op: not when
+    each kernel the code shows is a placeholder (`pass`, `raise NotImplementedError`), nor when the code
+    shows no kernel for an op it cannot place in a namespace (a runtime Library's op, defined but never
+    given a kernel here)."""
+    kernels = [r.function for r in op.kernels] + [op.definition.kernel]
+    shown = [k for k in kernels if k is not None]
+    if shown:
+        return not all(k.placeholder for k in shown)
+    return op.definition.namespace is not None
 
 
 def _contract_style(definition: Definition) -> str | None:

@@ -74,11 +74,15 @@ def discover(paths: list[str], config: LintConfig, notes: list[str] | None = Non
                 _classify(given, python, yaml, explicit=True)
             continue
         for directory, subdirs, files in os.walk(given):
-            subdirs[:] = sorted(d for d in subdirs if not _excluded(os.path.join(directory, d), config))
+            # each entry's path relative to the config's root, from its directory's (one relpath a directory)
+            under = _relative(directory, config)
+            under = "" if under == "." else under + "/"
+            subdirs[:] = sorted(d for d in subdirs
+                                if not _excluded(os.path.join(directory, d), config, under + d))
             for name in sorted(files):
                 if name.endswith((".py", ".pyi", ".yaml", ".yml")):
                     path = os.path.normpath(os.path.join(directory, name))
-                    if not _excluded(path, config) and _regular(path, notes):
+                    if not _excluded(path, config, under + name) and _regular(path, notes):
                         _classify(path, python, yaml, explicit=False)
     return _unique_paths(python), _unique_paths(yaml)
 
@@ -99,11 +103,16 @@ def _regular(path: str, notes: list[str]) -> bool:
 
 
 def _unique_paths(paths: list[str]) -> list[str]:
-    """A file named twice (or through two overlapping directories) is read once."""
-    seen: set[str] = set()
+    """A file named twice (or through two overlapping directories, or a symlink) is read once: keyed by its
+    device and inode (one stat, where `realpath` pays one per path component)."""
+    seen: set = set()
     unique = []
     for path in paths:
-        key = os.path.realpath(path)
+        try:
+            found = os.stat(path)
+            key = (found.st_dev, found.st_ino)
+        except OSError:
+            key = os.path.realpath(path)
         if key not in seen:
             seen.add(key)
             unique.append(path)
@@ -145,14 +154,15 @@ def _matches_relative(path: str, relative: str, pattern: str) -> bool:
             or fnmatch.fnmatch(relative, pattern + "/*") or relative.startswith(pattern + "/"))
 
 
-def _excluded(path: str, config: LintConfig) -> bool:
-    """Whether a pattern of `config.exclude` matches `path`. Plain names (`.git`, `build`: most of the
-    defaults) are a set lookup on the file or directory name; only the others pay for the glob match
-    against the path relative to the config's root."""
+def _excluded(path: str, config: LintConfig, relative: str | None = None) -> bool:
+    """Whether a pattern of `config.exclude` matches `path` (`relative`: its path relative to the config's
+    root, when the caller knows it). Plain names (`.git`, `build`: most of the defaults) are a set lookup on
+    the file or directory name; only the others pay for the glob match against the relative path."""
     names, globs = _split_patterns(config.exclude)
     if os.path.basename(path) in names:
         return True
-    relative = _relative(path, config)
+    if relative is None:
+        relative = _relative(path, config)
     return any(relative == name or relative.startswith(name + "/") for name in names) or any(
         _matches_relative(path, relative, pattern) for pattern in globs)
 

@@ -81,6 +81,8 @@ class Function:
     uses_get_ctx: bool = False
     imported_from: str | None = None  # a placeholder: the function lives in this other file
     host_returns: tuple[str, ...] = ()  # names it returns that hold a tensor it made on the host
+    makes_on_default_device: bool = False  # `torch.tensor(...)` / `as_tensor` / `from_numpy` without device=
+    placeholder: bool = False  # its body does nothing: `pass`, `...`, a docstring, `raise NotImplementedError`
 
 
     def param(self, name: str) -> Param | None:
@@ -209,6 +211,11 @@ def is_entry_point(path: str, has_main_guard: bool) -> bool:
     return has_main_guard or TEST_MODULE.search(path.replace(os.sep, "/")) is not None
 
 
+def is_test_module(path: str) -> bool:
+    """`test_*.py` / `*_test.py`: a test, which may only read an op's schema and never compile or call it."""
+    return TEST_MODULE.search(path.replace(os.sep, "/")) is not None
+
+
 def one_process(first: str, second: str, entry_points: set[str]) -> bool:
     """Whether two files' module-level code may run in one process as far as the code says: the same file,
     or two modules of which neither is an entry point (two scripts, or two test modules, never meet)."""
@@ -224,6 +231,17 @@ def package_of(path: str) -> str:
     package = _PACKAGES.get(directory)
     if package is None:
         package = _PACKAGES[directory] = package_root(path)
+    return package
+
+
+def import_root(path: str) -> str:
+    """The directory `path` is imported from: the one holding its top-level package, or a loose script's own
+    directory (one `sys.path` entry). Ops are matched within one import root only: two unrelated trees
+    defining the same `ns::name` never judge each other, so linting them together gives the union of their
+    findings alone by construction."""
+    package = package_of(path)
+    if os.path.isfile(os.path.join(package, "__init__.py")):
+        return os.path.dirname(package)
     return package
 
 

@@ -20,6 +20,10 @@ _RETURNS = {"Tensor", "Tensor[]", "SymInt", "float", "bool", "Scalar"}
 _OPTIONAL = re.compile(r"^(?:typing\.)?Optional\[(.*)\]$")
 _UNION_NONE = re.compile(r"^(.*?)\s*\|\s*None$|^None\s*\|\s*(.*)$")
 _LIST = re.compile(r"^(?:typing\.|collections\.abc\.)?(?:list|List|Sequence)\[(.*)\]$")
+# c10's device type names (c10/core/DeviceType.cpp), and `npu`: torch_npu's renamed PrivateUse1, which every
+# package writing it imports
+_DEVICE = re.compile(r"^(?:cpu|cuda|hip|mps|xpu|mkldnn|opengl|opencl|ideep|vulkan|ve|fpga|maia|xla|lazy|meta|hpu|mtia"
+                     r"|ipu|privateuseone|npu)(?::\d+)?$")
 _TUPLE = re.compile(r"^(?:typing\.)?(?:tuple|Tuple)\[(.*)\]$")
 
 
@@ -64,22 +68,45 @@ def _split(text: str) -> list[str]:
 
 
 def _default(value, schema_type: str) -> str | None:
-    """The schema text of a Python default ("": left out, a value we cannot read or render, such as a dtype);
-    None when infer_schema refuses it (a tuple or list default, a default of the wrong type)."""
+    """The schema text torch writes for a Python default (`str(value)` for None, ints, floats and bools, a
+    quoted string or device, a dtype's name), or "" where opgen's parser reads it otherwise than torch's
+    (`bool b=2`, `Tensor? t=0`: torch takes them) or the value is unknown (a call, a name lint cannot
+    read): the argument is then kept without its default. None: torch refuses the op (a tuple or list
+    default, any default but None for a Tensor, anything for a list, a number for a device, a dtype for
+    anything but a dtype). `Tensor bias=None` is torch's own spelling (an undefined Tensor), kept."""
+    optional = schema_type.endswith("?")
     base = schema_type.rstrip("?")
-    if value is None:
-        return "None" if schema_type.endswith("?") else None
-    if isinstance(value, (tuple, list, dict, set)):
+    dtype = isinstance(value, str) and value.startswith("torch.") and value[len("torch."):].isidentifier()
+    if isinstance(value, (tuple, list, dict, set)) or (base.endswith("]") and not optional):
         return None
-    if isinstance(value, bool):
-        return str(value) if base in ("bool", "Scalar") else None
-    if isinstance(value, int):
-        return str(value) if base in ("SymInt", "float", "Scalar") else None
-    if isinstance(value, float):
-        return repr(value) if base in ("float", "Scalar") else None
-    if isinstance(value, str) and base == "str":
-        return '"' + value + '"' if '"' not in value and "\\" not in value else ""
-    return ""
+    if base == "Tensor" and not optional:
+        return "None" if value is None else None
+    if dtype:
+        return value[len("torch."):] if base == "ScalarType" else None
+    if base == "Device" and not (optional and value is None) and not _device_text(value):
+        return None
+    if value is None or isinstance(value, (bool, int, float)):
+        text = str(value)
+    elif isinstance(value, str) and '"' not in value and "\\" not in value:
+        text = '"' + value + '"'
+    else:
+        return ""
+    return text if _opgen_reads(schema_type, text) else ""
+
+
+def _device_text(value) -> bool:
+    """A string torch's parser takes as a Device default: a device type with an optional index."""
+    return isinstance(value, str) and bool(_DEVICE.match(value))
+
+
+def _opgen_reads(schema_type: str, default: str) -> bool:
+    from .parser import parse_schema
+
+    try:
+        parse_schema(f"f({schema_type} a={default}) -> ()")
+    except SchemaError:
+        return False
+    return True
 
 
 def infer_schema(name: str, params, returns: str | None, mutates_args, tags=()) -> Schema | None:
@@ -103,7 +130,7 @@ def infer_schema(name: str, params, returns: str | None, mutates_args, tags=()) 
     for param in params:
         if param.kind not in ("positional", "kwonly") or not param.annotation:
             return None
-        schema_type = annotation_type(param.annotation)
+        schema_type = plain_type = annotation_type(param.annotation)
         if schema_type is None:
             return None
         written = mutates_args == "unknown" or param.name in mutates_args
@@ -118,7 +145,7 @@ def infer_schema(name: str, params, returns: str | None, mutates_args, tags=()) 
             star = True
         text = f"{schema_type} {param.name}"
         if param.has_default:
-            default = _default(param.default, schema_type)
+            default = _default(param.default, plain_type)
             if default is None:
                 return None
             if default:

@@ -125,7 +125,8 @@ def custom_op(ctx: FileContext, call: ast.Call, function: Function | None, trito
     name_value = ctx.value(call.args[0]) if call.args else ctx.value(keyword(call, "name"))
     if not isinstance(name_value, str) or "::" not in name_value:
         return None
-    namespace, name = name_value.split("::", 1)
+    namespace, qualified = name_value.split("::", 1)
+    name, _, overload = qualified.partition(".")  # `custom_op("ns::conv2d.padding")` defines that overload
     schema_node = keyword(call, "schema")
     schema_text = None
     literal = None
@@ -133,12 +134,12 @@ def custom_op(ctx: FileContext, call: ast.Call, function: Function | None, trito
         schema = ctx.value(schema_node)
         if not isinstance(schema, str):
             return None
-        schema_text = name + schema
+        schema_text = qualified + schema
         literal = ctx.literal(schema_node)
     mutates_node = keyword(call, "mutates_args")
     mutates = ctx.value(mutates_node) if mutates_node is not None else UNKNOWN
     device_types = ctx.value(keyword(call, "device_types"))
-    definition = Definition(namespace, name, "", ctx.where(call), "custom_op", schema_text,
+    definition = Definition(namespace, name, overload, ctx.where(call), "custom_op", schema_text,
                             tags=tags(ctx, call), mutates_args=mutates,
                             mutates_where=ctx.where(mutates_node) if mutates_node is not None else None,
                             kernel=function,
@@ -146,12 +147,12 @@ def custom_op(ctx: FileContext, call: ast.Call, function: Function | None, trito
                             fake_from_kernel=triton)
     if literal is not None:
         definition.schema_literal = literal
-        definition.schema_column = literal.offset + 1 - len(name)
-        definition.name_offset = len(name)
+        definition.schema_column = literal.offset + 1 - len(qualified)
+        definition.name_offset = len(qualified)
     ctx.record.definitions.append(definition)
     if function is not None:
         for key in definition.device_types or ("CompositeExplicitAutograd",):
-            ctx.record.registrations.append(Registration("kernel", namespace, name, "", key, ctx.where(call),
+            ctx.record.registrations.append(Registration("kernel", namespace, name, overload, key, ctx.where(call),
                                                          "custom_op", function, True, origin=definition))
     return definition
 

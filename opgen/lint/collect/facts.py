@@ -24,6 +24,9 @@ SHAPE_ATTRS = frozenset({"shape", "size", "dim", "ndim", "numel", "stride", "dty
                          "storage_offset", "layout", "element_size", "nelement", "get_device"})
 ALLOCATORS = frozenset({"empty", "zeros", "ones", "full", "empty_strided", "rand", "randn", "randint", "arange",
                         "eye", "linspace", "logspace", "randperm"})
+# Tensors made from data, on the default device unless device= says otherwise: a kernel making its output so
+# has outputs there (OPG304 stays quiet on its fake)
+FROM_DATA = frozenset({"torch.tensor", "torch.as_tensor", "torch.from_numpy"})
 RANDOM_FUNCS = frozenset({"rand", "randn", "randint", "randperm", "bernoulli", "multinomial", "normal", "poisson",
                           "rand_like", "randn_like", "randint_like", "dropout"})
 RANDOM_METHODS = frozenset({"uniform_", "normal_", "bernoulli_", "random_", "exponential_", "geometric_", "cauchy_",
@@ -51,7 +54,8 @@ class FunctionReader:
         self.looped: set[int] | None = None  # ids of the names inside loops (computed when needed)
         self.flow: Flow | None = None  # where the body's local values come from
         self.reads: set[str] = set()  # names holding an input's data: live parameters and values derived from one
-        self.subs = list(ast.walk(node))  # every node of the body, walked once
+        self.subs = live_nodes(ctx, node)  # every node of the body torch runs, walked once
+        self.in_place: dict[str, str] | None = None  # names holding an in-place aten op's result (computed once)
 
     def read(self) -> Function:
         node = self.node
@@ -69,6 +73,7 @@ class FunctionReader:
         if lambda_:  # a lambda returns its body
             self._returned(node.body, function, live)
         else:
+            function.placeholder = is_placeholder(node.body)
             function.refuses = tuple(_refused(node.body, names))
             function.discarded = tuple(_discarded(node.body, [n for n in self.rebound if self.rebound[n] > 0]))
         for sub in self.subs:
@@ -159,6 +164,29 @@ class FunctionReader:
         for element in value.elts if isinstance(value, ast.Tuple) else [value]:
             if isinstance(element, ast.Name) and (element.id in live or self._not_yet_rebound(element)):
                 function.returned_params.append(self._finding("returns", element, element.id))
+            elif isinstance(element, ast.Name):
+                written = self._in_place_results(live).get(element.id)
+                if written is not None:  # `copy = torch.ops.aten.copy_.default(x, y)`, then `return copy`
+                    function.returned_params.append(self._finding("returns", element, written))
+
+    def _in_place_results(self, live: set[str]) -> dict[str, str]:
+        """Names bound once to the result of an in-place aten op on a parameter (which is that parameter)."""
+        if self.in_place is None:
+            bound: dict[str, list] = {}
+            for sub in self.subs:
+                if type(sub) is ast.Assign:
+                    for target in sub.targets:
+                        if isinstance(target, ast.Name):
+                            bound.setdefault(target.id, []).append(sub.value)
+            self.in_place = {}
+            for name, values in bound.items():
+                value = values[0]
+                if len(values) == 1 and isinstance(value, ast.Call) and value.args \
+                        and _aten_in_place(self.c.qualname(value.func) or "") is not None:
+                    root = self._root(value.args[0])
+                    if root in live:
+                        self.in_place[name] = root
+        return self.in_place
 
     def _finding(self, what: str, node: ast.AST, param: str = "") -> Finding:
         where = self.c.where(node)
@@ -271,6 +299,11 @@ class FunctionReader:
         """`torch.add_(x, ...)` (a write), `torch.empty(...)` (an allocation: which device), random ops,
         `torch.cuda.synchronize()`, and data-dependent shapes (`torch.nonzero(x)`)."""
         short = qual.rsplit(".", 1)[1]
+        aten = _aten_in_place(qual)
+        if aten is not None and call.args and short != aten:  # `torch.ops.aten.copy_.default(x, y)` writes x
+            root = self._root(call.args[0])
+            if root in live:
+                function.mutations.append(self._finding(f"calls torch.ops.aten.{aten}() on", call, root))
         if short.endswith("_") and not short.startswith("_") and short not in KERNEL_METHODS_NOT_WRITING \
                 and call.args:
             root = self._root(call.args[0])
@@ -278,6 +311,8 @@ class FunctionReader:
                 function.mutations.append(self._finding(f"calls {qual}() on", call, root))
         if short in ALLOCATORS and qual == "torch." + short:
             self._allocation(call, qual, function)
+        elif qual in FROM_DATA and not has_keyword(call, "device"):
+            function.makes_on_default_device = True
         if short in RANDOM_FUNCS and (qual == "torch." + short or qual.startswith("torch.nn.functional.")):
             function.capture_unsafe.append(self._finding(f"random op {qual}()", call))
         if short == "synchronize":
@@ -376,6 +411,70 @@ def _is_param_chain(node: ast.AST, live: set[str]) -> bool:
     return isinstance(node, ast.Name) and node.id in live
 
 
+
+
+# Branches torch never takes when it calls or traces a kernel or fake (eager, torch.compile, export): they run
+# only while exporting to ONNX or under TorchScript, so what they do is judged as the compiler sees it: not at all.
+NEVER_TAKEN = frozenset({"torch.onnx.is_in_onnx_export", "torch.jit.is_scripting", "torch.jit.is_tracing",
+                         "torch._C._get_tracing_state"})
+
+
+def _aten_in_place(qual: str) -> str | None:
+    """`copy_` for `torch.ops.aten.copy_` / `torch.ops.aten.copy_.default`: an aten op in the in-place
+    convention (its name ends in `_`), which writes its first argument and returns it."""
+    parts = qual.split(".")
+    if len(parts) in (4, 5) and parts[:3] == ["torch", "ops", "aten"] and parts[3].endswith("_") \
+            and not parts[3].startswith("_"):
+        return parts[3]
+    return None
+
+
+def live_nodes(ctx: FileContext, node: ast.AST) -> list[ast.AST]:
+    """The nodes of a function, less the branches torch never takes (`if torch.onnx.is_in_onnx_export():`'s
+    body, `if not torch.jit.is_scripting(): ... else:`'s else)."""
+    text = ctx.source.text
+    if "is_in_onnx_export" not in text and "is_scripting" not in text and "is_tracing" not in text \
+            and "_get_tracing_state" not in text:
+        return list(ast.walk(node))  # the common case: nothing to skip
+    found, todo = [], [node]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        if isinstance(current, (ast.If, ast.IfExp)):
+            guard = _never_taken(ctx, current.test)
+            if guard is not None:
+                found.append(current.test)
+                taken = current.orelse if guard else current.body
+                todo.extend(reversed(taken if isinstance(taken, list) else [taken]))
+                continue
+        todo.extend(reversed(list(ast.iter_child_nodes(current))))
+    return found
+
+
+def _never_taken(ctx: FileContext, test: ast.AST) -> bool | None:
+    """True: `test` is never true when torch runs the op (so its body is dead); False: never false (`not ...`,
+    so its else is dead); None: it may be either."""
+    negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+    inner = test.operand if negated else test
+    if isinstance(inner, ast.Call) and not inner.args and ctx.qualname(inner.func) in NEVER_TAKEN:
+        return not negated
+    return None
+
+
+def is_placeholder(body: list[ast.stmt]) -> bool:
+    """A body that does nothing: `pass`, `...`, a docstring only, `raise NotImplementedError` (a stand-in defined
+    so that code naming the op imports, or a prototype)."""
+    for statement in body:
+        if isinstance(statement, ast.Pass):
+            continue
+        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
+            continue  # a docstring, `...`
+        if isinstance(statement, ast.Raise) and statement.exc is not None:
+            raised = statement.exc.func if isinstance(statement.exc, ast.Call) else statement.exc
+            if isinstance(raised, ast.Name) and raised.id == "NotImplementedError":
+                continue
+        return False
+    return True
 
 
 def params(node: ast.FunctionDef, collector) -> list[Param]:

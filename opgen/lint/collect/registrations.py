@@ -21,6 +21,7 @@ from .definitions import (
     torch_library_define,
 )
 from .functions import decorated_or, function_arg, function_node
+from .legacy import legacy_api, legacy_method, read_legacy
 from .libraries import dispatch_key, library_at
 from .names import LIB, pattern_of
 from .syntax import arguments, keyword
@@ -84,7 +85,10 @@ def _call(ctx: FileContext, call: ast.Call) -> None:
     qual = ctx.qualname(func)
     if qual is None:
         return
-    if qual.startswith(LIB):
+    legacy = legacy_api(ctx, func)
+    if legacy is not None:
+        read_legacy(ctx, call, legacy, None)
+    elif qual.startswith(LIB):
         _torch_library_call(ctx, call, qual[len(LIB):])
     elif qual.endswith("direct_register_custom_op"):
         direct_register(ctx, call)
@@ -224,8 +228,9 @@ def _torch_library_impl(ctx: FileContext, call: ast.Call, decorated: ast.AST | N
 
 
 def _register_fake(ctx: FileContext, call: ast.Call, decorated: ast.AST | None) -> None:
-    op_node = call.args[0] if call.args else None
-    function = decorated_or(ctx, decorated, call, call.args[1] if len(call.args) > 1 else None)
+    op_node = call.args[0] if call.args else keyword(call, "qualname")
+    # `impl_abstract(qualname, func=None, *, lib=None)` also takes its function by keyword
+    function = decorated_or(ctx, decorated, call, call.args[1] if len(call.args) > 1 else keyword(call, "func"))
     _registration(ctx, op_node, None, "fake", call, function, "register_fake")
 
 
@@ -238,7 +243,10 @@ def _register_kernel(ctx: FileContext, call: ast.Call, decorated: ast.AST | None
 
 
 def _custom_op_method(ctx: FileContext, call: ast.Call, definition: Definition, method: str, decorated) -> None:
-    """`op.register_fake`, `op.register_kernel`, `op.register_autograd` on a CustomOpDef."""
+    """`op.register_fake`, `op.register_kernel`, `op.register_autograd` on a CustomOpDef (`op.impl`,
+    `op.impl_abstract` on an older CustomOp)."""
+    if legacy_method(ctx, call, definition, method, decorated):
+        return
     if method == "register_fake":
         function = function_node(ctx, decorated) if decorated else (
             function_arg(ctx, call.args[0], call.lineno) if call.args else None)
@@ -288,6 +296,10 @@ def _decorator(ctx: FileContext, decorator: ast.AST, function: ast.AST) -> None:
     func = decorator.func
     if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in ctx.custom_ops:
         _custom_op_method(ctx, decorator, ctx.custom_ops[func.value.id], func.attr, function)
+        return
+    legacy = legacy_api(ctx, func)
+    if legacy is not None:
+        read_legacy(ctx, decorator, legacy, function)
         return
     api = ctx.is_api(func, "custom_op", "register_fake", "impl_abstract", "_register_fake", "impl", "_impl",
                      "register_kernel", "triton_op")

@@ -9,7 +9,7 @@ from ...contract import ERROR, SIDE_EFFECT_ONLY, WARNING
 from ...schema.model import Schema, is_tensor_like
 from ..dispatch_keys import device_of_key
 from ..fix import Edit
-from ..records import Function, Registration, Where
+from ..records import Function, Registration, Where, is_test_module
 from .base import Invalid, LintOp, Project, code_example, diag, lib_example, lint_rule, unique
 
 CAPTURE_KEYS = frozenset({"PrivateUse1", "CUDA"})
@@ -97,9 +97,12 @@ def _kernel_mutation(op: LintOp, registration: Registration, function: Function)
             fix = None
             if definition.schema_literal is not None:
                 fix = add_mutation_annotation(definition.where.path, definition, op.schema, argument)
+            hint = f"declare 'Tensor(a!) {argument.name}'"
+            if definition.api.startswith("torch._custom_op"):  # their schema is inferred with no write
+                hint = (f"{definition.api} cannot declare a write: define the op with "
+                        f"torch.library.custom_op(..., mutates_args=({argument.name!r},))")
             yield diag(UNDECLARED_MUTATION, f"kernel {function.name}() {finding.what} {finding.param!r}, but the "
-                       f"schema of {op.name} does not mark it written; declare 'Tensor(a!) {argument.name}'", where,
-                       fix=fix)
+                       f"schema of {op.name} does not mark it written; {hint}", where, fix=fix)
         elif isinstance(definition.mutates_args, tuple):
             param = function.param(finding.param)
             if param is None or finding.param in definition.mutates_args:
@@ -211,14 +214,28 @@ def _fake_returns_input(op: LintOp, project: Project):
             if not op.seen and (not kernels or any(finding.param in {f.param for f in k.returned_params}
                                                    for k in kernels)):
                 continue  # the schema is unseen: only a kernel returning a new tensor says no alias is declared
-            if kernel_too:  # the op's contract is broken, not only the fake
-                message = (f"the {kind} of {op.name} returns its input {finding.param!r}, and so does its kernel, "
-                           "but the schema declares no alias: compiled graphs and opcheck assume a new tensor; return "
-                           "a new tensor from both, or declare the alias in the schema (`Tensor(a) x -> Tensor(a)`)")
-            else:
-                message = (f"the {kind} of {op.name} returns its input {finding.param!r} while the kernel returns a "
-                           f"new tensor; return a new tensor such as torch.empty_like({finding.param})")
+            message = _returns_input_message(op, kind, finding.param, kernels, kernel_too)
             yield diag(FAKE_RETURNS_INPUT, message, Where(function.where.path, finding.line, finding.column))
+
+
+def _returns_input_message(op: LintOp, kind: str, param: str, kernels: list[Function], kernel_too: bool) -> str:
+    """What the fake does against what the op's schema and kernels say: returning an input where the op returns
+    nothing, where the kernel returns that input too (the contract is broken, not only the fake), or where the
+    kernel returns a new tensor."""
+    head = f"the {kind} of {op.name} returns its input {param!r}"
+    argument = op.schema.argument(param) if op.schema is not None else None
+    written = argument is not None and argument.is_write
+    if op.schema is not None and not op.schema.returns and not op.schema.varret:
+        return (f"{head}, but the op returns nothing (its schema returns `()`: FakeTensorMode raises \"expected "
+                f"... to return None\"); return None")
+    alias = f"`Tensor(a!) {param} -> Tensor(a!)`" if written else f"`Tensor(a) {param} -> Tensor(a)`"
+    if kernel_too:
+        return (f"{head}, and so does its kernel, but the schema declares no alias: compiled graphs and opcheck "
+                f"assume a new tensor; return a new tensor from both, or declare the alias in the schema ({alias})")
+    if kernels:
+        return f"{head} while the kernel returns a new tensor; return a new tensor such as torch.empty_like({param})"
+    return (f"{head}, but the schema declares no alias: compiled graphs assume a new tensor; return a new tensor "
+            f"such as torch.empty_like({param})")
 
 
 FAKE_RETURNS_INPUT = lint_rule(
@@ -248,7 +265,7 @@ def _fake_alloc_without_device(op: LintOp, project: Project):
     # a kernel allocating on the default device, or returning a tensor it made on the host (a CPU handle),
     # has outputs there: a fake allocating there may be describing them
     host_output = any(k.host_returns for k in kernels)
-    default_device_kernel = host_output or any(k.device_less_allocs for k in kernels)
+    default_device_kernel = host_output or any(k.device_less_allocs or k.makes_on_default_device for k in kernels)
     for registration, function, kind in _fakes(op):
         path = function.where.path
         if registration.key == "Meta":  # called on meta tensors, whatever else the op has
@@ -309,12 +326,31 @@ def _fake_signature(op: LintOp, function: Function, kind: str):
     expected = _expected_params(op)
     if expected is None:
         return
-    problem = (_order_problem(function, expected) or _positional_problem(op, function, expected)
-               or _keyword_problem(function, expected))
+    problem = (_missing_problem(op, function, expected) or _order_problem(function, expected)
+               or _positional_problem(op, function, expected) or _keyword_problem(function, expected))
     if problem:
         signature = ", ".join(_render_expected(expected))
         yield diag(FAKE_SIGNATURE, f"the {kind} {function.name}() of {op.name} {problem}; use ({signature})",
                    function.where)
+
+
+def _missing_problem(op: LintOp, function: Function, expected) -> str | None:
+    """A fake with fewer positional parameters than torch passes: named by what it lacks (a fake missing two
+    parameters is not "taking one where the schema has another"), and whether every call fails."""
+    positional = [p for p in function.params if p.kind == "positional"]
+    exp_positional = [e for e in expected if not e[2]]
+    refused = _refused_by_kernels(op)
+    lacking = [e for e in exp_positional[len(positional):] if not (e[1] == (True, None) and e[0] in refused)]
+    if not lacking:
+        return None
+    taken = {p.name for p in function.params}
+    by_name = [e for e in exp_positional if e[0] not in taken]
+    missing = by_name if len(by_name) == len(lacking) else lacking
+    always = any(not e[1][0] for e in missing)
+    names = " and ".join(repr(e[0]) for e in missing)
+    when = "every call raises TypeError" if always else "a call passing them raises TypeError"
+    return (f"is missing parameter{'s' if len(missing) > 1 else ''} {names} (torch passes "
+            f"{len(exp_positional)} arguments by position: {when})")
 
 
 def _order_problem(function: Function, expected) -> str | None:
@@ -555,6 +591,8 @@ def _kernel_returns_input(op: LintOp, project: Project):
         return  # a triton_op is traced, not called as a black box
     if definition.style == "custom_op" and definition.api != "direct_register_custom_op":
         what, why = f"custom_op {op.name}", "torch raises when the op is called (outputs must not alias inputs)"
+    elif is_test_module(definition.where.path):
+        return  # torch.compile's check: an op a test defines may only have its schema read, never be compiled
     elif op.seen and (op.schema is not None or definition.api == "direct_register_custom_op"):
         what, why = op.name, ("its schema declares no alias, so torch.compile's first-call check refuses it "
                               "(\"must not also be an input\": a warning today, an error under CI=1 and in "
@@ -584,7 +622,8 @@ through a Library) is checked at its first call under torch.compile: a warning t
 `CI=1` and in later torch; either way a compiled caller that writes the output writes the input too.
 Return nothing from an in-place op (`-> None` / `-> ()`), or return a new tensor (`x.clone()`); or
 declare the alias (`Tensor(a!) x -> Tensor(a!)` with `torch.Tag.inplace`, `Tensor(a) x -> Tensor(a)`).
-Not reported for kernels at CompositeImplicitAutograd (decomposed before the check) or a triton_op.
+Not reported for kernels at CompositeImplicitAutograd (decomposed before the check) or a triton_op, nor for
+a Library op a test module defines (its harm is torch.compile's check, and the test may never compile it).
 """,
     valid=[code_example("""
         import torch

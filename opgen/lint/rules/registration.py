@@ -9,7 +9,7 @@ from collections import defaultdict
 from ...contract import ALIASED_RETURN, ERROR, WARNING
 from ..dispatch_keys import FAKE_CAPABLE_KEYS, MARKERS, TORCH_KEYS, is_backend_key
 from ..fix import Edit
-from ..records import UNKNOWN, Literal, Where, one_process, package_of
+from ..records import UNKNOWN, Literal, Where, is_test_module, one_process, package_of
 from .base import Invalid, LintOp, Project, code_example, diag, lib_example, lint_rule, loc, write_convention
 
 # Dispatch keys a Python registration may name (torch's own list), and the misspellings that are certainly
@@ -373,8 +373,8 @@ op, and a write to the wrong tensor goes unnoticed. It is a cost, not a bug, so 
 
 
 def _no_fake(op: LintOp, project: Project):
-    if not op.seen or _no_fake_needed(op, project):
-        return
+    if not op.seen or _no_fake_needed(op, project) or is_test_module(op.definition.where.path):
+        return  # an op a test defines may only have its schema read: no compiled caller is shown
     definition = op.definition
     if definition.style == "custom_op" and definition.namespace is not None:
         if any(r.key == "fake" for r in op.fakes) or any(k.key in ("CompositeImplicitAutograd", UNKNOWN)
@@ -428,6 +428,8 @@ CompositeImplicitAutograd (`types="default"`, a custom_op without device_types i
 fake tensors; mutating ops returning `()` and ops tagged inplace/out get a trivial fake from torch;
 ops whose kernels the linted files do not show (C++), or registered only at BackendSelect, Python or
 Autograd keys, are not judged. For custom_op a Meta kernel is not enough (FakeTensorMode ignores it).
+An op a test module (`test_*.py`, `*_test.py`) defines is not judged: the test may only read its schema,
+so that no compiled caller fails is all the code shows (a suspicion, not a proven failure).
 """,
     valid=[lib_example("""
         lib.define("scale(Tensor x) -> Tensor")
@@ -437,11 +439,35 @@ Autograd keys, are not judged. For custom_op a Meta kernel is not enough (FakeTe
         @torch.library.register_fake("myops::scale")
         def _(x):
             return torch.empty_like(x)
+    """), code_example("""
+        import torch
+
+
+        @torch.library.custom_op("myops::conv2d.padding", mutates_args=())
+        def conv2d_padding(x: torch.Tensor) -> torch.Tensor:
+            return x.clone()
+
+
+        @torch.library.register_fake("myops::conv2d.padding")  # the overload custom_op's name carries
+        def _(x):
+            return torch.empty_like(x)
     """)],
     invalid=[Invalid(lib_example("""
         lib.define("scale(Tensor x) -> Tensor")
         lib.impl("scale", lambda x: x * 2, "CPU")
-    """), 5)],
+    """), 5), Invalid(code_example("""
+        import torch
+
+
+        @torch.library.custom_op("myops::conv2d.padding", mutates_args=())
+        def conv2d_padding(x: torch.Tensor) -> torch.Tensor:
+            return x.clone()
+
+
+        @torch.library.register_fake("myops::conv2d")  # the default overload: another op
+        def _(x):
+            return torch.empty_like(x)
+    """), 4)],
     check=_no_fake, scope="op",
 )
 
