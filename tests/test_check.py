@@ -471,6 +471,7 @@ PROVEN_ELSEWHERE = {
     "compile-cache-not-loaded": f"{FEATURE_TESTS}.test_opgen_check_runs_the_feature_rungs_and_names_each_planted_bug",
     "capture-limit": f"{FEATURE_TESTS}.test_opgen_check_runs_the_feature_rungs_and_names_each_planted_bug",
     "fusion-changes-layout": "test_the_fusion_rung_says_whether_each_pattern_fires_and_names_planted_bugs",
+    "fake-returns-input": "test_an_undeclared_write_gets_its_schema_line_and_a_fake_returning_an_input_is_blamed",
 }
 # Rows without any proof, and why none can be had here. Keep this empty where possible.
 UNPROVEN = {
@@ -627,3 +628,31 @@ def test_the_fusion_rung_says_whether_each_pattern_fires_and_names_planted_bugs(
         assert (verdict["layer"], verdict["signature"]) == (layer, signature), (name, verdict)
         assert fusion[name]["status"] == "fail" and text in verdict["evidence"], (name, verdict["evidence"])
     assert done.returncode == 1
+
+
+UP_TO_OPCHECK = [arg for rung in ("static", "aot_eager", "npugraph_ex", "fusion", "capture") for arg in ("--skip", rung)]
+# broken_writes.py op -> (signature, the next action's key text)
+WRITES = {
+    "chk_wr::fill_cache": ("undeclared-mutation", "`fill_cache(Tensor key, Tensor(a!) key_cache, Tensor(b!) "
+                                                  "value_cache) -> ()`"),
+    "chk_wr::scale": ("undeclared-mutation", "`scale(Tensor(a!) x, float s) -> ()`"),  # torch says "aliasing"
+    "chk_wr::fake_alias": ("fake-returns-input", "fix the fake, not the kernel"),
+}
+
+
+def test_an_undeclared_write_gets_its_schema_line_and_a_fake_returning_an_input_is_blamed():
+    """A kernel writing arguments it does not declare (returning one of them or not) is told the schema line that
+    declares them, which its twin in good_writes.py uses and passes with; a fake returning its input is the fake's
+    fault ("fake-returns-input"), not the kernel's ("view-return")."""
+    done = check("--json", *UP_TO_OPCHECK, "check_fixtures.broken_writes", "check_fixtures.broken_custom_op:"
+                 "chk_cop::undeclared")
+    assert done.returncode == 1, done.stderr
+    found = reports(done)
+    for op, (signature, action) in WRITES.items():
+        verdict = found[op]["verdict"]
+        assert (verdict["signature"], verdict["layer"]) == (signature, "dynamo-fx"), (op, verdict)
+        assert action in verdict["next_action"] and ".clone()" not in verdict["next_action"], (op, verdict)
+    assert "mutates_args=['y']" in found["chk_cop::undeclared"]["verdict"]["next_action"]  # a custom_op
+    twins = check("--json", *UP_TO_OPCHECK, "check_fixtures.good_writes")
+    assert twins.returncode == 0, twins.stdout + twins.stderr
+    assert {op.split("::")[1] for op in reports(twins)} == {op.split("::")[1] for op in WRITES}

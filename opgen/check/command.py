@@ -292,7 +292,8 @@ def _verdict(rung: str, failure: dict, keys: set[str] | None = None) -> dict:
                 "next_action": "read the evidence; if it is an op problem opgen should know, report it with "
                                "this output", "rung": rung}
     return {"layer": row.layer or RUNG_LAYERS[rung], "signature": row.id, "rule": row.rule, "evidence": evidence,
-            "causes": list(failure.get("causes") or ()) + causes_for(row, keys), "next_action": row.next_action,
+            "causes": list(failure.get("causes") or ()) + causes_for(row, keys),
+            "next_action": failure.get("next_action") or row.next_action,
             "rung": rung, "title": row.title}
 
 

@@ -43,9 +43,10 @@ class RungFailed(Exception):
     """A rung found a problem without an exception of its own: `signature` names it; `causes`, computed from the op,
     come before the row's."""
 
-    def __init__(self, signature: str, message: str, evidence: str = "", causes: tuple[str, ...] = ()) -> None:
+    def __init__(self, signature: str, message: str, evidence: str = "", causes: tuple[str, ...] = (),
+                 next_action: str = "") -> None:
         super().__init__(message)
-        self.signature, self.evidence, self.causes = signature, evidence, causes
+        self.signature, self.evidence, self.causes, self.next_action = signature, evidence, causes, next_action
 
 
 class RungSkipped(Exception):
@@ -458,7 +459,11 @@ def rung_opcheck(op: Op, train: bool) -> str:
     checks = _checks()
     target = _target(op)
     for call in calls(op):
-        checks.opcheck(target, [call], test_utils=None if op.project else checks.OPCHECK_UTILS_DYNAMIC)
+        try:
+            checks.opcheck(target, [call], test_utils=None if op.project else checks.OPCHECK_UTILS_DYNAMIC)
+        except Exception as error:  # noqa: BLE001  (re-raised; an undeclared write is named with its schema line)
+            _blame_undeclared_write(op, error)
+            raise
         if train and checks.tensors(call) and any(t.is_floating_point() for t in checks.tensors(call)):
             checks.opcheck_with_requires_grad(target, [call])
             grad_call = checks.tensor_map(lambda t: t.detach().clone().requires_grad_(t.is_floating_point()), call)
@@ -467,6 +472,32 @@ def rung_opcheck(op: Op, train: bool) -> str:
                 torch.autograd.grad(sum(t.float().sum() for t in outputs), [
                     t for t in checks.tensors(grad_call) if t.requires_grad], allow_unused=True)
     return "opcheck: schema, fake tensors, AOT dispatch" + (" (with requires_grad=True)" if train else "")
+
+
+_SCHEMA_WRITE = re.compile(r"Argument (\w+) is not defined (?:as mutable but was mutated|to alias output but was "
+                           r"aliasing)")
+
+
+def _blame_undeclared_write(op: Op, error: Exception) -> None:
+    """torch's schema check names one argument, and says "aliasing" before "mutated" for an op that writes `x` and
+    returns it: the kernel run once on copies tells which arguments it writes and which returns are those arguments,
+    so the diagnosis is the undeclared write, with the schema line that declares it."""
+    from .declare import declaring_schema, written_and_returned
+
+    message = _error_info(error)["message"]
+    if op.schema is None or not _SCHEMA_WRITE.search(message):
+        return
+    written, returned = written_and_returned(op.overload, calls(op)[0], _checks().clone)
+    if not written:
+        return  # a view or the input itself returned, nothing written: the view-return row
+    line, custom = declaring_schema(op.schema, op.overload, written, returned)
+    names = ", ".join(map(repr, written))
+    action = (f"declare what the kernel writes: mutates_args=[{names}] (the schema becomes `{line}`)" if custom else
+              f"declare what the kernel writes: define the op as `{line}`")
+    if returned:
+        action += "; the kernel returns nothing for a written argument (the caller holds it)"
+    raise RungFailed("undeclared-mutation", f"the kernel writes {names}, which the schema does not mark (a!)",
+                     f"{_first_line(message)}\nwritten by the kernel: {names}", next_action=action)
 
 
 def rung_aot_eager(op: Op) -> str:
@@ -825,7 +856,7 @@ def run_rung(op: Op, rung: str, job: dict) -> dict:
         result = {"status": "skip", "reason": str(skip)}
     except RungFailed as failed:
         result = {"status": "fail", "reason": str(failed), "signature": failed.signature, "evidence": failed.evidence,
-                  "causes": list(failed.causes)}
+                  "causes": list(failed.causes), "next_action": failed.next_action}
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as error:  # noqa: BLE001  (a check's skip; else any exception of the op is the evidence)
