@@ -656,3 +656,34 @@ def test_an_undeclared_write_gets_its_schema_line_and_a_fake_returning_an_input_
     twins = check("--json", *UP_TO_OPCHECK, "check_fixtures.good_writes")
     assert twins.returncode == 0, twins.stdout + twins.stderr
     assert {op.split("::")[1] for op in reports(twins)} == {op.split("::")[1] for op in WRITES}
+
+
+def test_a_module_target_checks_its_own_ops_skips_what_it_cannot_run_and_shares_an_inputs_file(tmp_path):
+    """`opgen check MODULE` on a package that imports torch.distributed.tensor (torch registers `_dtensor::...`
+    during the import) and defines its ops through a helper outside it: its own two ops are checked, torch's are
+    left out (listed with -v); the op with a ScalarType argument is skipped with the reason while the other runs,
+    and runs once --inputs gives its arguments, from a file whose key for another target's op is ignored."""
+    skip = [*UP_TO_OPCHECK[2:], "--skip", "static"]  # static too: only what the inputs change is looked at
+    done = check("--json", "-v", *skip, "check_fixtures.inference_pkg")
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = reports(done)
+    assert set(found) == {"chk_pkg::rms", "chk_pkg::cast"}
+    status = {op: {r["name"]: (r["status"], r["reason"]) for r in report["rungs"]} for op, report in found.items()}
+    assert status["chk_pkg::rms"]["opcheck"][0] == "pass"
+    assert status["chk_pkg::cast"]["eager"][0] == "skip" and "dtype: ScalarType" in status["chk_pkg::cast"]["eager"][1]
+    assert "inference_pkg/layers.py" in status["chk_pkg::rms"]["import"][1]  # the file that defined it
+    assert "_dtensor::mesh_get_process_group" in done.stderr and "left out" in done.stderr
+    text = check(*skip, "check_fixtures.inference_pkg")
+    assert "(1 not run: no inputs" in text.stdout and "_dtensor" not in text.stdout + text.stderr  # -v only
+    inputs = tmp_path / "inputs.yaml"
+    inputs.write_text("chk_pkg::cast:\n  - {x: {shape: [2, 3], dtype: float32}, dtype: float16}\n"
+                      "other_pkg::thing:\n  - {y: {shape: [2], dtype: float32}}\n")
+    for target in ("check_fixtures.inference_pkg", "check_fixtures.good_writes:ok_wr::scale"):
+        done = check("--json", "-v", *skip, "--inputs", str(inputs), target)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "no checked op named" in done.stderr and "other_pkg::thing: left out" in done.stderr
+        for report in reports(done).values():
+            assert all(r["status"] == "pass" for r in report["rungs"] if r["name"] in ("eager", "opcheck")), report
+    # an op named by its target still stops with exit code 2 when nothing can be made up for it
+    done = check(*skip, "check_fixtures.inference_pkg:chk_pkg::cast")
+    assert done.returncode == 2 and "no inputs" in done.stderr and "--inputs FILE" in done.stderr

@@ -69,6 +69,8 @@ class Op:
         self.register = None  # ... and the package's register_fusions
         self.module = ""  # what a process imports to register the op (a project's package, or the target module)
         self.package = ""  # a project's package (its compile_cache keys npugraph_ex's cache)
+        self.named = True  # named by its target (module:ns::op, a project), not found by importing a module
+        self.no_inputs = ""  # why an op found by importing a module cannot be run (its rungs are skipped)
 
 
 def _all_op_names() -> set[str]:
@@ -103,28 +105,41 @@ def _import(module_name: str, target: str):
 
 
 def resolve(targets: list[dict]) -> list[Op]:
+    from .ownership import own_ops, recording_definitions
+
     ops: list[Op] = []
     for target in targets:
         if target["kind"] == "project":
             ops.extend(_resolve_project(target))
             continue
         before = _all_op_names() if not target["op"] else set()
-        module, error = _import(target["module"], target["text"])
+        with recording_definitions() as defined:
+            module, error = _import(target["module"], target["text"])
         sources = [getattr(module, "__file__", None)] if module else []
         if error is not None:
             ops.append(Op(target["op"] or target["text"], import_error=error))
             continue
-        names = [target["op"]] if target["op"] else sorted(_all_op_names() - before)
+        names, elsewhere = [target["op"]], {}
+        if not target["op"]:
+            names, elsewhere = own_ops(module, sorted(_all_op_names() - before), defined)
+            if elsewhere:
+                by_file: dict[str, list[str]] = {}
+                for name, where in sorted(elsewhere.items()):
+                    by_file.setdefault(where, []).append(name)
+                emit(event="note", message=f"{target['text']}: left out {len(elsewhere)} op(s) its imports define: "
+                     + "; ".join(f"{', '.join(names)} ({where})" for where, names in by_file.items()))
         if not names:
-            raise Usage(f"{target['text']}: importing {target['module']!r} registered no new operator",
+            raise Usage(f"{target['text']}: importing {target['module']!r} registered no operator of its own"
+                        + (f" ({len(elsewhere)} defined by other modules it imports)" if elsewhere else ""),
                         f"name the op: {target['module']}:namespace::op")
         for name in names:
             overload = _overload(name)
             if overload is None:
                 raise Usage(f"{target['text']}: no operator {name!r} after importing {target['module']!r}",
                             "check the name (namespace::op or namespace::op.overload)")
-            ops.append(Op(_full_name(overload), overload, sources=[s for s in sources if s]))
-            ops[-1].module = target["module"]
+            where = defined.get(name)  # the file whose import defined it (a package's submodule)
+            ops.append(Op(_full_name(overload), overload, sources=[where] if where else [s for s in sources if s]))
+            ops[-1].module, ops[-1].named = target["module"], bool(target["op"])
     return ops
 
 
@@ -191,10 +206,14 @@ def prepare_inputs(ops: list[Op], inputs_path: str | None) -> None:
             text = Path(inputs_path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as error:
             raise Usage(f"--inputs {inputs_path}: cannot read it ({error})") from None
+        ignored: list[str] = []
         try:
-            given = load_inputs_text(text, inputs_path, schemas)
+            given = load_inputs_text(text, inputs_path, schemas, ignored)
         except OpgenError as error:  # the parent renders it again: without its own "error: "
             raise Usage(error.render().removeprefix("error: "), "") from None
+        if ignored:
+            emit(event="note", message=f"--inputs {inputs_path}: no checked op named " + ", ".join(ignored)
+                 + ": left out")
     for op in ops:
         if op.overload is None:
             continue
@@ -205,9 +224,13 @@ def prepare_inputs(ops: list[Op], inputs_path: str | None) -> None:
         if not examples:
             kinds = ", ".join(f"{a.name}: {a.type}" for a in op.schema.arguments) if op.schema else str(
                 op.overload._schema)
-            raise Usage(f"{op.name}: no inputs: opgen cannot make up arguments for ({kinds})",
-                        "give them with --inputs FILE, a YAML list like `- {x: {shape: [4, 8], dtype: float32}}` "
-                        "(the syntax of a spec's examples, docs/spec.md)")
+            message = f"no inputs: opgen cannot make up arguments for ({kinds})"
+            hint = ("give them with --inputs FILE, a YAML list like `- {x: {shape: [4, 8], dtype: float32}}` "
+                    "(the syntax of a spec's examples, docs/spec.md)")
+            if op.named:
+                raise Usage(f"{op.name}: {message}", hint)
+            op.no_inputs = f"{message}: {hint}"  # one op of a module: the others still run
+            continue
         op.calls = [_values(example.values) for example in examples]
 
 
@@ -927,6 +950,9 @@ def main(argv: list[str]) -> int:
             if failed and not job.get("keep_going"):
                 emit(event="rung", index=index, rung=rung, status="skip", seconds=0.0,
                      reason="not run: an earlier rung failed (--keep-going runs it)")
+                continue
+            if op.no_inputs and rung != "static":
+                emit(event="rung", index=index, rung=rung, status="skip", seconds=0.0, reason=op.no_inputs)
                 continue
             emit(event="start", index=index, rung=rung)
             result = run_rung(op, rung, job)
