@@ -16,6 +16,7 @@ import time
 from ..errors import OpgenError
 from ..schema.model import BaseType, ListType, strip_alias
 from . import cpp
+from .param_checks import param_checks
 from .sizes import kernel_size
 
 COLUMNS = 120
@@ -107,6 +108,8 @@ def kernel_function(entry) -> str:
     if entry.config.acl_op and entry.twin_of is None:
         fallback = f"acl_op::{cpp.cpp_name(schema)}({', '.join(a.name for a in schema.arguments)})"
         body += call_lines("DO_COMPATIBILITY", [entry.aclnn, fallback], INDENT)
+    for check in param_checks(entry.outputs):
+        body += _check_lines(check.torch_check(entry.name))
     variables = output_locals(entry)
     options_from = _options_source(entry)
     substitutions = dict(variables)
@@ -137,6 +140,15 @@ def kernel_function(entry) -> str:
     elif entry.outputs:
         body += call_lines("return std::make_tuple", [variables[o.name] for o in entry.outputs], INDENT)
     return "\n".join(signature_lines(schema) + body + ["}"])
+
+
+def _check_lines(statement: str) -> list[str]:
+    """`TORCH_CHECK(cond, "message" + OPS_ERROR(...));`, its arguments on the next line when it is too long."""
+    line = f"{INDENT}{statement}"
+    if len(line) <= COLUMNS:
+        return [line]
+    head, rest = statement.split("(", 1)
+    return [f"{INDENT}{head}(", f"{INDENT}{CONTINUATION}{rest}"]
 
 
 def output_locals(entry) -> dict[str, str]:

@@ -27,6 +27,7 @@ from . import compat, cpp, docs, faketest
 from .clangformat import format_cpp
 from .kernel import kernel_file
 from .model import PluginOp, camel, plugin_ops
+from .param_checks import param_checks
 from .sizes import yaml_dtype, yaml_size
 
 SCRATCH_NAMESPACE = "opgen_meta_check"
@@ -191,12 +192,13 @@ def meta_name(schema) -> str:
     return f"{cpp.stem(schema)}_meta"
 
 
-def meta_source(schema, op, returns_self: bool = False) -> str:
-    """`@impl(m, "name")` + a Meta function whose outputs come from `op`'s semantics (or `self`)."""
+def meta_source(schema, op, returns_self: bool = False, checks: tuple[str, ...] = ()) -> str:
+    """`@impl(m, "name")` + a Meta function whose outputs come from `op`'s semantics (or `self`), after the
+    parameter `checks` (`torch._check(...)` lines)."""
     if returns_self:
-        body = [f"return {schema.arguments[0].name}"]
+        body = [*checks, f"return {schema.arguments[0].name}"]
     else:
-        body = fake_body(op)
+        body = [*checks, *fake_body(op)]
     head = f"@impl(m, {literal(schema.op_name)})\ndef {meta_name(schema)}({meta_parameters(schema)}):"
     return head + "\n" + "\n".join(f"    {line}" for line in body)  # a wrapped line carries its own indentation
 
@@ -204,7 +206,8 @@ def meta_source(schema, op, returns_self: bool = False) -> str:
 def meta_function(entry: PluginOp) -> str:
     outputs = tuple(replace(out, index=i) for i, out in enumerate(entry.outputs))
     op = replace(entry.source, schema=entry.schema, outputs=outputs, tags=())
-    return meta_source(entry.schema, op, returns_self=entry.kind == "inplace")
+    checks = tuple(check.meta_check(entry.name) for check in param_checks(entry.outputs))
+    return meta_source(entry.schema, op, returns_self=entry.kind == "inplace", checks=checks)
 
 
 # --- per spec op: kernel file and tests -------------------------------------------------------------
