@@ -117,8 +117,8 @@ def kernel_function(entry) -> str:
     for out in entry.outputs:
         var = variables[out.name]
         cloned = next((name for name in entry.cloned if out.name == f"{name}_out"), None)
-        if cloned is not None:  # the functional twin works on a copy of the mutated argument
-            body.append(f"{INDENT}at::Tensor {var} = {cloned}.clone();")
+        if cloned is not None:  # the functional twin works on a copy of the mutated argument, contiguous as its Meta
+            body.append(f"{INDENT}at::Tensor {var} = {cloned}.clone(at::MemoryFormat::Contiguous);")
             substitutions[cloned] = var
             continue
         if options_from is None:

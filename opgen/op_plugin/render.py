@@ -226,7 +226,8 @@ def op_context(spec: ProjectSpec, op, entries: list[PluginOp], style: Path | Non
     for entry in entries:
         cloned = [i for i, a in enumerate(entry.schema.positional) if a.name in entry.cloned]
         inplace_twin = entry.twin_of is not None and entry.source.schema.name.endswith("_")
-        npu_ops_table.append(f"({literal(entry.name)}, {entry.schema.is_mutable}, {cloned}, {inplace_twin}),")
+        written = [i for i, a in enumerate(entry.schema.positional) if a.is_write]
+        npu_ops_table.append(f"({literal(entry.name)}, {written}, {cloned}, {inplace_twin}),")
         items = [literal(entry.name), string_call("(", entry.func, ")", "        "), literal(meta_name(entry.schema)),
                  str([i for i, a in enumerate(entry.schema.positional) if a.is_write]),
                  str([i for i, a in enumerate(entry.schema.positional) if a.name in entry.cloned]),

@@ -112,6 +112,8 @@ inline ScalarType promote_types(ScalarType a, ScalarType b) {
     return static_cast<int>(a) > static_cast<int>(b) ? a : b;
 }
 
+enum class MemoryFormat { Preserve, Contiguous };
+
 struct TensorOptions {
     ScalarType type = kFloat;
     TensorOptions dtype(ScalarType t) const { return TensorOptions{t}; }
@@ -134,7 +136,7 @@ struct Tensor {
     }
     ScalarType scalar_type() const { return type; }
     TensorOptions options() const { return TensorOptions{type}; }
-    Tensor clone() const { return *this; }
+    Tensor clone(MemoryFormat = MemoryFormat::Preserve) const { return *this; }
 };
 using TensorList = c10::ArrayRef<Tensor>;
 struct Scalar {
