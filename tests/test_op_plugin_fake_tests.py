@@ -48,10 +48,15 @@ def _short_list_under_fake(x, parts):
 
 
 @pytest.fixture(scope="module")
-def fake_classes(tmp_path_factory) -> dict[str, type]:
+def root(tmp_path_factory) -> Path:
     root = Path(shutil.copytree(FIXTURE, tmp_path_factory.mktemp("kinds") / "op-plugin"))
     done = opgen("add", "--op-plugin-root", str(root), str(SPEC))
     assert done.returncode == 0, done.stdout + done.stderr
+    return root
+
+
+@pytest.fixture(scope="module")
+def fake_classes(root) -> dict[str, type]:
     tree = ast.parse((root / FAKE_TEST).read_text(encoding="utf-8"))
     ours = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name in (
         "TestNpuSplitRowsMeta", "TestNpuFillCachesMeta")]
@@ -96,3 +101,11 @@ def test_an_optional_output_is_compared_only_where_the_kernel_returns_one():
     with pytest.raises(AssertionError):  # the Meta says None where the kernel returned a tensor
         exec(code, {"self": unittest.TestCase(), "output": (torch.ones(1), torch.ones(2)),  # noqa: S102
                     "fake_output": (torch.ones(1), None)})
+
+
+def test_the_docs_describe_a_list_return_and_an_op_returning_nothing_and_cite_no_file_outside_the_repo(root):
+    docs = (root / "codegen/templates/_op_plugin_docs.py").read_text(encoding="utf-8")
+    assert "out0 (List[Tensor]): 共parts个Tensor，每个Tensor的shape为" in docs
+    assert "输出说明:\n无返回值，原地更新key_cache、value_cache。" in docs
+    for test in ("test_npu_split_rows.py", "test_npu_fill_caches.py"):
+        assert "opgen.yaml" not in (root / "test" / "test_custom_ops" / test).read_text(encoding="utf-8")

@@ -24,7 +24,7 @@ def _random(shape, dtype, g):
 
 
 def _calls(seed=0):
-    """The examples of opgen.yaml ({{ cookiecutter._op.spec_op }}): ((positional...), {keyword: ...}) per call."""
+    """The calls the op is tested with: ((positional...), {keyword: ...}) each."""
     g = torch.Generator().manual_seed(seed)
     return [
 {% for line in cookiecutter._op.example_lines %}
@@ -57,7 +57,7 @@ class {{ cookiecutter._op.class_name }}(TestCase):
 {% if cookiecutter._op.has_reference %}
 
     def supported_op_exec(self, *args, **kwargs):
-        """The CPU reference of opgen.yaml (`reference:`)."""
+        """The CPU reference the NPU kernel is compared with."""
         return _reference(*args, **kwargs)
 
     def supported_twin_exec(self, cloned, inplace_twin, *args, **kwargs):
@@ -138,7 +138,7 @@ class {{ cookiecutter._op.class_name }}(TestCase):
 
 
 {{ cookiecutter._op.reference_def }}
-    """The CPU reference of opgen.yaml (`reference:`)."""
+    """The CPU reference the NPU kernel is compared with."""
 {% for line in cookiecutter._op.reference_body %}
     {{ line }}
 {% endfor %}
