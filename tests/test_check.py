@@ -633,8 +633,8 @@ def test_the_fusion_rung_says_whether_each_pattern_fires_and_names_planted_bugs(
 UP_TO_OPCHECK = [arg for rung in ("static", "aot_eager", "npugraph_ex", "fusion", "capture") for arg in ("--skip", rung)]
 # broken_writes.py op -> (signature, the next action's key text)
 WRITES = {
-    "chk_wr::fill_cache": ("undeclared-mutation", "`fill_cache(Tensor key, Tensor(a!) key_cache, Tensor(b!) "
-                                                  "value_cache) -> ()`"),
+    "chk_wr::fill_cache": ("undeclared-mutation", ("`fill_cache(Tensor key, Tensor(a!) key_cache, Tensor(b!) "
+                                                   "value_cache) -> ()`")),
     "chk_wr::scale": ("undeclared-mutation", "`scale(Tensor(a!) x, float s) -> ()`"),  # torch says "aliasing"
     "chk_wr::fake_alias": ("fake-returns-input", "fix the fake, not the kernel"),
 }

@@ -484,7 +484,7 @@ def rung_opcheck(op: Op, train: bool) -> str:
     for call in calls(op):
         try:
             checks.opcheck(target, [call], test_utils=None if op.project else checks.OPCHECK_UTILS_DYNAMIC)
-        except Exception as error:  # noqa: BLE001  (re-raised; an undeclared write is named with its schema line)
+        except Exception as error:  # re-raised; an undeclared write is named with its schema line
             _blame_undeclared_write(op, error)
             raise
         if train and checks.tensors(call) and any(t.is_floating_point() for t in checks.tensors(call)):
