@@ -70,7 +70,15 @@ def _editors() -> dict:
 def desired_pieces(spec, target: Target, entries) -> list[Piece]:
     from . import compat, docs, faketest
     from .model import camel
-    from .render import by_spec_op, derivatives_entry, meta_function, public, render_files, yaml_entry
+    from .render import (
+        by_spec_op,
+        derivatives_entry,
+        meta_function,
+        module_dtype_codes,
+        public,
+        render_files,
+        yaml_entry,
+    )
 
     pieces: list[Piece] = []
     paths = target.paths
@@ -78,6 +86,7 @@ def desired_pieces(spec, target: Target, entries) -> list[Piece]:
     allow_sections = _allowlist_sections(target)
 
     documented: set[str] = set()
+    module_codes = module_dtype_codes(target.read_text(paths["meta"]) if "meta" in paths else None)
 
     def add(role: str, kind: str, key: str, text: str, op: str, section: str = "") -> None:
         if role in paths and not any(p.ident == Piece(paths[role], kind, key, text, op, section).ident for p in pieces):
@@ -88,7 +97,7 @@ def desired_pieces(spec, target: Target, entries) -> list[Piece]:
         add("functions", "yaml", entry.name, "\n".join(yaml_entry(entry)), op, "custom")
         if derivatives_entry(entry):
             add("derivatives", "yaml", entry.name, "\n".join(derivatives_entry(entry)), op, "backward")
-        add("meta", "meta", entry.name, meta_function(entry), op)
+        add("meta", "meta", entry.name, meta_function(entry, module_codes), op)
         if entry.twin_of is None and docs.public_name(entry) not in documented:  # one docstring per torch_npu.<name>
             documented.add(docs.public_name(entry))
             add("docs", "docstr", docs.public_name(entry), docs.doc_call(entry), op)

@@ -10,6 +10,7 @@ expressions checked to stay one C++ expression.
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from dataclasses import replace
 from pathlib import Path
@@ -203,11 +204,51 @@ def meta_source(schema, op, returns_self: bool = False, checks: tuple[str, ...] 
     return head + "\n" + "\n".join(f"    {line}" for line in body)  # a wrapped line carries its own indentation
 
 
-def meta_function(entry: PluginOp) -> str:
+# the Meta module's own table of torch_npu's dtype codes (op_plugin/python/meta/_meta_registrations.py)
+MODULE_DTYPE_MAP = "TORCH_DTYPE_ENUM_VALUE_TO_SCALAR_TYPE_MAP"
+
+
+def meta_function(entry: PluginOp, module_codes: dict[int, str] | None = None) -> str:
+    """The Meta function; its dtype codes read from the module's MODULE_DTYPE_MAP (`module_codes`: code -> dtype
+    name) where that map gives every code of the spec the same dtype, else from a table of its own."""
     outputs = tuple(replace(out, index=i) for i, out in enumerate(entry.outputs))
     op = replace(entry.source, schema=entry.schema, outputs=outputs, tags=())
     checks = tuple(check.meta_check(entry.name) for check in param_checks(entry.outputs))
-    return meta_source(entry.schema, op, returns_self=entry.kind == "inplace", checks=checks)
+    text = meta_source(entry.schema, op, returns_self=entry.kind == "inplace", checks=checks)
+    return _module_dtype_map(text, entry, module_codes) if module_codes else text
+
+
+def _module_dtype_map(text: str, entry: PluginOp, module_codes: dict[int, str]) -> str:
+    table = next((node.table for out in entry.outputs for rule in out.rules for node in rule.node.walk()
+                  if type(node).__name__ == "FromCode"), None)
+    if not table or any(module_codes.get(code) != name for code, name in table):
+        return text
+    lines = text.split("\n")
+    start = next((i for i, line in enumerate(lines) if re.match(r"    dtype_codes_* = \{", line)), None)
+    if start is None:
+        return text
+    name = lines[start].split(" = ", 1)[0].strip()
+    end = start if lines[start].endswith("}") else next(i for i in range(start, len(lines)) if lines[i] == "    }")
+    body = "\n".join(lines[:start] + lines[end + 1:])
+    return re.sub(rf"\b{re.escape(name)}\[", f"{MODULE_DTYPE_MAP}[", body)
+
+
+def module_dtype_codes(meta_text: str | None) -> dict[int, str]:
+    """MODULE_DTYPE_MAP of the checkout's Meta module as {code: dtype name}; empty when it has none."""
+    import ast
+
+    if not meta_text or MODULE_DTYPE_MAP not in meta_text:
+        return {}
+    try:
+        tree = ast.parse(meta_text)
+    except SyntaxError:
+        return {}
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and [getattr(t, "id", "") for t in node.targets] == [MODULE_DTYPE_MAP]
+                and isinstance(node.value, ast.Dict)):
+            return {key.value: value.attr for key, value in zip(node.value.keys, node.value.values)
+                    if isinstance(key, ast.Constant) and isinstance(key.value, int) and isinstance(value, ast.Attribute)}
+    return {}
 
 
 # --- per spec op: kernel file and tests -------------------------------------------------------------

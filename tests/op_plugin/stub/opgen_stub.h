@@ -194,6 +194,10 @@ struct aclBoolArray {};
 struct aclTensorList {};
 struct aclScalarList {};
 enum aclDataType { ACL_DT_UNDEFINED = -1 };
+namespace c10_npu {
+// torch_npu's dtype code -> aclDataType, as op-plugin's kernels convert dtype-code arguments
+inline aclDataType GetAclDataType(int64_t code) { return static_cast<aclDataType>(code); }
+}  // namespace c10_npu
 inline aclTensor* ConvertType(const at::Tensor&) { static aclTensor t; return &t; }
 inline aclTensor* ConvertType(const c10::optional<at::Tensor>& t) { static aclTensor x; return t ? &x : nullptr; }
 inline aclScalar* ConvertType(const at::Scalar&) { static aclScalar s; return &s; }
