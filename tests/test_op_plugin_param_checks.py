@@ -69,3 +69,25 @@ ops:
     (check,) = param_checks(spec.ops[0].outputs)
     assert check.cpp == "dim >= -x.dim() && dim < x.dim()" and check.py == "-x.dim() <= dim < x.dim()"
     assert check.meta_check("npu_pick").startswith('torch._check(-x.dim() <= dim < x.dim(), lambda: "npu_pick: ')
+
+
+def test_an_edited_size_uses_the_repos_helper_once_and_agrees_with_the_meta(tmp_path):
+    """`replace_size(x.shape, -1, k)` for two outputs: one `op_infer::array_to_small_vector` (no lambda, no second
+    copy), its sizes equal to the Meta's on the spec's examples (the stub kernel run with g++)."""
+    from op_plugin_helpers import meta_outputs, run_kernels
+
+    from opgen.op_plugin.model import plugin_ops
+    from opgen.spec.load import load_spec
+
+    root = Path(shutil.copytree(FIXTURE, tmp_path / "op-plugin"))
+    new_ops = REPO / "tests" / "op_plugin" / "new_ops.yaml"
+    assert opgen("add", "--op-plugin-root", str(root), str(new_ops)).returncode == 0
+    code = (root / "op_plugin/ops/opapi/RowTopkKernelNpuOpApi.cpp").read_text(encoding="utf-8")
+    assert code.count("op_infer::array_to_small_vector(x.sizes())") == 1 and "[&]" not in code
+    assert "  values_size[x.dim() - 1] = k;\n" in code
+    (entry,) = [e for e in plugin_ops(load_spec(str(new_ops))) if e.name == "npu_row_topk"]
+    example = entry.source.examples[0]  # (the helper builds no dtype argument, which the second example has)
+    got = [line for line in run_kernels(code, [(entry.name, entry.schema, example)], tmp_path / "cc")
+           if not line.startswith("==")]
+    want = meta_outputs(root / META, entry.name, entry.schema, example)
+    assert got == want and want[0] == "[4, 3] float32"

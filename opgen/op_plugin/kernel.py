@@ -17,7 +17,7 @@ from ..errors import OpgenError
 from ..schema.model import BaseType, ListType, strip_alias
 from . import cpp
 from .param_checks import param_checks
-from .sizes import kernel_size
+from .sizes import edited_size_lines, kernel_size
 
 COLUMNS = 120
 INDENT = "  "
@@ -114,6 +114,7 @@ def kernel_function(entry) -> str:
     options_from = _options_source(entry)
     substitutions = dict(variables)
     tensors = [a.name for a in schema.arguments if strip_alias(a.type) == BaseType("Tensor")]
+    sizes: dict[str, str] = {}  # a shape rule -> the variable an earlier output computed it in
     for out in entry.outputs:
         var = variables[out.name]
         cloned = next((name for name in entry.cloned if out.name == f"{name}_out"), None)
@@ -124,7 +125,7 @@ def kernel_function(entry) -> str:
         if options_from is None:
             raise OpgenError(f"{entry.name}: no Tensor or Tensor[] argument to take the outputs' device from",
                              hint="write this kernel by hand; opgen allocates outputs like an input tensor")
-        body += _allocation(out, var, options_from, tensors)
+        body += _allocation(out, var, options_from, tensors, sizes)
     for out in entry.outputs:
         if out.is_list:  # ConvertType takes an at::TensorList lvalue, not the std::vector
             body.append(f"{INDENT}at::TensorList {variables[out.name]}_list({variables[out.name]});")
@@ -164,15 +165,23 @@ def output_locals(entry) -> dict[str, str]:
     return names
 
 
-def _allocation(out, var: str, options_from: str, tensors: list[str]) -> list[str]:
-    """The lines allocating one output; a Tensor[] one tensor by tensor, in a loop over its element index."""
-    size = kernel_size(out.shape_rule, tensors)
+def _allocation(out, var: str, options_from: str, tensors: list[str], sizes: dict[str, str]) -> list[str]:
+    """The lines allocating one output; a Tensor[] one tensor by tensor, in a loop over its element index. `sizes`
+    maps a shape rule already computed (by an earlier output) to its variable, which this output reuses."""
     dtype = out.dtype_rule.cpp()
     options = f"{options_from}.options()" + ("" if dtype == f"{options_from}.scalar_type()" else f".dtype({dtype})")
-    lines = []
-    if not re.fullmatch(r"\w+\.sizes\(\)", size):
+    lines: list[str] = []
+    reused = sizes.get(out.shape_rule.text) if not out.is_list else None
+    edited = None if reused or out.is_list else edited_size_lines(out.shape_rule, tensors, f"{var}_size")
+    size = reused or (f"{var}_size" if edited else kernel_size(out.shape_rule, tensors))
+    if edited:
+        lines += edited
+        sizes[out.shape_rule.text] = size
+    elif not reused and not re.fullmatch(r"\w+\.sizes\(\)", size):
         lines.append(f"auto {var}_size = {size};")
         size = f"{var}_size"
+        if not out.is_list:
+            sizes[out.shape_rule.text] = size
     if not out.is_list:
         return [f"{INDENT}{line}" for line in lines] + assign_lines(
             f"at::Tensor {var}", "npu_preparation::apply_tensor_without_format", [size, options], INDENT)

@@ -183,6 +183,9 @@ inline c10::SmallVector<int64_t, SIZE> reduce_ops_npu_output_size(const at::Tens
     }
     return sizes;
 }
+inline c10::SmallVector<int64_t, SIZE> array_to_small_vector(at::IntArrayRef sizes) {
+    return c10::SmallVector<int64_t, SIZE>(sizes.begin(), sizes.end());
+}
 }  // namespace op_infer
 using namespace op_infer;  // gen_opapi `size:` names the helpers without the namespace
 
