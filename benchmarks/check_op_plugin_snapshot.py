@@ -286,10 +286,11 @@ def check_re_adding(report: Report, root: Path, spec: Path, work: Path, entries)
     report.check("a second opgen add changes nothing", again.returncode == 0 and "nothing to do" in again.stdout,
                  again.stderr[-1500:])
     main = next(e for e in entries if e.twin_of is None and e.source.doc)
+    shown = dict(main.config.docs).get("description") or main.source.doc  # what the docs print (op_plugin.docs first)
     edited = work / "doc-changed.yaml"
     text = spec.read_text(encoding="utf-8")
-    edited.write_text(text.replace(main.source.doc.strip().splitlines()[0],
-                                   main.source.doc.strip().splitlines()[0] + " (changed)", 1), encoding="utf-8")
+    edited.write_text(text.replace(shown.strip().splitlines()[0], shown.strip().splitlines()[0] + " (changed)", 1),
+                      encoding="utf-8")
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "opgen add")
     done = opgen_add(root, edited)

@@ -471,6 +471,7 @@ PROVEN_ELSEWHERE = {
     "compile-cache-not-loaded": f"{FEATURE_TESTS}.test_opgen_check_runs_the_feature_rungs_and_names_each_planted_bug",
     "capture-limit": f"{FEATURE_TESTS}.test_opgen_check_runs_the_feature_rungs_and_names_each_planted_bug",
     "fusion-changes-layout": "test_the_fusion_rung_says_whether_each_pattern_fires_and_names_planted_bugs",
+    "fake-returns-input": "test_an_undeclared_write_gets_its_schema_line_and_a_fake_returning_an_input_is_blamed",
 }
 # Rows without any proof, and why none can be had here. Keep this empty where possible.
 UNPROVEN = {
@@ -627,3 +628,62 @@ def test_the_fusion_rung_says_whether_each_pattern_fires_and_names_planted_bugs(
         assert (verdict["layer"], verdict["signature"]) == (layer, signature), (name, verdict)
         assert fusion[name]["status"] == "fail" and text in verdict["evidence"], (name, verdict["evidence"])
     assert done.returncode == 1
+
+
+UP_TO_OPCHECK = [arg for rung in ("static", "aot_eager", "npugraph_ex", "fusion", "capture") for arg in ("--skip", rung)]
+# broken_writes.py op -> (signature, the next action's key text)
+WRITES = {
+    "chk_wr::fill_cache": ("undeclared-mutation", ("`fill_cache(Tensor key, Tensor(a!) key_cache, Tensor(b!) "
+                                                   "value_cache) -> ()`")),
+    "chk_wr::scale": ("undeclared-mutation", "`scale(Tensor(a!) x, float s) -> ()`"),  # torch says "aliasing"
+    "chk_wr::fake_alias": ("fake-returns-input", "fix the fake, not the kernel"),
+}
+
+
+def test_an_undeclared_write_gets_its_schema_line_and_a_fake_returning_an_input_is_blamed():
+    """A kernel writing arguments it does not declare (returning one of them or not) is told the schema line that
+    declares them, which its twin in good_writes.py uses and passes with; a fake returning its input is the fake's
+    fault ("fake-returns-input"), not the kernel's ("view-return")."""
+    done = check("--json", *UP_TO_OPCHECK, "check_fixtures.broken_writes", "check_fixtures.broken_custom_op:"
+                 "chk_cop::undeclared")
+    assert done.returncode == 1, done.stderr
+    found = reports(done)
+    for op, (signature, action) in WRITES.items():
+        verdict = found[op]["verdict"]
+        assert (verdict["signature"], verdict["layer"]) == (signature, "dynamo-fx"), (op, verdict)
+        assert action in verdict["next_action"] and ".clone()" not in verdict["next_action"], (op, verdict)
+    assert "mutates_args=['y']" in found["chk_cop::undeclared"]["verdict"]["next_action"]  # a custom_op
+    twins = check("--json", *UP_TO_OPCHECK, "check_fixtures.good_writes")
+    assert twins.returncode == 0, twins.stdout + twins.stderr
+    assert {op.split("::")[1] for op in reports(twins)} == {op.split("::")[1] for op in WRITES}
+
+
+def test_a_module_target_checks_its_own_ops_skips_what_it_cannot_run_and_shares_an_inputs_file(tmp_path):
+    """`opgen check MODULE` on a package that imports torch.distributed.tensor (torch registers `_dtensor::...`
+    during the import) and defines its ops through a helper outside it: its own two ops are checked, torch's are
+    left out (listed with -v); the op with a ScalarType argument is skipped with the reason while the other runs,
+    and runs once --inputs gives its arguments, from a file whose key for another target's op is ignored."""
+    skip = [*UP_TO_OPCHECK[2:], "--skip", "static"]  # static too: only what the inputs change is looked at
+    done = check("--json", "-v", *skip, "check_fixtures.inference_pkg")
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = reports(done)
+    assert set(found) == {"chk_pkg::rms", "chk_pkg::cast"}
+    status = {op: {r["name"]: (r["status"], r["reason"]) for r in report["rungs"]} for op, report in found.items()}
+    assert status["chk_pkg::rms"]["opcheck"][0] == "pass"
+    assert status["chk_pkg::cast"]["eager"][0] == "skip" and "dtype: ScalarType" in status["chk_pkg::cast"]["eager"][1]
+    assert "inference_pkg/layers.py" in status["chk_pkg::rms"]["import"][1]  # the file that defined it
+    assert "_dtensor::mesh_get_process_group" in done.stderr and "left out" in done.stderr
+    text = check(*skip, "check_fixtures.inference_pkg")
+    assert "(1 not run: no inputs" in text.stdout and "_dtensor" not in text.stdout + text.stderr  # -v only
+    inputs = tmp_path / "inputs.yaml"
+    inputs.write_text("chk_pkg::cast:\n  - {x: {shape: [2, 3], dtype: float32}, dtype: float16}\n"
+                      "other_pkg::thing:\n  - {y: {shape: [2], dtype: float32}}\n")
+    for target in ("check_fixtures.inference_pkg", "check_fixtures.good_writes:ok_wr::scale"):
+        done = check("--json", "-v", *skip, "--inputs", str(inputs), target)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "no checked op named" in done.stderr and "other_pkg::thing: left out" in done.stderr
+        for report in reports(done).values():
+            assert all(r["status"] == "pass" for r in report["rungs"] if r["name"] in ("eager", "opcheck")), report
+    # an op named by its target still stops with exit code 2 when nothing can be made up for it
+    done = check(*skip, "check_fixtures.inference_pkg:chk_pkg::cast")
+    assert done.returncode == 2 and "no inputs" in done.stderr and "--inputs FILE" in done.stderr

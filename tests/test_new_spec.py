@@ -202,13 +202,33 @@ def test_tags_keep_the_aliased_return_and_need_no_semantics():
     assert [ast.literal_eval(call.args[0]) for call in defines][1].startswith("topk.values(Tensor x, int k, *, ")
 
 
-def test_without_tags_the_rewrite_note_names_the_tags_key():
+def test_without_tags_the_rewrite_note_names_the_tags_key_whose_contract_the_schema_meets():
+    """Tag.inplace fits `scale_(Tensor(a!) x, ...)` (Tag.out wants keyword-only buffers); an op writing two
+    buffers fits neither, so no tag is offered, in the note nor in the hint for a reference that returns."""
     spec = load("""
         namespace: ns
         ops:
           - schema: "scale_(Tensor(a!) x, float s) -> Tensor(a!)"
         """)
-    assert "add `tags: [inplace]` or `tags: [out]`" in spec.ops[0].notes[0]
+    assert "add `tags: [inplace]` to the op" in spec.ops[0].notes[0] and "tags: [out]" not in spec.ops[0].notes[0]
+    spec = load("""
+        namespace: ns
+        ops:
+          - schema: "fill_(Tensor(a!) k, Tensor(b!) v, Tensor x) -> (Tensor(a!), Tensor(b!))"
+        """)
+    note = spec.ops[0].notes[0]
+    assert "no torch.Tag lets this schema keep the return" in note and "add `tags:" not in note
+    with pytest.raises(OpgenError) as raised:
+        load("""
+            namespace: ns
+            ops:
+              - schema: "fill_(Tensor(a!) k, Tensor(b!) v, Tensor x) -> (Tensor(a!), Tensor(b!))"
+                reference: |
+                  k.copy_(x)
+                  v.copy_(x)
+                  return k, v
+            """)
+    assert "drop the `return`" in raised.value.render() and "tags: [inplace]" not in raised.value.render()
 
 
 EXPECT_SPEC = """

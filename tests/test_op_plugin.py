@@ -421,7 +421,7 @@ def test_in_place_op_gets_its_functional_twin(tmp_path):
     assert "npu_scale(Tensor self, float s) -> Tensor" in text
     kernel = (root / "op_plugin/ops/opapi/ScaleKernelNpuOpApi.cpp").read_text()
     assert "EXEC_NPU_CMD(aclnnInplaceScale, self, s);\n  return self;" in kernel
-    assert "at::Tensor self_out = self.clone();\n  EXEC_NPU_CMD(aclnnInplaceScale, self_out, s);" in kernel
+    assert "at::Tensor self_out = self.clone(at::MemoryFormat::Contiguous);\n  EXEC_NPU_CMD(aclnnInplaceScale, self_out, s);" in kernel
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "opgen_checks"], cwd=root,
                           capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0 and "3 passed" in done.stdout, done.stdout[-3000:]

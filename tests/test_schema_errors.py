@@ -51,6 +51,9 @@ CASES = [
     ("f(float eps=nan) -> ()", "nan", "'nan' is not a valid default", "optional with None"),
     ("f(Tensor[] x=None) -> ()", "None", "default for 'x' does not fit type 'Tensor[]': None needs an optional type",
      "make it optional (Tensor[]?) and default to None"),
+    # a list of optional tensors stays one when it becomes optional (torch parses `Tensor?[]? x=None`)
+    ("f(Tensor?[] x=[]) -> ()", "[])", "a Tensor?[] argument cannot have a list default",
+     "make it optional (Tensor?[]?) and default to None"),
     ("f(Tensor(a! x) -> ()", "x)", "expected ')' to close the alias annotation, found 'x'", "(a!), (a|b) or (a -> *)"),
     ("f(Tensor(! x) -> ()", "!", "expected an alias set name such as 'a', found '!'", None),
     ("f(Tensor(a -> ) x) -> ()", ") x", "expected an alias set after '->', found ')'", None),

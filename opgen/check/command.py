@@ -49,10 +49,12 @@ TARGET = re.compile(r"^(?P<module>[A-Za-z_]\w*(\.[A-Za-z_]\w*)*)(:(?P<op>[A-Za-z
 @click.option("--timeout", type=click.FloatRange(min=1, max=MAX_TIMEOUT), default=180, show_default=True,
               metavar="SECONDS", callback=lambda ctx, param, value: _finite(param, value),
               help="Longest a rung may run (at most a week); a hang is reported as such.")
+@click.option("-v", "--verbose", is_flag=True,
+              help="Also say what was left out: --inputs keys for other ops, ops a MODULE's imports registered.")
 @click.option("--explain", "explain", metavar="SIGNATURE", help="Explain a failure signature (or OPGxxx) and exit.")
 @click.option("--versions", is_flag=True, help="Print torch / torch_npu / CANN / Python / opgen versions and exit.")
 @handle_errors
-def check(targets, inputs, as_json, keep_going, skip, train, timeout, explain, versions) -> None:
+def check(targets, inputs, as_json, keep_going, skip, train, timeout, verbose, explain, versions) -> None:
     """Climb the graph-entry ladder for existing ops: import, static (contract rules + lint), eager,
     opcheck, aot_eager, npugraph_ex on CPU, capture/replay on a device.
 
@@ -75,7 +77,11 @@ def check(targets, inputs, as_json, keep_going, skip, train, timeout, explain, v
         read_input(inputs, "--inputs file")  # a FIFO, a device, a missing or non-UTF-8 file: said here, located
     job = {"targets": [parse_target(t) for t in targets], "inputs": inputs and os.path.abspath(inputs),
            "skip": list(skip), "keep_going": keep_going, "train": train}
-    results = run(job, timeout)
+    notes: list[str] = []
+    results = run(job, timeout, notes)
+    if verbose:
+        for note in notes:
+            click.echo(f"note: {note}", err=True)
     found_versions = collect_versions()
     reports = [build_report(result, found_versions) for result in results]
     if as_json:
@@ -126,12 +132,12 @@ def parse_target(text: str) -> dict:
 # --- running the worker -----------------------------------------------------------------------------
 
 
-def run(job: dict, timeout: float) -> list[dict]:
+def run(job: dict, timeout: float, notes: list[str] | None = None) -> list[dict]:
     """Run the worker until every op's rungs are reported; restart it after a crash or a hang."""
     results: list[dict] = []  # per op: {"op", "rungs": {name: result}}
     resume: dict | None = None
     for _ in range(64):
-        state = _run_worker({**job, "resume": resume}, timeout, results)
+        state = _run_worker({**job, "resume": resume}, timeout, results, notes if resume is None else None)
         if state["done"]:
             return results
         index, rung = state["current"]
@@ -171,7 +177,7 @@ def _worker_env() -> dict:
     return env
 
 
-def _run_worker(job: dict, timeout: float, results: list[dict]) -> dict:
+def _run_worker(job: dict, timeout: float, results: list[dict], notes: list[str] | None = None) -> dict:
     from ..render.staging import scratch_dir
 
     with scratch_dir("check") as tmp:
@@ -183,14 +189,16 @@ def _run_worker(job: dict, timeout: float, results: list[dict]) -> dict:
                                        stdout=subprocess.PIPE, stderr=stderr, text=True, env=_worker_env(),
                                        start_new_session=True)
             try:
-                return _follow(process, stderr, timeout, results)
+                return _follow(process, stderr, timeout, results, notes)
             finally:  # Ctrl-C or SIGTERM here: the worker is in its own session, it would run on
                 if process.poll() is None:
                     _kill(process)
 
 
-def _follow(process: subprocess.Popen, stderr, timeout: float, results: list[dict]) -> dict:
-    """The worker's events until it is done, hangs (`timeout` per rung) or dies."""
+def _follow(process: subprocess.Popen, stderr, timeout: float, results: list[dict],
+            notes: list[str] | None = None) -> dict:
+    """The worker's events until it is done, hangs (`timeout` per rung) or dies; its notes (what it left out)
+    appended to `notes` (None: a restarted worker's, already seen)."""
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=_pump, args=(process.stdout, lines), daemon=True).start()
     current: tuple = (None, None)
@@ -216,6 +224,10 @@ def _follow(process: subprocess.Popen, stderr, timeout: float, results: list[dic
         if kind == "done":
             process.wait()
             return {"done": True}
+        if kind == "note":
+            if notes is not None:
+                notes.append(event["message"])
+            continue
         if kind == "op":
             if event["index"] >= len(results):
                 results.append({"op": event["op"], "rungs": {}, "keys": event.get("keys")})
@@ -294,7 +306,8 @@ def _verdict(rung: str, failure: dict, keys: set[str] | None = None) -> dict:
                 "next_action": "read the evidence; if it is an op problem opgen should know, report it with "
                                "this output", "rung": rung}
     return {"layer": row.layer or RUNG_LAYERS[rung], "signature": row.id, "rule": row.rule, "evidence": evidence,
-            "causes": list(failure.get("causes") or ()) + causes_for(row, keys), "next_action": row.next_action,
+            "causes": list(failure.get("causes") or ()) + causes_for(row, keys),
+            "next_action": failure.get("next_action") or row.next_action,
             "rung": rung, "title": row.title}
 
 

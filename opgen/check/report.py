@@ -33,6 +33,9 @@ def render_text(reports: list[dict], versions: dict, color: bool = True) -> str:
         blocks.append(_op_text(report, color))
     passed = sum(1 for r in reports if r["verdict"] is None)
     summary = f"{passed} of {len(reports)} op(s) pass every runnable rung"
+    unrun = sum(1 for r in reports if any(rung["reason"].startswith("no inputs:") for rung in r["rungs"]))
+    if unrun:
+        summary += f" ({unrun} not run: no inputs, see their eager rung)"
     blocks.append(paint(summary, color, fg="green" if passed == len(reports) else "red", bold=True))
     return "\n\n".join(blocks)
 

@@ -142,6 +142,12 @@ TABLE: tuple[Signature, ...] = (
        "mutates_args= misses the argument (custom_op)"),
       "declare it: `Tensor(a!) x` (Library) or mutates_args=['x'] (custom_op), and return nothing for it",
       UNDECLARED_MUTATION.code, (), (), r"is not defined as mutable but was mutated"),
+    # torch compares the fake's aliasing with the kernel's as "check FAKE != REAL": True != False is the fake's
+    S("fake-returns-input", "dynamo-fx", "the fake returns (a view of) an input where the kernel returns a new tensor",
+      ("the fake returns an argument (`return x`) instead of allocating its output",
+       "the fake returns a view of an input (`x.view(...)`, `x[0]`, `x.reshape(...)` of a contiguous x)"),
+      "fix the fake, not the kernel: allocate the output there (torch.empty_like(x), x.new_empty(shape))",
+      FAKE_RETURNS_INPUT.code, (), (), r"outputs_(alias_inputs|are_inputs) check True != False"),
     S("view-return", "dynamo-fx", "the kernel returns a view of an input the schema does not declare",
       ("the kernel returns `x.view(...)`, `x.reshape(...)` or `x[...]` of an argument", ("the kernel returns the "
        "argument itself")),

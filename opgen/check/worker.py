@@ -43,9 +43,10 @@ class RungFailed(Exception):
     """A rung found a problem without an exception of its own: `signature` names it; `causes`, computed from the op,
     come before the row's."""
 
-    def __init__(self, signature: str, message: str, evidence: str = "", causes: tuple[str, ...] = ()) -> None:
+    def __init__(self, signature: str, message: str, evidence: str = "", causes: tuple[str, ...] = (),
+                 next_action: str = "") -> None:
         super().__init__(message)
-        self.signature, self.evidence, self.causes = signature, evidence, causes
+        self.signature, self.evidence, self.causes, self.next_action = signature, evidence, causes, next_action
 
 
 class RungSkipped(Exception):
@@ -68,6 +69,8 @@ class Op:
         self.register = None  # ... and the package's register_fusions
         self.module = ""  # what a process imports to register the op (a project's package, or the target module)
         self.package = ""  # a project's package (its compile_cache keys npugraph_ex's cache)
+        self.named = True  # named by its target (module:ns::op, a project), not found by importing a module
+        self.no_inputs = ""  # why an op found by importing a module cannot be run (its rungs are skipped)
 
 
 def _all_op_names() -> set[str]:
@@ -102,28 +105,41 @@ def _import(module_name: str, target: str):
 
 
 def resolve(targets: list[dict]) -> list[Op]:
+    from .ownership import own_ops, recording_definitions
+
     ops: list[Op] = []
     for target in targets:
         if target["kind"] == "project":
             ops.extend(_resolve_project(target))
             continue
         before = _all_op_names() if not target["op"] else set()
-        module, error = _import(target["module"], target["text"])
+        with recording_definitions() as defined:
+            module, error = _import(target["module"], target["text"])
         sources = [getattr(module, "__file__", None)] if module else []
         if error is not None:
             ops.append(Op(target["op"] or target["text"], import_error=error))
             continue
-        names = [target["op"]] if target["op"] else sorted(_all_op_names() - before)
+        names, elsewhere = [target["op"]], {}
+        if not target["op"]:
+            names, elsewhere = own_ops(module, sorted(_all_op_names() - before), defined)
+            if elsewhere:
+                by_file: dict[str, list[str]] = {}
+                for name, where in sorted(elsewhere.items()):
+                    by_file.setdefault(where, []).append(name)
+                emit(event="note", message=f"{target['text']}: left out {len(elsewhere)} op(s) its imports define: "
+                     + "; ".join(f"{', '.join(names)} ({where})" for where, names in by_file.items()))
         if not names:
-            raise Usage(f"{target['text']}: importing {target['module']!r} registered no new operator",
+            raise Usage(f"{target['text']}: importing {target['module']!r} registered no operator of its own"
+                        + (f" ({len(elsewhere)} defined by other modules it imports)" if elsewhere else ""),
                         f"name the op: {target['module']}:namespace::op")
         for name in names:
             overload = _overload(name)
             if overload is None:
                 raise Usage(f"{target['text']}: no operator {name!r} after importing {target['module']!r}",
                             "check the name (namespace::op or namespace::op.overload)")
-            ops.append(Op(_full_name(overload), overload, sources=[s for s in sources if s]))
-            ops[-1].module = target["module"]
+            where = defined.get(name)  # the file whose import defined it (a package's submodule)
+            ops.append(Op(_full_name(overload), overload, sources=[where] if where else [s for s in sources if s]))
+            ops[-1].module, ops[-1].named = target["module"], bool(target["op"])
     return ops
 
 
@@ -190,10 +206,14 @@ def prepare_inputs(ops: list[Op], inputs_path: str | None) -> None:
             text = Path(inputs_path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as error:
             raise Usage(f"--inputs {inputs_path}: cannot read it ({error})") from None
+        ignored: list[str] = []
         try:
-            given = load_inputs_text(text, inputs_path, schemas)
+            given = load_inputs_text(text, inputs_path, schemas, ignored)
         except OpgenError as error:  # the parent renders it again: without its own "error: "
             raise Usage(error.render().removeprefix("error: "), "") from None
+        if ignored:
+            emit(event="note", message=f"--inputs {inputs_path}: no checked op named " + ", ".join(ignored)
+                 + ": left out")
     for op in ops:
         if op.overload is None:
             continue
@@ -204,9 +224,13 @@ def prepare_inputs(ops: list[Op], inputs_path: str | None) -> None:
         if not examples:
             kinds = ", ".join(f"{a.name}: {a.type}" for a in op.schema.arguments) if op.schema else str(
                 op.overload._schema)
-            raise Usage(f"{op.name}: no inputs: opgen cannot make up arguments for ({kinds})",
-                        "give them with --inputs FILE, a YAML list like `- {x: {shape: [4, 8], dtype: float32}}` "
-                        "(the syntax of a spec's examples, docs/spec.md)")
+            message = f"no inputs: opgen cannot make up arguments for ({kinds})"
+            hint = ("give them with --inputs FILE, a YAML list like `- {x: {shape: [4, 8], dtype: float32}}` "
+                    "(the syntax of a spec's examples, docs/spec.md)")
+            if op.named:
+                raise Usage(f"{op.name}: {message}", hint)
+            op.no_inputs = f"{message}: {hint}"  # one op of a module: the others still run
+            continue
         op.calls = [_values(example.values) for example in examples]
 
 
@@ -458,7 +482,11 @@ def rung_opcheck(op: Op, train: bool) -> str:
     checks = _checks()
     target = _target(op)
     for call in calls(op):
-        checks.opcheck(target, [call], test_utils=None if op.project else checks.OPCHECK_UTILS_DYNAMIC)
+        try:
+            checks.opcheck(target, [call], test_utils=None if op.project else checks.OPCHECK_UTILS_DYNAMIC)
+        except Exception as error:  # re-raised; an undeclared write is named with its schema line
+            _blame_undeclared_write(op, error)
+            raise
         if train and checks.tensors(call) and any(t.is_floating_point() for t in checks.tensors(call)):
             checks.opcheck_with_requires_grad(target, [call])
             grad_call = checks.tensor_map(lambda t: t.detach().clone().requires_grad_(t.is_floating_point()), call)
@@ -467,6 +495,32 @@ def rung_opcheck(op: Op, train: bool) -> str:
                 torch.autograd.grad(sum(t.float().sum() for t in outputs), [
                     t for t in checks.tensors(grad_call) if t.requires_grad], allow_unused=True)
     return "opcheck: schema, fake tensors, AOT dispatch" + (" (with requires_grad=True)" if train else "")
+
+
+_SCHEMA_WRITE = re.compile(r"Argument (\w+) is not defined (?:as mutable but was mutated|to alias output but was "
+                           r"aliasing)")
+
+
+def _blame_undeclared_write(op: Op, error: Exception) -> None:
+    """torch's schema check names one argument, and says "aliasing" before "mutated" for an op that writes `x` and
+    returns it: the kernel run once on copies tells which arguments it writes and which returns are those arguments,
+    so the diagnosis is the undeclared write, with the schema line that declares it."""
+    from .declare import declaring_schema, written_and_returned
+
+    message = _error_info(error)["message"]
+    if op.schema is None or not _SCHEMA_WRITE.search(message):
+        return
+    written, returned = written_and_returned(op.overload, calls(op)[0], _checks().clone)
+    if not written:
+        return  # a view or the input itself returned, nothing written: the view-return row
+    line, custom = declaring_schema(op.schema, op.overload, written, returned)
+    names = ", ".join(map(repr, written))
+    action = (f"declare what the kernel writes: mutates_args=[{names}] (the schema becomes `{line}`)" if custom else
+              f"declare what the kernel writes: define the op as `{line}`")
+    if returned:
+        action += "; the kernel returns nothing for a written argument (the caller holds it)"
+    raise RungFailed("undeclared-mutation", f"the kernel writes {names}, which the schema does not mark (a!)",
+                     f"{_first_line(message)}\nwritten by the kernel: {names}", next_action=action)
 
 
 def rung_aot_eager(op: Op) -> str:
@@ -825,7 +879,7 @@ def run_rung(op: Op, rung: str, job: dict) -> dict:
         result = {"status": "skip", "reason": str(skip)}
     except RungFailed as failed:
         result = {"status": "fail", "reason": str(failed), "signature": failed.signature, "evidence": failed.evidence,
-                  "causes": list(failed.causes)}
+                  "causes": list(failed.causes), "next_action": failed.next_action}
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as error:  # noqa: BLE001  (a check's skip; else any exception of the op is the evidence)
@@ -896,6 +950,9 @@ def main(argv: list[str]) -> int:
             if failed and not job.get("keep_going"):
                 emit(event="rung", index=index, rung=rung, status="skip", seconds=0.0,
                      reason="not run: an earlier rung failed (--keep-going runs it)")
+                continue
+            if op.no_inputs and rung != "static":
+                emit(event="rung", index=index, rung=rung, status="skip", seconds=0.0, reason=op.no_inputs)
                 continue
             emit(event="start", index=index, rung=rung)
             result = run_rung(op, rung, job)

@@ -49,6 +49,7 @@ class Plan:
     notes: list[str] = field(default_factory=list)
     record: dict[str, dict] = field(default_factory=dict)
     record_changed: bool = False
+    pending: list[str] = field(default_factory=list)  # pieces edited by hand that the spec's change waits on
 
 
 def _editors() -> dict:
@@ -69,7 +70,15 @@ def _editors() -> dict:
 def desired_pieces(spec, target: Target, entries) -> list[Piece]:
     from . import compat, docs, faketest
     from .model import camel
-    from .render import by_spec_op, derivatives_entry, meta_function, public, render_files, yaml_entry
+    from .render import (
+        by_spec_op,
+        derivatives_entry,
+        meta_function,
+        module_dtype_codes,
+        public,
+        render_files,
+        yaml_entry,
+    )
 
     pieces: list[Piece] = []
     paths = target.paths
@@ -77,6 +86,7 @@ def desired_pieces(spec, target: Target, entries) -> list[Piece]:
     allow_sections = _allowlist_sections(target)
 
     documented: set[str] = set()
+    module_codes = module_dtype_codes(target.read_text(paths["meta"]) if "meta" in paths else None)
 
     def add(role: str, kind: str, key: str, text: str, op: str, section: str = "") -> None:
         if role in paths and not any(p.ident == Piece(paths[role], kind, key, text, op, section).ident for p in pieces):
@@ -87,7 +97,7 @@ def desired_pieces(spec, target: Target, entries) -> list[Piece]:
         add("functions", "yaml", entry.name, "\n".join(yaml_entry(entry)), op, "custom")
         if derivatives_entry(entry):
             add("derivatives", "yaml", entry.name, "\n".join(derivatives_entry(entry)), op, "backward")
-        add("meta", "meta", entry.name, meta_function(entry), op)
+        add("meta", "meta", entry.name, meta_function(entry, module_codes), op)
         if entry.twin_of is None and docs.public_name(entry) not in documented:  # one docstring per torch_npu.<name>
             documented.add(docs.public_name(entry))
             add("docs", "docstr", docs.public_name(entry), docs.doc_call(entry), op)
@@ -253,12 +263,36 @@ def _resolve(piece: Piece, files: _Files, editor, old: dict | None, plan: Plan) 
             if old is None:
                 return (f"{piece.path} already exists" if piece.kind == "file"
                         else f"{piece.key} ({piece.path}:{line_of(text, span[0])})")
-            if current == old["text"]:
+            if current in written_texts(old):  # opgen's own text, of this or an earlier spec (a revert, a branch)
                 files.text[piece.path] = text[:span[0]] + wanted + text[span[1]:]
-            elif old["text"] != wanted:
+            elif not _merged(current, old["text"], wanted):
                 plan.notes.append(_kept_note(piece, old["text"], wanted))
-    plan.record[piece.ident] = {"op": piece.op, "text": wanted}
+                plan.pending.append(piece.ident)
+                plan.record[piece.ident] = old  # reported again at every run until the change is merged
+                return None
+    plan.record[piece.ident] = remember(old, piece.op, wanted)
     return None
+
+
+HISTORY = 16  # earlier texts of a piece kept in the record: what a revert or another branch may still hold
+
+
+def written_texts(old: dict) -> list[str]:
+    """Every text opgen wrote for a piece: the last, then earlier ones."""
+    return [old["text"], *(t for t in old.get("history", ()) if isinstance(t, str))]
+
+
+def remember(old: dict | None, op: str, text: str) -> dict:
+    """The record of a piece now `text`, keeping the texts written before it."""
+    earlier = [t for t in written_texts(old) if t != text][:HISTORY] if old else []
+    return {"op": op, "text": text, **({"history": earlier} if earlier else {})}
+
+
+def _merged(current: str, old: str, wanted: str) -> bool:
+    """A hand-edited piece holds the spec's change once every line the change adds to opgen's last text is in it."""
+    added = [line[2:] for line in difflib.ndiff(old.splitlines(), wanted.splitlines()) if line.startswith("+ ")]
+    lines = set(current.splitlines())
+    return all(line in lines for line in added)
 
 
 def _registered_elsewhere(piece: Piece, text: str) -> str | None:
@@ -297,12 +331,13 @@ def _drop_unwanted(pieces, ops: set[str], recorded, files: _Files, editors, plan
         path, kind, section, key = ident.split("::", 3)
         piece, text = Piece(path, kind, key, old["text"], old["op"], section), files.get(path)
         span = editors[kind].find(text, piece) if text is not None else None
-        if span is not None and text[span[0]:span[1]] == old["text"]:
+        if span is not None and text[span[0]:span[1]] in written_texts(old):
             files.text[path] = editors[kind].remove(text, span)
-        elif span is not None:
+        elif span is not None and not old.get("retired"):
             plan.notes.append(f"{key} in {path} is no longer part of the spec, but was edited since opgen add "
                               "wrote it: left as it is")
-        del plan.record[ident]
+        # kept as retired: a revert or another branch may bring it back, and the next run removes it again
+        plan.record[ident] = {**old, "retired": True}
 
 
 # --- output -------------------------------------------------------------------------------------------------
@@ -378,7 +413,11 @@ def run_add(spec_path: str, root: str, dry_run: bool) -> None:
     if not plan.changes:
         if plan.record_changed and not dry_run:
             record.save(root_path, plan.record)
-        click.echo(f"nothing to do: {spec_path}'s ops are already in {root}")
+        if plan.pending:
+            click.echo(f"{len(plan.pending)} piece(s) edited by hand wait for the spec's change (the notes above "
+                       "show it): merge it by hand; opgen add says so at every run until it is merged")
+        else:
+            click.echo(f"nothing to do: {spec_path}'s ops are already in {root}")
         return
     if dry_run:
         click.echo(diff(plan.changes), nl=False)
@@ -389,3 +428,5 @@ def run_add(spec_path: str, root: str, dry_run: bool) -> None:
     for change in plan.changes:
         verb = "create" if change.old is None else "delete" if change.new is None else "update"
         click.echo(f"{verb:<10} {change.path}")
+    if plan.pending:
+        click.echo(f"merge by hand: {len(plan.pending)} piece(s) edited by hand (the notes above show the change)")

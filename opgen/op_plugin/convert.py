@@ -10,6 +10,8 @@ a `char*` or an `int64_t`. op-plugin converts those first:
 - `int?` / `float?` / `bool?` / `ScalarType?` -> `x.value_or(default)`; a None default needs
   `op_plugin.none_values` (what None means to the aclnn function is not in the schema)
 - `Tensor[]?` -> `x.value_or(at::TensorList())`
+- an `int` carrying a dtype code (the rules read it with `from_code`) -> `c10_npu::GetAclDataType(x)`, as
+  op-plugin's kernels pass torch_npu's dtype codes (aclnn takes an aclDataType, not torch_npu's number)
 
 A type no overload converts (`float[]`, Generator, Layout, ...) is refused: its kernel is hand-written.
 The same conversions are `new_params` of a `gen_opapi` entry (`auto act_ptr = ...;` in torchnpugen's code).
@@ -55,8 +57,9 @@ class ConversionError(Exception):
         self.argument, self.message, self.hint = argument, message, hint
 
 
-def conversions(schema, exec_args, none_values, taken) -> tuple[Conversion, ...]:
-    """The conversions of the schema arguments among `exec_args`, with locals not in `taken`."""
+def conversions(schema, exec_args, none_values, taken, dtype_codes=frozenset()) -> tuple[Conversion, ...]:
+    """The conversions of the schema arguments among `exec_args`, with locals not in `taken`; an int argument in
+    `dtype_codes` carries a dtype as torch_npu's code and reaches aclnn as the aclDataType torch_npu maps it to."""
     names = set(taken)
     found = []
     none = dict(none_values)
@@ -64,6 +67,12 @@ def conversions(schema, exec_args, none_values, taken) -> tuple[Conversion, ...]
         arg = schema.argument(name)
         if arg is None:
             continue  # an output or a new_params local
+        if name in dtype_codes and strip_alias(arg.type) == BaseType("int"):
+            conversion = Conversion(name, _local(f"{name}_acl", names), "aclDataType",
+                                    f"c10_npu::GetAclDataType({name})")
+            names.add(conversion.local)
+            found.append(conversion)
+            continue
         conversion = _conversion(arg, none.get(name), names)
         if conversion is not None:
             names.add(conversion.local)

@@ -40,7 +40,15 @@ def prototype(entry) -> str:
 
 
 def description(entry) -> str:
-    return (entry.source.doc or f"{entry.name}: an NPU custom operator.").strip()
+    """`op_plugin.docs.description` (the repo's language), else `doc:`."""
+    given = dict(entry.config.docs).get("description")
+    return (given or entry.source.doc or f"{entry.name}: an NPU custom operator.").strip()
+
+
+def _described(entry, name: str) -> str:
+    """` text` of `op_plugin.docs.<name>` (an argument's or an output's), or nothing."""
+    text = dict(entry.config.docs).get(name)
+    return f"{text}" if text else ""
 
 
 def summary(entry) -> str:
@@ -70,15 +78,26 @@ def parameter_lines(entry) -> list[str]:
             what = "必选参数。"
         if arg.is_write:
             what += "原地更新。"
-        lines.append(f"{arg.name} ({_type_name(arg)}): {what}")
+        lines.append(f"{arg.name} ({_type_name(arg)}): {what}{_described(entry, arg.name)}")
     return lines
 
 
 def output_lines(entry) -> list[str]:
+    """One line per output (a Tensor[] as `List[Tensor]`, each of its tensors described); an op returning nothing
+    names the arguments it updates in place."""
     if entry.kind == "inplace":
         return [f"{entry.schema.arguments[0].name} (Tensor): 原地更新后的输入。"]
-    return [f"{out.name} (Tensor): shape为{out.shape_rule.text}，数据类型为{out.dtype_rule.text}。"
-            for out in entry.outputs]
+    if not entry.outputs:
+        return [f"无返回值，原地更新{'、'.join(a.name for a in entry.schema.arguments if a.is_write)}。"] if any(
+            a.is_write for a in entry.schema.arguments) else ["无返回值。"]
+    lines = []
+    for out in entry.outputs:
+        described = f"shape为{out.shape_rule.text}，数据类型为{out.dtype_rule.text}。{_described(entry, out.name)}"
+        if out.is_list:
+            lines.append(f"{out.name} (List[Tensor]): 共{out.length_rule.text}个Tensor，每个Tensor的{described}")
+        else:
+            lines.append(f"{out.name} (Tensor): {described}")
+    return lines
 
 
 def versions_line(versions) -> str:

@@ -16,7 +16,8 @@ import time
 from ..errors import OpgenError
 from ..schema.model import BaseType, ListType, strip_alias
 from . import cpp
-from .sizes import kernel_size
+from .param_checks import param_checks
+from .sizes import edited_size_lines, kernel_size
 
 COLUMNS = 120
 INDENT = "  "
@@ -107,21 +108,24 @@ def kernel_function(entry) -> str:
     if entry.config.acl_op and entry.twin_of is None:
         fallback = f"acl_op::{cpp.cpp_name(schema)}({', '.join(a.name for a in schema.arguments)})"
         body += call_lines("DO_COMPATIBILITY", [entry.aclnn, fallback], INDENT)
+    for check in param_checks(entry.outputs):
+        body += _check_lines(check.torch_check(entry.name))
     variables = output_locals(entry)
     options_from = _options_source(entry)
     substitutions = dict(variables)
     tensors = [a.name for a in schema.arguments if strip_alias(a.type) == BaseType("Tensor")]
+    sizes: dict[str, str] = {}  # a shape rule -> the variable an earlier output computed it in
     for out in entry.outputs:
         var = variables[out.name]
         cloned = next((name for name in entry.cloned if out.name == f"{name}_out"), None)
-        if cloned is not None:  # the functional twin works on a copy of the mutated argument
-            body.append(f"{INDENT}at::Tensor {var} = {cloned}.clone();")
+        if cloned is not None:  # the functional twin works on a copy of the mutated argument, contiguous as its Meta
+            body.append(f"{INDENT}at::Tensor {var} = {cloned}.clone(at::MemoryFormat::Contiguous);")
             substitutions[cloned] = var
             continue
         if options_from is None:
             raise OpgenError(f"{entry.name}: no Tensor or Tensor[] argument to take the outputs' device from",
                              hint="write this kernel by hand; opgen allocates outputs like an input tensor")
-        body += _allocation(out, var, options_from, tensors)
+        body += _allocation(out, var, options_from, tensors, sizes)
     for out in entry.outputs:
         if out.is_list:  # ConvertType takes an at::TensorList lvalue, not the std::vector
             body.append(f"{INDENT}at::TensorList {variables[out.name]}_list({variables[out.name]});")
@@ -139,6 +143,15 @@ def kernel_function(entry) -> str:
     return "\n".join(signature_lines(schema) + body + ["}"])
 
 
+def _check_lines(statement: str) -> list[str]:
+    """`TORCH_CHECK(cond, "message" + OPS_ERROR(...));`, its arguments on the next line when it is too long."""
+    line = f"{INDENT}{statement}"
+    if len(line) <= COLUMNS:
+        return [line]
+    head, rest = statement.split("(", 1)
+    return [f"{INDENT}{head}(", f"{INDENT}{CONTINUATION}{rest}"]
+
+
 def output_locals(entry) -> dict[str, str]:
     """Output name -> its C++ variable (renamed when it would shadow an argument)."""
     taken = {a.name for a in entry.schema.arguments}
@@ -152,15 +165,23 @@ def output_locals(entry) -> dict[str, str]:
     return names
 
 
-def _allocation(out, var: str, options_from: str, tensors: list[str]) -> list[str]:
-    """The lines allocating one output; a Tensor[] one tensor by tensor, in a loop over its element index."""
-    size = kernel_size(out.shape_rule, tensors)
+def _allocation(out, var: str, options_from: str, tensors: list[str], sizes: dict[str, str]) -> list[str]:
+    """The lines allocating one output; a Tensor[] one tensor by tensor, in a loop over its element index. `sizes`
+    maps a shape rule already computed (by an earlier output) to its variable, which this output reuses."""
     dtype = out.dtype_rule.cpp()
     options = f"{options_from}.options()" + ("" if dtype == f"{options_from}.scalar_type()" else f".dtype({dtype})")
-    lines = []
-    if not re.fullmatch(r"\w+\.sizes\(\)", size):
+    lines: list[str] = []
+    reused = sizes.get(out.shape_rule.text) if not out.is_list else None
+    edited = None if reused or out.is_list else edited_size_lines(out.shape_rule, tensors, f"{var}_size")
+    size = reused or (f"{var}_size" if edited else kernel_size(out.shape_rule, tensors))
+    if edited:
+        lines += edited
+        sizes[out.shape_rule.text] = size
+    elif not reused and not re.fullmatch(r"\w+\.sizes\(\)", size):
         lines.append(f"auto {var}_size = {size};")
         size = f"{var}_size"
+        if not out.is_list:
+            sizes[out.shape_rule.text] = size
     if not out.is_list:
         return [f"{INDENT}{line}" for line in lines] + assign_lines(
             f"at::Tensor {var}", "npu_preparation::apply_tensor_without_format", [size, options], INDENT)

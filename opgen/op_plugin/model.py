@@ -212,11 +212,19 @@ def _entry(op: OpSpec, kind: str, config: OpPluginSpec, where: str) -> PluginOp:
                        "with `kernel: opapi` write the locals in the kernel file", "op_plugin", "new_params")
     taken = {a.name for a in schema.arguments} | {o.name for o in outputs} | {n for n, _ in config.new_params}
     try:
-        converted = conversions(schema, exec_args, config.none_values, taken)
+        converted = conversions(schema, exec_args, config.none_values, taken, _dtype_code_arguments(op.outputs))
     except ConversionError as error:
         keys = ("op_plugin", "exec", config.exec_args.index(error.argument)) if config.exec_args else ("schema",)
         raise _Refusal(f"{where}: {error.message}", error.hint, *keys) from None
     return PluginOp(schema, kind, op, outputs, config, aclnn, exec_args, kernel, conversions=converted)
+
+
+def _dtype_code_arguments(outputs) -> frozenset[str]:
+    """The arguments the output rules read as dtype codes (`from_code(dst_type)`)."""
+    from ..spec.semantics_ir import FromCode, Name
+
+    return frozenset(node.code.name for out in outputs for rule in out.rules for node in rule.node.walk()
+                     if isinstance(node, FromCode) and isinstance(node.code, Name) and not node.code.output)
 
 
 def _default_kernel(schema: Schema, outputs) -> str:

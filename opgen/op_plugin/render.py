@@ -10,6 +10,7 @@ expressions checked to stay one C++ expression.
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from dataclasses import replace
 from pathlib import Path
@@ -27,6 +28,7 @@ from . import compat, cpp, docs, faketest
 from .clangformat import format_cpp
 from .kernel import kernel_file
 from .model import PluginOp, camel, plugin_ops
+from .param_checks import param_checks
 from .sizes import yaml_dtype, yaml_size
 
 SCRATCH_NAMESPACE = "opgen_meta_check"
@@ -191,20 +193,62 @@ def meta_name(schema) -> str:
     return f"{cpp.stem(schema)}_meta"
 
 
-def meta_source(schema, op, returns_self: bool = False) -> str:
-    """`@impl(m, "name")` + a Meta function whose outputs come from `op`'s semantics (or `self`)."""
+def meta_source(schema, op, returns_self: bool = False, checks: tuple[str, ...] = ()) -> str:
+    """`@impl(m, "name")` + a Meta function whose outputs come from `op`'s semantics (or `self`), after the
+    parameter `checks` (`torch._check(...)` lines)."""
     if returns_self:
-        body = [f"return {schema.arguments[0].name}"]
+        body = [*checks, f"return {schema.arguments[0].name}"]
     else:
-        body = fake_body(op)
+        body = [*checks, *fake_body(op)]
     head = f"@impl(m, {literal(schema.op_name)})\ndef {meta_name(schema)}({meta_parameters(schema)}):"
     return head + "\n" + "\n".join(f"    {line}" for line in body)  # a wrapped line carries its own indentation
 
 
-def meta_function(entry: PluginOp) -> str:
+# the Meta module's own table of torch_npu's dtype codes (op_plugin/python/meta/_meta_registrations.py)
+MODULE_DTYPE_MAP = "TORCH_DTYPE_ENUM_VALUE_TO_SCALAR_TYPE_MAP"
+
+
+def meta_function(entry: PluginOp, module_codes: dict[int, str] | None = None) -> str:
+    """The Meta function; its dtype codes read from the module's MODULE_DTYPE_MAP (`module_codes`: code -> dtype
+    name) where that map gives every code of the spec the same dtype, else from a table of its own."""
     outputs = tuple(replace(out, index=i) for i, out in enumerate(entry.outputs))
     op = replace(entry.source, schema=entry.schema, outputs=outputs, tags=())
-    return meta_source(entry.schema, op, returns_self=entry.kind == "inplace")
+    checks = tuple(check.meta_check(entry.name) for check in param_checks(entry.outputs))
+    text = meta_source(entry.schema, op, returns_self=entry.kind == "inplace", checks=checks)
+    return _module_dtype_map(text, entry, module_codes) if module_codes else text
+
+
+def _module_dtype_map(text: str, entry: PluginOp, module_codes: dict[int, str]) -> str:
+    table = next((node.table for out in entry.outputs for rule in out.rules for node in rule.node.walk()
+                  if type(node).__name__ == "FromCode"), None)
+    if not table or any(module_codes.get(code) != name for code, name in table):
+        return text
+    lines = text.split("\n")
+    start = next((i for i, line in enumerate(lines) if re.match(r"    dtype_codes_* = \{", line)), None)
+    if start is None:
+        return text
+    name = lines[start].split(" = ", 1)[0].strip()
+    end = start if lines[start].endswith("}") else next(i for i in range(start, len(lines)) if lines[i] == "    }")
+    body = "\n".join(lines[:start] + lines[end + 1:])
+    return re.sub(rf"\b{re.escape(name)}\[", f"{MODULE_DTYPE_MAP}[", body)
+
+
+def module_dtype_codes(meta_text: str | None) -> dict[int, str]:
+    """MODULE_DTYPE_MAP of the checkout's Meta module as {code: dtype name}; empty when it has none."""
+    import ast
+
+    if not meta_text or MODULE_DTYPE_MAP not in meta_text:
+        return {}
+    try:
+        tree = ast.parse(meta_text)
+    except SyntaxError:
+        return {}
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and [getattr(t, "id", "") for t in node.targets] == [MODULE_DTYPE_MAP]
+                and isinstance(node.value, ast.Dict)):
+            return {key.value: value.attr for key, value in zip(node.value.keys, node.value.values)
+                    if isinstance(key, ast.Constant) and isinstance(key.value, int) and isinstance(value, ast.Attribute)}
+    return {}
 
 
 # --- per spec op: kernel file and tests -------------------------------------------------------------
@@ -223,7 +267,8 @@ def op_context(spec: ProjectSpec, op, entries: list[PluginOp], style: Path | Non
     for entry in entries:
         cloned = [i for i, a in enumerate(entry.schema.positional) if a.name in entry.cloned]
         inplace_twin = entry.twin_of is not None and entry.source.schema.name.endswith("_")
-        npu_ops_table.append(f"({literal(entry.name)}, {entry.schema.is_mutable}, {cloned}, {inplace_twin}),")
+        written = [i for i, a in enumerate(entry.schema.positional) if a.is_write]
+        npu_ops_table.append(f"({literal(entry.name)}, {written}, {cloned}, {inplace_twin}),")
         items = [literal(entry.name), string_call("(", entry.func, ")", "        "), literal(meta_name(entry.schema)),
                  str([i for i, a in enumerate(entry.schema.positional) if a.is_write]),
                  str([i for i, a in enumerate(entry.schema.positional) if a.name in entry.cloned]),

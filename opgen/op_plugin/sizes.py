@@ -9,7 +9,7 @@ same forms and falls back to the printer's C++.
 
 from __future__ import annotations
 
-from ..spec.semantics_ir import Call, Const, ListLit, Name, Reduce, TensorAttr
+from ..spec.semantics_ir import Call, Const, ListLit, Name, Reduce, SizeEdit, TensorAttr
 
 SIZE_VECTOR = "c10::SmallVector<int64_t, op_infer::SIZE>"  # op-plugin's spelling of the printer's SmallVector
 _PRINTER_VECTOR = "c10::SmallVector<int64_t, 8>"
@@ -87,3 +87,32 @@ def _bool(node) -> str | None:
     if isinstance(node, Name) and not node.ty.optional and not node.output:
         return node.name
     return None
+
+
+def edited_size_lines(rule, tensors: list[str], var: str) -> list[str] | None:
+    """`replace_size(x.shape, dim, k)` / `remove_size(x.shape, dim)` as op-plugin's kernels write them, statements
+    declaring `var` from `op_infer::array_to_small_vector(x.sizes())` (the rank is checked before: param_checks);
+    None for any other rule."""
+    node = rule.node
+    if not (isinstance(node, SizeEdit) and node.edit in ("replace", "remove") and isinstance(node.shape, TensorAttr)
+            and node.shape.attr == "shape" and _tensor_name(node.shape.obj, tensors)):
+        return None
+    tensor = node.shape.obj.name
+    index = _dim_index(node.dim, tensor, rule)
+    lines = [f"auto {var} = op_infer::array_to_small_vector({tensor}.sizes());"]
+    if node.edit == "replace":
+        return lines + [f"{var}[{index}] = {_cpp_of(node.size, rule)};"]
+    return lines + [f"{var}.erase({var}.begin() + {index});"]
+
+
+def _dim_index(dim, tensor: str, rule) -> str:
+    if isinstance(dim, Const) and isinstance(dim.value, int) and not isinstance(dim.value, bool):
+        return str(dim.value) if dim.value >= 0 else f"{tensor}.dim() - {-dim.value}"
+    return f"c10::maybe_wrap_dim({_cpp_of(dim, rule)}, {tensor}.dim())"
+
+
+def _cpp_of(node, rule) -> str:
+    """One node of `rule` as C++, with the printer that prints the whole rule."""
+    from ..spec.semantics_ir import CPP_COND, _Cpp
+
+    return _Cpp(frozenset(a.name for a in rule.schema.arguments)).at(node, CPP_COND)

@@ -733,7 +733,8 @@ def _default_hint(typ: Type) -> str:
         "Tensor": "nothing, or None on Tensor?",
     }
     if isinstance(typ, ListType) and base not in _LIST_DEFAULT_TYPES:
-        return f"a {base}[] argument takes no default; make it optional ({base}[]?) and default to None"
+        listed = strip_alias(typ)  # the list as written (`Tensor?[]` stays a list of optionals: `Tensor?[]?`)
+        return f"a {listed} argument takes no default; make it optional ({listed}?) and default to None"
     text = examples.get(base, "a value of that type")
     if isinstance(typ, OptionalType):
         text += ", or None"

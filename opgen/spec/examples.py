@@ -407,11 +407,13 @@ def _is_one_example(root: MappingNode, schemas: dict[str, Schema]) -> bool:
     return all(isinstance(key, str) and schema.argument(key) is not None for key in keys)
 
 
-def load_inputs_text(text: str, path: str, schemas: dict[str, Schema]) -> dict[str, tuple[Example, ...]]:
+def load_inputs_text(text: str, path: str, schemas: dict[str, Schema],
+                     ignored: list[str] | None = None) -> dict[str, tuple[Example, ...]]:
     """`opgen check --inputs FILE` (YAML or JSON): examples in the spec's syntax, either one list for every
     op, one example (a mapping of argument names) when one op is checked, or a mapping from op name (`ns::op`,
     `op` or `ns::op.overload`) to a list. Keys of `schemas` are the ops' full names; the result maps each op the
-    file gives examples for to them."""
+    file gives examples for to them. One file serves several targets: a key naming no checked op is left out
+    (appended to `ignored`), unless it is an argument of one (a bare example where it cannot be one)."""
     source = _Source(text, path)
     root = compose(source, "YAML/JSON")
     hint = ("write a list of examples, e.g. `- {x: {shape: [4, 8], dtype: float32}, eps: 1.0e-6}`, or map op "
@@ -426,6 +428,7 @@ def load_inputs_text(text: str, path: str, schemas: dict[str, Schema]) -> dict[s
         return {name: examples(source, single, schema, "inputs")}
     found: dict[str, tuple[Example, ...]] = {}
     seen: dict[str, Node] = {}
+    arguments = {a.name for schema in schemas.values() for a in schema.arguments}
     for key_node, value in root.value:
         key = _string(source, key_node, "an op name")
         if key in seen:
@@ -434,6 +437,9 @@ def load_inputs_text(text: str, path: str, schemas: dict[str, Schema]) -> dict[s
         seen[key] = key_node
         matches = [name for name in schemas if key in (name, name.split("::")[-1], name.split(".")[0],
                                                         name.split("::")[-1].split(".")[0])]
+        if not matches and key not in arguments and ignored is not None:
+            ignored.append(key)  # another target's op
+            continue
         if not matches:
             raise source.error(key_node, f"{key!r} is none of the checked ops", _inputs_hint(key, schemas))
         for name in matches:

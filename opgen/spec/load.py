@@ -317,8 +317,11 @@ def _reference(source: _Source, fields: dict, schema: Schema, where: str, notes:
         rewritten = any(note.startswith("OPG102: rewrote") for note in notes)
         why = ("opgen dropped the aliased return of `-> Tensor(a!)` (the op now returns nothing, as OPG102 "
                "explains)" if rewritten else "the op returns nothing (`-> ()`)")
-        hint = ("drop the `return` (the caller keeps the tensor it passed), or add `tags: [inplace]` to keep the "
-                "return" if rewritten else "drop the returned value")
+        keeping = next((m.group(1) for note in notes if (m := _KEEPING_TAGS.search(note))), None)
+        hint = "drop the returned value"
+        if rewritten:
+            hint = "drop the `return` (the caller keeps the tensor it passed)" + (
+                f", or add {keeping} to keep the return" if keeping else "")
         raise body_error(source, node, returned.lineno - 1 - len(header), returned.col_offset + 1 - 4,
                          f"{where}.reference returns a value, but {why}: torch would raise \"Expected ... to return "
                           "None\" at the first call", hint)
@@ -375,10 +378,16 @@ def _rewrite_aliased_returns(schema: Schema, notes: list[str]) -> Schema:
         return schema
     rewritten = replace(schema, returns=tuple(kept), returns_tuple=schema.returns_tuple and len(kept) == 1,
                         spans=schema.spans)
+    fitting = [f"`tags: [{tag}]`" for tag in ALIASING_TAGS if not tag_contract_problems(schema, tag)]
+    keep = (f"to keep the return, add {' or '.join(fitting)} to the op: torch >= 2.13" if fitting else
+            "no torch.Tag lets this schema keep the return: " + "; ".join(TAG_HINTS[tag] for tag in ALIASING_TAGS))
     notes.append(f"OPG102: rewrote {schema.qualified_name}: dropped aliased return(s) {', '.join(dropped)}; "
-                 f"the schema is now '{rewritten.signature()}' (callers keep using the mutated argument; to keep the "
-                 "return, add `tags: [inplace]` or `tags: [out]` to the op: torch >= 2.13)")
+                 f"the schema is now '{rewritten.signature()}' (callers keep using the mutated argument; {keep})")
     return rewritten
+
+
+# the tags an OPG102 rewrite note offers for keeping the return (only those whose contract the schema meets)
+_KEEPING_TAGS = re.compile(r"OPG102: rewrote .*to keep the return, add (`tags: \[\w+\]`(?: or `tags: \[\w+\]`)?)")
 
 
 def _autograd(source: _Source, entry: tuple[ScalarNode, Node], schema: Schema, schema_node: ScalarNode,

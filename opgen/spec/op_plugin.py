@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 
 OP_PLUGIN_KEYS = ("aclnn", "exec", "kernel", "acl_op", "versions", "exposed", "public_api", "internal_format_opapi",
-                  "new_params", "none_values", "backward", "output_differentiability", "devices")
+                  "new_params", "none_values", "backward", "output_differentiability", "devices", "docs")
 KERNELS = ("gen_opapi", "opapi")
 # op-plugin's `all_version` list: every version spec must name members of it.
 ALL_VERSIONS = tuple(f"v2.{minor}" for minor in range(1, 16))
@@ -40,6 +40,8 @@ class OpPluginSpec:
     devices: tuple[str, ...] = DEFAULT_DEVICES  # the tests' @SupportedDevices
     backward: tuple[tuple[str, str], ...] = ()  # ("self, gamma", formula) for derivatives.yaml
     output_differentiability: tuple[bool, ...] | None = None
+    # the docs in op-plugin's language: (argument or output name, or "description", text)
+    docs: tuple[tuple[str, str], ...] = ()
 
 
 def gen_opapi_problem(schema) -> str | None:
@@ -85,6 +87,9 @@ def parse_op_plugin(source, node, schema, where: str) -> OpPluginSpec:
         known = arg_names + list(schema.return_names) + [
             name for name, _ in values.get("new_params", ())]
         values["exec_args"] = _exec(source, entries["exec"][1], f"{field}.exec", known, schema)
+    if "docs" in entries:
+        values["docs"] = _docs(source, entries["docs"][1], f"{field}.docs",
+                               ["description", *arg_names, *schema.return_names])
     if "backward" in entries:
         values["backward"] = _backward(source, entries["backward"][1], f"{field}.backward", arg_names)
     if "output_differentiability" in entries:
@@ -159,6 +164,22 @@ def _none_values(source, node, field: str, schema) -> tuple[tuple[str, str], ...
             raise source.error(key_node, f"{field}: {name!r} is not an optional non-tensor argument of "
                                f"{schema.op_name}", f"optional ones: {', '.join(optional) or 'none'}")
         found.append((name, _cpp_expression(source, value_node, f"{field}.{name}")))
+    return tuple(found)
+
+
+def _docs(source, node, field: str, names: list[str]) -> tuple[tuple[str, str], ...]:
+    """`docs: {description: ..., x: ..., out0: ...}`: the op's and each argument's and output's description in
+    op-plugin's docs (the repo writes them in Chinese), in place of `doc:` and of a bare type."""
+    from .nodes import _string
+
+    found = []
+    for key_node, value_node in _pairs(source, node, field, "map `description`, argument and output names to text",
+                                       "e.g. docs: {description: 对x做RMS归一化。, x: 输入张量。}"):
+        name = _string(source, key_node, f"{field} key")
+        if name not in names:
+            raise source.error(key_node, f"{field}: {name!r} is neither `description` nor an argument or output",
+                               f"write one of: {', '.join(names)}")
+        found.append((name, " ".join(_string(source, value_node, f"{field}.{name}").split())))
     return tuple(found)
 
 

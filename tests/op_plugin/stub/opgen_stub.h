@@ -112,6 +112,8 @@ inline ScalarType promote_types(ScalarType a, ScalarType b) {
     return static_cast<int>(a) > static_cast<int>(b) ? a : b;
 }
 
+enum class MemoryFormat { Preserve, Contiguous };
+
 struct TensorOptions {
     ScalarType type = kFloat;
     TensorOptions dtype(ScalarType t) const { return TensorOptions{t}; }
@@ -134,7 +136,7 @@ struct Tensor {
     }
     ScalarType scalar_type() const { return type; }
     TensorOptions options() const { return TensorOptions{type}; }
-    Tensor clone() const { return *this; }
+    Tensor clone(MemoryFormat = MemoryFormat::Preserve) const { return *this; }
 };
 using TensorList = c10::ArrayRef<Tensor>;
 struct Scalar {
@@ -181,6 +183,9 @@ inline c10::SmallVector<int64_t, SIZE> reduce_ops_npu_output_size(const at::Tens
     }
     return sizes;
 }
+inline c10::SmallVector<int64_t, SIZE> array_to_small_vector(at::IntArrayRef sizes) {
+    return c10::SmallVector<int64_t, SIZE>(sizes.begin(), sizes.end());
+}
 }  // namespace op_infer
 using namespace op_infer;  // gen_opapi `size:` names the helpers without the namespace
 
@@ -192,6 +197,10 @@ struct aclBoolArray {};
 struct aclTensorList {};
 struct aclScalarList {};
 enum aclDataType { ACL_DT_UNDEFINED = -1 };
+namespace c10_npu {
+// torch_npu's dtype code -> aclDataType, as op-plugin's kernels convert dtype-code arguments
+inline aclDataType GetAclDataType(int64_t code) { return static_cast<aclDataType>(code); }
+}  // namespace c10_npu
 inline aclTensor* ConvertType(const at::Tensor&) { static aclTensor t; return &t; }
 inline aclTensor* ConvertType(const c10::optional<at::Tensor>& t) { static aclTensor x; return t ? &x : nullptr; }
 inline aclScalar* ConvertType(const at::Scalar&) { static aclScalar s; return &s; }

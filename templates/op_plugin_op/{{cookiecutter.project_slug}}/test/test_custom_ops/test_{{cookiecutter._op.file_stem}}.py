@@ -5,8 +5,8 @@ import torch_npu
 from torch_npu.testing.common_utils import SupportedDevices
 from torch_npu.testing.testcase import TestCase, run_tests
 
-# (op name, does it mutate arguments, positions of the arguments a functional twin copies, is it an in-place
-#  op's twin)
+# (op name, positions of the arguments it writes, positions of the arguments a functional twin copies, is it an
+#  in-place op's twin)
 OPS = [
 {% for row in cookiecutter._op.npu_ops_table %}
     {{ row }}
@@ -24,7 +24,7 @@ def _random(shape, dtype, g):
 
 
 def _calls(seed=0):
-    """The examples of opgen.yaml ({{ cookiecutter._op.spec_op }}): ((positional...), {keyword: ...}) per call."""
+    """The calls the op is tested with: ((positional...), {keyword: ...}) each."""
     g = torch.Generator().manual_seed(seed)
     return [
 {% for line in cookiecutter._op.example_lines %}
@@ -57,7 +57,7 @@ class {{ cookiecutter._op.class_name }}(TestCase):
 {% if cookiecutter._op.has_reference %}
 
     def supported_op_exec(self, *args, **kwargs):
-        """The CPU reference of opgen.yaml (`reference:`)."""
+        """The CPU reference the NPU kernel is compared with."""
         return _reference(*args, **kwargs)
 
     def supported_twin_exec(self, cloned, inplace_twin, *args, **kwargs):
@@ -93,13 +93,16 @@ class {{ cookiecutter._op.class_name }}(TestCase):
 
     @SupportedDevices({{ cookiecutter._op.devices }})
     def test_{{ cookiecutter._op.file_stem }}_matches_cpu_golden(self):
-        for (name, _, cloned, inplace_twin), (args, kwargs) in itertools.product(OPS, _calls()):
+        for (name, written, cloned, inplace_twin), (args, kwargs) in itertools.product(OPS, _calls()):
             cpu_args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
             if cloned:
                 golden = self.supported_twin_exec(cloned, inplace_twin, *cpu_args, **kwargs)
             else:
                 golden = self.supported_op_exec(*cpu_args, **kwargs)
-            self._assert_close(self.custom_op_exec(name, *_to(list(args), "npu"), **kwargs), golden)
+            npu_args = _to(list(args), "npu")
+            self._assert_close(self.custom_op_exec(name, *npu_args, **kwargs), golden)
+            for position in written:  # what the op writes is compared as its outputs are
+                self._assert_close(npu_args[position], cpu_args[position])
 {% endif %}
 
     @SupportedDevices({{ cookiecutter._op.devices }})
@@ -110,8 +113,8 @@ class {{ cookiecutter._op.class_name }}(TestCase):
 
     @SupportedDevices({{ cookiecutter._op.devices }})
     def test_{{ cookiecutter._op.file_stem }}_npugraph_ex_fullgraph(self):
-        for (name, mutates, _, _), (args, kwargs) in itertools.product(OPS, _calls()):
-            if mutates:
+        for (name, written, _, _), (args, kwargs) in itertools.product(OPS, _calls()):
+            if written:
                 continue  # a captured graph runs the functional twin
             call = self._calling(name, kwargs)
             compiled = torch.compile(call, backend="npugraph_ex", fullgraph=True, dynamic=True)
@@ -120,8 +123,8 @@ class {{ cookiecutter._op.class_name }}(TestCase):
 
     @SupportedDevices({{ cookiecutter._op.devices }})
     def test_{{ cookiecutter._op.file_stem }}_npugraph_capture_replay(self):
-        for (name, mutates, _, _), (args, kwargs) in itertools.product(OPS, _calls()):
-            if mutates:
+        for (name, written, _, _), (args, kwargs) in itertools.product(OPS, _calls()):
+            if written:
                 continue
             inputs = _to(list(args), "npu")
             self.custom_op_exec(name, *inputs, **kwargs)  # warm up outside the capture
@@ -135,7 +138,7 @@ class {{ cookiecutter._op.class_name }}(TestCase):
 
 
 {{ cookiecutter._op.reference_def }}
-    """The CPU reference of opgen.yaml (`reference:`)."""
+    """The CPU reference the NPU kernel is compared with."""
 {% for line in cookiecutter._op.reference_body %}
     {{ line }}
 {% endfor %}

@@ -1,0 +1,84 @@
+"""A dtype-code argument (`int dst_type`, read with `from_code` under the spec's `dtype_codes:`) reaches aclnn as
+op-plugin's kernels pass one, `c10_npu::GetAclDataType(dst_type)`, not as torch_npu's number; and the Meta reads the
+module's own TORCH_DTYPE_ENUM_VALUE_TO_SCALAR_TYPE_MAP where the checkout has it (a table of its own otherwise,
+or where the module's map gives a code another dtype)."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from new_helpers import REPO, opgen
+from op_plugin_helpers import run_kernels
+
+from opgen.spec.load import load_spec_text
+
+FIXTURE = REPO / "tests" / "fixtures" / "op_plugin_root"
+META = "op_plugin/python/meta/_meta_registrations.py"
+SPEC = """namespace: npu
+target: op_plugin
+dtype_codes: {1: int8, 2: int32, 291: float8_e4m3fn}
+ops:
+  - schema: "npu_cast_code(Tensor x, int dst_type) -> Tensor"
+    doc: "x cast to the dtype of torch_npu's code dst_type."
+    outputs:
+      out0: {like: x, dtype: "from_code(dst_type)"}
+    op_plugin: {kernel: KERNEL}
+    examples:
+      - {x: {shape: [4, 8], dtype: float16}, dst_type: 2}
+"""
+MODULE_MAP = "\n\nTORCH_DTYPE_ENUM_VALUE_TO_SCALAR_TYPE_MAP = {1: torch.int8, 2: torch.int32, 291: torch.float8_e4m3fn}\n"
+
+
+def added(tmp_path: Path, kernel: str, module_map: str = "") -> Path:
+    root = Path(shutil.copytree(FIXTURE, tmp_path / "op-plugin"))
+    if module_map:
+        with (root / META).open("a", encoding="utf-8") as meta:
+            meta.write(module_map)
+    spec = tmp_path / "codes.yaml"
+    spec.write_text(SPEC.replace("KERNEL", kernel), encoding="utf-8")
+    done = opgen("add", "--op-plugin-root", str(root), str(spec))
+    assert done.returncode == 0, done.stdout + done.stderr
+    return root
+
+
+def meta_source(root: Path) -> str:
+    tree = ast.parse((root / META).read_text(encoding="utf-8"))
+    (node,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "npu_cast_code_meta"]
+    node.decorator_list = []  # @impl(m, ...): the function alone is run here
+    return ast.unparse(node)
+
+
+def test_the_gen_opapi_entry_converts_the_code_and_the_meta_keeps_its_own_table(tmp_path):
+    root = added(tmp_path, "gen_opapi")
+    functions = (root / "op_plugin/config/op_plugin_functions.yaml").read_text(encoding="utf-8")
+    assert "        dst_type_acl: 'c10_npu::GetAclDataType(dst_type)'\n      exec: aclnnCastCode, x, dst_type_acl, out" in (
+        functions)
+    assert "dtype_codes = {1: torch.int8" in meta_source(root)  # the fixture's module has no map
+
+
+def test_the_kernel_passes_an_acl_data_type(tmp_path):
+    root = added(tmp_path, "opapi")
+    kernel = (root / "op_plugin/ops/opapi/CastCodeKernelNpuOpApi.cpp").read_text(encoding="utf-8")
+    assert "  aclDataType dst_type_acl = c10_npu::GetAclDataType(dst_type);\n" in kernel
+    schema = load_spec_text(SPEC.replace("KERNEL", "opapi"), "codes.yaml").ops[0]
+    lines = run_kernels(kernel, [("npu_cast_code", schema.schema, schema.examples[0])], tmp_path / "harness",
+                        exec_lines=True)
+    assert "-- aclnnCastCode: aclTensor* aclDataType aclTensor*" in lines and "[4, 8] int32" in lines
+
+
+@pytest.mark.parametrize(("module_map", "uses_module"), [
+    (MODULE_MAP, True),
+    (MODULE_MAP.replace("2: torch.int32", "2: torch.int64"), False),  # the module's 2 is another dtype: own table
+])
+def test_the_meta_reads_the_modules_map_where_it_agrees(tmp_path, module_map, uses_module):
+    root = added(tmp_path, "gen_opapi", module_map)
+    source = meta_source(root)
+    assert ("TORCH_DTYPE_ENUM_VALUE_TO_SCALAR_TYPE_MAP[dst_type]" in source) is uses_module
+    assert ("dtype_codes = " in source) is not uses_module
+    scope = {"torch": torch, "TORCH_DTYPE_ENUM_VALUE_TO_SCALAR_TYPE_MAP": {2: torch.int32}}
+    exec(source, scope)  # noqa: S102
+    assert scope["npu_cast_code_meta"](torch.empty(4, 8, device="meta"), 2).dtype == torch.int32
