@@ -881,7 +881,7 @@ def test_generated_tests_and_opgen_check_run_this_very_module(tmp_path):
     assert not (project / "tests" / "compiled.py").exists()  # the project's tests import the library
     tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k",
                             "compiled_matches_eager", str(project)],
-                           env={**env, "PYTHONPATH": os.pathsep.join([str(copy), pythonpath([project])])},
+                           env={**env, "PYTHONPATH": os.pathsep.join([str(copy), pythonpath([project])])}, cwd=tmp_path,
                            capture_output=True, text=True, check=False)
     assert tests.returncode == 1 and "1 failed" in tests.stdout, tests.stdout[-2000:]
     checked = subprocess.run([sys.executable, "-m", "opgen", "check", str(project), "--skip", "static", "--skip",
