@@ -751,37 +751,16 @@ def rung_compile_cache(op: Op) -> str:
 
 
 def _two_sizes(op: Op) -> tuple[list[dict], bool] | None:
-    """Two examples that differ only in tensor sizes (none of them 0 or 1), else the first with the last size D of
-    its largest random tensor doubled in every random tensor whose last size is D; None when neither exists."""
-    from ..spec.model import TensorValue
+    """Two calls that differ only in tensor sizes, and whether opgen made the second (opgen.spec.two_sizes: the
+    generated tests choose theirs by the same rule)."""
+    from ..spec.two_sizes import choose_two_sizes
 
-    def tensors(values: dict) -> list:
-        return [v for value in values.values() for v in (value if isinstance(value, tuple) else (value,))
-                if isinstance(v, TensorValue)]
-
-    def structure(values: dict) -> list:
-        return [(t.dtype, len(t.shape) if t.shape is not None else None) for t in tensors(values)]
-
-    for a, first in enumerate(op.calls):
-        for second in op.calls[a + 1:]:
-            sizes = [(x.shape, y.shape) for x, y in zip(tensors(first), tensors(second), strict=False)]
-            if (structure(first) == structure(second) and any(x != y for x, y in sizes)
-                    and all(m == n or min(m, n) > 1 for x, y in sizes if x and y for m, n in zip(x, y, strict=False))
-                    and all(first[k] == second[k] for k in first if not tensors({k: first[k]}))):
-                return [first, second], False
-    shaped = [t for t in tensors(op.calls[0]) if t.shape] if op.calls else []
-    if not shaped or max(shaped, key=lambda t: len(t.shape)).shape[-1] < 2:
+    found = choose_two_sizes(op.calls)
+    if found is None:
         return None
-    last = max(shaped, key=lambda t: len(t.shape)).shape[-1]
-
-    def doubled(value):
-        if isinstance(value, tuple):
-            return tuple(doubled(v) for v in value)
-        if isinstance(value, TensorValue) and value.shape and value.shape[-1] == last:
-            return TensorValue(value.dtype, (*value.shape[:-1], 2 * last))
-        return value
-
-    return [op.calls[0], {name: doubled(value) for name, value in op.calls[0].items()}], True
+    if found.pair is not None:
+        return [op.calls[found.pair[0]], op.calls[found.pair[1]]], False
+    return [op.calls[0], found.doubled], True
 
 
 def rung_capture_limit(op: Op) -> str:
