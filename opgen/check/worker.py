@@ -509,12 +509,13 @@ def _blame_undeclared_write(op: Op, error: Exception) -> None:
     """torch's schema check names one argument, and says "aliasing" before "mutated" for an op that writes `x` and
     returns it: the kernel run once on copies tells which arguments it writes and which returns are those arguments,
     so the diagnosis is the undeclared write, with the schema line that declares it."""
+    from ..testing.values import clone
     from .declare import declaring_schema, written_and_returned
 
     message = _error_info(error)["message"]
     if op.schema is None or not _SCHEMA_WRITE.search(message):
         return
-    written, returned = written_and_returned(op.overload, calls(op)[0], _checks().clone)
+    written, returned = written_and_returned(op.overload, calls(op)[0], clone)
     if not written:
         return  # a view or the input itself returned, nothing written: the view-return row
     line, custom = declaring_schema(op.schema, op.overload, written, returned)
