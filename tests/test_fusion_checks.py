@@ -255,7 +255,10 @@ def test_fusions_of_new_specs_pass_their_generated_tests(tmp_path):
     for name, result in fusion.items():
         wanted = "skipped" if "npugraph_ex" in name and NPUGRAPH_EX is not None else "passed"
         if "_fusion_trains[" in name and result["outcome"] == "skipped":  # a buffer written, or no fire in training
-            assert "writes buffers" in result["message"] or "does not fire in the training graph" in result["message"]
+            # (a written buffer is seen before npugraph_ex is looked for: that skip comes fetched or not)
+            reasons = ["writes buffers", "does not fire in the training graph"] + ([NPUGRAPH_EX] if wanted == "skipped"
+                                                                                 else [])
+            assert any(reason in result["message"] for reason in reasons), (name, result["message"][:500])
             continue
         assert result["outcome"] == wanted, f"{name}: {result['message'][-3000:]}"
     assert fusion["test_quant_scatter__fusion_trains[inductor]"]["outcome"] == "skipped"
