@@ -15,17 +15,16 @@ import sys
 import pytest
 import torch
 from new_helpers import REPO, opgen, run_generated_tests
+from npugraph_ex_state import NEEDS_NPUGRAPH_EX, NPUGRAPH_EX
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from opgen.npugraph_ex import loader
 from opgen.project_tests import GRAPH_CHECKS, NPUGRAPH_EX_FEATURES, load
 from opgen.render.templates import render_package
 from opgen.spec.load import load_spec_text
 
 checks = load(GRAPH_CHECKS)
 load(NPUGRAPH_EX_FEATURES)  # the generated tests import it by name, as tests/graph_checks.py
-NPUGRAPH_EX = loader().unavailable()
-ROUTES = [pytest.param("npugraph_ex", marks=pytest.mark.skipif(NPUGRAPH_EX is not None, reason=str(NPUGRAPH_EX))),
+ROUTES = [pytest.param("npugraph_ex", marks=NEEDS_NPUGRAPH_EX),
           "inductor"]
 
 
@@ -239,6 +238,7 @@ ops:
 """
 
 
+@pytest.mark.npugraph_ex  # both states
 def test_fusions_of_new_specs_pass_their_generated_tests(tmp_path):
     """Shapes of spec the examples lack, each once broken: an op of one input (its trace inputs were `(x)`, not a
     tuple), a constant before a matched input (the search passed `scale` as `dim`), and a single-output op, whose

@@ -9,13 +9,11 @@ import sys
 
 import pytest
 import torch
+from npugraph_ex_state import needs_npugraph_ex
 
-from opgen.npugraph_ex import loader
 from opgen.project_tests import GRAPH_CHECKS, load, module_path
 
 checks = load(GRAPH_CHECKS)
-NPUGRAPH_EX = loader().unavailable()
-needs_npugraph_ex = pytest.mark.skipif(NPUGRAPH_EX is not None, reason=str(NPUGRAPH_EX))
 lib = torch.library.Library("gc_test", "FRAGMENT")
 STATE = {"calls": 0}
 

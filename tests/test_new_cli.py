@@ -431,6 +431,7 @@ PASSED_PER_STYLE = 33 if loader().unavailable() is None else 27
 
 
 @pytest.mark.slow  # runs the generated tests
+@pytest.mark.npugraph_ex  # both states
 def test_scalar_optional_and_scalar_type_arguments_generate_working_tests(tmp_path):
     """`Scalar` (annotated `Number`, which the test module must import too), `Tensor?`, `Tensor?[]` and
     `ScalarType` arguments: every runnable tier of both styles passes."""
