@@ -169,6 +169,9 @@ def test_the_readme_works_as_written_in_a_fresh_venv(fresh):
         if command == quickstart:
             assert "Failed to initialize NumPy" not in output, output[-4000:]
             assert re.search(r"\b\d+ passed, \d+ skipped", output) and " failed" not in output, output[-4000:]
+            # npugraph_ex fetched on first use, its tiers run; the models tests, opt-in, left out (issue 35)
+            assert "opgen: npugraph_ex fetched into" in output, output[-4000:]
+            assert "  ran      npugraph_ex   2 passed" in output and "(models, opt-in)" in output, output[-4000:]
             print(f"Quickstart main job with its install: {time.perf_counter() - start:.0f} s")
     # the opgen that ran is the checkout's, installed in the venv
     where = shell("python -c 'import opgen; print(opgen.__file__)'", fresh).stdout.strip()

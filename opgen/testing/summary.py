@@ -8,7 +8,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 OUTCOMES = ("passed", "failed", "error", "xfailed", "xpassed")
-WIDTH = 110  # one screen: lines are cut, reasons listed once
+WIDTH = 120  # one screen: lines are cut, reasons listed once
 
 
 @dataclass(frozen=True)
