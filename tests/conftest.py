@@ -11,6 +11,10 @@ import pytest
 # tests/fixtures holds other projects' files (an op-plugin checkout's own tests, which import torch_npu): inputs of
 # opgen's tests, never tests to collect
 collect_ignore = ["fixtures"]
+# The suite takes npugraph_ex's cache as it finds it: generated tests it runs must not fetch npugraph_ex on first use
+# (opgen/npugraph_ex/ensure.py), or its state would change halfway through a run and the README's test command would
+# download a wheel. It passes fetched or not; tests that fetch do so into caches of their own.
+os.environ["OPGEN_NPUGRAPH_EX_FETCH"] = "0"
 
 
 def run_opgen_command(*args: str, input: str | None = None, env: dict | None = None,

@@ -20,7 +20,12 @@ WHEEL = Path(os.environ.get(WHEEL_ENV) or "torch_npu-wheel-not-given.whl")
 MISSING = None if WHEEL.is_file() else f"no torch-npu wheel at {WHEEL}: set {WHEEL_ENV} to a downloaded one"
 # CI sets this: what needs the torch-npu wheel (or npugraph_ex from it) must run, not skip
 REQUIRED = bool(os.environ.get("OPGEN_REQUIRE_NPUGRAPH_EX"))
-needs_wheel = pytest.mark.skipif(bool(MISSING) and not REQUIRED, reason=MISSING or "")
+
+
+def needs_wheel(test):
+    """A test that proves nothing without the wheel: marked `torch_npu_wheel` (.ci/run's npugraph_ex step runs them
+    with the wheel), skipped without it."""
+    return pytest.mark.torch_npu_wheel(pytest.mark.skipif(bool(MISSING) and not REQUIRED, reason=MISSING or "")(test))
 
 
 def skip_without_wheel() -> None:

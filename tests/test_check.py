@@ -115,6 +115,7 @@ def reports(done) -> dict[str, dict]:
 
 
 @pytest.mark.slow
+@pytest.mark.npugraph_ex  # both states
 def test_every_broken_op_is_classified_and_every_twin_passes(cache_env):
     done = check("--json", "--skip", "static", *BROKEN_MODULES, env=cache_env)
     assert done.returncode == 1, done.stderr
@@ -215,6 +216,7 @@ STAND_IN = "chk_cap::stub_read"  # a CPU kernel standing in for a stub NPU kerne
 
 
 @pytest.mark.slow
+@pytest.mark.npugraph_ex  # both states
 def test_the_capture_rung_classifies_planted_kernels_and_passes_their_twins(cache_env):
     """The capture rung on CPU (npugraph_ex's AclGraph over the emulated NPU graph) classifies each planted kernel of
     check_fixtures/capture.py after every earlier rung passed it: host syncs as "cpu-sync-in-kernel" (layer ge-cann),
@@ -249,6 +251,7 @@ def test_the_capture_rung_classifies_planted_kernels_and_passes_their_twins(cach
 
 
 @pytest.mark.slow
+@pytest.mark.npugraph_ex  # both states
 def test_deeper_rungs_and_keep_going(cache_env):
     """Past opcheck (skipped), the same bugs show where the ladder goes on: the undeclared write lands in
     npugraph_ex's private input copy; the missing fake is a graph break of aot_eager; --keep-going runs
@@ -568,6 +571,7 @@ def _fused_project(root: Path, example: str, namespace: str, edit_spec=None, edi
 
 
 @pytest.mark.slow
+@pytest.mark.npugraph_ex  # both states
 def test_the_fusion_rung_says_whether_each_pattern_fires_and_names_planted_bugs(tmp_path, cache_env):
     """The generated fusions of the fused examples fire on their composites (under npugraph_ex too when it is
     fetched); of rms_norm's two forms, the rung runs each (its Llama form fires, its planted Olmo2 form is named). Planted: patterns.py's search reducing another dim than the model's composite

@@ -9,6 +9,7 @@ the test, so a new command cannot slip through.
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import re
@@ -116,11 +117,26 @@ def fresh(tmp_path_factory) -> dict:
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     bin_dir = venv / ("Scripts" if os.name == "nt" else "bin")
+    link_torch(bin_dir / "python")
     env = {key: value for key, value in os.environ.items()
-           if key not in ("PYTHONPATH", "PYTHONHOME", "PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER")}
+           if key not in ("PYTHONPATH", "PYTHONHOME", "PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "OPGEN_NPUGRAPH_EX_FETCH")}
     env.update(VIRTUAL_ENV=str(venv), PATH=os.pathsep.join([str(bin_dir), "/usr/bin", "/bin"]),
                OPGEN_CACHE_DIR=str(root / "cache"))
     return {"checkout": checkout, "venv": venv, "bin": bin_dir, "env": env}
+
+
+def link_torch(python: Path) -> None:
+    """This process's torch linked into the new venv (its package folders and its dist-info), so that the README's
+    `pip install "torch==2.13.0" ...` finds the pin satisfied instead of unpacking a GB (most of this test's time).
+    pip still resolves and installs everything else as written, torch's own requirements included; `.ci/run`'s
+    first step installs torch itself from nothing, as the README says."""
+    site_packages = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                        capture_output=True, text=True, check=True).stdout.strip())
+    torch = importlib.metadata.distribution("torch")
+    where = Path(torch.locate_file(""))
+    for name in sorted({Path(file).parts[0] for file in torch.files} - {".."}):  # not its scripts in ../bin
+        if (where / name).exists() and not (site_packages / name).exists():
+            (site_packages / name).symlink_to(where / name)
 
 
 def shell(command: str, fresh: dict, timeout: float = 900) -> subprocess.CompletedProcess:
@@ -153,6 +169,9 @@ def test_the_readme_works_as_written_in_a_fresh_venv(fresh):
         if command == quickstart:
             assert "Failed to initialize NumPy" not in output, output[-4000:]
             assert re.search(r"\b\d+ passed, \d+ skipped", output) and " failed" not in output, output[-4000:]
+            # npugraph_ex fetched on first use, its tiers run; the models tests, opt-in, left out (issue 35)
+            assert "opgen: npugraph_ex fetched into" in output, output[-4000:]
+            assert "  ran      npugraph_ex   2 passed" in output and "(models, opt-in)" in output, output[-4000:]
             print(f"Quickstart main job with its install: {time.perf_counter() - start:.0f} s")
     # the opgen that ran is the checkout's, installed in the venv
     where = shell("python -c 'import opgen; print(opgen.__file__)'", fresh).stdout.strip()

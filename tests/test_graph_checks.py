@@ -9,14 +9,12 @@ import sys
 
 import pytest
 import torch
+from npugraph_ex_state import needs_npugraph_ex
 
 from opgen import testing as checks
-from opgen.npugraph_ex import loader
 from opgen.testing.capture_cpu import _new_values
 from opgen.testing.non_contiguous import layouts
 
-NPUGRAPH_EX = loader().unavailable()
-needs_npugraph_ex = pytest.mark.skipif(NPUGRAPH_EX is not None, reason=str(NPUGRAPH_EX))
 lib = torch.library.Library("gc_test", "FRAGMENT")
 STATE = {"calls": 0}
 

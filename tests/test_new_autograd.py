@@ -332,6 +332,7 @@ def projects(tmp_path_factory):
 @pytest.mark.parametrize("style", STYLES)
 @pytest.mark.slow
 @pytest.mark.xdist_group("autograd_projects")  # the module's generated projects, built once
+@pytest.mark.npugraph_ex  # both states
 def test_generated_autograd_tests_pass_skip_and_fail_exactly(projects, style, tmp_path):
     """Keyword-only inputs reach setup_context (the 4-argument form); an example without floating-point
     tensors skips with the reason; a wrong formula fails gradcheck (and only gradcheck)."""

@@ -22,11 +22,10 @@ from xml.etree import ElementTree
 
 import pytest
 from new_helpers import REPO, opgen, pythonpath
+from npugraph_ex_state import NPUGRAPH_EX, needs_npugraph_ex
 
 from opgen.npugraph_ex import loader, loader_path
 
-NPUGRAPH_EX = loader().unavailable()
-needs_npugraph_ex = pytest.mark.skipif(NPUGRAPH_EX is not None, reason=str(NPUGRAPH_EX))
 NOT_FOUND = "npugraph_ex not found: run 'opgen npugraph-ex fetch'"
 
 
@@ -35,9 +34,11 @@ def test_npugraph_ex_is_fetched_where_required():
     if os.environ.get("OPGEN_REQUIRE_NPUGRAPH_EX"):
         assert NPUGRAPH_EX is None, NPUGRAPH_EX
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
-    assert ci[-1] == "python -m pytest -q"
+    readme = ci.index('pip install "torch==2.13.0" -e ".[test]" && python -m pytest -q')  # tests/test_readme.py
     fetch = next(i for i, line in enumerate(ci) if "opgen npugraph-ex fetch" in line)
-    assert fetch < len(ci) - 1 and any("OPGEN_REQUIRE_NPUGRAPH_EX=1" in line for line in ci[:-1])
+    required = next(i for i, line in enumerate(ci) if "OPGEN_REQUIRE_NPUGRAPH_EX=1" in line)
+    step = ci.index('python -m pytest -q -m "npugraph_ex or torch_npu_wheel"')
+    assert readme < fetch < required < step
 
 
 # --- fetch and path ---------------------------------------------------------------------------------

@@ -16,11 +16,10 @@ from pathlib import Path
 import pytest
 from conftest import run_opgen_command
 from new_helpers import REPO, opgen, run_generated_tests
+from npugraph_ex_state import NPUGRAPH_EX_CAPTURE, npugraph_ex
 
-from opgen.npugraph_ex import loader
-
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(loader().unavailable(capture=True) is not None,
-                                                   reason=str(loader().unavailable(capture=True)))]
+pytestmark = [pytest.mark.slow, npugraph_ex,
+              pytest.mark.skipif(NPUGRAPH_EX_CAPTURE is not None, reason=str(NPUGRAPH_EX_CAPTURE))]
 FIXTURES = Path(__file__).parent / "fixtures" / "check"
 FEATURES = ("compile_cache", "capture_limit", "streams")  # opgen check's rungs of them
 # the capture-limit tier (two compiles with dynamic=True, about 1.5 s an op) on a few ops, the others on all

@@ -125,6 +125,7 @@ EXAMPLES = {"npu_same": {"self": (3, 5), "other": (3, 5)}, "npu_matmulish": {"x"
 DTYPES = {"npu_same": "float16", "npu_matmulish": "bfloat16"}
 
 
+@pytest.mark.torch_npu_wheel
 def test_emitted_meta_runs_on_cpu_and_matches_torchnpugens_cpp(tree, tmp_path):
     """Every emitted Meta function, run on meta tensors, gives the sizes/dtypes torchnpugen's kernel
     (generated from the same gen_opapi C++ and run with g++) allocates."""

@@ -7,7 +7,11 @@
 - the project of a generated test file put on sys.path before the file is imported, so that many projects are
   tested by one `pytest` from their common folder without installing them (a project is a folder holding
   opgen.yaml and .opgen/manifest.json);
-- the fixture `npugraph_ex`: the loader of npugraph_ex on CPU, or a skip naming `opgen npugraph-ex fetch`.
+- the fixture `npugraph_ex`: the loader of npugraph_ex on CPU, or a skip naming `opgen npugraph-ex fetch`;
+- npugraph_ex fetched on first use, once per session, when a selected test needs it (opgen.npugraph_ex.ensure);
+- opt-in tests (OPT_IN: the Hugging Face models without transformers) left out of the run rather than skipped, unless
+  their tier is asked for with --opgen-tiers; the summary says how to run them;
+- a one-screen summary at the end (opgen.testing.summary): tiers that ran, each skip reason once, opt-in tests left out.
 
 Imports only the standard library at load: pytest loads it in every session of an environment holding opgen.
 """
@@ -106,14 +110,20 @@ def _generated(item: pytest.Item) -> bool:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     chosen = set(_chosen_tiers(config))
     kept, dropped = [], []
+    tiers = config.stash.setdefault(GENERATED, {})
     for item in items:
         tier = tier_of(item) if _generated(item) else None
         if tier is not None:
+            tiers[item.nodeid] = tier
             for marker in MARKERS.get(tier, ()):
                 item.add_marker(marker)
             if item.name.partition("[")[0].endswith(SLOW_ENDS):
                 item.add_marker("slow")
         (dropped if chosen and tier is not None and tier not in chosen else kept).append(item)
+    opted_out = _left_out_by_choice(config, kept, tiers)
+    if opted_out:
+        kept = [item for item in kept if item not in opted_out]
+        dropped += opted_out
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
@@ -163,6 +173,64 @@ def header() -> str:
                 f"npugraph_ex {found.name + ' (fetched)' if found else 'not fetched'}")
     skipped = "; ".join(f"{tier} ({why})" for tier, why in skipped_tiers().items()) or "none"
     return f"opgen.testing {_version('opgen') or ''}: {versions}; tiers that skip: {skipped}"
+
+
+# --- npugraph_ex on first use, opt-in tests, the summary (issue 35) ---------------------------------------------
+# opt-in tier -> (the module it needs, what to say when it is missing): left out of the run, not skipped, unless the
+# tier is asked for with --opgen-tiers
+OPT_IN = {"models": ("transformers", 'fusion.models needs transformers: pip install "transformers>=4.51" to run them')}
+NEEDS_NPUGRAPH_EX = ("npugraph_ex", "features")  # tiers that run npugraph_ex (and fusion tests under its route)
+GENERATED = pytest.StashKey[dict]()  # nodeid -> tier, of the generated tests collected
+LEFT_OUT = pytest.StashKey[dict]()  # opt-in tier -> (count, why)
+
+
+def _left_out_by_choice(config: pytest.Config, items: list[pytest.Item], tiers: dict) -> list[pytest.Item]:
+    chosen = set(_chosen_tiers(config))
+    left_out: dict[str, tuple[int, str]] = {}
+    dropped = []
+    for tier, (module, why) in OPT_IN.items():
+        if tier in chosen or importlib.util.find_spec(module) is not None:
+            continue
+        these = [item for item in items if tiers.get(item.nodeid) == tier]
+        if these:
+            dropped += these
+            left_out[tier] = (len(these), why)
+    config.stash[LEFT_OUT] = left_out
+    return dropped
+
+
+def _uses_npugraph_ex(item: pytest.Item, tier: str | None) -> bool:
+    return tier in NEEDS_NPUGRAPH_EX or (tier == "fusion" and "npugraph_ex" in item.name)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Once per session, after every selection: when a test about to run needs npugraph_ex and nobody fetched it,
+    fetch it (opgen.npugraph_ex.ensure: one progress line, or one line saying why not; its tests then skip)."""
+    tiers = session.config.stash.get(GENERATED, {})
+    if not any(_uses_npugraph_ex(item, tiers.get(item.nodeid)) for item in session.items):
+        return
+    from ..npugraph_ex.ensure import ensure_available
+
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    ensure_available(reporter.write_line if reporter is not None else print)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    from .summary import Result, skip_reason, summary_lines
+
+    tiers = config.stash.get(GENERATED, {})
+    if not tiers:
+        return
+    results = []
+    for outcome in ("passed", "failed", "error", "skipped", "xfailed", "xpassed"):
+        for report in terminalreporter.stats.get(outcome, []):
+            tier = tiers.get(getattr(report, "nodeid", None))
+            if tier is None or (outcome == "passed" and report.when != "call"):
+                continue
+            reason = skip_reason(report.longrepr) if outcome == "skipped" else ""
+            results.append(Result(tier, outcome, reason))
+    for line in summary_lines(results, config.stash.get(LEFT_OUT, {})):
+        terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session")
