@@ -57,7 +57,9 @@ def python_of(line: str) -> str:
 
 
 def run(python: str, *args: str, cwd: Path = REPO, timeout: float = 1800) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    # the caller's venv, and CI's 2.13 wheel and npugraph_ex requirement, are not the line's
+    dropped = ("PYTHONPATH", "VIRTUAL_ENV", "OPGEN_TORCH_NPU_WHEEL", "OPGEN_REQUIRE_NPUGRAPH_EX")
+    env = {k: v for k, v in os.environ.items() if k not in dropped}
     try:
         return subprocess.run([python, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env,
                               check=False)
