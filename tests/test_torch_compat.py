@@ -36,12 +36,38 @@ def test_the_aliasing_check_is_turned_on_only_where_the_line_has_it(monkeypatch)
         assert raises is False
 
 
-def test_npugraph_ex_s_pattern_fusion_switch_and_exit_hooks_in_both_layouts():
-    flat = types.SimpleNamespace(pattern_fusion_pass=True)  # torch-npu 2.7.1.postN, 2.13
-    nested = types.SimpleNamespace(experimental_config=types.SimpleNamespace(pattern_fusion_pass=True))  # 2.9.1
+def test_npugraph_ex_options_and_exit_hooks_in_both_layouts(tmp_path, monkeypatch):
+    """torch-npu 2.7.1.postN/2.13 keep options as CompilerConfig fields; 2.9.1 nests them, at the paths of its option
+    map (the map and a config built as 2.9.1 builds them, in a package of that name)."""
+    flat = types.SimpleNamespace(pattern_fusion_pass=True, capture_limit=64)
+    package = tmp_path / "fake_npugraph_ex" / "configs"
+    package.mkdir(parents=True)
+    (package.parent / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "npugraphex_config.py").write_text(
+        "class _NpuGraphExConfig:\n"
+        "    OPTIONS_TO_CONFIG_MAP = {'pattern_fusion_pass': 'experimental_config.pattern_fusion_pass',\n"
+        "                             'capture_limit': 'debug.aclgraph.static_capture_size_limit',\n"
+        "                             'inplace_pass': 'debug.aclgraph.disable_reinplace_inplaceable_ops_pass'}\n"
+        "    OPTIONS_TO_CONFIG_TRANSFORMATIONS = {'inplace_pass': lambda x: not x}\n")
+    (package.parent / "config.py").write_text(
+        "from types import SimpleNamespace as N\n"
+        "class CompilerConfig:\n"
+        "    def __init__(self):\n"
+        "        self.experimental_config = N(pattern_fusion_pass=True)\n"
+        "        self.debug = N(aclgraph=N(static_capture_size_limit=64, disable_reinplace_inplaceable_ops_pass=False))\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from fake_npugraph_ex.config import CompilerConfig
+
+    nested = CompilerConfig()
     for config in (flat, nested):
-        torch_compat.set_pattern_fusion(config, False)
-    assert flat.pattern_fusion_pass is False and nested.experimental_config.pattern_fusion_pass is False
+        torch_compat.set_npugraph_ex_option(config, "pattern_fusion_pass", False)
+        torch_compat.set_npugraph_ex_option(config, "capture_limit", 1)
+    torch_compat.set_npugraph_ex_option(nested, "inplace_pass", True)
+    assert (flat.pattern_fusion_pass, flat.capture_limit) == (False, 1)
+    assert nested.experimental_config.pattern_fusion_pass is False
+    assert nested.debug.aclgraph.static_capture_size_limit == 1
+    assert nested.debug.aclgraph.disable_reinplace_inplaceable_ops_pass is False  # 2.9.1's transformation applied
 
     def hook():
         pass

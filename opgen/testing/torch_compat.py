@@ -70,11 +70,21 @@ def npugraph_ex_exit_hooks(module) -> list:
     return [hook for name in EXIT_HOOKS if callable(hook := getattr(module, name, None))]
 
 
-def set_pattern_fusion(config, on: bool) -> None:
-    """npugraph_ex's pattern-fusion pass on or off: CompilerConfig.pattern_fusion_pass, which torch-npu 2.9.1 keeps
-    in its experimental_config."""
-    owner = config if hasattr(config, "pattern_fusion_pass") else config.experimental_config
-    owner.pattern_fusion_pass = on
+def set_npugraph_ex_option(config, name: str, value) -> None:
+    """An npugraph_ex option on its CompilerConfig: a field of its own on most torch-npu lines; torch-npu 2.9.1 keeps
+    most in nested configs (pattern_fusion_pass in experimental_config, capture_limit as
+    debug.aclgraph.static_capture_size_limit), at the path its own option map names, with its value transformation."""
+    if hasattr(config, name):
+        setattr(config, name, value)
+        return
+    import importlib
+
+    package = type(config).__module__.split(".")[0]
+    options = importlib.import_module(f"{package}.configs.npugraphex_config")._NpuGraphExConfig
+    *owners, field = options.OPTIONS_TO_CONFIG_MAP[name].split(".")
+    for owner in owners:
+        config = getattr(config, owner)
+    setattr(config, field, options.OPTIONS_TO_CONFIG_TRANSFORMATIONS.get(name, lambda v: v)(value))
 
 
 def register_fake_over(qualname: str, fake, lib) -> None:
