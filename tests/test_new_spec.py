@@ -188,7 +188,7 @@ def test_tags_keep_the_aliased_return_and_need_no_semantics():
     assert [o.returns_argument for o in out.outputs] == ["values", "indices"] and out.missing_semantics == []
     ops = project_context(spec)["_opgen"]["ops"]
     files = {f.path: f.content for f in render_package(spec)}
-    registration, tests = files["ns/ops.py"], files["tests/test_graph_entry.py"]
+    registration, tests = files["ns/ops.py"], files["tests/test_ns.py"]
     assert ('lib.define("scale_(Tensor(a!) x, float s) -> Tensor(a!)", '
             'tags=(torch.Tag.inplace, torch.Tag.pt2_compliant_tag))\n') in registration
     assert ops[0]["fake"]["trivial"] and not ops[0]["fake"]["todo"] and ops[0]["fake"]["lines"] == []

@@ -199,7 +199,7 @@ def _doubled(value, last: int):
 
 
 def expected_lines(op: OpSpec) -> list[str]:
-    """One `checks.Expected(...)` per `expect:` entry of the examples (see graph_checks.Expected), wrapped to the line
+    """One `checks.Expected(...)` per `expect:` entry of the examples (see opgen.testing.Expected), wrapped to the line
     length (they stand in a module-level tuple, 4 columns in)."""
     lines = []
     for number, example in enumerate(op.examples):
