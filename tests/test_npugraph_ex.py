@@ -189,6 +189,8 @@ def test_fetch_for_a_patch_release_without_its_own_build_takes_the_line_s_newest
     done = run_cli("fetch", "--torch-npu-version", asked, cache=cache, index=index)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(cache / "npugraph_ex" / fetched)
+    # where the generated tests look for the line's torch (the loader's find), and `opgen npugraph-ex path`
+    assert run_cli("path", "--torch-npu-version", asked, cache=cache).stdout.strip() == done.stdout.strip()
 
 
 def test_fetch_for_the_installed_torch_finds_its_post_release_and_the_tests_use_it(tmp_path, monkeypatch):
@@ -219,6 +221,7 @@ def test_the_cache_lookup_prefers_the_newest_complete_post_release(tmp_path, mon
     assert loader().find("5.5.5.post2") == root / "5.5.5.post2"  # an exact version names itself alone
     assert loader().find("5.5.5rc1") == root / "5.5.5rc1"
     assert loader().find("5.5.4") is None
+    assert loader().find("5.5.7") == root / "5.5.6.post1"  # no 5.5.7 build: the line's newest below it (2.14.1)
     for name in ("5.5.5.post10", "5.5.5.post2"):
         (root / name / "opgen-fetch.json").unlink()
     assert loader().find("5.5.5") == root / "5.5.5"  # the plain release when no complete post release is there

@@ -53,21 +53,6 @@ def requirements(version: str) -> list[str]:
     return [exact, f"torch-npu>={major}.{minor}.0,<{version}"] if int(patch) else [exact]
 
 
-def serves(torch_npu_version: str, release: str) -> tuple[int, int] | None:
-    """How well torch-npu `torch_npu_version` serves torch `release` (higher is better: its patch, its post
-    number or -1), None when it does not: X.Y.C or X.Y.C.postN with C <= Z for a torch release X.Y.Z; any other
-    `release` (X.Y.Z.postN, X.Y.Zrc1) is served by itself alone."""
-    if torch_npu_version == release:
-        return (0, 0)
-    if loader().RELEASE.fullmatch(release) is None:
-        return None
-    major, minor, patch = release.split(".")
-    match = re.fullmatch(re.escape(f"{major}.{minor}.") + r"(\d+)(?:\.post(\d+))?", torch_npu_version)
-    if match is None or int(match.group(1)) > int(patch):
-        return None
-    return (int(match.group(1)), int(match.group(2) or -1))
-
-
 def described(version: str) -> str:
     if not loader().RELEASE.fullmatch(version):
         return version
@@ -118,7 +103,7 @@ def verify(wheel: Path, version: str | None) -> tuple[str, list[zipfile.ZipInfo]
     if not wheel.is_file():  # a FIFO would block the zip reader forever
         raise OpgenError(f"{wheel} is not a regular file", hint="give the path of a downloaded torch_npu-*.whl")
     wheel_version = match.group("version")
-    if version is not None and serves(wheel_version, version) is None:
+    if version is not None and loader().serves(wheel_version, version) is None:
         raise OpgenError(f"{wheel.name} is torch-npu {wheel_version}, not {described(version)}",
                          hint=f"pass the torch_npu-{version}-... wheel, or --torch-npu-version {wheel_version}")
     try:
@@ -200,7 +185,7 @@ def fetch(version: str | None, wheel: str | None) -> tuple[Path, str]:
 
 
 def _mismatch(version: str, torch_version: str | None) -> str:
-    if torch_version is None or serves(version, torch_version) is not None:
+    if torch_version is None or loader().serves(version, torch_version) is not None:
         return ""
     return (f"warning: torch-npu {version} is not built for the installed torch {torch_version}: the generated "
             f"tests look for npugraph_ex {described(torch_version)} and will skip")

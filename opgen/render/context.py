@@ -78,13 +78,9 @@ def project_context(spec: ProjectSpec) -> dict:
             "reference_imports": sorted({line for op in ops for line in op["reference"]["imports"]}),
             # the lowest torch the generated code runs on: torch.Tag.inplace/out came in 2.13;
             # auto_functionalized_v2 (the tests) in 2.6
-<<<<<<< HEAD
             "torch_floor": "2.13" if any(op["registration"]["tag"] for op in ops) else TORCH_PROVEN,
             "torch_proven": TORCH_PROVEN,
-=======
-            "torch_floor": "2.13" if any(op["registration"]["tag"] for op in ops) else "2.6",
             "opgen_requirement": opgen_requirement(),  # the tests' checks (opgen.testing)
->>>>>>> checks-lib
             "init_import": wrapped_list("from .ops import ", functions, "(", ")"),
             "init_all": wrapped_list("__all__ = ", [literal(n) for n in functions], "[", "]"),
             "import_lines": sorted(line for op in ops for line in op["import_lines"]),
