@@ -60,6 +60,15 @@ def custom_op_added_tags() -> frozenset[str]:
 
 
 
+def capture_data_dependent_outputs() -> None:
+    """Dynamo compiles an op whose output size is data-dependent with fullgraph=True only with
+    `capture_dynamic_output_shape_ops` on torch 2.6 and 2.7 (later lines capture the op's unbacked sizes as they
+    are): on, for the tests of such an op, as the generated README tells users to do in their models."""
+    import torch._dynamo
+
+    torch._dynamo.config.capture_dynamic_output_shape_ops = True
+
+
 # --- npugraph_ex (torch-npu) --------------------------------------------------------------------------
 
 EXIT_HOOKS = ("_finalize", "_finalize_graph_engine")  # npugraph_ex's atexit hook: 2.7.1.postN/2.13's, 2.9.1's
