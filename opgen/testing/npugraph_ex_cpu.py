@@ -279,7 +279,8 @@ class Session:
         config = npugraph_ex.CompilerConfig()
         config.mode = "npugraph_ex"
         if _Loaded.stand_in is not None and not fusion:
-            torch_compat.set_npugraph_ex_option(config, "pattern_fusion_pass", False)  # its patterns are torch_npu's C++ ops (module docstring)
+            # its patterns are torch_npu's C++ ops (module docstring)
+            torch_compat.set_npugraph_ex_option(config, "pattern_fusion_pass", False)
         if _Loaded.stand_in is not None and fusion and "built_in_patterns" not in self._saved:
             util = _Loaded.modules[f"{PACKAGE}.patterns.pattern_util"]
             self._saved["built_in_patterns"] = {name: getattr(util, name) for name in BUILT_IN_PATTERNS}

@@ -81,7 +81,8 @@ class OpModule(torch.nn.Module):
 def _config(npugraph_ex, **options):
     config = npugraph_ex.CompilerConfig()
     config.mode = "npugraph_ex"
-    torch_compat.set_npugraph_ex_option(config, "pattern_fusion_pass", False)  # its patterns are torch_npu's C++ ops (npugraph_ex_cpu)
+    # its patterns are torch_npu's C++ ops (npugraph_ex_cpu)
+    torch_compat.set_npugraph_ex_option(config, "pattern_fusion_pass", False)
     for key, value in options.items():
         torch_compat.set_npugraph_ex_option(config, key, value)
     return config
