@@ -425,6 +425,30 @@ def test_tagged_op_refuses_to_import_on_a_torch_without_the_tag(tmp_path):
         assert works.returncode == 0, works.stderr
 
 
+def test_the_package_never_makes_pip_replace_torch_and_refuses_a_torch_older_than_proven(tmp_path):
+    """torch_npu pins one exact torch: a torch requirement pip could meet by upgrading would replace it, so torch is
+    only in the `torch` extra; on a torch older than the lines opgen proves (torch_npu's 2.1) the package says so at
+    import, naming the line, before registering anything. A list argument gets custom_op's schema spelled out
+    (torch 2.6 infers none from `list[...]`)."""
+    import tomllib
+
+    old_torch = "import torch\ntorch.__version__ = torch.torch_version.TorchVersion('2.1.2')\nimport list_ops\n"
+    for style in ("library", "custom_op"):
+        target = tmp_path / style
+        done = opgen("new", str(REPO / "examples" / "stack_scaled.yaml"), "-o", str(target), "--style", style)
+        assert done.returncode == 0, done.stderr
+        project = tomllib.loads((target / "pyproject.toml").read_text())["project"]
+        assert project["dependencies"] == [] and project["optional-dependencies"]["torch"] == ["torch>=2.6"]
+        refused = subprocess.run([sys.executable, "-c", old_torch], cwd=target, capture_output=True, text=True,
+                                 check=False)
+        assert ("ImportError: list_ops is generated for torch 2.6 or later (the lines opgen proves), but this is "
+                "torch 2.1.2") in refused.stderr, refused.stderr
+        works = subprocess.run([sys.executable, "-c", "import torch, list_ops"], cwd=target, capture_output=True,
+                               text=True, check=False)
+        assert works.returncode == 0, works.stderr
+    assert 'schema="(Tensor[] xs, float scale=1.0) -> Tensor",' in (tmp_path / "custom_op/list_ops/ops.py").read_text()
+
+
 # 3 ops x 11 runnable tiers: the reference tier and both npugraph_ex-on-CPU tiers included; 9 without the fetch (those
 # two skip, naming the fetch command)
 PASSED_PER_STYLE = 33 if loader().unavailable() is None else 27

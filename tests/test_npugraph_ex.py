@@ -109,7 +109,7 @@ def test_fetch_refuses_a_bad_wheel_with_a_clear_error(tmp_path, case):
         wheel, expected = make_wheel(tmp_path, metadata_version="9.9.8"), "METADATA does not say Version: 9.9.9"
     elif case == "no package":
         wheel, expected = make_wheel(tmp_path, package=False), "has no torch_npu/dynamo/npugraph_ex/ package"
-        expected_hint = "npugraph_ex ships in torch-npu 2.9.0.post2 and later"  # measured: 2.9.0 lacks it
+        expected_hint = "npugraph_ex ships in torch-npu the post releases of the 2.7.1 line on"
     elif case == "not a zip":
         wheel = tmp_path / "torch_npu-9.9.9-cp311-cp311-manylinux_2_28_x86_64.whl"
         wheel.write_bytes(b"not a zip at all")
@@ -180,6 +180,20 @@ def test_fetch_takes_the_newest_release_for_torch_x_y_z(tmp_path, published, ask
     assert found.returncode == 0 and found.stdout.strip() == str(target), found.stderr
 
 
+@pytest.mark.parametrize(("published", "asked", "fetched"), [
+    (("7.7.5", "7.7.6", "7.7.6.post2"), "7.7.7", "7.7.6.post2"),  # torch 2.14.1 takes torch-npu 2.14.0
+    (("7.7.6", "7.7.7"), "7.7.7", "7.7.7"),  # the patch release's own build first
+], ids=["earlier-patch", "own-patch"])
+def test_fetch_for_a_patch_release_without_its_own_build_takes_the_line_s_newest(tmp_path, published, asked, fetched):
+    cache = tmp_path / "cache"
+    index = index_of(tmp_path / "index", *published, "7.6.9", *DISTRACTORS)
+    done = run_cli("fetch", "--torch-npu-version", asked, cache=cache, index=index)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(cache / "npugraph_ex" / fetched)
+    # where the generated tests look for the line's torch (the loader's find), and `opgen npugraph-ex path`
+    assert run_cli("path", "--torch-npu-version", asked, cache=cache).stdout.strip() == done.stdout.strip()
+
+
 def test_fetch_for_the_installed_torch_finds_its_post_release_and_the_tests_use_it(tmp_path, monkeypatch):
     """The default version is the installed torch's X.Y.Z; only X.Y.Z.post3 published: fetched, no warning,
     and found where the generated tests and `opgen check` look (the loader's find()/unavailable())."""
@@ -208,6 +222,7 @@ def test_the_cache_lookup_prefers_the_newest_complete_post_release(tmp_path, mon
     assert loader().find("5.5.5.post2") == root / "5.5.5.post2"  # an exact version names itself alone
     assert loader().find("5.5.5rc1") == root / "5.5.5rc1"
     assert loader().find("5.5.4") is None
+    assert loader().find("5.5.7") == root / "5.5.6.post1"  # no 5.5.7 build: the line's newest below it (2.14.1)
     for name in ("5.5.5.post10", "5.5.5.post2"):
         (root / name / "opgen-fetch.json").unlink()
     assert loader().find("5.5.5") == root / "5.5.5"  # the plain release when no complete post release is there
@@ -217,7 +232,8 @@ def test_fetch_of_a_torch_release_with_no_wheel_in_the_index_names_both_forms(tm
     index = index_of(tmp_path / "index", *DISTRACTORS)
     done = run_cli("fetch", "--torch-npu-version", "7.7.7", cache=tmp_path / "cache", index=index)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
-    assert done.stderr.startswith("error: no torch-npu 7.7.7 (or 7.7.7.postN) wheel for this Python and platform")
+    assert done.stderr.startswith(
+        "error: no torch-npu 7.7.7 (or 7.7.7.postN, or an earlier 7.7.x) wheel for this Python and platform")
     assert "torch-npu X.Y.Z and X.Y.Z.postN match torch X.Y.Z" in done.stderr
     assert not (tmp_path / "cache").exists()
 

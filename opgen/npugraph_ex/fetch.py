@@ -7,7 +7,9 @@ verified, and only `torch_npu/dynamo/npugraph_ex/` is extracted, atomically, to
 
 A torch release X.Y.Z asks for the newest torch-npu built for it: X.Y.Z or a post release X.Y.Z.postN
 (torch-npu publishes e.g. 2.10.0 then 2.10.0.post2 ... .post7, all requiring torch==2.10.0, and for
-2.1.0 and 2.3.1 only post releases); any other version (X.Y.Z.postN, X.Y.Zrc1) asks for itself.
+2.1.0 and 2.3.1 only post releases); when its line has none, the newest earlier release of the X.Y line
+(torch 2.14.1 gets torch-npu 2.14.0: not every torch patch release gets a torch-npu, and npugraph_ex,
+pure Python, runs on the line's torch). Any other version (X.Y.Z.postN, X.Y.Zrc1) asks for itself.
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ from ..files import special_kind
 from . import loader
 
 PREFIX = "torch_npu/dynamo/npugraph_ex/"
+# which torch-npu wheels hold torch_npu/dynamo/npugraph_ex/, measured on the published ones
+HAVE_NPUGRAPH_EX = ("the post releases of the 2.7.1 line on (2.7.1.post10, 2.8.0.post4, 2.9.0.post2 have it; 2.8.0, "
+                    "2.9.0 and every 2.6 or older wheel do not) and every release of later lines")
 WHEEL_NAME = re.compile(r"^torch_npu-(?P<version>[^-]+)-.+\.whl$")
 
 
@@ -39,39 +44,56 @@ def default_version(lib) -> str:
     return version
 
 
-def requirement(version: str) -> str:
-    """pip's requirement for `version`: X.Y.Z or X.Y.Z.postN (pip takes the newest; pre-releases it skips)."""
-    if loader().RELEASE.fullmatch(version):
-        return f"torch-npu>={version},<{version}.1"
-    return f"torch-npu=={version}"
+def requirements(version: str) -> list[str]:
+    """pip's requirements for `version`, best first (pip takes the newest match; pre-releases it skips): X.Y.Z or
+    X.Y.Z.postN, then an earlier release of the X.Y line or its post releases."""
+    if not loader().RELEASE.fullmatch(version):
+        return [f"torch-npu=={version}"]
+    major, minor, patch = version.split(".")
+    exact = f"torch-npu>={version},<{version}.1"
+    return [exact, f"torch-npu>={major}.{minor}.0,<{version}"] if int(patch) else [exact]
 
 
 def described(version: str) -> str:
-    return f"{version} (or {version}.postN)" if loader().RELEASE.fullmatch(version) else version
+    if not loader().RELEASE.fullmatch(version):
+        return version
+    earlier = f", or an earlier {version.rpartition('.')[0]}.x" if not version.endswith(".0") else ""
+    return f"{version} (or {version}.postN{earlier})"
 
 
 def download(version: str, directory: str) -> Path:
-    """`pip download` of the torch-npu wheel `requirement(version)` names (the wheel only) into `directory`."""
+    """`pip download` of the torch-npu wheel the first of `requirements(version)` pip finds (the wheel only)."""
+    for requirement in requirements(version):
+        tail = _pip_download(version, requirement, directory)
+        if tail is None:
+            break
+    else:
+        raise OpgenError(f"no torch-npu {described(version)} wheel for this Python and platform ({tail})",
+                         hint="torch-npu X.Y.Z and X.Y.Z.postN match torch X.Y.Z (and a later X.Y patch release "
+                         "without its own); give another --torch-npu-version, or a wheel with --wheel PATH")
+    wheels = sorted(Path(directory).glob("torch_npu-*.whl"))
+    if not wheels:
+        raise OpgenError(f"pip downloaded no torch-npu {version} wheel", hint="pass a wheel with --wheel PATH")
+    return wheels[0]
+
+
+def _pip_download(version: str, requirement: str, directory: str) -> str | None:
+    """None when pip downloaded a wheel for `requirement`, else pip's last line saying none matches."""
     command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-               "--disable-pip-version-check", "--quiet", requirement(version), "-d", directory]
+               "--disable-pip-version-check", "--quiet", requirement, "-d", directory]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=1800, check=False)
     except (OSError, subprocess.TimeoutExpired) as error:
         raise OpgenError(f"downloading torch-npu {version} failed: {error}",
                          hint="download the wheel yourself and pass it with --wheel PATH") from None
-    if done.returncode != 0:
-        output = (done.stderr or done.stdout).strip()
-        tail = output.splitlines()[-1] if output else f"exit code {done.returncode}"
-        if "No matching distribution" in output or "Could not find a version" in output:
-            raise OpgenError(f"no torch-npu {described(version)} wheel for this Python and platform ({tail})",
-                             hint="torch-npu X.Y.Z and X.Y.Z.postN match torch X.Y.Z; give another "
-                             "--torch-npu-version, or a wheel with --wheel PATH") from None
-        raise OpgenError(f"downloading torch-npu {version} with pip failed:\n{tail}",
-                         hint="check pip's index and network, or pass a wheel on disk with --wheel PATH") from None
-    wheels = sorted(Path(directory).glob("torch_npu-*.whl"))
-    if not wheels:
-        raise OpgenError(f"pip downloaded no torch-npu {version} wheel", hint="pass a wheel with --wheel PATH")
-    return wheels[0]
+    if done.returncode == 0:
+        return None
+    output = (done.stderr or done.stdout).strip()
+    tail = output.splitlines()[-1] if output else f"exit code {done.returncode}"
+    if "No matching distribution" in output or "Could not find a version" in output:
+        return tail
+    raise OpgenError(f"downloading torch-npu {version} with pip failed:\n{tail}",
+                     hint="check pip's index and network, or pass a wheel on disk with --wheel PATH") from None
 
 
 def verify(wheel: Path, version: str | None) -> tuple[str, list[zipfile.ZipInfo]]:
@@ -82,7 +104,7 @@ def verify(wheel: Path, version: str | None) -> tuple[str, list[zipfile.ZipInfo]
     if not wheel.is_file():  # a FIFO would block the zip reader forever
         raise OpgenError(f"{wheel} is not a regular file", hint="give the path of a downloaded torch_npu-*.whl")
     wheel_version = match.group("version")
-    if version is not None and loader().post_release(wheel_version, version) is None:
+    if version is not None and loader().serves(wheel_version, version) is None:
         raise OpgenError(f"{wheel.name} is torch-npu {wheel_version}, not {described(version)}",
                          hint=f"pass the torch_npu-{version}-... wheel, or --torch-npu-version {wheel_version}")
     try:
@@ -100,8 +122,7 @@ def verify(wheel: Path, version: str | None) -> tuple[str, list[zipfile.ZipInfo]
     members = [m for m in members if m.filename.startswith(PREFIX) and not m.is_dir()]
     if not any(m.filename == PREFIX + "__init__.py" for m in members):
         raise OpgenError(f"{wheel.name} has no {PREFIX} package",
-                         hint="npugraph_ex ships in torch-npu 2.9.0.post2 and later (not in 2.9.0 or older); "
-                              "pick a version that has it")
+                         hint=f"npugraph_ex ships in torch-npu {HAVE_NPUGRAPH_EX}; pick a version that has it")
     for member in members:
         parts = member.filename[len(PREFIX):].split("/")
         if member.filename.startswith("/") or ".." in parts or "\\" in member.filename:
@@ -182,7 +203,7 @@ def fetch(version: str | None, wheel: str | None) -> tuple[Path, str]:
 
 
 def _mismatch(version: str, torch_version: str | None) -> str:
-    if torch_version is None or loader().post_release(version, torch_version) is not None:
+    if torch_version is None or loader().serves(version, torch_version) is not None:
         return ""
     return (f"warning: torch-npu {version} is not built for the installed torch {torch_version}: the generated "
             f"tests look for npugraph_ex {described(torch_version)} and will skip")

@@ -39,6 +39,10 @@ from .pyformat import (
 )
 from .signature import argument_default, signature
 
+# The oldest torch line the generated projects are proven on (benchmarks/torch_matrix.py; torch_npu's 2.1 line
+# has no torch.library.custom_op, register_fake or auto_functionalized_v2): older ones are refused at import
+TORCH_PROVEN = "2.6"
+
 DEVICE_NAMES = {"npu": "NPU", "cuda": "CUDA", "cpu": "CPU"}
 
 
@@ -74,7 +78,8 @@ def project_context(spec: ProjectSpec) -> dict:
             "reference_imports": sorted({line for op in ops for line in op["reference"]["imports"]}),
             # the lowest torch the generated code runs on: torch.Tag.inplace/out came in 2.13;
             # auto_functionalized_v2 (the tests) in 2.6
-            "torch_floor": "2.13" if any(op["registration"]["tag"] for op in ops) else "2.6",
+            "torch_floor": "2.13" if any(op["registration"]["tag"] for op in ops) else TORCH_PROVEN,
+            "torch_proven": TORCH_PROVEN,
             "opgen_requirement": opgen_requirement(),  # the tests' checks (opgen.testing)
             "init_import": wrapped_list("from .ops import ", functions, "(", ")"),
             "init_all": wrapped_list("__all__ = ", [literal(n) for n in functions], "[", "]"),
@@ -167,8 +172,9 @@ class Registration:
 def _registration(spec: ProjectSpec, op: OpSpec, qualname: str, files) -> Registration:
     schema = op.schema
     tag = op.aliasing_tag
-    # With a tag, custom_op gets the schema spelled out: the aliased return must not depend on inference.
-    explicit = custom_op_explicit_schema_reasons(schema) or bool(tag)
+    # With a tag, custom_op gets the schema spelled out: the aliased return must not depend on inference. So does a
+    # list argument: torch 2.5 and 2.6 infer none from a `list[...]` annotation.
+    explicit = custom_op_explicit_schema_reasons(schema) or bool(tag) or any(map(_is_list, schema.arguments))
     tail = schema.signature(with_namespace=False)
     tail = tail[tail.index("("):]
     return Registration(
@@ -189,6 +195,11 @@ def _registration(spec: ProjectSpec, op: OpSpec, qualname: str, files) -> Regist
         wrappers=_contiguous_wrappers(op, qualname, files),
         bump_versions=_bump_versions(spec, op, qualname),
     )
+
+
+def _is_list(arg) -> bool:
+    t = strip_alias(arg.type)
+    return isinstance(t.elem if isinstance(t, OptionalType) else t, ListType)
 
 
 def _contiguous_wrappers(op: OpSpec, qualname: str, files) -> str:

@@ -53,6 +53,8 @@ import torch
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from . import torch_compat
+
 # torch_npu's message for a call a capturing stream refuses (libtorch_npu.so 2.13.0)
 REFUSED = ("Cannot call {what} during NPU graph capture. If you need this call to be captured, please file an issue. "
            "Current npuStreamCaptureStatus: active")
@@ -174,7 +176,7 @@ def kernel_language(name: str, key: str) -> str:
     """"C++" when the kernel the dispatcher computes for `name` at `key` was registered from compiled code (torch
     keeps the source file of each registration: a Python one names its .py file or "<stdin>"), else "Python"."""
     try:
-        debug = repr(torch._C._dispatch_get_computed_kernel_for_dispatch_key(name, key))
+        debug = torch_compat.computed_kernel_debug(name, key)
     except RuntimeError:
         return "Python"
     match = re.search(r"registered at (.*?):\d+", debug)

@@ -54,6 +54,8 @@ import types
 from pathlib import Path
 from typing import ClassVar
 
+from . import torch_compat
+
 FETCH_HINT = "run 'opgen npugraph-ex fetch'"
 BUILT_IN_PATTERNS = ("_register_addrmsnormcast_pattern", "_register_addrmsnormdynamicquant_pattern",
                      "_register_addrmsnormdynamicquant_pattern2", "_register_addrmsnormquant_patterns",
@@ -92,36 +94,38 @@ def install_dir(version: str) -> Path:
     return cache_root() / PACKAGE / version
 
 
-def post_release(torch_npu_version: str, release: str) -> int | None:
-    """N when torch-npu `torch_npu_version` is `release`.postN, -1 when it is `release` itself, else None.
-
-    A torch release X.Y.Z pairs with torch-npu X.Y.Z and X.Y.Z.postN, the later builds for it (their
-    wheels require torch==X.Y.Z too); any other `release` (X.Y.Z.postN, X.Y.Zrc1) names itself alone.
-    """
-    if torch_npu_version == release:
-        return -1
+def serves(torch_npu_version: str, release: str) -> tuple[int, int] | None:
+    """How well torch-npu `torch_npu_version` serves torch `release` (higher is better: its patch, its post
+    number or -1), None when it does not: X.Y.C or X.Y.C.postN with C <= Z for a torch release X.Y.Z (torch 2.14.1
+    runs torch-npu 2.14.0's npugraph_ex: not every torch patch release gets a torch-npu); any other `release`
+    (X.Y.Z.postN, X.Y.Zrc1) is served by itself alone."""
     if RELEASE.fullmatch(release) is None:
+        return (0, 0) if torch_npu_version == release else None
+    major, minor, patch = release.split(".")
+    match = re.fullmatch(re.escape(f"{major}.{minor}.") + r"(\d+)(?:\.post(\d+))?", torch_npu_version)
+    if match is None or int(match.group(1)) > int(patch):
         return None
-    match = re.fullmatch(re.escape(release) + r"\.post(\d+)", torch_npu_version)
-    return int(match.group(1)) if match else None
+    return (int(match.group(1)), int(match.group(2) or -1))
 
 
 def looked_in(version: str) -> str:
     """Where `find(version)` looks, for messages."""
-    posts = f" and {version}.postN beside it" if RELEASE.fullmatch(version) else ""
+    line = version.rpartition(".")[0]
+    posts = f" and the {line}.x up to {version}.postN beside it" if RELEASE.fullmatch(version) else ""
     return f"{install_dir(version)}{posts}"
 
 
 def find(version: str | None = None) -> Path | None:
     """The fetched npugraph_ex for torch-npu `version` (default: the installed torch's X.Y.Z), or None.
 
-    For a torch release X.Y.Z the newest of the fetched torch-npu X.Y.Z and X.Y.Z.postN wins."""
+    For a torch release X.Y.Z the newest fetched torch-npu that `serves` it wins: X.Y.Z.postN, X.Y.Z, then the
+    earlier X.Y releases."""
     version = version or torch_release()
     if version is None:
         return None
     root = cache_root() / PACKAGE
     candidates = [(post, path) for path in (root.iterdir() if root.is_dir() else ())
-                  if (post := post_release(path.name, version)) is not None]
+                  if (post := serves(path.name, version)) is not None]
     for _, directory in sorted(candidates, reverse=True):
         if (directory / PACKAGE / "__init__.py").is_file() and (directory / RECORD).is_file():
             return directory
@@ -275,7 +279,8 @@ class Session:
         config = npugraph_ex.CompilerConfig()
         config.mode = "npugraph_ex"
         if _Loaded.stand_in is not None and not fusion:
-            config.pattern_fusion_pass = False  # its patterns are torch_npu's C++ ops (module docstring)
+            # its patterns are torch_npu's C++ ops (module docstring)
+            torch_compat.set_npugraph_ex_option(config, "pattern_fusion_pass", False)
         if _Loaded.stand_in is not None and fusion and "built_in_patterns" not in self._saved:
             util = _Loaded.modules[f"{PACKAGE}.patterns.pattern_util"]
             self._saved["built_in_patterns"] = {name: getattr(util, name) for name in BUILT_IN_PATTERNS}
@@ -285,7 +290,7 @@ class Session:
                 print(f"npugraph_ex_cpu: {BUILT_IN_PATTERNS_OFF}")
                 _Loaded.told = True
         for key, value in options.items():
-            setattr(config, key, value)
+            torch_compat.set_npugraph_ex_option(config, key, value)
         return npugraph_ex.get_npu_backend(compiler_config=config)
 
     def __enter__(self):
@@ -409,7 +414,8 @@ def _first_import() -> None:
                 if signal.getsignal(signum) is not handler and handler is not None:
                     signal.signal(signum, handler)
         # its exit hook re-imports modules that need torch_npu; the stand-in is gone by then
-        atexit.unregister(module._finalize)
+        for hook in torch_compat.npugraph_ex_exit_hooks(module):
+            atexit.unregister(hook)
     acl_graph = importlib.import_module(f"{PACKAGE}._acl_concrete_graph.acl_graph")
     importlib.import_module(f"{PACKAGE}._acl_concrete_graph.fx2acl_converter")
     importlib.import_module(f"{PACKAGE}.patterns.pattern_util")

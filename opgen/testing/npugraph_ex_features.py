@@ -38,6 +38,7 @@ import torch
 from torch.fx.experimental import _config as symbolic_shapes_config
 from torch.utils import _pytree as pytree
 
+from . import torch_compat
 from .capture import _assert_matches_reference, _calls_with_reused_buffers, npu_unavailable, npugraph_ex_cpu
 from .capture_cpu import _new_values
 from .failures import CheckFailed, outputs_are_new_memory, skip
@@ -80,9 +81,10 @@ class OpModule(torch.nn.Module):
 def _config(npugraph_ex, **options):
     config = npugraph_ex.CompilerConfig()
     config.mode = "npugraph_ex"
-    config.pattern_fusion_pass = False  # its patterns are torch_npu's C++ ops (npugraph_ex_cpu)
+    # its patterns are torch_npu's C++ ops (npugraph_ex_cpu)
+    torch_compat.set_npugraph_ex_option(config, "pattern_fusion_pass", False)
     for key, value in options.items():
-        setattr(config, key, value)
+        torch_compat.set_npugraph_ex_option(config, key, value)
     return config
 
 
@@ -458,7 +460,7 @@ def _new_key_after_fake_change(cache_module, qualname: str, cache_dir: str) -> b
     probe = torch.library.Library(qualname.split("::")[0], "FRAGMENT")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.library.register_fake(qualname, changed_fake, lib=probe, allow_override=True)
+        torch_compat.register_fake_over(qualname, changed_fake, probe)
     try:
         return cache_module.cache_dir(base) != before
     finally:

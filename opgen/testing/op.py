@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from . import torch_compat
 from .input_variants import drawn
 
 Call = dict[str, Any]
@@ -73,6 +74,10 @@ class Op:
     inputs: dict | None = None  # `ops[i].inputs`: argument name -> Domain, where its values live
     promotes: tuple[tuple[str, ...], ...] = ()  # the arguments each `promote(...)` of the semantics reads
     contiguous: tuple[str, ...] = ()  # `ops[i].contiguous`: the op makes these contiguous, or refuses them (written)
+
+    def __post_init__(self) -> None:
+        if self.dynamic:
+            torch_compat.capture_data_dependent_outputs()
 
     @property
     def qualname(self) -> str:

@@ -18,6 +18,11 @@ from torch.types import Number
 {% for line in cookiecutter._opgen.import_lines %}
 {{ line }}
 {% endfor %}
+
+if torch.__version__ < "{{ cookiecutter._opgen.torch_proven }}":
+    raise ImportError(f"{__package__} is generated for torch {{ cookiecutter._opgen.torch_proven }} or later (the lines opgen "
+                      f"proves), but this is torch {torch.__version__}: install a newer torch (with torch_npu, "
+                      "the torch_npu release of that torch)")
 {% if not custom_op %}
 
 # The operators exist as long as this object does: it must stay referenced at module level.

@@ -1,0 +1,108 @@
+"""What the checks need from torch that differs between the torch lines opgen supports (2.6 and later), one function
+per feature, each asking torch (or npugraph_ex) rather than its version: the checks call these, never compare
+versions. Importing it imports nothing heavy (the npugraph_ex loader stays torch-free)."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Iterator
+
+
+def has_custom_op_aliasing_check() -> bool:
+    """functorch's `error_on_custom_op_aliasing` (torch 2.10 and later): a custom op's output that is an input's
+    memory raises at the first compiled call instead of warning."""
+    from torch._functorch import config
+
+    return hasattr(config, "error_on_custom_op_aliasing")
+
+
+@contextlib.contextmanager
+def custom_op_aliasing_raises() -> Iterator[bool]:
+    """Around a compiled call: torch's aliasing check raises, where the line has it; yields whether it does."""
+    if not has_custom_op_aliasing_check():
+        yield False
+        return
+    from torch._functorch import config
+
+    with config.patch(error_on_custom_op_aliasing=True):
+        yield True
+
+
+def computed_kernel_debug(name: str, key: str) -> str:
+    """The dispatcher's description of the kernel it computes for op `name` at dispatch key `key` ("registered at
+    FILE:LINE ..."): `_dispatch_get_computed_kernel_for_dispatch_key` (torch 2.8 and later), else the line of
+    `key` in the op's dumped dispatch table (2.6, 2.7). RuntimeError when there is none."""
+    import torch
+
+    get = getattr(torch._C, "_dispatch_get_computed_kernel_for_dispatch_key", None)
+    if get is not None:
+        return repr(get(name, key))
+    table = torch._C._dispatch_dump_table(name)
+    line = next((text for text in table.splitlines() if text.startswith(f"{key}: ")), None)
+    if line is None or "registered at" not in line:
+        raise RuntimeError(f"no kernel for {name} at {key}")
+    return line
+
+
+@functools.cache
+def custom_op_added_tags() -> frozenset[str]:
+    """The tags torch.library.custom_op gives every op by itself, by name: pt2_compliant_tag, and on 2.6 and 2.7
+    needs_fixed_stride_order too. Read off a probe op (in a namespace of its own), as torch defines it."""
+    import torch
+
+    @torch.library.custom_op("opgen_torch_compat::probe", mutates_args=(), schema="(Tensor x) -> Tensor")
+    def probe(x):
+        return x.clone()
+
+    return frozenset(tag.name for tag in torch.ops.opgen_torch_compat.probe.default.tags)
+
+
+
+
+def capture_data_dependent_outputs() -> None:
+    """Dynamo compiles an op whose output size is data-dependent with fullgraph=True only with
+    `capture_dynamic_output_shape_ops` on torch 2.6 and 2.7 (later lines capture the op's unbacked sizes as they
+    are): on, for the tests of such an op, as the generated README tells users to do in their models."""
+    import torch._dynamo
+
+    torch._dynamo.config.capture_dynamic_output_shape_ops = True
+
+
+# --- npugraph_ex (torch-npu) --------------------------------------------------------------------------
+
+EXIT_HOOKS = ("_finalize", "_finalize_graph_engine")  # npugraph_ex's atexit hook: 2.7.1.postN/2.13's, 2.9.1's
+
+
+def npugraph_ex_exit_hooks(module) -> list:
+    """The functions npugraph_ex's package registers with atexit (their name changed between torch-npu lines)."""
+    return [hook for name in EXIT_HOOKS if callable(hook := getattr(module, name, None))]
+
+
+def set_npugraph_ex_option(config, name: str, value) -> None:
+    """An npugraph_ex option on its CompilerConfig: a field of its own on most torch-npu lines; torch-npu 2.9.1 keeps
+    most in nested configs (pattern_fusion_pass in experimental_config, capture_limit as
+    debug.aclgraph.static_capture_size_limit), at the path its own option map names, with its value transformation."""
+    if hasattr(config, name):
+        setattr(config, name, value)
+        return
+    import importlib
+
+    package = type(config).__module__.split(".")[0]
+    options = importlib.import_module(f"{package}.configs.npugraphex_config")._NpuGraphExConfig
+    *owners, field = options.OPTIONS_TO_CONFIG_MAP[name].split(".")
+    for owner in owners:
+        config = getattr(config, owner)
+    setattr(config, field, options.OPTIONS_TO_CONFIG_TRANSFORMATIONS.get(name, lambda v: v)(value))
+
+
+def register_fake_over(qualname: str, fake, lib) -> None:
+    """torch.library.register_fake over the op's existing fake: `allow_override=True` where register_fake takes it
+    (torch 2.8 and later); older lines replace a custom_op's fake as they are."""
+    import inspect
+
+    import torch
+
+    extra = {"allow_override": True} if "allow_override" in inspect.signature(torch.library.register_fake).parameters \
+        else {}
+    torch.library.register_fake(qualname, fake, lib=lib, **extra)
