@@ -187,7 +187,8 @@ def test_inline_values_under_the_limit_generate(tmp_path):
     example = "{x: {values: [" + ", ".join(str(i) for i in range(10_000)) + "], dtype: float32}}"
     done = run_opgen_command("new", spec(tmp_path, example=example), "-o", str(tmp_path / "out"))
     assert done.returncode == 0, done.stderr
-    tests = (tmp_path / "out" / "tests" / "test_graph_entry.py").read_text()
+    (test_file,) = (tmp_path / "out" / "tests").glob("test_*.py")
+    tests = test_file.read_text()
     assert tests.count("9999") >= 1 and "9998," in tests
 
 

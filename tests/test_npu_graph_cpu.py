@@ -292,6 +292,9 @@ def test_the_module_is_ruff_clean_and_imports_only_the_standard_library_and_torc
     tree = ast.parse(path.read_text(encoding="utf-8"))
     imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
                 for alias in node.names}
-    imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                 and node.level == 0}
     assert imported - set(sys.stdlib_module_names) == {"torch"}
+    own = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level for alias in node.names}
+    assert own <= {"torch_compat"}  # the library's one home of torch-line switches, itself standard library and torch
     assert emulation_module.__name__ == "opgen.testing.npu_graph_cpu"  # the library's module, loaded once

@@ -215,7 +215,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     ensure_available(reporter.write_line if reporter is not None else print)
 
 
-def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     from .summary import Result, skip_reason, summary_lines
 
     tiers = config.stash.get(GENERATED, {})
