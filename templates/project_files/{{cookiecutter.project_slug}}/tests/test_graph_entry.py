@@ -29,12 +29,6 @@ The checks are in tests/graph_checks.py (copied by opgen; `opgen check` runs the
      eager's; with `fusion.models`, Hugging Face models (transformers) get the op at every occurrence.
 {% endif %}
 Tiers that cannot run on this machine are skipped with the reason.
-{% if t.no_autograd_note %}
-
-{% for line in t.no_autograd_note %}
-{{ line }}
-{% endfor %}
-{% endif %}
 """
 
 import graph_checks as checks
@@ -53,6 +47,28 @@ from {{ cookiecutter._opgen.package }} import {{ t.package_modules | join(", ") 
 NPU_UNAVAILABLE = {{ t.npu_unavailable }}
 CUDA_UNAVAILABLE = {{ t.cuda_unavailable }}
 COMPILE_CACHE = features.CompileCache("{{ cookiecutter._opgen.package }}")  # every op's, loaded by one fresh process
+{% if cookiecutter._opgen.ops | rejectattr("autograd.enabled") | list %}
+
+
+def backward_raises_without_formula(op: checks.Op, calls: list[dict], writes_tracked: bool) -> None:
+    """Backward from what a gradient reaches (the outputs, and with `writes_tracked` the written arguments) raises
+    torch's "no autograd formula was registered": without `autograd:` no kernel, CPU or device, may be
+    differentiated (a Python CPU kernel made of torch ops silently would be)."""
+    call = checks._differentiable(op, calls)[0]
+
+    def grad_leaf(name: str, t: torch.Tensor) -> torch.Tensor:
+        leaf = t.detach().clone().requires_grad_(t.is_floating_point() or t.is_complex())
+        return leaf.clone() if name in op.written else leaf  # written in place: not a leaf
+
+    call = {name: checks.tensor_map(lambda t, name=name: grad_leaf(name, t), value) for name, value in call.items()}
+    result = op(call)
+    written = [call[name] for name in op.written] if writes_tracked else []
+    reached = [t for t in checks.tensors([result, written]) if t.requires_grad]
+    if not reached:
+        checks.skip(f"no output of {op.qualname} can carry a gradient (custom_op attaches none to written arguments)")
+    with pytest.raises(RuntimeError, match="no autograd formula was registered"):
+        torch.autograd.backward(reached, [torch.ones_like(t) for t in reached])
+{% endif %}
 {% for op in cookiecutter._opgen.ops %}
 {% set o = op.tests %}
 
@@ -197,6 +213,17 @@ def test_{{ op.stem }}_opcheck():
     {{ o.skips.no_example }}
 {% else %}
     {{ call("checks.opcheck", [c, o.examples ~ "()"], "    ") }}
+{% endif %}
+{% if not op.autograd.enabled %}
+
+
+def test_{{ op.stem }}_backward_raises_without_formula():
+    """No ops[{{ op.index }}].autograd: a backward through the op raises, on the CPU kernel as on a device one."""
+{% if not o.example_lines %}
+    {{ o.skips.no_example }}
+{% else %}
+    {{ call("backward_raises_without_formula", [c, o.examples ~ "()", "writes_tracked=" ~ (cookiecutter._opgen.style != "custom_op")], "    ") }}
+{% endif %}
 {% endif %}
 {% if op.autograd.enabled %}
 
