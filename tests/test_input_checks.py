@@ -74,3 +74,13 @@ def test_bad_checks_are_located_errors_and_write_nothing(tmp_path, checks, messa
     done = opgen("new", str(spec), "-o", str(tmp_path / "p"))
     assert done.returncode == 2 and message in done.stderr and "spec.yaml:" in done.stderr, done.stderr
     assert not (tmp_path / "p").exists()
+
+
+def test_checks_on_a_tagged_op_are_refused(tmp_path):
+    """torch writes a tagged op's fake: checks would silently not run."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text('namespace: tagged_chk\ndevice: cpu\nops:\n  - schema: "scale_(Tensor(a!) x, float s) -> Tensor(a!)"\n'
+                    '    tags: [inplace]\n    checks: ["x.dim() == 2"]\n', encoding="utf-8")
+    done = opgen("new", str(spec), "-o", str(tmp_path / "p"))
+    assert done.returncode == 2 and "ops[0].checks: the op is tagged torch.Tag.inplace" in done.stderr, done.stderr
+    assert not (tmp_path / "p").exists()

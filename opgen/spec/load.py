@@ -201,12 +201,7 @@ def _op(source: _Source, node: Node, index: int, project: _Project) -> OpSpec:
     autograd = _autograd(source, fields["autograd"], schema, fields["schema"][1], where) if "autograd" in fields \
         else None
     let = bindings(source, fields["let"][1], schema, where, project.dtype_codes) if "let" in fields else ()
-    checks = input_checks(source, fields["checks"][1], schema, where, let, project.dtype_codes) \
-        if "checks" in fields else ()
-    aliasing = next((tag for tag in tags if tag in ALIASING_TAGS), None)
-    if checks and aliasing:
-        raise source.error(fields["checks"][0], f"{where}.checks: the op is tagged torch.Tag.{aliasing}, so torch "
-                           "generates its fake, which cannot check them", "remove `checks:` (or the tag)")
+    checks = _op_checks(source, fields, schema, tags, let, project, where)
     described = _op_outputs(source, fields, schema, tags, let, project, where, checks)
     calls = examples(source, fields["examples"][1] if "examples" in fields else None, schema, where,
                      random=RANDOM_TAG in tags)
@@ -289,6 +284,18 @@ def _check_contract(source: _Source, schema_node: ScalarNode, schema: Schema, ta
         if problem is not None:
             raise source.inner(schema_node, span_column(schema, ("arg", arg.name)) or 1,
                                OpgenError(problem[0], hint=problem[1]), f"{where}.schema")
+
+
+def _op_checks(source: _Source, fields: dict, schema: Schema, tags: tuple[str, ...], let, project: _Project,
+               where: str) -> tuple:
+    """`ops[i].checks`, refused on a tagged op (torch generates its fake, which cannot check them)."""
+    if "checks" not in fields:
+        return ()
+    aliasing = next((tag for tag in tags if tag in ALIASING_TAGS), None)
+    if aliasing:
+        raise source.error(fields["checks"][0], f"{where}.checks: the op is tagged torch.Tag.{aliasing}, so torch "
+                           "generates its fake, which cannot check them", "remove `checks:` (or the tag)")
+    return input_checks(source, fields["checks"][1], schema, where, let, project.dtype_codes)
 
 
 def _op_outputs(source: _Source, fields: dict, schema: Schema, tags: tuple[str, ...], let, project: _Project,
