@@ -75,14 +75,14 @@ def main() -> int:
         project = Path(tmp) / "add_rms_norm"
         subprocess.run([sys.executable, "-m", "opgen", "new", str(ROOT / "examples" / "add_rms_norm.yaml"), "-o",
                         str(project), "--style", "library"], check=True, cwd=ROOT, capture_output=True)
-        sys.path[:0] = [str(project), str(project / "tests")]
+        sys.path[:0] = [str(project)]
         import torch
         from torch._dynamo.backends.common import aot_autograd
         from torch._inductor.decomposition import select_decomp_table
         from torch._inductor.fx_passes.post_grad import remove_noop_ops
 
         patterns = importlib.import_module("fused.patterns")
-        loader = importlib.import_module("npugraph_ex_cpu")
+        loader = importlib.import_module("opgen.testing.npugraph_ex_cpu")
         model = block(torch, patterns.add_rms_norm_composite)
         g = torch.Generator().manual_seed(0)
         inputs = [torch.randn(8, 256, generator=g).bfloat16(), torch.randn(8, 256, generator=g).bfloat16()]
@@ -167,7 +167,7 @@ def hugging_face_cost(torch, root: Path, args) -> None:
     except ImportError:
         print("fusion_inductor_cpu_forward: skipped (transformers is not installed: pip install transformers)")
         return
-    checks = importlib.import_module("graph_checks")
+    checks = importlib.import_module("opgen.testing.models")
     torch.set_num_threads(args.threads)
     packages = []
     for example in FUSED_EXAMPLES:

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,7 +81,6 @@ def generate(root: Path) -> dict:
         sys.path[:0] = [str(project)]
         patterns = importlib.import_module(f"{package}.patterns")
         found[example] = (patterns, {op: getattr(torch.ops, package).__getattr__(op).default for op in ops})
-    sys.path.insert(0, str(root / "rms_norm" / "tests"))  # graph_checks.py and npugraph_ex_cpu.py, alike in all
     return found
 
 
@@ -123,7 +123,10 @@ def main() -> int:
     bad = total = 0
     with tempfile.TemporaryDirectory(prefix="opgen-fusion-models-") as tmp:
         projects = generate(Path(tmp))
-        checks = importlib.import_module("graph_checks")
+        from opgen.testing import capture, fusion, models
+
+        checks = types.SimpleNamespace(npugraph_ex_cpu=capture.npugraph_ex_cpu, tiny_model=models.tiny_model,
+                                       _fusion_backend=fusion._fusion_backend, MODEL_TOLERANCES=models.MODEL_TOLERANCES)
         for architecture in args.models.split(","):
             for dtype_name in args.dtypes.split(","):
                 dtype = getattr(torch, dtype_name)

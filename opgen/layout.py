@@ -11,6 +11,9 @@ from dataclasses import dataclass
 # Names the generated code (ops.py, the kernels, the tests) reads inside functions whose parameters are an op's
 # arguments: an argument must not shadow them. Names starting with "_" are refused too.
 BOUND_NAMES = frozenset({"torch", "lib", "pytest", "math"})
+# Project files opgen creates and then leaves to the user: the project's metadata (its version, dependencies and
+# tool settings are the user's to change; opgen's own settings live in its pytest plugin, not there).
+USER_PROJECT_FILES = frozenset({"pyproject.toml"})
 
 
 @dataclass(frozen=True)

@@ -27,9 +27,6 @@ JINJA = {"trim_blocks": True, "lstrip_blocks": True}
 # convention, opgen.op_plugin.kernel.licence_year), and tests compare opgen's output under the same
 DEMO_EPOCH = "1767225600"  # 2026-01-01
 EXTENSIONS = ["opgen.render.pyformat.PythonFormat"]  # the templates' Python formatter
-# files every project carries verbatim (they hold Python braces, not Jinja)
-VERBATIM = ["*tests/graph_checks.py", "*tests/input_variants.py", "*tests/npugraph_ex_cpu.py",
-            "*tests/npu_graph_cpu.py", "*tests/npugraph_ex_features.py"]
 PACKAGE_DEMO = "examples/rms_norm.yaml"
 OP_PLUGIN_DEMO = "examples/op_plugin/rms_norm.yaml"
 
@@ -42,10 +39,9 @@ def demo_contexts(repo: Path = REPO) -> dict[str, dict]:
         context = project_context(load_spec_text(text, PACKAGE_DEMO, style=style))
         # the outer directory of a plain `cookiecutter` run, one per style, so both demos fit side by side
         contexts[directory] = {**context, "project_dir": f"{context['project_slug']}_{style}", "_jinja2_env_vars": JINJA,
-                               "_extensions": EXTENSIONS, "_copy_without_render": VERBATIM}
+                               "_extensions": EXTENSIONS}
     # cookiecutter merges extra_context into these dicts: empty ones leave nothing of a demo to leak through
-    contexts[PROJECT_TEMPLATE] = {"project_slug": "", "_opgen": {}, "_jinja2_env_vars": JINJA, "_extensions": EXTENSIONS,
-                                  "_copy_without_render": VERBATIM}
+    contexts[PROJECT_TEMPLATE] = {"project_slug": "", "_opgen": {}, "_jinja2_env_vars": JINJA, "_extensions": EXTENSIONS}
     contexts[OP_TEMPLATE] = {"project_slug": "", "_opgen": {}, "_op": {}, "_jinja2_env_vars": JINJA,
                              "_extensions": EXTENSIONS}
     text = (repo / OP_PLUGIN_DEMO).read_text(encoding="utf-8")

@@ -41,9 +41,9 @@ def snapshot(root: Path) -> dict[str, bytes]:
 
 
 def pythonpath(projects) -> str:
-    """PYTHONPATH for running generated projects' tests outside their own pytest configuration (which puts the
-    project and its tests/ on sys.path: the package, and tests/graph_checks.py)."""
-    return os.pathsep.join(str(path) for project in projects for path in (project, project / "tests"))
+    """PYTHONPATH for running generated projects' tests with their packages importable (opgen's pytest plugin
+    also puts each project on sys.path; this holds where a test runs them in a process of its own)."""
+    return os.pathsep.join(str(project) for project in projects)
 
 
 def project_outcomes(projects: list[Path], junit: Path, select: str = NOT_FEATURES) -> dict[str, dict[str, dict]]:

@@ -15,7 +15,6 @@ import pytest
 from new_helpers import EXAMPLES, NOT_FEATURES, STYLES, opgen, run_generated_tests, snapshot
 
 from opgen.npugraph_ex import loader
-from opgen.project_tests import MODULES
 
 pytestmark = pytest.mark.slow  # every example's project generated and tested in both styles
 
@@ -216,7 +215,7 @@ def test_generated_code_is_ruff_clean_and_parses(generated):
 
 
 def test_generated_tests_read_as_hand_written(generated):
-    """The test modules hold only the project's data and thin tests (the checks are tests/graph_checks.py): no
+    """The test modules hold only the project's data and thin tests (the checks are opgen.testing's): no
     unused parameter, no likely bug (ruff's ARG and B), and kv_cache_update's is under 250 lines."""
     _, projects = generated
     ruff = shutil.which("ruff") or pytest.fail("ruff is not installed (it is part of the test extra)")
@@ -225,9 +224,9 @@ def test_generated_tests_read_as_hand_written(generated):
                           text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     kv = next(project for project in projects if project.name == "kv_cache_update")
-    lines = (kv / "tests" / "test_graph_entry.py").read_text(encoding="utf-8").splitlines()
+    lines = (kv / "tests" / "test_attn_ops.py").read_text(encoding="utf-8").splitlines()
     assert len(lines) < 250, len(lines)
-    private = [line for line in lines if "torch._" in line]  # every private torch API is in graph_checks
+    private = [line for line in lines if "torch._" in line]  # every private torch API is in opgen.testing
     assert not private, private
 
 
@@ -259,19 +258,26 @@ def test_tagged_examples_keep_the_aliased_return_and_emit_no_fake(generated):
 
 
 def test_generated_project_needs_no_opgen_at_run_time(generated):
+    """The package imports torch only; its tests import opgen.testing (the `test` extra), nothing else of opgen,
+    and no copy of the checks lies beside them."""
     _, projects = generated
-    for path in (p for project in projects for p in project.rglob("*.py")):
+    for project in projects:
+        tests = sorted(path.name for path in (project / "tests").iterdir())
+        assert tests == [f"test_{next(project.glob('*/ops.py')).parent.name}.py"], tests
+        tree = ast.parse((project / "tests" / tests[0]).read_text(encoding="utf-8"))
+        from_opgen = [(node.module, [alias.name for alias in node.names]) for node in ast.walk(tree)
+                      if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("opgen")]
+        assert from_opgen == [("opgen", ["testing"])], from_opgen
+    for path in (p for project in projects for p in project.rglob("*.py") if p.parent.name != "tests"):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
                     for alias in node.names}
         imported |= {node.module.split(".")[0] for node in ast.walk(tree)
                      if isinstance(node, ast.ImportFrom) and node.module and node.level == 0}
         assert "opgen" not in imported, path
-        # stdlib: tests/npugraph_ex_cpu.py; the tests import the project's own test modules (tests/graph_checks.py);
         # npugraph_ex: torch_npu's backend, which patterns.py registers its fusions with where it imports;
         # transformers: the `fusion.models` tests build Hugging Face models where it is installed (they skip else)
-        allowed = {"torch", "torch_npu", "npugraph_ex", "transformers", "pytest", "math", *sys.stdlib_module_names,
-                   *MODULES}
+        allowed = {"torch", "torch_npu", "npugraph_ex", "transformers", "math", *sys.stdlib_module_names}
         assert imported <= allowed | {p.name for p in projects} | {
             pkg for project in projects for pkg in [next(project.glob("*/ops.py")).parent.name]}, (path, imported)
 

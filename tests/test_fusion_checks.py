@@ -1,4 +1,4 @@
-"""The fusion checks of tests/graph_checks.py on the very patterns.py opgen generates: each check catches a planted
+"""The fusion checks of opgen.testing on the very patterns.py opgen generates: each check catches a planted
 bug, its message naming `ops[i].fusion`, and passes the correct twin.
 
 The fused examples (examples/add_rms_norm.yaml, kv_cache_update.yaml, rms_norm.yaml, rotary.yaml) are rendered
@@ -17,13 +17,12 @@ import torch
 from new_helpers import REPO, opgen, run_generated_tests
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+from opgen import testing as checks
 from opgen.npugraph_ex import loader
-from opgen.project_tests import GRAPH_CHECKS, NPUGRAPH_EX_FEATURES, load
 from opgen.render.templates import render_package
 from opgen.spec.load import load_spec_text
+from opgen.testing.fusion import _fusion_model, _split, compile_with_fusion, fusion_near_misses
 
-checks = load(GRAPH_CHECKS)
-load(NPUGRAPH_EX_FEATURES)  # the generated tests import it by name, as tests/graph_checks.py
 NPUGRAPH_EX = loader().unavailable()
 ROUTES = [pytest.param("npugraph_ex", marks=pytest.mark.skipif(NPUGRAPH_EX is not None, reason=str(NPUGRAPH_EX))),
           "inductor"]
@@ -43,7 +42,8 @@ class Generated:
             path.write_text(planned.content, encoding="utf-8")
         sys.path.insert(0, str(project))
         self.patterns = importlib.import_module(f"{namespace}.patterns")
-        module = importlib.util.spec_from_file_location(f"{namespace}_tests", project / "tests" / "test_graph_entry.py")
+        module = importlib.util.spec_from_file_location(f"{namespace}_tests",
+                                                        project / "tests" / f"test_{spec.package}.py")
         tests = importlib.util.module_from_spec(module)
         module.loader.exec_module(tests)
         self.op = getattr(tests, stem.upper())
@@ -154,13 +154,13 @@ def test_a_pattern_covering_part_of_the_composite_leaves_its_nodes(norm, monkeyp
 
 
 def test_the_near_misses_are_an_escaping_value_another_dim_another_dtype_and_a_refused_call(norm, cache):
-    tried = [what for what, _, _ in checks.fusion_near_misses(norm.op, norm.fusion, norm.examples)]
+    tried = [what for what, _, _ in fusion_near_misses(norm.op, norm.fusion, norm.examples)]
     assert tried[0].startswith("an intermediate value of the composite used outside it (%_to_copy")
     assert tried[1].startswith("the composite reducing over another dim (%mean") and "[0], True" in tried[1]
     # epsilon is matched by value (no constant to move); float16 is no dtype of the examples
     assert tried[2] == "ops[0].examples[0] in float16: ops[0].fusion is not traced in float16"
     assert len(tried) == 3  # `when:` holds on every example and variant
-    tried = [what for what, _, _ in checks.fusion_near_misses(cache.op, cache.fusion, cache.examples)]
+    tried = [what for what, _, _ in fusion_near_misses(cache.op, cache.fusion, cache.examples)]
     assert tried[0].startswith("an intermediate value of the composite used outside it (%abs_1")  # not a new cache
     assert "[0, 2]" in tried[1]
     assert tried[2] == "ops[0].examples[0] in bfloat16: ops[0].fusion is not traced in bfloat16"
@@ -355,11 +355,11 @@ def test_each_form_of_an_op_fires_and_a_form_left_out_does_not(forms, monkeypatc
         checks.assert_fusion_fires(forms.op, form, forms.patterns.register_fusions, forms.first, route)
     bf16 = {name: value.to(torch.bfloat16) if isinstance(value, torch.Tensor) else value  # a model's 1-D weight
             for name, value in forms.examples(0)[0].items()}
-    model = checks._fusion_model(olmo2, {"epsilon": 1e-05})
+    model = _fusion_model(olmo2, {"epsilon": 1e-05})
 
     def fires(*fusions) -> bool:
-        seen = checks.compile_with_fusion(forms.op, olmo2, forms.registering(monkeypatch, *fusions), route, model,
-                                          [checks._split(bf16)[0]])
+        seen = compile_with_fusion(forms.op, olmo2, forms.registering(monkeypatch, *fusions), route, model,
+                                          [_split(bf16)[0]])
         return seen.after[0]["op"]
     class Every(tuple):
         def __contains__(self, _dtypes) -> bool:

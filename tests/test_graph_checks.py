@@ -1,4 +1,4 @@
-"""tests/graph_checks.py of every generated project (the one implementation of the graph-entry tiers), tested
+"""opgen.testing, the checks of every generated project (the one implementation of the graph-entry tiers), tested
 directly, without rendering a project: for each check a planted bug it must catch, with the message naming what
 to fix, and a correct twin it must pass. The ops are small Library ops defined here (namespace `gc_test`)."""
 
@@ -10,10 +10,11 @@ import sys
 import pytest
 import torch
 
+from opgen import testing as checks
 from opgen.npugraph_ex import loader
-from opgen.project_tests import GRAPH_CHECKS, load, module_path
+from opgen.testing.capture_cpu import _new_values
+from opgen.testing.non_contiguous import layouts
 
-checks = load(GRAPH_CHECKS)
 NPUGRAPH_EX = loader().unavailable()
 needs_npugraph_ex = pytest.mark.skipif(NPUGRAPH_EX is not None, reason=str(NPUGRAPH_EX))
 lib = torch.library.Library("gc_test", "FRAGMENT")
@@ -375,9 +376,9 @@ def test_layouts_catch_a_kernel_reading_storage_order_and_one_needing_contiguous
                                                  r"`contiguous: \[x\]` in ops\[0\]"):
         checks.assert_non_contiguous_inputs(needs, call)
     checks.assert_non_contiguous_inputs(LIKE, call)  # transposed, permuted (rank 3) and expanded: all fine
-    assert [label for label, _, _ in checks.layouts(LIKE, call)] == ["transposed", "permuted", "expanded"]
+    assert [label for label, _, _ in layouts(LIKE, call)] == ["transposed", "permuted", "expanded"]
     image = {"x": checks.random_tensor((2, 3, 4, 5), torch.float32, torch.Generator().manual_seed(0))}
-    assert "channels_last" in [label for label, _, _ in checks.layouts(LIKE, image)]
+    assert "channels_last" in [label for label, _, _ in layouts(LIKE, image)]
 
 
 def _noise_reference(x, s=1.0):
@@ -810,7 +811,7 @@ def test_replays_see_new_values_fixed_ones_and_indices_permuted_in_range():
         return {"x": checks.random_tensor((4,), torch.float32, torch.Generator().manual_seed(seed)),
                 "idx": torch.tensor([3, 0, 2, 1]), "xs": [torch.tensor([5.0, 6.0, 7.0])], "n": 2}
 
-    varied = checks._new_values(fixed)
+    varied = _new_values(fixed)
     first, later = varied(0), varied(1)
     assert torch.equal(first["idx"], torch.tensor([3, 0, 2, 1])) and not torch.equal(later["idx"], first["idx"])
     assert sorted(later["idx"].tolist()) == [0, 1, 2, 3] and sorted(later["xs"][0].tolist()) == [5.0, 6.0, 7.0]
@@ -821,34 +822,40 @@ def test_replays_see_new_values_fixed_ones_and_indices_permuted_in_range():
         if not bool((call["idx"][1:] >= call["idx"][:-1]).all()):
             raise ValueError("offsets must not decrease")
 
-    ordered = checks._new_values(lambda seed: {**fixed(seed), "idx": torch.tensor([0, 1, 3, 7])}, needs_order)
+    ordered = _new_values(lambda seed: {**fixed(seed), "idx": torch.tensor([0, 1, 3, 7])}, needs_order)
     assert torch.equal(ordered(1)["idx"], torch.tensor([0, 1, 3, 7]))  # refused once permuted: kept as given
 
 
 # --- the module itself -----------------------------------------------------------------------------
 
 
-def test_the_module_is_ruff_clean_and_imports_only_the_standard_library_torch_and_pytest():
+def test_the_library_is_ruff_clean_and_imports_only_the_standard_library_torch_and_pytest():
+    """Every module of opgen.testing imports the standard library, torch, pytest and its siblings, nothing of the
+    rest of opgen: a generated project's tests need opgen.testing only."""
     import ast
     import shutil
+    from pathlib import Path
 
     ruff = shutil.which("ruff") or pytest.fail("ruff is not installed (it is part of the test extra)")
-    path = module_path(GRAPH_CHECKS)
+    library = Path(checks.__file__).parent
     done = subprocess.run([ruff, "check", "--no-cache", "--isolated", "--line-length", "120", "--select",
-                           "E,F,W,ARG,B", str(path)], capture_output=True, text=True, check=False)
+                           "E,F,W,ARG,B", str(library)], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout
-    imported = {alias.name.split(".")[0] for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-                if isinstance(node, ast.Import) for alias in node.names}
-    imported |= {node.module.split(".")[0] for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-                 if isinstance(node, ast.ImportFrom) and node.module}
-    # transformers: only inside the models tier of a fusion, which skips without it
-    allowed = {"torch", "pytest", "torch_npu", "npugraph_ex_cpu", "input_variants", "transformers"}
-    assert imported - set(sys.stdlib_module_names) <= allowed
+    # transformers: only inside the models tier of a fusion, which skips without it; npugraph_ex: loaded by
+    # npugraph_ex_cpu from opgen's cache
+    allowed = {"torch", "pytest", "torch_npu", "transformers"}
+    for path in sorted(library.glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                    for alias in node.names}
+        imported |= {node.module.split(".")[0] for node in ast.walk(tree)
+                     if isinstance(node, ast.ImportFrom) and node.module and node.level == 0}
+        assert imported - set(sys.stdlib_module_names) <= allowed, path.name
 
 
 @pytest.mark.slow  # generates a project, runs one of its tests and `opgen check` on it
 def test_generated_tests_and_opgen_check_run_this_very_module(tmp_path):
-    """A bug planted in the template's graph_checks.py (in a copy of opgen) fails both a generated project's tier
+    """A bug planted in opgen.testing (in a copy of opgen) fails both a generated project's tier
     and the same rung of `opgen check`: there is one implementation of each tier."""
     import os
     import shutil
@@ -858,7 +865,7 @@ def test_generated_tests_and_opgen_check_run_this_very_module(tmp_path):
     copy = tmp_path / "opgen_copy"
     shutil.copytree(REPO / "opgen", copy / "opgen", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(REPO / "templates", copy / "templates", symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
-    planted = copy / "templates" / "project_files" / "{{cookiecutter.project_slug}}" / "tests" / "graph_checks.py"
+    planted = copy / "opgen" / "testing" / "compiled.py"
     text = planted.read_text(encoding="utf-8")
     exact = ("        torch.testing.assert_close(actual, expected, equal_nan=True)\n"
              "        torch.testing.assert_close(tensors(call)")
@@ -871,9 +878,10 @@ def test_generated_tests_and_opgen_check_run_this_very_module(tmp_path):
     done = subprocess.run([sys.executable, "-m", "opgen", "new", str(REPO / "examples" / "rms_norm.yaml"), "-o",
                            str(project)], env=env, cwd=tmp_path, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
-    assert "# planted" in (project / "tests" / "graph_checks.py").read_text(encoding="utf-8")
+    assert not (project / "tests" / "compiled.py").exists()  # the project's tests import the library
     tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k",
-                            "compiled_matches_eager", str(project)], env={**env, "PYTHONPATH": pythonpath([project])},
+                            "compiled_matches_eager", str(project)],
+                           env={**env, "PYTHONPATH": os.pathsep.join([str(copy), pythonpath([project])])}, cwd=tmp_path,
                            capture_output=True, text=True, check=False)
     assert tests.returncode == 1 and "1 failed" in tests.stdout, tests.stdout[-2000:]
     checked = subprocess.run([sys.executable, "-m", "opgen", "check", str(project), "--skip", "static", "--skip",
@@ -882,3 +890,11 @@ def test_generated_tests_and_opgen_check_run_this_very_module(tmp_path):
     assert checked.returncode == 1, checked.stdout + checked.stderr
     rungs = {r["name"]: r["status"] for r in __import__("json").loads(checked.stdout.splitlines()[0])["rungs"]}
     assert rungs["opcheck"] == "pass" and rungs["aot_eager"] == "fail", rungs
+
+
+def test_the_public_api_names_resolve_to_their_modules():
+    """Every name opgen.testing offers (what generated tests and `opgen check` call) is defined where it says."""
+    for name in checks.__all__:
+        value = getattr(checks, name)
+        home = checks._HOMES[name]
+        assert getattr(__import__(f"opgen.testing.{home}", fromlist=[name]), name) is value, name

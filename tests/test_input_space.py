@@ -1,4 +1,4 @@
-"""tests/input_variants.py of every generated project (the inputs the generated tests try) and the checks that use
+"""opgen.testing.input_variants, used by every generated project (the inputs the generated tests try) and the checks that use
 it, tested directly on small Library ops defined here (namespace `iv_test`): what the variants are, that they stay
 inside what `ops[i].inputs` allows, and for each kind of bug a kernel or fake author makes every day that shows only
 off the examples, a planted kernel the checks must catch (naming the variant) and a correct twin they must pass.
@@ -11,14 +11,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from opgen.project_tests import GRAPH_CHECKS, load
+from opgen import testing as checks
+from opgen.testing.values import same_values
 
-checks = load(GRAPH_CHECKS)
 lib = torch.library.Library("iv_test", "FRAGMENT")
 
 
 def define(schema: str, kernel, fake, reference=None, **fields) -> checks.Op:
-    """A Library op with a CPU kernel and a fake, as graph_checks sees it (field ops[0])."""
+    """A Library op with a CPU kernel and a fake, as opgen.testing sees it (field ops[0])."""
     name = schema.split("(")[0]
     lib.define(schema, tags=(torch.Tag.pt2_compliant_tag,))
     lib.impl(name, kernel, "CPU")
@@ -145,7 +145,7 @@ def test_the_correct_twin_passes_every_variant_and_the_sweep_is_deterministic():
     first = checks.variants(twin, norm_examples)
     again = checks.variants(twin, lambda seed: norm_examples(seed))  # another function: not the list kept for the first
     assert [v.label for v in first] == [v.label for v in again]
-    assert all(checks.same_values(a.call, b.call) for a, b in zip(first, again, strict=True))
+    assert all(same_values(a.call, b.call) for a, b in zip(first, again, strict=True))
     kinds = {v.kind for v in first}
     assert {"example", "dtype", "float64", "size", "size-edge", "size-tile", "value", "scalar", "default"} <= kinds
 

@@ -129,7 +129,7 @@ def test_python_bodies_and_rules_nest_up_to_a_limit():
 
 
 def test_taken_package_names_are_the_standard_library_and_what_the_tests_import():
-    assert {"os", "operator", "typing", "torch", "sympy", "pytest", "graph_checks", "distutils"} <= TAKEN_PACKAGES
+    assert {"os", "operator", "typing", "torch", "sympy", "pytest", "opgen", "distutils"} <= TAKEN_PACKAGES
     assert not {"myops", "ops", "kernels", "custom_ops", "fused"} & TAKEN_PACKAGES
 
 

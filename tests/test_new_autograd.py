@@ -371,7 +371,7 @@ def test_generated_autograd_tests_pass_skip_and_fail_exactly(projects, style, tm
     wrong = run_generated_tests([projects["wrong", style]], tmp_path / "wrong.xml")
     if style == "library":  # planted: plain registered as before, its Python kernel differentiated through
         assert wrong["test_plain_backward_raises_without_formula"]["outcome"] == "failed"
-        assert "DID NOT RAISE" in wrong["test_plain_backward_raises_without_formula"]["message"]
+        assert "but a backward through it ran" in wrong["test_plain_backward_raises_without_formula"]["message"]
     assert wrong["test_scale_gradcheck"]["outcome"] == "failed"
     assert "Jacobian mismatch" in wrong["test_scale_gradcheck"]["message"]
     assert wrong["test_scale_opcheck_with_requires_grad"]["outcome"] == "passed"  # opcheck is not numerics
@@ -385,7 +385,7 @@ def test_only_ops_with_a_formula_register_one(projects, style):
     assert ops.count("register_autograd(") == 2
     assert "def _scale_setup_context(ctx, inputs, keyword_only_inputs, output):" in ops
     assert "def _plain_" not in ops.replace("def _plain_fake", "").replace("def _plain_cpu_without_autograd", "")
-    tests = (project / "tests" / "test_graph_entry.py").read_text(encoding="utf-8")
+    tests = next((project / "tests").glob("test_*.py")).read_text(encoding="utf-8")
     assert "requires_grad is not exercised" not in tests  # the caveat went: backward raises instead
     assert "def test_plain_backward_raises_without_formula():" in tests
     assert "def test_scale_backward_raises_without_formula():" not in tests

@@ -37,7 +37,7 @@ def test_new_creates_a_project_and_reports_each_file(tmp_path):
     assert "create     myops/ops.py" in done.stdout
     files = snapshot(tmp_path / "p")
     assert {"myops/ops.py", "myops/kernels/rms_norm_cpu.py", "myops/kernels/rms_norm_npu.py", "opgen.yaml",
-            "tests/test_graph_entry.py", "pyproject.toml", ".opgen/manifest.json"} <= set(files)
+            "tests/test_myops.py", "pyproject.toml", ".opgen/manifest.json"} <= set(files)
 
 
 def test_dry_run_writes_nothing(tmp_path):
@@ -588,7 +588,7 @@ def test_schema_warnings_name_the_option_and_a_made_up_example_points_at_example
     assert "warning: --schema: OPG102: rewrote myops::gather" in done.stderr
     assert ("warning: --schema: no `ops[0].examples`: the generated tests call the op with one opgen made up "
             "(x: float32[4, 8], index: int64 [0, 1, 2, 3])") in done.stderr
-    tests = (tmp_path / "p" / "tests" / "test_graph_entry.py").read_text()
+    tests = (tmp_path / "p" / "tests" / "test_myops.py").read_text()
     assert "torch.tensor([0, 1, 2, 3], dtype=torch.int64)" in tests
 
 

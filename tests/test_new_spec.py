@@ -188,7 +188,7 @@ def test_tags_keep_the_aliased_return_and_need_no_semantics():
     assert [o.returns_argument for o in out.outputs] == ["values", "indices"] and out.missing_semantics == []
     ops = project_context(spec)["_opgen"]["ops"]
     files = {f.path: f.content for f in render_package(spec)}
-    registration, tests = files["ns/ops.py"], files["tests/test_graph_entry.py"]
+    registration, tests = files["ns/ops.py"], files["tests/test_ns.py"]
     assert ('lib.define("scale_(Tensor(a!) x, float s) -> Tensor(a!)", '
             'tags=(torch.Tag.inplace, torch.Tag.pt2_compliant_tag))\n') in registration
     assert ops[0]["fake"]["trivial"] and not ops[0]["fake"]["todo"] and ops[0]["fake"]["lines"] == []
@@ -358,3 +358,34 @@ def test_the_two_sizes_pair_never_uses_sizes_0_or_1():
     g, h = (op["tests"]["two_sizes"] for op in project_context(spec)["_opgen"]["ops"])
     assert g["pair"] == [1, 2] and not g["derived"]
     assert h["derived"] and h["pair"] is None  # example 0 with its last size doubled instead
+
+
+def test_opgen_check_chooses_the_two_sizes_the_generated_tests_do():
+    """One rule (opgen.spec.two_sizes) for the generated tests and `opgen check`'s capture_limit rung: the same pair,
+    the same doubled call (an exact tensor whose last size is the doubled one repeats its values: the check once
+    left it as it was), none for calls that differ at a size 1 only."""
+    from types import SimpleNamespace
+
+    from opgen.check.worker import _two_sizes
+
+    spec = load("""
+        namespace: ns
+        ops:
+          - schema: "f(Tensor x, Tensor w) -> Tensor"
+            examples:
+              - {x: {shape: [4, 8]}, w: {values: [1, 2, 3, 4, 5, 6, 7, 8]}}
+          - schema: "g(Tensor x) -> Tensor"
+            examples:
+              - {x: {shape: [1, 8]}}
+              - {x: {shape: [4, 8]}}
+              - {x: {shape: [6, 8]}}
+          - schema: "h(Tensor x) -> Tensor"
+            examples:
+              - {x: {shape: [1]}}
+        """)
+    f, g, h = (SimpleNamespace(calls=[example.values for example in op.examples]) for op in spec.ops)
+    (first, doubled), derived = _two_sizes(f)
+    assert derived and first is f.calls[0] and doubled["x"].shape == (4, 16)
+    assert doubled["w"].values == (1, 2, 3, 4, 5, 6, 7, 8) * 2
+    assert _two_sizes(g) == ([g.calls[1], g.calls[2]], False)
+    assert _two_sizes(h) is None

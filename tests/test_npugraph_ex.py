@@ -24,7 +24,6 @@ import pytest
 from new_helpers import REPO, opgen, pythonpath
 
 from opgen.npugraph_ex import loader, loader_path
-from opgen.project_tests import MODULES, load, module_path
 
 NPUGRAPH_EX = loader().unavailable()
 needs_npugraph_ex = pytest.mark.skipif(NPUGRAPH_EX is not None, reason=str(NPUGRAPH_EX))
@@ -277,13 +276,15 @@ def test_the_commands_need_no_torch(tmp_path):
 # --- the loader ---------------------------------------------------------------------------------------
 
 
-def test_the_test_modules_are_copied_verbatim_and_opgen_imports_the_same_files(tmp_path):
+def test_projects_carry_no_copy_and_opgen_loads_the_library_module(tmp_path):
+    """The generated tests import opgen.testing (the loader among it): the project's tests/ holds its test file
+    only, and `opgen npugraph-ex` uses the very module the tests do."""
     done = opgen("new", str(REPO / "examples" / "rms_norm.yaml"), "-o", str(tmp_path / "p"))
     assert done.returncode == 0, done.stderr
-    for name in MODULES:  # tests/graph_checks.py, tests/npugraph_ex_cpu.py
-        assert (tmp_path / "p" / "tests" / f"{name}.py").read_bytes() == module_path(name).read_bytes(), name
-        assert Path(load(name).__file__).resolve() == module_path(name).resolve()
-    assert Path(loader().__file__).resolve() == loader_path().resolve()
+    assert sorted(path.name for path in (tmp_path / "p" / "tests").iterdir()) == ["test_myops.py"]
+    assert loader().__name__ == "opgen.testing.npugraph_ex_cpu"
+    assert Path(loader().__file__).resolve() == loader_path().resolve() == (REPO / "opgen" / "testing" /
+                                                                          "npugraph_ex_cpu.py").resolve()
 
 
 def test_a_missing_cache_names_the_fetch_command(tmp_path, monkeypatch):

@@ -127,7 +127,7 @@ def planted(tmp_path_factory) -> dict[str, object]:
     _edit(lazy / "lazy_ops" / "__init__.py", "from .ops import lazy_scale\n",
           "def __getattr__(name):  # planted: the op is registered on first use\n"
           "    from . import ops\n\n    return getattr(ops, name)\n")
-    _edit(lazy / "tests" / "test_graph_entry.py", "import lazy_ops  # registers the operators\n",
+    _edit(lazy / "tests" / "test_lazy_ops.py", "import lazy_ops  # registers the operators\n",
           "import lazy_ops  # registers the operators\nimport lazy_ops.ops  # noqa: F401\n")
     blind = projects["blind"]
     _edit(blind / "blind_ops" / "compile_cache.py", "\\n{_fake_source(name)}\\n", "\\n")  # planted: fakes not seen

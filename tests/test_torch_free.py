@@ -89,3 +89,23 @@ def test_python_dash_m_opgen_without_torch(no_torch_env):
                             capture_output=True, text=True, env=no_torch_env, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["canonical"] == "f(Tensor x) -> Tensor"
+
+
+def test_the_checks_library_its_plugin_and_loader_import_without_torch(no_torch_env):
+    """opgen.testing imports its checks (and torch) on first use only: the pytest plugin loads in every pytest
+    session of an environment holding opgen, and `opgen npugraph-ex` uses its loader."""
+    result = run_python("""
+        import sys
+        import opgen.testing, opgen.testing.plugin, opgen.testing.npugraph_ex_cpu
+        from opgen.npugraph_ex import loader
+
+        assert "assert_matches_reference" in dir(opgen.testing) and loader() is opgen.testing.npugraph_ex_cpu
+        assert "torch" not in sys.modules
+        try:
+            opgen.testing.Op
+        except ImportError as error:
+            assert "torch is hidden" in str(error)
+        print("ok")
+    """, no_torch_env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "ok\n"

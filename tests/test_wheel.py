@@ -51,7 +51,7 @@ def test_wheel_in_a_fresh_venv_runs_opgen_new(tmp_path):
     out = tmp_path / "project"
     run(bin_dir / "opgen", "new", REPO / "examples" / "rms_norm.yaml", "-o", out, cwd=tmp_path, env=env)
     files = snapshot(out)
-    assert {"myops/ops.py", "myops/kernels/rms_norm_cpu.py", "tests/test_graph_entry.py"} <= set(files)
+    assert {"myops/ops.py", "myops/kernels/rms_norm_cpu.py", "tests/test_myops.py"} <= set(files)
     reference = tmp_path / "reference"
     run(sys.executable, "-m", "opgen", "new", REPO / "examples" / "rms_norm.yaml", "-o", reference, cwd=REPO)
     assert snapshot(reference) == files

@@ -253,7 +253,7 @@ def calls(op: Op, seed: int = 0) -> list[dict]:
 def _error_info(error: BaseException) -> dict:
     check = None
     if isinstance(error, AssertionError) and type(error.__cause__).__name__ == "OpCheckError":
-        error = error.__cause__  # graph_checks.opcheck names the files to look at; opcheck's own error is the diagnosis
+        error = error.__cause__  # opgen.testing.opcheck names the files to look at; opcheck's own error is the diagnosis
     if type(error).__name__ == "OpCheckError":
         match = re.search(r"(test_\w+) failed", str(error))
         check = match.group(1) if match else None
@@ -281,14 +281,14 @@ def _where(error: BaseException) -> str:
 
 
 def _checks():
-    """tests/graph_checks.py of the project template: the generated tests' checks, run here too."""
-    from ..project_tests import GRAPH_CHECKS, load
+    """opgen.testing: the generated tests' checks, run here too (imported on first use: it imports torch)."""
+    from .. import testing
 
-    return load(GRAPH_CHECKS)
+    return testing
 
 
 def _target(op: Op):
-    """The op as graph_checks sees it (outside a generated project: no spec fields, no kernel file). A
+    """The op as opgen.testing sees it (outside a generated project: no spec fields, no kernel file). A
     torch.Tag.inplace/out op returns the arguments whose alias sets its returns carry."""
     import torch
 
@@ -304,7 +304,7 @@ def _target(op: Op):
 
 
 def _outcome_of_skip(error: BaseException) -> str | None:
-    """The reason when `error` is a check's skip (pytest's, or graph_checks.SkipCheck without pytest)."""
+    """The reason when `error` is a check's skip (pytest's, or opgen.testing.SkipCheck without pytest)."""
     if type(error).__name__ in ("Skipped", "SkipCheck"):
         return str(getattr(error, "msg", None) or error)
     return None
@@ -406,7 +406,8 @@ def rung_eager(op: Op) -> str:
         op.eager_notes["device_only"] = True
         raise RungSkipped(f"the op has a {device} kernel only and this machine has no "
                           f"{'NPU' if device == 'PrivateUse1' else 'CUDA GPU'}")
-    clone = _checks().clone
+    from ..testing.values import clone
+
     with torch.no_grad():
         for call in calls(op):
             first = op.overload(**clone(call))
@@ -455,17 +456,20 @@ def _device_available(key: str) -> bool:
 def rung_opcheck(op: Op, train: bool) -> str:
     import torch
 
+    from ..testing.op import OPCHECK_UTILS_DYNAMIC
+    from ..testing.values import tensor_map, tensors
+
     checks = _checks()
     target = _target(op)
     for call in calls(op):
-        checks.opcheck(target, [call], test_utils=None if op.project else checks.OPCHECK_UTILS_DYNAMIC)
-        if train and checks.tensors(call) and any(t.is_floating_point() for t in checks.tensors(call)):
+        checks.opcheck(target, [call], test_utils=None if op.project else OPCHECK_UTILS_DYNAMIC)
+        if train and tensors(call) and any(t.is_floating_point() for t in tensors(call)):
             checks.opcheck_with_requires_grad(target, [call])
-            grad_call = checks.tensor_map(lambda t: t.detach().clone().requires_grad_(t.is_floating_point()), call)
-            outputs = [t for t in checks.tensors(op.overload(**grad_call)) if t.requires_grad]
+            grad_call = tensor_map(lambda t: t.detach().clone().requires_grad_(t.is_floating_point()), call)
+            outputs = [t for t in tensors(op.overload(**grad_call)) if t.requires_grad]
             if outputs:
                 torch.autograd.grad(sum(t.float().sum() for t in outputs), [
-                    t for t in checks.tensors(grad_call) if t.requires_grad], allow_unused=True)
+                    t for t in tensors(grad_call) if t.requires_grad], allow_unused=True)
     return "opcheck: schema, fake tensors, AOT dispatch" + (" (with requires_grad=True)" if train else "")
 
 
@@ -525,13 +529,14 @@ def data_dependent_sizes(op: Op) -> list[str]:
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import ShapeEnv, free_unbacked_symbols
 
-    checks = _checks()
+    from ..testing.values import tensor_map, tensors
+
     try:
         with FakeTensorMode(shape_env=ShapeEnv()) as mode:
-            result = op.overload(**checks.tensor_map(mode.from_tensor, calls(op)[0]))
+            result = op.overload(**tensor_map(mode.from_tensor, calls(op)[0]))
     except Exception:  # noqa: BLE001  (a fake that cannot run is the other rungs' finding)
         return []
-    return [f"output {index} {list(t.shape)}" for index, t in enumerate(checks.tensors(result))
+    return [f"output {index} {list(t.shape)}" for index, t in enumerate(tensors(result))
             if isinstance(t, torch.Tensor) and free_unbacked_symbols(t)]
 
 
@@ -666,10 +671,10 @@ def _capture_on_cpu(op: Op) -> str:
 
 
 def _features():
-    """tests/npugraph_ex_features.py of the project template (npugraph_ex's compile cache, capture limit, streams)."""
-    from ..project_tests import NPUGRAPH_EX_FEATURES, load
+    """opgen.testing.npugraph_ex_features (npugraph_ex's compile cache, capture limit, streams)."""
+    from ..testing import npugraph_ex_features
 
-    return load(NPUGRAPH_EX_FEATURES)
+    return npugraph_ex_features
 
 
 class _FreshProcess:
@@ -725,6 +730,8 @@ def rung_compile_cache(op: Op) -> str:
     """npugraph_ex's cache_compile: a module calling the op saved here, loaded by a fresh process importing only the
     op's module (a project's package, keyed by its compile_cache), the same values, nothing compiled again."""
     _capture_unavailable(op)
+    from ..testing.capture import npugraph_ex_cpu
+
     features, checks = _features(), _checks()
     cache_module = None
     if op.package:
@@ -734,7 +741,7 @@ def rung_compile_cache(op: Op) -> str:
     cache = features.CompileCache(op.module, cache_module=cache_module, batch=False)
     target = _target(op)
     cache.add(target, lambda seed: calls(op, seed)[0])
-    cache.run(checks.npugraph_ex_cpu(capture=True), _FreshProcess.get())
+    cache.run(npugraph_ex_cpu(capture=True), _FreshProcess.get())
     result = cache.results[target.qualname]
     if isinstance(result, checks.CheckFailed):
         raise _failed(result)
@@ -744,37 +751,16 @@ def rung_compile_cache(op: Op) -> str:
 
 
 def _two_sizes(op: Op) -> tuple[list[dict], bool] | None:
-    """Two examples that differ only in tensor sizes (none of them 0 or 1), else the first with the last size D of
-    its largest random tensor doubled in every random tensor whose last size is D; None when neither exists."""
-    from ..spec.model import TensorValue
+    """Two calls that differ only in tensor sizes, and whether opgen made the second (opgen.spec.two_sizes: the
+    generated tests choose theirs by the same rule)."""
+    from ..spec.two_sizes import choose_two_sizes
 
-    def tensors(values: dict) -> list:
-        return [v for value in values.values() for v in (value if isinstance(value, tuple) else (value,))
-                if isinstance(v, TensorValue)]
-
-    def structure(values: dict) -> list:
-        return [(t.dtype, len(t.shape) if t.shape is not None else None) for t in tensors(values)]
-
-    for a, first in enumerate(op.calls):
-        for second in op.calls[a + 1:]:
-            sizes = [(x.shape, y.shape) for x, y in zip(tensors(first), tensors(second), strict=False)]
-            if (structure(first) == structure(second) and any(x != y for x, y in sizes)
-                    and all(m == n or min(m, n) > 1 for x, y in sizes if x and y for m, n in zip(x, y, strict=False))
-                    and all(first[k] == second[k] for k in first if not tensors({k: first[k]}))):
-                return [first, second], False
-    shaped = [t for t in tensors(op.calls[0]) if t.shape] if op.calls else []
-    if not shaped or max(shaped, key=lambda t: len(t.shape)).shape[-1] < 2:
+    found = choose_two_sizes(op.calls)
+    if found is None:
         return None
-    last = max(shaped, key=lambda t: len(t.shape)).shape[-1]
-
-    def doubled(value):
-        if isinstance(value, tuple):
-            return tuple(doubled(v) for v in value)
-        if isinstance(value, TensorValue) and value.shape and value.shape[-1] == last:
-            return TensorValue(value.dtype, (*value.shape[:-1], 2 * last))
-        return value
-
-    return [op.calls[0], {name: doubled(value) for name, value in op.calls[0].items()}], True
+    if found.pair is not None:
+        return [op.calls[found.pair[0]], op.calls[found.pair[1]]], False
+    return [op.calls[0], found.doubled], True
 
 
 def rung_capture_limit(op: Op) -> str:

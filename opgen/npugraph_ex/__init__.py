@@ -1,7 +1,7 @@
 """npugraph_ex on CPU: `opgen npugraph-ex fetch|path`, and the loader the generated tests use.
 
-The loader has one copy, the project template's `tests/npugraph_ex_cpu.py` (generated projects import
-only torch, so they carry it verbatim); `loader()` imports that very file (opgen.project_tests).
+The loader has one home, opgen.testing.npugraph_ex_cpu (torch-free at import): the generated tests, `opgen check`
+and `opgen npugraph-ex` all use it.
 """
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 from types import ModuleType
 
-from ..project_tests import NPUGRAPH_EX_CPU, load, module_path
+
+def loader() -> ModuleType:
+    """opgen.testing.npugraph_ex_cpu (one instance per process, as in generated tests)."""
+    from ..testing import npugraph_ex_cpu
+
+    return npugraph_ex_cpu
 
 
 def loader_path() -> Path:
-    return module_path(NPUGRAPH_EX_CPU)
-
-
-def loader() -> ModuleType:
-    """The template's tests/npugraph_ex_cpu.py as a module (one instance per process, as in generated tests)."""
-    return load(NPUGRAPH_EX_CPU)
+    return Path(loader().__file__)

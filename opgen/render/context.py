@@ -76,6 +76,7 @@ def project_context(spec: ProjectSpec) -> dict:
             # the lowest torch the generated code runs on: torch.Tag.inplace/out came in 2.13;
             # auto_functionalized_v2 (the tests) in 2.6
             "torch_floor": "2.13" if any(op["registration"]["tag"] for op in ops) else "2.6",
+            "opgen_requirement": opgen_requirement(),  # the tests' checks (opgen.testing)
             "init_import": wrapped_list("from .ops import ", functions, "(", ")"),
             "init_all": wrapped_list("__all__ = ", [literal(n) for n in functions], "[", "]"),
             "import_lines": sorted(line for op in ops for line in op["import_lines"]),
@@ -87,6 +88,14 @@ def project_context(spec: ProjectSpec) -> dict:
             "tests": data(_test_module(spec, ops)),
         },
     }
+
+
+def opgen_requirement(version: str = __version__) -> str:
+    """The opgen releases whose opgen.testing the generated tests run on: this one up to the next minor (0.x) or
+    major release, where the checks' API may change."""
+    major, minor = (int(part) for part in version.split(".")[:2])
+    upper = f"{major}.{minor + 1}" if major == 0 else f"{major + 1}"
+    return f"opgen>={major}.{minor},<{upper}"
 
 
 def op_context(spec: ProjectSpec, op: OpSpec) -> dict:
@@ -376,7 +385,7 @@ def _autograd(op: OpSpec, stem: str) -> Autograd:
 
 @dataclass(frozen=True)
 class TestModule:
-    """What tests/test_graph_entry.py needs besides the ops: its imports and the lines saying why some
+    """What tests/test_<package>.py needs besides the ops: its imports and the lines saying why some
     tiers are not run."""
 
     uses_number: bool  # a semantics function's parameter is a Scalar
@@ -402,8 +411,8 @@ def _test_module(spec: ProjectSpec, ops: list[dict]) -> TestModule:
 
 @dataclass(frozen=True)
 class OpTests:
-    """One op's part of tests/test_graph_entry.py: its data (the `Op` constant, the examples, `expect:`, the
-    semantics) and what its test functions pass to the checks of tests/graph_checks.py."""
+    """One op's part of tests/test_<package>.py: its data (the `Op` constant, the examples, `expect:`, the
+    semantics) and what its test functions pass to the checks of opgen.testing."""
 
     constant: str  # the module-level `Op(...)`: KV_CACHE_UPDATE
     op_lines: tuple[str, ...]  # its definition

@@ -5,10 +5,11 @@ by name, random tensors drawn from a seeded generator `g`), the pair of calls of
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from ..schema.model import EnumWord
 from ..spec.model import Example, OpSpec, TensorValue
+from ..spec.two_sizes import choose_two_sizes, tensor_values
 from .pyformat import LINE_LENGTH, fit, literal, wrap_value
 
 
@@ -104,102 +105,25 @@ class TwoSizes:
 
 
 def two_sizes(op: OpSpec) -> TwoSizes | None:
-    """Two examples that differ only in tensor sizes, else example 0 and a copy with its last size D doubled in
-    every tensor whose last size is D (exact values repeated); None when neither exists."""
-    structure = [_structure(example.values) for example in op.examples]
-    for a in range(len(op.examples)):
-        for b in range(a + 1, len(op.examples)):
-            if structure[a] == structure[b] and op.examples[a].values != op.examples[b].values and not _specialised(
-                    op.examples[a].values, op.examples[b].values):
-                return TwoSizes(doc=f"ops[{op.index}].examples[{a}] and [{b}]", pair=(a, b))
-    if not op.examples:
+    """Two examples that differ only in tensor sizes, else example 0 and a copy with its last size D doubled
+    (opgen.spec.two_sizes chooses, for `opgen check` too); None when neither exists."""
+    found = choose_two_sizes([example.values for example in op.examples])
+    if found is None:
         return None
-    values = op.examples[0].values
-    tensors = [t for value in values.values() for t in _tensor_values(value)]
-    random = [t for t in tensors if t.shape]
-    first = max(random, key=lambda t: len(t.shape)) if random else next((t for t in tensors if _last(t)), None)
-    last = _last(first) if first is not None else None
-    if not last or last < 2:
-        return None
-    doubled = Example({name: _doubled(value, last) for name, value in values.items()})
-    lines = tuple(line for example in (op.examples[0], doubled) for line in call_lines(op, example))
-    return TwoSizes(doc=f"ops[{op.index}].examples[0], and it with last size {last} doubled (by opgen)", lines=lines,
-                    derived=True, uses_generator=any(t.shape is not None for t in tensors))
-
-
-def _specialised(a: dict, b: dict) -> bool:
-    """A size that differs between the two calls is 0 or 1 in one of them: torch.compile specialises 0 and 1, so
-    the pair would compile twice whatever the fake function does."""
-    for name, value in a.items():
-        for x, y in zip(_tensor_values(value), _tensor_values(b[name]), strict=True):
-            sizes = zip(_shape(x), _shape(y), strict=False)
-            if any(m != n and min(m, n) <= 1 for m, n in sizes):
-                return True
-    return False
-
-
-def _shape(tensor: TensorValue) -> tuple[int, ...]:
-    if tensor.shape is not None:
-        return tuple(tensor.shape)
-    shape, values = [], tensor.values
-    while isinstance(values, tuple):
-        shape.append(len(values))
-        values = values[0] if values else None
-    return tuple(shape)
-
-
-def _structure(values: dict) -> tuple:
-    """What must be equal for two calls to share one dynamic graph: everything but tensor sizes."""
-    def key(value):
-        if isinstance(value, TensorValue):
-            return ("tensor", value.dtype, len(value.shape) if value.shape is not None else _rank(value.values))
-        if isinstance(value, tuple):
-            return tuple(key(v) for v in value)
-        return value
-    return tuple(sorted((name, repr(key(value))) for name, value in values.items()))
-
-
-def _tensor_values(value) -> list:
-    if isinstance(value, TensorValue):
-        return [value]
-    if isinstance(value, tuple):
-        return [t for v in value for t in _tensor_values(v)]
-    return []
-
-
-def _rank(values) -> int:
-    return 1 + _rank(values[0]) if isinstance(values, tuple) and values else int(isinstance(values, tuple))
-
-
-def _last(tensor: TensorValue) -> int | None:
-    if tensor.shape is not None:
-        return tensor.shape[-1] if tensor.shape else None
-    values = tensor.values
-    if not isinstance(values, tuple):
-        return None
-    while values and isinstance(values[0], tuple):
-        values = values[0]
-    return len(values)
-
-
-def _doubled(value, last: int):
-    if isinstance(value, tuple):
-        return tuple(_doubled(v, last) for v in value)
-    if not isinstance(value, TensorValue) or _last(value) != last:
-        return value
-    if value.shape is not None:
-        return replace(value, shape=(*value.shape[:-1], 2 * last))
-
-    def repeat(values):
-        return values + values if not values or not isinstance(values[0], tuple) else tuple(repeat(v) for v in values)
-    return replace(value, values=repeat(value.values))
+    if found.pair is not None:
+        a, b = found.pair
+        return TwoSizes(doc=f"ops[{op.index}].examples[{a}] and [{b}]", pair=(a, b))
+    lines = tuple(line for example in (op.examples[0], Example(found.doubled)) for line in call_lines(op, example))
+    tensors = [t for value in op.examples[0].values.values() for t in tensor_values(value)]
+    return TwoSizes(doc=f"ops[{op.index}].examples[0], and it with last size {found.last} doubled (by opgen)",
+                    lines=lines, derived=True, uses_generator=any(t.shape is not None for t in tensors))
 
 
 # --- expect: ------------------------------------------------------------------------------------------
 
 
 def expected_lines(op: OpSpec) -> list[str]:
-    """One `checks.Expected(...)` per `expect:` entry of the examples (see graph_checks.Expected), wrapped to the line
+    """One `checks.Expected(...)` per `expect:` entry of the examples (see opgen.testing.Expected), wrapped to the line
     length (they stand in a module-level tuple, 4 columns in)."""
     lines = []
     for number, example in enumerate(op.examples):

@@ -3,9 +3,11 @@ directory (cookiecutter never writes into the user's directory) and read back as
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from ..errors import OpgenError, os_error
+from ..layout import USER_PROJECT_FILES
 from ..registration_styles import STYLES
 
 # A package: every project file comes from PROJECT_TEMPLATE (the registration module branches on the style),
@@ -85,7 +87,8 @@ def render_package(spec, templates: Path | None = None) -> list:
     context = project_context(spec)
     jobs = [(PROJECT_TEMPLATE, context, "generated")]
     jobs += [(OP_TEMPLATE, op_files_context(context, op), "user") for op in context["_opgen"]["ops"]]
-    return render_templates(jobs, templates)
+    return [replace(file, owner="user") if file.path in USER_PROJECT_FILES else file
+            for file in render_templates(jobs, templates)]
 
 
 def op_files_context(context: dict, op: dict) -> dict:

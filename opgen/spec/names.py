@@ -26,14 +26,14 @@ _REMOVED_STDLIB = frozenset({  # gone from newer Pythons, still importable on 3.
     "imghdr", "lib2to3", "mailcap", "msilib", "nis", "nntplib", "ossaudiodev", "pipes", "sndhdr", "spwd", "sunau",
     "telnetlib", "uu", "xdrlib",
 })
-# Top-level modules the generated tests import, directly or through torch, pytest and numpy, and the tests'
-# own modules (tests/ is on the path too).
+# Top-level modules the generated tests import, directly or through torch, pytest and numpy (opgen: the checks,
+# opgen.testing), and names a test folder may take.
 _TEST_IMPORTS = frozenset({
     "torch", "torchgen", "functorch", "torch_npu", "npugraph_ex", "triton", "sympy", "mpmath", "networkx", "jinja2",
     "markupsafe", "filelock", "fsspec", "typing_extensions", "setuptools", "pkg_resources", "_distutils_hack",
     "optree", "opt_einsum", "numpy", "yaml", "pytest", "_pytest", "pluggy", "iniconfig", "packaging", "pygments",
     "exceptiongroup", "tomli", "colorama", "hypothesis",
-    "tests", "test", "conftest", "graph_checks", "npu_graph_cpu", "npugraph_ex_cpu",
+    "tests", "test", "conftest", "opgen",
 })
 TAKEN_PACKAGES = frozenset(sys.stdlib_module_names) | _REMOVED_STDLIB | _TEST_IMPORTS
 

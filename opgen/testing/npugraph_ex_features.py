@@ -1,8 +1,8 @@
-"""npugraph_ex's production features around each op, on CPU (copied verbatim by opgen; `opgen check` runs it too).
+"""npugraph_ex's production features around each op, on CPU (opgen.testing; `opgen check` runs it too).
 
-Imports only the standard library and torch, and tests/graph_checks.py. The features a served model turns on next
+Imports only the standard library, torch and the checks beside it. The features a served model turns on next
 to capture & replay, each run with npugraph_ex's own code (torch-npu 2.13.0, `opgen npugraph-ex fetch`) on the
-emulated NPU graph of tests/npu_graph_cpu.py:
+emulated NPU graph of npu_graph_cpu:
 
   compile cache  `CompileCache`: `npugraph_ex.inference.cache_compile` compiles a one-op module and saves it; a fresh
                  Python process that imports only the op's package loads it and calls it: the cache loaded (nothing
@@ -14,9 +14,9 @@ emulated NPU graph of tests/npu_graph_cpu.py:
                  and every later call runs eagerly, each call equal to the reference.
   streams        `assert_on_a_second_stream`: the op on a second stream inside the compiled graph, on an NPU only;
                  on CPU it skips (STREAMS_NOT_RUN says why), and the capture tier refuses a kernel that synchronizes
-                 a stream or an event (tests/npu_graph_cpu.py), the misuse a multi-stream scope cannot survive.
+                 a stream or an event (npu_graph_cpu), the misuse a multi-stream scope cannot survive.
 
-Each check raises graph_checks.CheckFailed with a `kind` for `opgen check`'s signature table, or skips saying why.
+Each check raises CheckFailed with a `kind` for `opgen check`'s signature table, or skips saying why.
 """
 
 from __future__ import annotations
@@ -34,9 +34,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
-import graph_checks as checks
 import torch
+from torch.fx.experimental import _config as symbolic_shapes_config
 from torch.utils import _pytree as pytree
+
+from .capture import _assert_matches_reference, _calls_with_reused_buffers, npu_unavailable, npugraph_ex_cpu
+from .capture_cpu import _new_values
+from .failures import CheckFailed, outputs_are_new_memory, skip
+from .op import Op
+from .values import clone, copy_into, tensor_map
 
 Call = dict
 STREAMS_NOT_RUN = ("npugraph_ex's multi-stream scopes run on an NPU only: Dynamo traces `with torch.npu.stream(s):` "
@@ -74,13 +80,13 @@ class OpModule(torch.nn.Module):
 def _config(npugraph_ex, **options):
     config = npugraph_ex.CompilerConfig()
     config.mode = "npugraph_ex"
-    config.pattern_fusion_pass = False  # its patterns are torch_npu's C++ ops (tests/npugraph_ex_cpu.py)
+    config.pattern_fusion_pass = False  # its patterns are torch_npu's C++ ops (npugraph_ex_cpu)
     for key, value in options.items():
         setattr(config, key, value)
     return config
 
 
-def _reference(op: checks.Op) -> Callable[[Call], object]:
+def _reference(op: Op) -> Callable[[Call], object]:
     return (lambda call: op.reference(**call)) if op.reference is not None else op
 
 
@@ -102,7 +108,7 @@ class _Warnings(logging.Handler):
         logging.getLogger("npugraph_ex").removeHandler(self)
 
 
-def skip_for_a_stand_in(op: checks.Op, error: BaseException) -> None:
+def skip_for_a_stand_in(op: Op, error: BaseException) -> None:
     """Skip, saying why, when `error` is the NPU graph refusing to capture the CPU kernel that stands in for the op's
     device kernel (a stub still): that kernel is not what the device will capture, and the capture tier judges the
     op's plumbing and names what the device kernel must not do; a feature of npugraph_ex cannot be judged on it."""
@@ -114,7 +120,7 @@ def skip_for_a_stand_in(op: checks.Op, error: BaseException) -> None:
             torch._C._dispatch_has_kernel_for_dispatch_key(name, key) for key in ("PrivateUse1", "CUDA")):
         return
     first = str(cause).strip().splitlines()
-    checks.skip(f"{op.qualname}: its CPU kernel ({op.cpu_kernel}) stands in for the device kernel, and the NPU graph "
+    skip(f"{op.qualname}: its CPU kernel ({op.cpu_kernel}) stands in for the device kernel, and the NPU graph "
                 f"refuses to capture it ({first[0] if first else type(cause).__name__}): the feature is judged once "
                 "the device kernel exists (test_<op>_npugraph_ex_capture_replay_on_cpu says what it must not do)")
 
@@ -143,22 +149,22 @@ class CompileCache:
         run with the other pending instances at the first `assert_round_trip` (else call `run`)."""
         self.package = package
         self.cache_module = f"{package}.compile_cache" if cache_module == "" else cache_module
-        self.ops: dict[str, tuple[checks.Op, Callable[[int], Call]]] = {}
+        self.ops: dict[str, tuple[Op, Callable[[int], Call]]] = {}
         self.results: dict[str, object] | None = None
         self.root = ""
         self.cache_dir = ""
         if batch:
             CompileCache.pending.append(self)
 
-    def add(self, op: checks.Op, make_call: Callable[[int], Call]) -> None:
+    def add(self, op: Op, make_call: Callable[[int], Call]) -> None:
         self.ops[op.qualname] = (op, make_call)
 
-    def case(self, op: checks.Op, make_call: Callable[[int], Call]) -> Callable:
+    def case(self, op: Op, make_call: Callable[[int], Call]) -> Callable:
         """A decorator for the op's test: `add`s the op when the test module is imported, before any test runs."""
         self.add(op, make_call)
         return lambda test: test
 
-    def assert_round_trip(self, op: checks.Op) -> str:
+    def assert_round_trip(self, op: Op) -> str:
         if self.results is None:
             batch, CompileCache.pending = [c for c in CompileCache.pending if c.results is None], []
             _round_trip([*batch, *([self] if self not in batch else [])])
@@ -187,7 +193,7 @@ class CompileCache:
                 self.results[qualname] = self._compile(loader, op, make_call, len(loading))
                 loading.append(qualname)
             except AssertionError as failed:
-                self.results[qualname] = failed if isinstance(failed, checks.CheckFailed) else checks.CheckFailed(
+                self.results[qualname] = failed if isinstance(failed, CheckFailed) else CheckFailed(
                     str(failed), "compiled-differs")
             except Exception as error:  # noqa: BLE001  (the op's own test raises it: a TODO fake, ...)
                 self.results[qualname] = error
@@ -197,11 +203,11 @@ class CompileCache:
                 self.results[qualname] = error
         return loading
 
-    def _compile(self, loader, op: checks.Op, make_call, index: int) -> str:
+    def _compile(self, loader, op: Op, make_call, index: int) -> str:
         """Compile the op's module with cache_compile (three calls, new values, each against the reference) and keep
         the inputs and expected results of a fourth call for the loading process."""
         reference = _reference(op)
-        calls = list(checks._calls_with_reused_buffers(op, checks._new_values(make_call, reference), (0, 1, 2, 3)))
+        calls = list(_calls_with_reused_buffers(op, _new_values(make_call, reference), (0, 1, 2, 3)))
         module = OpModule(op.overload, calls[0])
         torch.compiler.reset()
         session = _session(loader)
@@ -212,21 +218,21 @@ class CompileCache:
                                                          cache_dir=self.cache_dir)
             with torch.no_grad(), _Warnings() as logged:
                 for number, call in enumerate(calls[:3], start=1):
-                    reference_call = checks.clone(call)
+                    reference_call = clone(call)
                     expected = reference(reference_call)
-                    with checks.outputs_are_new_memory():
-                        actual = checks.clone(cached(*module.arguments(call)))
+                    with outputs_are_new_memory():
+                        actual = clone(cached(*module.arguments(call)))
                     _compare(op, f"compiled with cache_compile, call {number}", actual, expected, call, reference_call)
             cache_bin = npugraph_ex.inference._cache_compiler.CompiledModel.get_cache_bin(
                 module.forward, config=config, dynamic=False, cache_dir=self.cache_dir)
         finally:
             session.__exit__(None, None, None)
         if not os.path.isfile(cache_bin):
-            raise checks.CheckFailed(f"{op.qualname}: npugraph_ex's cache_compile saved no cache for a module calling "
+            raise CheckFailed(f"{op.qualname}: npugraph_ex's cache_compile saved no cache for a module calling "
                                      f"the op ({cache_bin} is missing); its warnings: {logged.seen or 'none'}",
                                      "compile-cache-not-saved")
         last = calls[3]
-        reference_call = checks.clone(last)
+        reference_call = clone(last)
         expected = reference(reference_call)
         torch.save({"call": last, "expected": expected, "written": {name: reference_call[name] for name in op.written},
                     "overload": str(op.overload), "qualname": op.qualname},
@@ -240,7 +246,7 @@ class CompileCache:
             try:
                 loaded = [process.load(self.package, self.cache_dir, os.path.join(self.root, f"op{index}"),
                                        self.cache_module or "") for index in range(len(loading))]
-            except checks.CheckFailed as failed:
+            except CheckFailed as failed:
                 loaded = failed
             self.judge(loading, loaded)
         finally:
@@ -254,29 +260,29 @@ class CompileCache:
                 self.results[qualname] = self._judge(self.ops[qualname][0], self.results[qualname], loaded[index],
                                                      index)
 
-    def _judge(self, op: checks.Op, cache_bin: str, loaded: dict, index: int):
+    def _judge(self, op: Op, cache_bin: str, loaded: dict, index: int):
         where = f"a fresh process importing only {self.package}"
         if loaded.get("missing_op"):
-            return checks.CheckFailed(
+            return CheckFailed(
                 f"{op.qualname}: the graph cached by npugraph_ex calls {op.overload}, which {where} does not register: "
                 f"{loaded['error']}\n  the cached code calls torch.ops.<namespace>.<op> directly, so the op must be "
                 f"registered when {self.package} is imported (register it at import in {self.package}/__init__.py, not "
                 "lazily on first use or in another module)", "compile-cache-op-not-registered")
         if loaded.get("error"):
-            return checks.CheckFailed(f"{op.qualname}: calling the cached graph in {where} raised {loaded['error']}",
+            return CheckFailed(f"{op.qualname}: calling the cached graph in {where} raised {loaded['error']}",
                                       "compile-cache-not-loaded")
         if loaded.get("cache_dir", self.cache_dir) != self.cache_dir:
-            return checks.CheckFailed(
+            return CheckFailed(
                 f"{op.qualname}: {where} names another cache directory than the process that saved the cache "
                 f"({loaded['cache_dir']}, not {self.cache_dir}): {self.cache_module}.graph_digest() differs "
                 "between processes, so no cache is ever found", "compile-cache-not-loaded")
         if not loaded["loaded"] or loaded["compiled"]:
-            return checks.CheckFailed(
+            return CheckFailed(
                 f"{op.qualname}: {where} did not load the cache {cache_bin}: it compiled again (Dynamo graphs: "
                 f"{loaded['compiled']}); npugraph_ex's warnings: {loaded['warnings'] or 'none'}",
                 "compile-cache-not-loaded")
         if not loaded.get("new_key_after_fake_change", True):
-            return checks.CheckFailed(
+            return CheckFailed(
                 f"{op.qualname}: a fake changed under the warm cache would load the graph compiled for the old one: "
                 f"{self.cache_module}.cache_dir() gave the same directory after the op's fake was replaced "
                 f"({self.cache_dir}), and npugraph_ex's own cache key holds nothing of the op; put what the graph "
@@ -287,7 +293,7 @@ class CompileCache:
             _compare(op, f"the cache loaded in {where}", got["result"], saved["expected"], got["call"],
                      {**got["call"], **saved["written"]})
         except AssertionError as differs:
-            return checks.CheckFailed(str(differs), "compiled-differs")
+            return CheckFailed(str(differs), "compiled-differs")
         stale = (f"with the op's fake replaced, {self.cache_module}.cache_dir() named another directory, so a changed "
                  "op never loads the old graph" if self.cache_module else
                  "npugraph_ex's cache key holds nothing of the op: clear the cache after changing its schema or fake "
@@ -300,7 +306,7 @@ class CompileCache:
 def _round_trip(caches: list[CompileCache]) -> None:
     """Compile every cache's ops here, then load them all in one fresh process."""
     try:
-        loader = checks.npugraph_ex_cpu(capture=True)
+        loader = npugraph_ex_cpu(capture=True)
     except BaseException:  # the skip (npugraph_ex not fetched): the caches stay pending for the next test
         CompileCache.pending.extend(caches)
         raise
@@ -321,10 +327,11 @@ class FreshProcess:
     way, `serve` on its side)."""
 
     def __init__(self, paths: list[str]) -> None:
-        tests = str(Path(__file__).resolve().parent)
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([tests, *paths, os.environ.get("PYTHONPATH", "")])}
+        # the folder holding this package (opgen's), whether or not opgen is installed there
+        root = str(Path(__file__).resolve().parents[__name__.count(".")])
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, *paths, os.environ.get("PYTHONPATH", "")])}
         self.died: str | None = None  # how it died, once it has
-        self.process = subprocess.Popen([sys.executable, "-c", "import npugraph_ex_features as f; f.serve()"],
+        self.process = subprocess.Popen([sys.executable, "-c", f"import {__name__} as f; f.serve()"],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                         text=True, env=env)
 
@@ -345,7 +352,7 @@ class FreshProcess:
                 _, stderr = self.process.communicate()
                 self.died = f"exit {self.process.returncode}:\n{stderr[-3000:]}"
         if not line:
-            raise checks.CheckFailed(f"the process loading the compile cache died ({self.died})",
+            raise CheckFailed(f"the process loading the compile cache died ({self.died})",
                                      "compile-cache-not-loaded")
         return json.loads(line)
 
@@ -363,7 +370,7 @@ class FreshProcess:
 
 def serve() -> None:
     """The fresh process's side of FreshProcess: one JSON request per line on stdin, one JSON reply per line."""
-    import npugraph_ex_cpu as loader
+    from . import npugraph_ex_cpu as loader
 
     replies = sys.stdout
     sys.stdout = sys.stderr  # what the op prints must not corrupt the replies
@@ -395,10 +402,10 @@ def _serve_one(loader, request: dict) -> dict:
     return result
 
 
-def _compare(op: checks.Op, where: str, actual, expected, call: Call, reference_call: Call) -> None:
-    checks._assert_matches_reference(op, actual, expected, f"{where}: output", "cpu")
+def _compare(op: Op, where: str, actual, expected, call: Call, reference_call: Call) -> None:
+    _assert_matches_reference(op, actual, expected, f"{where}: output", "cpu")
     for name in op.written:
-        checks._assert_matches_reference(op, call[name], reference_call[name], f"{where}: mutated argument {name!r}",
+        _assert_matches_reference(op, call[name], reference_call[name], f"{where}: mutated argument {name!r}",
                                          "cpu")
 
 
@@ -420,7 +427,7 @@ def _load_one(loader, saved: dict, cache_dir: str, out: str) -> dict:
                                                      cache_dir=cache_dir)
         with torch.no_grad(), _Warnings() as logged:
             try:
-                output = checks.clone(cached(*module.arguments(call)))
+                output = clone(cached(*module.arguments(call)))
             except Exception as error:  # noqa: BLE001  (reported to the parent, which names it)
                 text = f"{type(error).__name__}: {error}"
                 missing = "_OpNamespace" in text and "object has no attribute" in text  # torch.ops.<ns>.<op> absent
@@ -463,17 +470,17 @@ def _new_key_after_fake_change(cache_module, qualname: str, cache_dir: str) -> b
 # --- capture limit --------------------------------------------------------------------------------------------------
 
 
-def assert_capture_limit(op: checks.Op, calls: list[Call], derived: bool = False) -> str:
+def assert_capture_limit(op: Op, calls: list[Call], derived: bool = False) -> str:
     """One graph for two sizes (`calls`, dynamic=True): each size captured once, then replayed with new values; with
     capture_limit=1 the second size falls back to eager for good, as configured. Every call equals the reference.
     `derived`: opgen made the second call (as for assert_compiles_once, whose pair this is; duck sizing off too)."""
-    loader = checks.npugraph_ex_cpu(capture=True)
+    loader = npugraph_ex_cpu(capture=True)
     reference = _reference(op)
     if derived:
         try:
-            reference(checks.clone(calls[1]))
+            reference(clone(calls[1]))
         except (RuntimeError, IndexError, ValueError, TypeError) as error:  # torch's errors on mismatched sizes
-            checks.skip(f"opgen doubled the last size of {op.field}.examples[0], but the reference refuses that call "
+            skip(f"opgen doubled the last size of {op.field}.examples[0], but the reference refuses that call "
                         f"({type(error).__name__}): add an example of other sizes (none 0 or 1) to "
                         f"{op.field}.examples")
     try:
@@ -483,7 +490,7 @@ def assert_capture_limit(op: checks.Op, calls: list[Call], derived: bool = False
         raise
 
 
-def _capture_limit(op: checks.Op, loader, reference: Callable, calls: list[Call]) -> str:
+def _capture_limit(op: Op, loader, reference: Callable, calls: list[Call]) -> str:
     first, second = calls
     sizes = [first, second, first, second]
     notes = []
@@ -492,31 +499,31 @@ def _capture_limit(op: checks.Op, loader, reference: Callable, calls: list[Call]
         torch._dynamo.utils.counters.clear()
         session = loader.Session(capture=True)
         with session, torch.no_grad(), warnings.catch_warnings(record=True) as caught, \
-                checks.symbolic_shapes_config.patch(use_duck_shape=False):
+                symbolic_shapes_config.patch(use_duck_shape=False):
             warnings.simplefilter("always")
             compiled = torch.compile(lambda **kwargs: op.overload(**kwargs),
                                      backend=session.backend(capture_limit=limit), fullgraph=True, dynamic=True)
             buffers = {}  # a written argument stays one buffer per size (a new one would recapture)
             python_runs = 0  # of the kernel's Python in calls 3 and 4: none when they replay, some when eager
             for number, base in enumerate(sizes, start=1):
-                call = checks.tensor_map(_new_random, base) if number > 2 else checks.clone(base)
+                call = tensor_map(_new_random, base) if number > 2 else clone(base)
                 for name in op.written:
                     kept = buffers.setdefault((id(base), name), call[name])
-                    checks.copy_into(kept, call[name])
+                    copy_into(kept, call[name])
                     call[name] = kept
-                reference_call = checks.clone(call)
+                reference_call = clone(call)
                 expected = reference(reference_call)
-                with session.emulation.kernel_python() as ran, checks.outputs_are_new_memory():
-                    actual = checks.clone(compiled(**call))
+                with session.emulation.kernel_python() as ran, outputs_are_new_memory():
+                    actual = clone(compiled(**call))
                 python_runs += ran[0] if number > 2 else 0
                 try:
                     _compare(op, f"capture_limit={limit}, call {number}", actual, expected, call, reference_call)
                 except AssertionError as differs:
-                    raise checks.CheckFailed(f"{differs}\n(one graph for two sizes under npugraph_ex, dynamic=True)",
+                    raise CheckFailed(f"{differs}\n(one graph for two sizes under npugraph_ex, dynamic=True)",
                                              "capture-limit") from None
         graphs = int(torch._dynamo.utils.counters["stats"]["unique_graphs"])
         if graphs != 1:
-            raise checks.CheckFailed(
+            raise CheckFailed(
                 f"{op.qualname}: Dynamo compiled {graphs} graphs for two sizes with dynamic=True: the op's fake "
                 "specialises on a size (a branch or a Python int taken from a shape), so each size gets a graph of "
                 "its own, captured by an AclGraph of its own, and npugraph_ex's capture_limit (graph keys per graph) "
@@ -527,7 +534,7 @@ def _capture_limit(op: checks.Op, loader, reference: Callable, calls: list[Call]
         limit_warned = any("capture_limit reached" in str(w.message) for w in caught)
         replayed = python_runs == 0 and all(graph.replays == 2 for graph in session.emulation.captures)
         if got != captures or limit_warned != (limit == 1) or replayed != (limit == 2):
-            raise checks.CheckFailed(
+            raise CheckFailed(
                 f"{op.qualname}: with capture_limit={limit}, two sizes called twice each should make npugraph_ex "
                 f"capture {captures} graph(s){' and fall back to eager' if limit == 1 else ''}; it captured {got}, "
                 f"the capture_limit warning {'was' if limit_warned else 'was not'} given, and the repeated sizes "
@@ -551,14 +558,14 @@ def _new_random(tensor: torch.Tensor) -> torch.Tensor:
 # --- streams --------------------------------------------------------------------------------------------------------
 
 
-def assert_on_a_second_stream(op: checks.Op, make_call: Callable[[int], Call]) -> str:
+def assert_on_a_second_stream(op: Op, make_call: Callable[[int], Call]) -> str:
     """On an NPU: the op called inside `with torch.npu.stream(side):` of a function compiled by npugraph_ex (its
     multi-stream scope), the caller's stream waiting for the side stream before the outputs are used; three calls
     with new values, written buffers reused, each against the reference. On CPU it skips (STREAMS_NOT_RUN); the
     capture tier there refuses a kernel that synchronizes a stream or an event, the misuse a scope cannot survive."""
-    reason = checks.npu_unavailable()
+    reason = npu_unavailable()
     if reason is not None:
-        checks.skip(f"{op.qualname}: {STREAMS_NOT_RUN}; {reason}")
+        skip(f"{op.qualname}: {STREAMS_NOT_RUN}; {reason}")
     reference = _reference(op)
     side = torch.npu.Stream()
 
@@ -572,14 +579,14 @@ def assert_on_a_second_stream(op: checks.Op, make_call: Callable[[int], Call]) -
     torch.compiler.reset()
     compiled = torch.compile(on_a_second_stream, backend="npugraph_ex", fullgraph=True, dynamic=False)
     with torch.no_grad():
-        for number, call in enumerate(checks._calls_with_reused_buffers(
-                op, lambda seed: checks.tensor_map(lambda t: t.to("npu"), make_call(seed)), (0, 1, 2)), start=1):
-            cpu_call = checks.tensor_map(lambda t: t.to("cpu"), call)
+        for number, call in enumerate(_calls_with_reused_buffers(
+                op, lambda seed: tensor_map(lambda t: t.to("npu"), make_call(seed)), (0, 1, 2)), start=1):
+            cpu_call = tensor_map(lambda t: t.to("cpu"), call)
             expected = reference(cpu_call)
-            with checks.outputs_are_new_memory():
-                actual = checks.clone(compiled(**call))
-            checks._assert_matches_reference(op, actual, expected, f"on a second stream, call {number}: output", "npu")
+            with outputs_are_new_memory():
+                actual = clone(compiled(**call))
+            _assert_matches_reference(op, actual, expected, f"on a second stream, call {number}: output", "npu")
             for name in op.written:
-                checks._assert_matches_reference(op, call[name], cpu_call[name],
+                _assert_matches_reference(op, call[name], cpu_call[name],
                                                  f"on a second stream, call {number}: mutated argument {name!r}", "npu")
     return f"{op.qualname}: called on a second stream inside npugraph_ex's graph, 3 calls equal to the reference"

@@ -1,4 +1,4 @@
-"""The inputs opgen's generated tests try (copied verbatim by opgen into every project; standard library and torch).
+"""The inputs opgen's generated tests try (opgen.testing; standard library and torch).
 
 A call is a dict of an op's arguments by name. `variants(op, examples)` gives every example of the spec with three
 seeds, then each example changed in one way at a time, within what the spec allows (`ops[i].inputs` in opgen.yaml:
@@ -247,7 +247,7 @@ _RECENT: dict = {}  # the variants of the last ops asked for: several tests of o
 
 def variants(op, examples: Callable[[int], list[Call]]) -> list[Variant]:
     """Every example with three seeds (exact index tensors permuted), then changed one way at a time (the module
-    docstring). `op` is graph_checks.Op. The calls are shared: a caller clones a call before running the op on it."""
+    docstring). `op` is opgen.testing.Op. The calls are shared: a caller clones a call before running the op on it."""
     key = (op.overload, op.field, examples)
     if key not in _RECENT:
         if len(_RECENT) >= 2:
@@ -325,16 +325,26 @@ def _size_variants(example: _Example) -> None:
     last = {t.shape[-1] for t in random if t.dim()}
     nonempty = [name for name, domain in (example.op.inputs or {}).items() if domain.nonempty]
     for size in sizes:
-        odd = 3 if size == 1 else size + 1 if size % 2 == 0 else size + 2
-        targets = [1, 0, odd] + (list(TILE_SIZES) if size in last else [])
-        for new in dict.fromkeys(t for t in targets if t != size):
+        odd, targets = _size_targets(size, size in last)
+        for new in targets:
             if new == 0 and any(size in t.shape for name in nonempty for t in _tensors(example.call.get(name))):
                 continue
-            kind = "size" if new == odd else "size-edge" if new <= 1 else "size-tile"
-            call = _resized(example, example.call, size, new)
-            hint = ("`{nonempty: true}` in " + ", ".join(f"{example.op.field}.inputs.{name}" for name in _with_size(
-                example, size)) + " if the op never takes an empty one") if new == 0 else ""
-            example.add(kind, f"with its size {size} as {new}", call, _with_size(example, size), hint)
+            _add_size_variant(example, size, new, odd)
+
+
+def _size_targets(size: int, last_dim: bool) -> tuple[int, list[int]]:
+    """(odd, what `size` becomes): 1, 0, `odd` (odd and larger) and, for a last dim, each TILE_SIZES."""
+    odd = 3 if size == 1 else size + 1 if size % 2 == 0 else size + 2
+    targets = [1, 0, odd] + (list(TILE_SIZES) if last_dim else [])
+    return odd, [t for t in dict.fromkeys(targets) if t != size]
+
+
+def _add_size_variant(example: _Example, size: int, new: int, odd: int) -> None:
+    kind = "size" if new == odd else "size-edge" if new <= 1 else "size-tile"
+    call = _resized(example, example.call, size, new)
+    hint = ("`{nonempty: true}` in " + ", ".join(f"{example.op.field}.inputs.{name}" for name in _with_size(
+        example, size)) + " if the op never takes an empty one") if new == 0 else ""
+    example.add(kind, f"with its size {size} as {new}", call, _with_size(example, size), hint)
 
 
 def _with_size(example: _Example, size: int) -> list[str]:
@@ -517,39 +527,58 @@ def _scalar_variants(example: _Example) -> None:
     """Each scalar at 0, negative, positive and (given) moved off its value, in its domain; a bool flipped; a defaulted
     one not given moved off its default (the `default` kind)."""
     for argument in _scalar_arguments(example.op):
-        name = argument.name
-        if is_dim(name) and _is_int(argument):
+        if is_dim(argument.name) and _is_int(argument):
             continue
         default = argument.default_value if argument.has_default_value() else None
-        given = name in example.call
-        value = example.call[name] if given else default
+        given = argument.name in example.call
+        value = example.call[argument.name] if given else default
         if isinstance(value, bool) or isinstance(argument.type, torch.BoolType):
-            if value is not None:
-                example.add("default" if not given else "scalar", f"with {name}={not value!r}"
-                            + (f" (its default is {default!r})" if not given else ""),
-                            {**example.call, name: not value}, [name])
-            continue
-        if not isinstance(value, (int, float)):
-            continue
-        domain = example.domain(name)
-        listed = domain.values if domain is not None else None  # the spec lists every value: try each, no other
-        other = None
-        if not given:
-            other = moved(default) if listed is None else next((v for v in listed if v != default), None)
-            if other is not None and (domain is None or domain.allows(other)):
-                example.add("default", f"with {name}={other!r} (its default is {default!r})",
-                            {**example.call, name: other}, [name])
-        negative = -abs(value) if value else (-1 if isinstance(value, int) else -0.5)
-        larger = moved(value) if given else None  # a kernel right up to the example's value only (a cap on k)
-        # an int doubled: a block size, a group or head count is often refused at value + 1 (it must divide a size),
-        # and a kernel with the example's value written in would go unseen
-        doubled = 2 * value if _is_int(argument) and isinstance(value, int) and value >= 1 else None
-        candidates = listed or (type(value)(0), type(value)(negative), type(value)(abs(value)), larger, doubled)
-        for new in dict.fromkeys(c for c in candidates if c is not None):
-            if new not in (value, other) and (domain is None or domain.allows(new)):
-                example.add("scalar", f"with {name}={new!r}", {**example.call, name: new}, [name],
-                            f"`range:` or `values:` in {example.op.field}.inputs.{name} if the op never takes "
-                            f"{new!r}")
+            _flipped_bool(example, argument.name, value, default, given)
+        elif isinstance(value, (int, float)):
+            _moved_number(example, argument, value, default, given)
+
+
+def _flipped_bool(example: _Example, name: str, value, default, given: bool) -> None:
+    """A bool scalar flipped; one not given flipped off its default (the `default` kind)."""
+    if value is None:
+        return
+    example.add("default" if not given else "scalar", f"with {name}={not value!r}"
+                + (f" (its default is {default!r})" if not given else ""), {**example.call, name: not value}, [name])
+
+
+def _moved_number(example: _Example, argument, value, default, given: bool) -> None:
+    """An int or float scalar at 0, negative, positive and (given) moved off its value, in its domain; one not given
+    moved off its default first (the `default` kind)."""
+    name = argument.name
+    domain = example.domain(name)
+    listed = domain.values if domain is not None else None  # the spec lists every value: try each, no other
+    other = None if given else _moved_default(example, name, default, listed)
+    for new in _number_candidates(argument, value, given, listed):
+        if new not in (value, other) and (domain is None or domain.allows(new)):
+            example.add("scalar", f"with {name}={new!r}", {**example.call, name: new}, [name],
+                        f"`range:` or `values:` in {example.op.field}.inputs.{name} if the op never takes {new!r}")
+
+
+def _moved_default(example: _Example, name: str, default, listed) -> Any:
+    """The value a defaulted scalar the example does not give is tried at (added where its domain allows it)."""
+    domain = example.domain(name)
+    other = moved(default) if listed is None else next((v for v in listed if v != default), None)
+    if other is not None and (domain is None or domain.allows(other)):
+        example.add("default", f"with {name}={other!r} (its default is {default!r})", {**example.call, name: other},
+                    [name])
+    return other
+
+
+def _number_candidates(argument, value, given: bool, listed) -> list:
+    """What a number scalar is tried at: the values its domain lists, else 0, negative, positive, moved off a given
+    value and, for an int, doubled."""
+    negative = -abs(value) if value else (-1 if isinstance(value, int) else -0.5)
+    larger = moved(value) if given else None  # a kernel right up to the example's value only (a cap on k)
+    # an int doubled: a block size, a group or head count is often refused at value + 1 (it must divide a size),
+    # and a kernel with the example's value written in would go unseen
+    doubled = 2 * value if _is_int(argument) and isinstance(value, int) and value >= 1 else None
+    candidates = listed or (type(value)(0), type(value)(negative), type(value)(abs(value)), larger, doubled)
+    return list(dict.fromkeys(c for c in candidates if c is not None))
 
 
 def _optional_variants(example: _Example) -> None:

@@ -1,4 +1,4 @@
-"""Run npugraph_ex's compiler on CPU (copied verbatim by opgen; imports only the standard library and torch).
+"""Run npugraph_ex's compiler on CPU (opgen.testing; imports only the standard library and torch).
 
 npugraph_ex, the torch.compile backend of torch_npu, is plain Python in the torch-npu wheel
 (`torch_npu/dynamo/npugraph_ex/`); `opgen npugraph-ex fetch` extracts that directory, and only it, into
@@ -30,7 +30,7 @@ itself without Ascend's CANN breaks `import torch`, so this module never does.
   handing it the inputs the way capture and replay do (`clone_input`: a private copy of every user input
   the graph does not mutate; mutated inputs and inputs aliased by outputs as they are).
 - `Session(capture=True)` replaces nothing: npugraph_ex's own AclGraph captures and replays, on the NPU
-  graph emulation of tests/npu_graph_cpu.py (`session.emulation`), which adds to the stand-in exactly the
+  graph emulation of npu_graph_cpu (`session.emulation`), which adds to the stand-in exactly the
   torch_npu names AclGraph uses on that path. It is refused (`unavailable(capture=True)`) where a real NPU is.
 On exit `sys.modules` (npugraph_ex and the stand-in), `sys.path`, `torch.npu`, every name the emulation
 put in (and `Tensor.is_npu`), the entries npugraph_ex
@@ -63,7 +63,7 @@ BUILT_IN_PATTERNS_OFF = ("npugraph_ex's built-in fusion patterns (add_rms_norm_c
                          "torch_npu's operators (torch.ops.npu.npu_add_rms_norm, ...), which the CPU stand-in for "
                          "torch_npu does not define; the patterns registered with npugraph_ex.register_replacement run")
 PACKAGE = "npugraph_ex"
-EMULATION = "npu_graph_cpu"  # tests/npu_graph_cpu.py
+EMULATION = ".npu_graph_cpu"  # opgen/testing/npu_graph_cpu.py
 RECORD = "opgen-fetch.json"
 RELEASE = re.compile(r"\d+\.\d+\.\d+")  # torch's X.Y.Z
 _MISSING = object()
@@ -154,19 +154,9 @@ def unavailable(capture: bool = False) -> str | None:
 
 
 def emulation_module() -> types.ModuleType:
-    """tests/npu_graph_cpu.py, the NPU graph emulation, from beside this file (imported under its own name, as
-    the generated tests would; it imports torch, so only a capture session loads it)."""
-    module = sys.modules.get(EMULATION)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(EMULATION, Path(__file__).with_name(f"{EMULATION}.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[EMULATION] = module
-        try:
-            spec.loader.exec_module(module)
-        except BaseException:
-            del sys.modules[EMULATION]
-            raise
-    return module
+    """npu_graph_cpu, the NPU graph emulation beside this module (it imports torch, so only a capture session
+    loads it)."""
+    return importlib.import_module(EMULATION, __package__)
 
 
 class _StandInModule(types.ModuleType):
@@ -265,7 +255,7 @@ def _eager_acl_graph(acl_graph_module) -> type:
 class Session:
     """`with Session() as session:` compile with `session.backend()`; `session.graphs` holds the final FX
     graph of each compiled graph and `session.runs` counts the runs that reached capture/replay.
-    `Session(capture=True)`: AclGraph captures and replays on `session.emulation` (tests/npu_graph_cpu.py);
+    `Session(capture=True)`: AclGraph captures and replays on `session.emulation` (npu_graph_cpu);
     `one_launch` names ops it records as one launch each (npu_graph_cpu.Emulation)."""
 
     current: Session | None = None

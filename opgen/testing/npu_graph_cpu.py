@@ -1,7 +1,7 @@
-"""NPU graph capture and replay emulated on CPU (copied verbatim by opgen; imports only the standard library and torch).
+"""NPU graph capture and replay emulated on CPU (opgen.testing; imports only the standard library and torch).
 
 npugraph_ex's capture manager, `AclGraph` (npugraph_ex/_acl_concrete_graph/acl_graph.py of torch-npu 2.13.0),
-runs unchanged on top of this module: `Emulation` puts into opgen's torch_npu stand-in (tests/npugraph_ex_cpu.py)
+runs unchanged on top of this module: `Emulation` puts into opgen's torch_npu stand-in (npugraph_ex_cpu)
 exactly the torch_npu names AclGraph uses on its capture and replay path, with these meanings:
 - `torch.npu.NPUGraph`: `capture_begin` pushes a `Recorder` (a TorchDispatchMode) that records each ATen kernel
   launch instead of computing it, as a device records tasks: the output metadata comes from the op's meta kernel
@@ -58,7 +58,7 @@ REFUSED = ("Cannot call {what} during NPU graph capture. If you need this call t
            "Current npuStreamCaptureStatus: active")
 CORE_LIMITS = {"cube_core_num": 24, "vector_core_num": 48}  # what get_stream_limit reports for every stream
 ND_FORMAT = 2  # torch_npu.get_npu_format of a plain (ND) tensor
-LIBRARY_MODULES = ("npu_graph_cpu", "npugraph_ex_cpu", "graph_checks")  # frames never blamed on a kernel
+LIBRARY = __name__.rpartition(".")[0]  # opgen.testing: its frames are never blamed on a kernel
 ALLOCATIONS = {"empty.memory_format", "empty_strided", "empty_like", "new_empty", "new_empty_strided",
                "empty_permuted"}
 HOST_COPIES = ("cpu", "tolist", "numpy", "__array__")  # Tensor methods that copy device memory to the host
@@ -196,8 +196,9 @@ def _library_frame(frame) -> bool:
     path = frame.f_code.co_filename
     if path.startswith((TORCH_DIR, "<")) or f"{os.sep}npugraph_ex{os.sep}" in path:
         return True
-    return frame.f_globals.get("__name__") in LIBRARY_MODULES or (path.startswith(STDLIB_DIR)
-                                                                   and not path.startswith(SITE_DIRS))
+    name = frame.f_globals.get("__name__") or ""
+    return (bool(LIBRARY) and name.startswith(f"{LIBRARY}.")) or (path.startswith(STDLIB_DIR)
+                                                                and not path.startswith(SITE_DIRS))
 
 
 class Recorder(TorchDispatchMode):

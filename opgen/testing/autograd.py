@@ -1,0 +1,136 @@
+"""Tier 2 with `autograd:`: opcheck with requires_grad=True and gradcheck of the backward formula.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+from torch.autograd.gradcheck import GradcheckError
+
+from .compiled import opcheck
+from .failures import CheckFailed, skip
+from .input_variants import variants
+from .op import Call, Op
+from .values import clone, tensor_map, tensors
+
+
+def _floating(call: Call) -> bool:
+    return any(t.is_floating_point() for t in tensors(call))
+
+
+
+def _differentiable(op: Op, calls: Sequence[Call]) -> list[Call]:
+    found = [call for call in calls if _floating(call)]
+    if not found:
+        skip(f"no example of {op.qualname} has a floating-point tensor input, so there is nothing to differentiate: "
+             f"add one to {op.field}.examples")
+    return found
+
+
+
+def assert_backward_raises_without_formula(op: Op, calls: Sequence[Call], writes_tracked: bool) -> None:
+    """Without `autograd:`, backward from what a gradient reaches (the fresh outputs, and with `writes_tracked`
+    (Library style) the written arguments) raises torch's "no autograd formula was registered": no kernel, CPU or
+    device, may be differentiated (a Python CPU kernel made of torch ops silently would be)."""
+    call = _differentiable(op, calls)[0]
+
+    def grad_leaf(name: str, t: torch.Tensor) -> torch.Tensor:
+        leaf = t.detach().clone().requires_grad_(t.is_floating_point() or t.is_complex())
+        return leaf.clone() if name in op.written else leaf  # written in place: not a leaf
+
+    call = {name: tensor_map(lambda t, name=name: grad_leaf(name, t), value) for name, value in call.items()}
+    try:
+        result = op(call)
+    except RuntimeError as error:  # torch refuses the call itself: an out= op given inputs requiring grad
+        if "don't support automatic differentiation" in str(error):
+            return
+        raise
+    written = tensors([call[name] for name in op.written])
+    outputs = [t for t in tensors(result) if not any(t is w for w in written)]  # not a returned argument
+    reached = [t for t in outputs + (written if writes_tracked else []) if t.requires_grad]
+    if not reached:
+        skip(f"no output of {op.qualname} can carry a gradient (custom_op attaches none to written arguments)")
+    try:
+        torch.autograd.backward(reached, [torch.ones_like(t) for t in reached])
+    except RuntimeError as error:
+        if "no autograd formula was registered" in str(error):
+            return
+        raise CheckFailed(f"backward through {op.qualname} raised {error}, not torch's \"no autograd formula was "
+                          "registered\"") from error
+    raise CheckFailed(f"{op.qualname} has no backward ({op.field}.autograd in opgen.yaml), but a backward through it "
+                      "ran: its CPU kernel was differentiated through its torch ops, which a device kernel would not "
+                      "be; regenerate ops.py with `opgen new`")
+
+
+def opcheck_with_requires_grad(op: Op, calls: Sequence[Call]) -> None:
+    """opcheck with requires_grad=True on every floating-point tensor (fresh leaves): the Autograd registration."""
+    opcheck(op, [tensor_map(lambda t: t.detach().clone().requires_grad_(t.is_floating_point()), call)
+                 for call in _differentiable(op, calls)])
+
+
+
+GRADCHECK_ELEMENTS = 4096  # the most floating elements of a variant gradcheck takes (it costs a call per element)
+
+
+
+def gradcheck(op: Op, examples: Callable[[int], list[Call]] | Sequence[Call]) -> None:
+    """torch.autograd.gradcheck of the backward formula in float64, every floating-point tensor an input, on every
+    example and (`examples` the examples function) on its variants with a defaulted scalar moved or a size changed
+    (input_variants) that the kernel takes: a formula ignoring a scalar, or right at one size only, fails."""
+    if callable(examples):
+        calls = [(f"examples[{number}]", call, False) for number, call in enumerate(examples(0))]
+        calls += [(variant.label, variant.call, True) for variant in variants(op, examples)
+                  if variant.kind in ("default", "size", "size-edge") and _small_and_nonempty(variant.call)]
+    else:
+        calls = [(f"examples[{number}]", call, False) for number, call in enumerate(examples)]
+    differentiable = {id(call) for call in _differentiable(op, [call for _, call, _ in calls])}
+    for label, call, variant in calls:
+        if id(call) not in differentiable:
+            continue
+        if variant and not _takes(op, call):  # not an input of the op: the oracle tier judges that
+            continue
+        try:
+            torch.autograd.gradcheck(*_gradcheck_inputs(op, call))
+        except GradcheckError as error:
+            raise CheckFailed(f"the backward formula of {op.field}.autograd in opgen.yaml disagrees with finite "
+                              f"differences on {op.field}.{label}: {error}", "wrong-gradient") from error
+
+
+
+def _takes(op: Op, call: Call) -> bool:
+    """The CPU kernel runs on `call` without raising."""
+    try:
+        op(clone(call))
+    except Exception:  # noqa: BLE001  (any error: the call is not one the op takes)
+        return False
+    return True
+
+
+
+def _small_and_nonempty(call: Call) -> bool:
+    floating = [t for t in tensors(call) if t.is_floating_point()]
+    return all(t.numel() for t in tensors(call)) and sum(t.numel() for t in floating) <= GRADCHECK_ELEMENTS
+
+
+
+def _gradcheck_inputs(op: Op, call: Call) -> tuple[Callable, tuple]:
+    """(function of the floating tensors, those tensors in float64 requiring grad) for torch.autograd.gradcheck."""
+    # (argument, position in its list or None): where each differentiated tensor goes
+    slots = [(name, None) for name, value in call.items()
+             if isinstance(value, torch.Tensor) and value.is_floating_point()]
+    slots += [(name, position) for name, value in call.items() if isinstance(value, (list, tuple))
+              for position, item in enumerate(value) if isinstance(item, torch.Tensor) and item.is_floating_point()]
+
+    def fn(*inputs):
+        values = {name: list(value) if isinstance(value, (list, tuple)) else value for name, value in call.items()}
+        for (name, position), value in zip(slots, inputs, strict=True):
+            if position is None:
+                values[name] = value
+            else:
+                values[name][position] = value
+        return op(values)
+
+    inputs = tuple((call[name] if position is None else call[name][position]).detach().to(torch.float64)
+                   .requires_grad_() for name, position in slots)
+    return fn, inputs

@@ -1,0 +1,94 @@
+"""Tier 2: opcheck, compiled (aot_eager) equals eager, and one graph for two calls that differ only in sizes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch.fx.experimental import _config as symbolic_shapes_config
+
+from .failures import outputs_are_new_memory, skip
+from .op import OPCHECK_UTILS, OPCHECK_UTILS_DYNAMIC, Call, Op
+from .values import clone, tensors
+
+
+def opcheck(op: Op, calls: Sequence[Call], test_utils: Sequence[str] | None = None) -> None:
+    """torch.library.opcheck on every call, its failure saying where to look (`test_utils`: default, all of
+    OPCHECK_UTILS that apply to the op)."""
+    test_utils = test_utils or (OPCHECK_UTILS_DYNAMIC if op.dynamic else OPCHECK_UTILS)
+    for call in calls:
+        utils = test_utils
+        if any(t.is_floating_point() and bool(t.isnan().any()) for t in tensors(op.seeded(op)(clone(call)))):
+            # opcheck compares the compiled outputs with eager ones with NaN unequal to NaN: the other tiers
+            # compare them here (equal_nan)
+            utils = [name for name in test_utils if not name.startswith("test_aot_dispatch")]
+        try:
+            torch.library.opcheck(op.overload, (), call, test_utils=utils)
+        except Exception as error:
+            raise AssertionError(f"{error}\n(opcheck of {op.overload}: check the CPU kernel {op.kernel} against the "
+                                 f"fake function generated from opgen.yaml {op.field}.outputs and {op.field}.schema)"
+                                 ) from error
+
+
+
+def assert_compiled_matches_eager(op: Op, calls: Sequence[Call]) -> None:
+    """torch.compile(backend="aot_eager", fullgraph=True): outputs and mutated inputs equal eager; a tagged op
+    returns its mutated argument (the very tensor in eager, its new value when compiled)."""
+    torch.compiler.reset()
+    compiled = op.seeded(torch.compile(lambda **kwargs: op.overload(**kwargs), backend="aot_eager", fullgraph=True,
+                                       dynamic=False))
+    for call in calls:
+        eager_call = clone(call)
+        returned = op.seeded(op)(eager_call)
+        expected = clone(returned)  # before the compiled call: a kernel returning reused memory must not hide
+        with outputs_are_new_memory():
+            actual = compiled(**call)
+        torch.testing.assert_close(actual, expected, equal_nan=True)
+        torch.testing.assert_close(tensors(call), tensors(eager_call), equal_nan=True)  # inputs mutated the same way
+        assert len(tensors(actual)) == len(op.returned) or not op.returned
+        for output, eager_output, name in zip(tensors(actual), tensors(returned), op.returned, strict=False):
+            assert eager_output is eager_call[name], f"eager output is not argument {name!r}"
+            torch.testing.assert_close(output, call[name], equal_nan=True)
+
+
+
+def assert_compiles_once(op: Op, calls: Sequence[Call], derived: bool) -> None:
+    """torch.compile(dynamic=True) makes ONE graph for calls of two sizes (the fake specialises on no size), and
+    each compiled result (mutated inputs included) equals eager. `derived`: opgen made the second call.
+
+    Sizes that differ between the calls are never 0 or 1 (torch.compile specialises those; opgen picks the calls
+    so), and duck sizing is off (it would give two sizes equal in one call one symbol, and compile again when
+    they differ in the other): a second graph is then the fake's doing. (The backend may be called more than once
+    for the first call: Dynamo can restart its analysis.)"""
+    if derived:
+        try:
+            op(clone(calls[1]))
+        except (RuntimeError, IndexError, ValueError, TypeError) as error:  # torch's errors on mismatched sizes
+            skip(f"opgen doubled the last size of {op.field}.examples[0], but the CPU kernel refuses that call "
+                 f"({type(error).__name__}): add an example of other sizes (none 0 or 1) to {op.field}.examples")
+    torch.compiler.reset()
+    graphs = []
+    aot_eager = torch._dynamo.lookup_backend("aot_eager")
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return aot_eager(gm, example_inputs)
+
+    compiled = op.seeded(torch.compile(lambda **kwargs: op.overload(**kwargs), backend=backend, fullgraph=True,
+                                       dynamic=True))
+    compiled_first = None
+    with symbolic_shapes_config.patch(use_duck_shape=False):  # no public switch: the config `dynamic=True` reads
+        for call in calls:
+            eager_call = clone(call)
+            with outputs_are_new_memory():
+                actual = compiled(**call)
+            torch.testing.assert_close(actual, op.seeded(op)(eager_call), equal_nan=True)
+            torch.testing.assert_close(tensors(call), tensors(eager_call), equal_nan=True)
+            compiled_first = len(graphs) if compiled_first is None else compiled_first
+    sizes = [[tuple(t.shape) for t in tensors(call)] for call in calls]
+    described = (f"it is generated from {op.field}.outputs in opgen.yaml" if op.outputs and not op.returned
+                 else "for this op it is torch's own (a tagged op) or hand-written")
+    assert len(graphs) == compiled_first, (
+        f"torch.compile(dynamic=True) compiled again for the second of the sizes {sizes}: the fake function "
+        f"specialises on a size (int(size), a Python comparison of sizes, ...); {described}")

@@ -1,0 +1,124 @@
+"""Comparing and copying the values of calls: tensors in nested outputs, mismatches with tolerances, distributions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from .failures import CheckFailed
+from .op import TOLERANCES, Call, Op
+
+
+def tensor_map(fn: Callable[[torch.Tensor], Any], value):
+    """`fn` applied to every tensor inside nested tuples, lists and dicts."""
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(tensor_map(fn, item) for item in value)
+    if isinstance(value, dict):
+        return {key: tensor_map(fn, item) for key, item in value.items()}
+    return value
+
+
+
+def tensors(value) -> list[torch.Tensor]:
+    """Every tensor inside nested tuples, lists and dicts, in order."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in tensors(item)]
+    return []
+
+
+
+def clone(value):
+    return tensor_map(lambda t: t.clone(), value)
+
+
+
+def copy_into(destination, source) -> None:
+    """Refill `destination` (a tensor, or a list of them; `Tensor?` entries may be None) with `source`."""
+    if isinstance(destination, torch.Tensor):
+        destination.copy_(source)
+    elif destination is not None:
+        for dst, src in zip(destination, source, strict=True):
+            copy_into(dst, src)
+
+
+
+def same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal shapes and values, NaN equal to NaN."""
+    if a.shape != b.shape:
+        return False
+    equal = a == b
+    if a.is_floating_point():
+        equal |= a.isnan() & b.isnan()
+    return bool(equal.all())
+
+
+
+def same_values(a, b) -> bool:
+    """The same tensors inside `a` and `b` (nested), shapes and values, NaN equal to NaN."""
+    ta, tb = tensors(a), tensors(b)
+    return len(ta) == len(tb) and all(same(x, y) for x, y in zip(ta, tb, strict=True))
+
+
+
+def mismatch(actual, expected: torch.Tensor, tolerance: tuple | None = None) -> str | None:
+    """None when `actual` is close to `expected`; else a one-line summary (never a tensor dump)."""
+    if not isinstance(actual, torch.Tensor):
+        return f"got {type(actual).__name__}, expected a tensor"
+    if tuple(actual.shape) != tuple(expected.shape):
+        return f"shape {tuple(actual.shape)}, expected {tuple(expected.shape)}"
+    rtol, atol = tolerance or TOLERANCES.get(actual.dtype, (0.0, 0.0))
+    got, want = actual.detach().cpu().to(torch.float64), expected.detach().cpu().to(torch.float64)
+    bad = ~torch.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
+    if not bad.any():
+        return None
+    first = tuple(int(i) for i in bad.nonzero()[0])
+    worst = float((got - want).abs().nan_to_num(nan=float("inf")).max())
+    return (f"{int(bad.sum())} of {bad.numel()} values differ ({actual.dtype}, rtol={rtol:g}, atol={atol:g}), "
+            f"max abs diff {worst:.6g}, first at index {list(first)}: got {got[first].item():.6g}, "
+            f"expected {want[first].item():.6g}")
+
+
+
+RANDOM_SAMPLE = 256  # fewer values than this tell too little about a distribution: not judged
+
+
+
+def distribution_mismatch(actual: torch.Tensor, expected: torch.Tensor) -> str | None:
+    """None when two samples of a random op look like one distribution: the same shape, means within five standard
+    errors, spreads within a factor of 1.4 (loose: it catches a wrong distribution, not a subtle one). A sample of
+    fewer than RANDOM_SAMPLE values is not judged."""
+    if tuple(actual.shape) != tuple(expected.shape):
+        return f"shape {tuple(actual.shape)}, expected {tuple(expected.shape)}"
+    got, want = actual.detach().cpu().double().flatten(), expected.detach().cpu().double().flatten()
+    if got.numel() < RANDOM_SAMPLE:
+        return None
+    spread = float(want.std())
+    error = 5 * max(spread, float(got.std()), 1e-12) / got.numel() ** 0.5
+    if abs(float(got.mean()) - float(want.mean())) > error:
+        return f"mean {float(got.mean()):.6g}, not {float(want.mean()):.6g} (+- {error:.3g})"
+    if spread > 0 and not 1 / 1.4 <= float(got.std()) / spread <= 1.4:
+        return f"standard deviation {float(got.std()):.6g}, not {spread:.6g}"
+    return None
+
+
+
+def run(op: Op, call: Call, where: str):
+    """The op on a CPU call: an error (torch's checks of custom_op included) names the kernel and the example."""
+    try:
+        return op(call)
+    except Exception as error:
+        raise CheckFailed(f"{op.kernel} on {where}: {type(error).__name__}: {error}", "kernel-raised") from error
+
+
+
+def _example(op: Op, number: int, note: str = "") -> str:
+    return f"{op.spec(f'.examples[{number}]')}{note}"
