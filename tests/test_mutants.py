@@ -126,7 +126,7 @@ MUTANTS = (
     # registration: the same tags in both styles (custom_op adds pt2_compliant_tag itself)
     Mutant("registration without pt2_compliant_tag", "rms_norm", "ops", "tags=(torch.Tag.pt2_compliant_tag,)",
            "tags=()", ("ops.py",), style="library"),
-    Mutant("no NPU kernel registered", "bias_act", "ops", 'npu_lib.impl("bias_act", bias_act_npu, "PrivateUse1")\n',
+    Mutant("no NPU kernel registered", "bias_act", "ops", "bias_act.register_kernel(NPU_DEVICE, bias_act_npu)\n",
            "", ("ops.py registers no NPU kernel",), style="custom_op"),
     # the registered schema is not the spec's (only the schema tier sees these: every call still works)
     Mutant("schema=: custom_op infers SymInt for int", "todo_semantics", "ops",

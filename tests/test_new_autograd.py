@@ -263,16 +263,26 @@ def test_generated_functions_are_the_validated_bodies_and_nothing_else():
     assert "f.register_autograd(_f_backward, setup_context=_f_setup_context)\n" in custom["a/ops.py"]
 
 
-def test_ops_without_autograd_get_no_autograd_registration():
+def test_ops_without_autograd_get_no_formula_but_raise_on_backward():
+    """No formula: a Library op gets a fallthrough at Autograd (free per call) and its kernel behind a guard that
+    ties results to a raising node only when a gradient could flow; custom_op raises by itself."""
     spec = load("""
         namespace: a
         ops:
-          - schema: "f(Tensor x) -> Tensor"
+          - schema: "f(Tensor x, Tensor? w, Tensor[] ys) -> Tensor"
         """)
     context = project_context(spec)["_opgen"]
     assert not context["ops"][0]["autograd"]["enabled"] and context["ops"][0]["autograd"]["code"] == ""
-    assert "register_autograd" not in {f.path: f.content for f in render_package(spec)}["a/ops.py"]
-    assert "requires_grad is not exercised for a::f" in " ".join(context["tests"]["no_autograd_note"])
+    files = {f.path: f.content for f in render_package(spec)}
+    library = files["a/ops.py"]
+    assert "register_autograd" not in library
+    assert 'lib.impl("f", torch.library.fallthrough_kernel, "Autograd")\n' in library
+    assert 'lib.impl("f", _f_cpu_without_autograd, "CPU")\n' in library
+    assert ("    if (\n        x.requires_grad\n        or (w is not None and w.requires_grad)\n"
+            "        or any(t.requires_grad for t in ys)\n    ) and torch.is_grad_enabled():\n") in library
+    assert 'raising_on_backward("a.f.default")(f_fake)' in library and "a/no_autograd.py" in files
+    custom = {f.path: f.content for f in render_package(load_spec_text(spec.text, "spec.yaml", style="custom_op"))}
+    assert "fallthrough_kernel" not in custom["a/ops.py"] and "a/no_autograd.py" not in custom
 
 
 # --- generated projects: the formulas are checked by the generated tests ----------------------------
@@ -326,6 +336,12 @@ def projects(tmp_path_factory):
             done = opgen("new", str(root / f"{name}.yaml"), "-o", str(root / f"{name}_{style}"), "--style", style)
             assert done.returncode == 0, done.stderr
             made[name, style] = root / f"{name}_{style}"
+    ops = made["wrong", "library"] / "ag_wrong" / "ops.py"  # planted: plain's kernel registered unguarded
+    text = ops.read_text(encoding="utf-8")
+    planted = text.replace('lib.impl("plain", torch.library.fallthrough_kernel, "Autograd")\n', "").replace(
+        'lib.impl("plain", _plain_cpu_without_autograd, "CPU")', 'lib.impl("plain", plain_cpu, "CPU")')
+    assert 'lib.impl("plain", plain_cpu, "CPU")' in planted and "fallthrough" not in planted
+    ops.write_text(planted, encoding="utf-8")
     return made
 
 
@@ -352,7 +368,11 @@ def test_generated_autograd_tests_pass_skip_and_fail_exactly(projects, style, tm
               and not name.endswith("_matches_expected_values")
               and (fetched or not name.endswith("_npugraph_ex_compiles_on_cpu"))}
     assert set(others.values()) == {"passed"}, others
+    assert good["test_plain_backward_raises_without_formula"]["outcome"] == "passed"
     wrong = run_generated_tests([projects["wrong", style]], tmp_path / "wrong.xml")
+    if style == "library":  # planted: plain registered as before, its Python kernel differentiated through
+        assert wrong["test_plain_backward_raises_without_formula"]["outcome"] == "failed"
+        assert "but a backward through it ran" in wrong["test_plain_backward_raises_without_formula"]["message"]
     assert wrong["test_scale_gradcheck"]["outcome"] == "failed"
     assert "Jacobian mismatch" in wrong["test_scale_gradcheck"]["message"]
     assert wrong["test_scale_opcheck_with_requires_grad"]["outcome"] == "passed"  # opcheck is not numerics
@@ -365,10 +385,11 @@ def test_only_ops_with_a_formula_register_one(projects, style):
     ops = (project / "ag_ops" / "ops.py").read_text(encoding="utf-8")
     assert ops.count("register_autograd(") == 2
     assert "def _scale_setup_context(ctx, inputs, keyword_only_inputs, output):" in ops
-    assert "def _plain_" not in ops.replace("def _plain_fake", "")
+    assert "def _plain_" not in ops.replace("def _plain_fake", "").replace("def _plain_cpu_without_autograd", "")
     tests = next((project / "tests").glob("test_*.py")).read_text(encoding="utf-8")
-    docstring = ast.get_docstring(ast.parse(tests))
-    assert "requires_grad is not exercised for ag_ops::plain: without `autograd:`" in " ".join(docstring.split())
+    assert "requires_grad is not exercised" not in tests  # the caveat went: backward raises instead
+    assert "def test_plain_backward_raises_without_formula():" in tests
+    assert "def test_scale_backward_raises_without_formula():" not in tests
 
 
 LINTED = """

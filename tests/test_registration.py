@@ -35,7 +35,8 @@ def test_custom_op_npu_kernel_needs_no_torch_npu_and_no_private_api(project):
     source = (project / "act_ops" / "ops.py").read_text(encoding="utf-8")
     assert "import torch_npu" not in source
     assert "torch._C" not in source and "_get_privateuse1_backend_name" not in source
-    assert 'npu_lib.impl("bias_act", bias_act_npu, "PrivateUse1")' in source
+    assert 'NPU_DEVICE = "privateuseone"' in source and "bias_act.register_kernel(NPU_DEVICE, bias_act_npu)" in source
+    assert 'Library("act_ops", "IMPL")' not in source  # register_kernel's wrapper, not a raw impl
 
 
 @pytest.mark.parametrize("first, second", [("import act_ops", RENAME), (RENAME, "import act_ops")],

@@ -20,6 +20,7 @@ from ..schema.model import ListType, OptionalType, strip_alias
 from ..spec.autograd import backward_header, function_source, setup_context_header
 from ..spec.model import DEVICES, OpSpec, ProjectSpec
 from ..spec.semantics import promoted_arguments
+from . import without_autograd
 from .examples import call_lines, expected_lines, two_sizes, uses_draws, uses_generator
 from .fakes import contiguity_checks, rule_code
 from .fusions import fusion_code
@@ -167,6 +168,7 @@ class Registration:
     device_impl: str | None
     wrappers: str  # the wrappers' code ("" without `contiguous:`)
     bump_versions: str  # Library style, a mutable op: the ADInplaceOrView kernel bumping the written tensors' versions
+    raising_on_backward: str  # Library style without `autograd:`: the fake's decorator (without_autograd.py), else ""
 
 
 def _registration(spec: ProjectSpec, op: OpSpec, qualname: str, files) -> Registration:
@@ -189,17 +191,33 @@ def _registration(spec: ProjectSpec, op: OpSpec, qualname: str, files) -> Regist
         tag_fake_note={"inplace": "it returns its first argument", "out": "it returns its out= arguments",
                        "": ""}[tag],
         side_effect=not schema.returns and not schema.is_mutable,
-        cpu_impl=f"_{files.cpu_kernel}_contiguous" if op.contiguous else files.cpu_kernel,
-        device_impl=(f"_{files.device_kernel}_contiguous" if op.contiguous else files.device_kernel)
+        cpu_impl=_impl(spec, op, f"_{files.cpu_kernel}_contiguous" if op.contiguous else files.cpu_kernel),
+        device_impl=_impl(spec, op, f"_{files.device_kernel}_contiguous" if op.contiguous else files.device_kernel)
         if files.device_kernel else None,
-        wrappers=_contiguous_wrappers(op, qualname, files),
+        wrappers=_wrappers(spec, op, qualname, files),
         bump_versions=_bump_versions(spec, op, qualname),
+        raising_on_backward=without_autograd.decorator(spec, op) if without_autograd.needs_guard(spec, op) else "",
     )
 
 
 def _is_list(arg) -> bool:
     t = strip_alias(arg.type)
     return isinstance(t.elem if isinstance(t, OptionalType) else t, ListType)
+
+
+def _impl(spec: ProjectSpec, op: OpSpec, kernel: str) -> str:
+    """The function registered for a kernel: it, or it behind the guard raising on backward."""
+    return without_autograd.guarded_name(kernel) if without_autograd.needs_guard(spec, op) else kernel
+
+
+def _wrappers(spec: ProjectSpec, op: OpSpec, qualname: str, files) -> str:
+    """The `contiguous:` wrappers, then the guards raising on backward (around them, if any)."""
+    functions = [_contiguous_wrappers(op, qualname, files)]
+    if without_autograd.needs_guard(spec, op):
+        kernels = filter(None, (files.cpu_kernel, files.device_kernel))
+        functions += [without_autograd.guard_function(spec, op, f"_{k}_contiguous" if op.contiguous else k)
+                      for k in kernels]
+    return "\n\n\n".join(f for f in functions if f)
 
 
 def _contiguous_wrappers(op: OpSpec, qualname: str, files) -> str:
@@ -386,7 +404,6 @@ class TestModule:
     package_modules: tuple[str, ...]  # what the tests import from the package: patterns (`fusion:`), reference
     npu_unavailable: str
     cuda_unavailable: str
-    no_autograd_note: tuple[str, ...]
 
 
 def _test_module(spec: ProjectSpec, ops: list[dict]) -> TestModule:
@@ -400,17 +417,7 @@ def _test_module(spec: ProjectSpec, ops: list[dict]) -> TestModule:
                               if used),
         npu_unavailable="checks.npu_unavailable()" if spec.device == "npu" else skipped["npu"],
         cuda_unavailable="checks.cuda_unavailable()" if spec.device == "cuda" else skipped["cuda"],
-        no_autograd_note=tuple(_no_autograd_note([op["qualname"] for op in ops if not op["autograd"]["enabled"]])),
     )
-
-
-def _no_autograd_note(qualnames: list[str]) -> list[str]:
-    """Lines of the test file's docstring saying why requires_grad is not exercised for these ops."""
-    if not qualnames:
-        return []
-    return comment_lines(f"requires_grad is not exercised for {', '.join(qualnames)}: without `autograd:` in opgen.yaml "
-                         "no backward is registered (a Library op would get torch's warn-only autograd fallback and "
-                         "silently wrong gradients, a custom_op raises on backward), so there is no formula to check.")
 
 
 @dataclass(frozen=True)

@@ -109,7 +109,14 @@ class _Body:
             self.body += contiguity_checks(self.op)
         shown = [out for out in self.op.outputs if self._shown(out)]
         read = [rule for out in self.op.outputs for rule in (out.rules if out in shown else (out.dtype_rule,))]
-        self.body += binding_statements(self.op.bindings, read, self.ctx)
+        checked = self.op.checks if self.fake else ()
+        self.body += binding_statements(self.op.bindings, [*read, *checked], self.ctx)
+        for number, rule in enumerate(checked):
+            statements, test = rule.python_with_statements(self.ctx)
+            message = (f"{self.op.schema.qualified_name}: ops[{self.op.index}].checks[{number}] in opgen.yaml does not "
+                       f"hold: {rule.text}")
+            self.body += [*statements, call("torch._check", [test, "lambda: " + string_value(message, "        ",
+                                                                                             "lambda: ", ",")], "    ")]
         for out in self.op.outputs:
             if out not in shown:
                 dtype = "None" if out.dtype_rule.uses_outputs & self.unknown else self._expr(out.dtype_rule)

@@ -46,6 +46,7 @@ from .autograd import (
     setup_context_header,
 )
 from .bodies import body_error, check_body, value_returns
+from .checks import input_checks
 from .examples import derive_example, describe_value, examples, load_inputs_text, tolerance
 from .fusion import with_fusion
 from .inputs import parse_inputs
@@ -73,7 +74,7 @@ __all__ = ["derive_example", "load_inputs_text", "load_spec", "load_spec_text", 
 
 SPEC_KEYS = ("namespace", "style", "device", "package", "target", "dtype_codes", "ops")
 OP_KEYS = ("schema", "doc", "tags", "let", "outputs", "reference", "autograd", "examples", "inputs", "tolerances",
-           "dtypes", "contiguous", "fusion", "op_plugin")
+           "dtypes", "contiguous", "checks", "fusion", "op_plugin")
 AUTOGRAD_KEYS = ("setup_context", "backward")
 TOLERANCE_KEYS = ("rtol", "atol")
 # Names the generated modules use themselves; an argument with one of them would shadow it.
@@ -201,7 +202,8 @@ def _op(source: _Source, node: Node, index: int, project: _Project) -> OpSpec:
     autograd = _autograd(source, fields["autograd"], schema, fields["schema"][1], where) if "autograd" in fields \
         else None
     let = bindings(source, fields["let"][1], schema, where, project.dtype_codes) if "let" in fields else ()
-    described = _op_outputs(source, fields, schema, tags, let, project, where)
+    checks = _op_checks(source, fields, schema, tags, let, project, where)
+    described = _op_outputs(source, fields, schema, tags, let, project, where, checks)
     shape_rules = [out.shape_rule.node for out in described if out.shape_rule is not None]
     calls = examples(source, fields["examples"][1] if "examples" in fields else None, schema, where,
                      random=RANDOM_TAG in tags, limits=argument_limits(shape_rules))
@@ -223,7 +225,8 @@ def _op(source: _Source, node: Node, index: int, project: _Project) -> OpSpec:
     if reference is not None and not contiguous and re.search(r"\.view\(", reference):
         notes.append(_view_note(schema, contiguous, where))
     op = OpSpec(index, schema, doc, described, reference, calls, tuple(notes), tags, autograd, tolerances, op_plugin,
-                tuple(binding for binding, _ in let), dtypes, contiguous, inputs=inputs, dtype_defaults=dtype_defaults)
+                tuple(binding for binding, _ in let), dtypes, contiguous, inputs=inputs, dtype_defaults=dtype_defaults,
+                checks=checks)
     if "fusion" in fields:
         reference_node = fields["reference"][1] if "reference" in fields else None
         op = with_fusion(source, fields["fusion"], op, reference_node, fields["schema"][1], project.namespace)
@@ -285,8 +288,20 @@ def _check_contract(source: _Source, schema_node: ScalarNode, schema: Schema, ta
                                OpgenError(problem[0], hint=problem[1]), f"{where}.schema")
 
 
+def _op_checks(source: _Source, fields: dict, schema: Schema, tags: tuple[str, ...], let, project: _Project,
+               where: str) -> tuple:
+    """`ops[i].checks`, refused on a tagged op (torch generates its fake, which cannot check them)."""
+    if "checks" not in fields:
+        return ()
+    aliasing = next((tag for tag in tags if tag in ALIASING_TAGS), None)
+    if aliasing:
+        raise source.error(fields["checks"][0], f"{where}.checks: the op is tagged torch.Tag.{aliasing}, so torch "
+                           "generates its fake, which cannot check them", "remove `checks:` (or the tag)")
+    return input_checks(source, fields["checks"][1], schema, where, let, project.dtype_codes)
+
+
 def _op_outputs(source: _Source, fields: dict, schema: Schema, tags: tuple[str, ...], let, project: _Project,
-                where: str):
+                where: str, checks: tuple = ()):
     aliasing = next((tag for tag in tags if tag in ALIASING_TAGS), None)
     if aliasing and "outputs" in fields:
         raise source.error(fields["outputs"][0], f"{where}.outputs: the op is tagged torch.Tag.{aliasing}, so it "
@@ -296,7 +311,7 @@ def _op_outputs(source: _Source, fields: dict, schema: Schema, tags: tuple[str, 
         raise source.error(fields["let"][0], f"{where}.let: the op has no `outputs:` whose rules could read it",
                            "remove `let:`, or describe the outputs")
     described = outputs(source, fields["outputs"][1] if "outputs" in fields else None, schema, where, let=let,
-                        dtype_codes=project.dtype_codes)
+                        dtype_codes=project.dtype_codes, checks=checks)
     if aliasing:
         written = [a.name for a in schema.mutated_args]
         described = tuple(replace(out, returns_argument=name) for out, name in zip(described, written))

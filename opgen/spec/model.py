@@ -181,6 +181,7 @@ class OpSpec:
     inputs: tuple = ()  # `ops[i].inputs`: where arguments' values live (opgen.spec.inputs.InputSpec), in spec order
     # ScalarType arguments whose schema default is a number of `dtype_codes:`: (argument, dtype name)
     dtype_defaults: tuple[tuple[str, str], ...] = ()
+    checks: tuple = ()  # `ops[i].checks`: conditions on the inputs (opgen.spec.semantics.ConditionRule) the fake checks
 
     def input_spec(self, name: str):
         """`ops[i].inputs.<name>`, or None."""

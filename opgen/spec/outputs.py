@@ -70,8 +70,9 @@ def _check_new_name(source: _Source, node: Node, name, schema: Schema, what: str
 
 
 def outputs(source: _Source, node: Node | None, schema: Schema, where: str, *, let=(),
-            dtype_codes: tuple[tuple[int, str], ...] = ()) -> tuple[OutputSpec, ...]:
-    """One OutputSpec per return; `let`: the op's (binding, key node) pairs, each of which a rule must read."""
+            dtype_codes: tuple[tuple[int, str], ...] = (), checks: tuple = ()) -> tuple[OutputSpec, ...]:
+    """One OutputSpec per return; `let`: the op's (binding, key node) pairs, each of which a rule (of the outputs
+    or of `checks`, the op's `checks:`) must read."""
     names = list(schema.return_names)
     given = _given_outputs(source, node, schema, names, where)
     found = []
@@ -91,7 +92,7 @@ def outputs(source: _Source, node: Node | None, schema: Schema, where: str, *, l
         if not is_list:
             earlier.append(name)
         found.append(out)
-    _check_bindings_used(source, let, found, where)
+    _check_bindings_used(source, let, found, checks, where)
     return tuple(found)
 
 
@@ -179,9 +180,10 @@ def _rule(source: _Source, node: Node, field: str, parse):
         raise source.inner(node, error.column or 1, error, field) from None
 
 
-def _check_bindings_used(source: _Source, let, found: list[OutputSpec], where: str) -> None:
+def _check_bindings_used(source: _Source, let, found: list[OutputSpec], checks: tuple, where: str) -> None:
     """A `let:` name no rule reads is a mistake (a typo in a rule, or a leftover) the fake would hide."""
-    used = frozenset().union(*(rule.uses_bindings for out in found for rule in out.rules))
+    used = frozenset().union(*(rule.uses_bindings for out in found for rule in out.rules),
+                             *(rule.uses_bindings for rule in checks))
     for binding, key_node in let:
         if binding.name not in used:
             raise source.error(key_node, f"{where}.let.{binding.name} is read by no rule of {where}.outputs",

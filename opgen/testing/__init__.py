@@ -31,7 +31,7 @@ import importlib
 
 # the public API, by the module that defines it
 _MODULES = {
-    "autograd": ("opcheck_with_requires_grad", "gradcheck"),
+    "autograd": ("opcheck_with_requires_grad", "gradcheck", "assert_backward_raises_without_formula"),
     "capture": ("npu_unavailable", "cuda_unavailable", "assert_capture_replay"),
     "capture_cpu": ("assert_npugraph_ex_capture_replay_on_cpu",),
     "compiled": ("opcheck", "assert_compiled_matches_eager", "assert_compiles_once"),

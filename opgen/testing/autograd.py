@@ -29,6 +29,40 @@ def _differentiable(op: Op, calls: Sequence[Call]) -> list[Call]:
 
 
 
+def assert_backward_raises_without_formula(op: Op, calls: Sequence[Call], writes_tracked: bool) -> None:
+    """Without `autograd:`, backward from what a gradient reaches (the fresh outputs, and with `writes_tracked`
+    (Library style) the written arguments) raises torch's "no autograd formula was registered": no kernel, CPU or
+    device, may be differentiated (a Python CPU kernel made of torch ops silently would be)."""
+    call = _differentiable(op, calls)[0]
+
+    def grad_leaf(name: str, t: torch.Tensor) -> torch.Tensor:
+        leaf = t.detach().clone().requires_grad_(t.is_floating_point() or t.is_complex())
+        return leaf.clone() if name in op.written else leaf  # written in place: not a leaf
+
+    call = {name: tensor_map(lambda t, name=name: grad_leaf(name, t), value) for name, value in call.items()}
+    try:
+        result = op(call)
+    except RuntimeError as error:  # torch refuses the call itself: an out= op given inputs requiring grad
+        if "don't support automatic differentiation" in str(error):
+            return
+        raise
+    written = tensors([call[name] for name in op.written])
+    outputs = [t for t in tensors(result) if not any(t is w for w in written)]  # not a returned argument
+    reached = [t for t in outputs + (written if writes_tracked else []) if t.requires_grad]
+    if not reached:
+        skip(f"no output of {op.qualname} can carry a gradient (custom_op attaches none to written arguments)")
+    try:
+        torch.autograd.backward(reached, [torch.ones_like(t) for t in reached])
+    except RuntimeError as error:
+        if "no autograd formula was registered" in str(error):
+            return
+        raise CheckFailed(f"backward through {op.qualname} raised {error}, not torch's \"no autograd formula was "
+                          "registered\"") from error
+    raise CheckFailed(f"{op.qualname} has no backward ({op.field}.autograd in opgen.yaml), but a backward through it "
+                      "ran: its CPU kernel was differentiated through its torch ops, which a device kernel would not "
+                      "be; regenerate ops.py with `opgen new`")
+
+
 def opcheck_with_requires_grad(op: Op, calls: Sequence[Call]) -> None:
     """opcheck with requires_grad=True on every floating-point tensor (fresh leaves): the Autograd registration."""
     opcheck(op, [tensor_map(lambda t: t.detach().clone().requires_grad_(t.is_floating_point()), call)

@@ -30,12 +30,6 @@ code). Per op:
      eager's; with `fusion.models`, Hugging Face models (transformers) get the op at every occurrence.
 {% endif %}
 Tiers that cannot run on this machine are skipped with the reason.
-{% if t.no_autograd_note %}
-
-{% for line in t.no_autograd_note %}
-{{ line }}
-{% endfor %}
-{% endif %}
 """
 
 import pytest
@@ -197,6 +191,17 @@ def test_{{ op.stem }}_opcheck():
     {{ o.skips.no_example }}
 {% else %}
     {{ call("checks.opcheck", [c, o.examples ~ "()"], "    ") }}
+{% endif %}
+{% if not op.autograd.enabled %}
+
+
+def test_{{ op.stem }}_backward_raises_without_formula():
+    """No ops[{{ op.index }}].autograd: a backward through the op raises, on the CPU kernel as on a device one."""
+{% if not o.example_lines %}
+    {{ o.skips.no_example }}
+{% else %}
+    {{ call("checks.assert_backward_raises_without_formula", [c, o.examples ~ "()", "writes_tracked=" ~ (cookiecutter._opgen.style != "custom_op")], "    ") }}
+{% endif %}
 {% endif %}
 {% if op.autograd.enabled %}
 

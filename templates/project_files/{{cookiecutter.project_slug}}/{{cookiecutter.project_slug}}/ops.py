@@ -18,6 +18,9 @@ from torch.types import Number
 {% for line in cookiecutter._opgen.import_lines %}
 {{ line }}
 {% endfor %}
+{% if cookiecutter._opgen.ops | selectattr("registration.raising_on_backward") | list %}
+from .no_autograd import raising_on_backward, tied
+{% endif %}
 
 if torch.__version__ < "{{ cookiecutter._opgen.torch_proven }}":
     raise ImportError(f"{__package__} is generated for torch {{ cookiecutter._opgen.torch_proven }} or later (the lines opgen "
@@ -29,9 +32,10 @@ if torch.__version__ < "{{ cookiecutter._opgen.torch_proven }}":
 lib = torch.library.Library({{ cookiecutter._opgen.namespace_literal }}, "FRAGMENT")
 {% elif cookiecutter._opgen.npu %}
 
-# The NPU kernels go to torch_npu's dispatch key, PrivateUse1, directly: custom_op's register_kernel("npu", ...)
-# would need torch_npu imported first (it names the device type "npu"); the key needs neither, in any import order.
-npu_lib = torch.library.Library({{ cookiecutter._opgen.namespace_literal }}, "IMPL")
+# The NPU kernels go to torch_npu's dispatch key, PrivateUse1, through custom_op's register_kernel (its checks of
+# what a kernel returns, set_kernel_enabled). "privateuseone" names that key before and after torch_npu renames the
+# backend "npu", so this needs no torch_npu and works in any import order.
+NPU_DEVICE = "privateuseone"
 {% endif %}
 {% for op in cookiecutter._opgen.ops %}
 {% if op.registration.wrappers %}
@@ -64,7 +68,7 @@ npu_lib = torch.library.Library({{ cookiecutter._opgen.namespace_literal }}, "IM
 
 
 {% if cookiecutter._opgen.npu %}
-{{ call("npu_lib.impl", [op.op_name_literal, op.registration.device_impl, '"PrivateUse1"']) }}
+{{ call(op.stem ~ ".register_kernel", ["NPU_DEVICE", op.registration.device_impl]) }}
 {% elif op.kernels.device %}
 {{ call(op.stem ~ ".register_kernel", [op.kernels.device_type_literal, op.registration.device_impl]) }}
 {% endif %}
@@ -76,6 +80,10 @@ npu_lib = torch.library.Library({{ cookiecutter._opgen.namespace_literal }}, "IM
 {{ op.registration.tag_guard }}
 {% endif %}
 {{ call("lib.define", [op.registration.signature_literal, "tags=" ~ op.registration.define_tags]) }}
+{% if op.registration.raising_on_backward %}
+# No autograd: in opgen.yaml: autograd skips the op in C++ and the kernels raise on backward (no_autograd.py).
+{{ call("lib.impl", [op.op_name_literal, "torch.library.fallthrough_kernel", '"Autograd"']) }}
+{% endif %}
 {{ call("lib.impl", [op.op_name_literal, op.registration.cpu_impl, '"CPU"']) }}
 {% if op.kernels.device %}
 {{ call("lib.impl", [op.op_name_literal, op.registration.device_impl, cookiecutter._opgen.dispatch_key_literal]) }}
@@ -95,7 +103,7 @@ npu_lib = torch.library.Library({{ cookiecutter._opgen.namespace_literal }}, "IM
 {% if custom_op %}
 {{ call(op.stem ~ ".register_fake", [op.files.fake]) }}
 {% else %}
-{{ call("torch.library.register_fake", [op.qualname_literal, op.files.fake, "lib=lib"]) }}
+{{ call("torch.library.register_fake", [op.qualname_literal, (op.registration.raising_on_backward ~ "(" ~ op.files.fake ~ ")") if op.registration.raising_on_backward else op.files.fake, "lib=lib"]) }}
 {% endif %}
 {% else %}
 
@@ -104,6 +112,9 @@ npu_lib = torch.library.Library({{ cookiecutter._opgen.namespace_literal }}, "IM
 @{{ op.stem }}.register_fake
 {% else %}
 @{{ call("torch.library.register_fake", [op.qualname_literal, "lib=lib"]) }}
+{% if op.registration.raising_on_backward %}
+@{{ op.registration.raising_on_backward }}
+{% endif %}
 {% endif %}
 {{ define("_" ~ op.stem ~ "_fake", op.signature.parameters, op.signature.returns) }}
 {% for line in op.fake.lines %}
