@@ -18,8 +18,9 @@ from torch.types import Number
 {% for line in cookiecutter._opgen.import_lines %}
 {{ line }}
 {% endfor %}
-{% if cookiecutter._opgen.ops | selectattr("registration.raising_on_backward") | list %}
-from .no_autograd import raising_on_backward, tied
+{% set guarded = cookiecutter._opgen.ops | selectattr("registration.raising_on_backward") | list %}
+{% if guarded %}
+from .no_autograd import {{ "raising_on_backward, tied" if guarded | rejectattr("fake.trivial") | list else "tied" }}
 {% endif %}
 
 if torch.__version__ < "{{ cookiecutter._opgen.torch_proven }}":
