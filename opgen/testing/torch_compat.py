@@ -96,13 +96,39 @@ def set_npugraph_ex_option(config, name: str, value) -> None:
     setattr(config, field, options.OPTIONS_TO_CONFIG_TRANSFORMATIONS.get(name, lambda v: v)(value))
 
 
-def register_fake_over(qualname: str, fake, lib) -> None:
-    """torch.library.register_fake over the op's existing fake: `allow_override=True` where register_fake takes it
-    (torch 2.8 and later); older lines replace a custom_op's fake as they are."""
+def register_fake_takes_override() -> bool:
+    """torch.library.register_fake's `allow_override` (torch 2.8 and later): a second fake of an op stacks over the
+    first until its library is destroyed. Without it (2.6, 2.7) a Library op's second fake raises."""
     import inspect
 
     import torch
 
-    extra = {"allow_override": True} if "allow_override" in inspect.signature(torch.library.register_fake).parameters \
-        else {}
-    torch.library.register_fake(qualname, fake, lib=lib, **extra)
+    return "allow_override" in inspect.signature(torch.library.register_fake).parameters
+
+
+def register_fake_over(qualname: str, fake, lib) -> None:
+    """`fake` over the op's existing fake until `lib` is destroyed (`lib._destroy()` brings the old one back).
+    torch.library.register_fake with `allow_override=True` where it takes it; on older lines a custom_op's fake is
+    replaced as register_fake always did, and a Library op's, which register_fake refuses to replace, is swapped in
+    torch's fake registry (simple_registry, which torch and the generated compile_cache read it from) with the old
+    one restored by a handle of `lib`."""
+    import torch
+
+    if register_fake_takes_override():
+        torch.library.register_fake(qualname, fake, lib=lib, allow_override=True)
+        return
+    from torch._library.custom_ops import OPDEFS
+    from torch._library.simple_registry import singleton
+    from torch._library.utils import Kernel, RegistrationHandle
+
+    holder = singleton.find(qualname).fake_impl
+    if qualname in OPDEFS or holder.kernel is None:
+        torch.library.register_fake(qualname, fake, lib=lib)
+        return
+    saved = holder.kernel
+    holder.kernel = Kernel(fake, "opgen.testing.torch_compat.register_fake_over")
+
+    def restore() -> None:
+        holder.kernel = saved
+
+    lib._registration_handles.append(RegistrationHandle(restore))
