@@ -36,7 +36,7 @@ def test_the_aliasing_check_is_turned_on_only_where_the_line_has_it(monkeypatch)
         assert raises is False
 
 
-def test_npugraph_ex_options_and_exit_hooks_in_both_layouts(tmp_path, monkeypatch):
+def test_npugraph_ex_options_their_names_and_exit_hooks_in_both_layouts(tmp_path, monkeypatch):
     """torch-npu 2.7.1.postN/2.13 keep options as CompilerConfig fields; 2.9.1 nests them, at the paths of its option
     map (the map and a config built as 2.9.1 builds them, in a package of that name)."""
     flat = types.SimpleNamespace(pattern_fusion_pass=True, capture_limit=64)
@@ -64,6 +64,9 @@ def test_npugraph_ex_options_and_exit_hooks_in_both_layouts(tmp_path, monkeypatc
         torch_compat.set_npugraph_ex_option(config, "pattern_fusion_pass", False)
         torch_compat.set_npugraph_ex_option(config, "capture_limit", 1)
     torch_compat.set_npugraph_ex_option(nested, "inplace_pass", True)
+    # the name npugraph_ex's capture_limit fallback warning gives the option ("The ... reached")
+    assert torch_compat.npugraph_ex_option_field(flat, "capture_limit") == "capture_limit"
+    assert torch_compat.npugraph_ex_option_field(nested, "capture_limit") == "static_capture_size_limit"
     assert (flat.pattern_fusion_pass, flat.capture_limit) == (False, 1)
     assert nested.experimental_config.pattern_fusion_pass is False
     assert nested.debug.aclgraph.static_capture_size_limit == 1

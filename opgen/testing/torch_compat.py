@@ -79,21 +79,40 @@ def npugraph_ex_exit_hooks(module) -> list:
     return [hook for name in EXIT_HOOKS if callable(hook := getattr(module, name, None))]
 
 
-def set_npugraph_ex_option(config, name: str, value) -> None:
-    """An npugraph_ex option on its CompilerConfig: a field of its own on most torch-npu lines; torch-npu 2.9.1 keeps
-    most in nested configs (pattern_fusion_pass in experimental_config, capture_limit as
-    debug.aclgraph.static_capture_size_limit), at the path its own option map names, with its value transformation."""
+def _option_path(config, name: str) -> tuple[list[str], str]:
+    """Where CompilerConfig `config` keeps option `name`: the configs it is nested in, and its field."""
     if hasattr(config, name):
-        setattr(config, name, value)
-        return
+        return [], name
     import importlib
 
     package = type(config).__module__.split(".")[0]
     options = importlib.import_module(f"{package}.configs.npugraphex_config")._NpuGraphExConfig
     *owners, field = options.OPTIONS_TO_CONFIG_MAP[name].split(".")
+    return owners, field
+
+
+def set_npugraph_ex_option(config, name: str, value) -> None:
+    """An npugraph_ex option on its CompilerConfig: a field of its own on most torch-npu lines; torch-npu 2.9.1 keeps
+    most in nested configs (pattern_fusion_pass in experimental_config, capture_limit as
+    debug.aclgraph.static_capture_size_limit), at the path its own option map names, with its value transformation."""
+    owners, field = _option_path(config, name)
+    if not owners and field == name:
+        setattr(config, name, value)
+        return
+    import importlib
+
+    options = importlib.import_module(f"{type(config).__module__.split('.')[0]}.configs.npugraphex_config")
     for owner in owners:
         config = getattr(config, owner)
-    setattr(config, field, options.OPTIONS_TO_CONFIG_TRANSFORMATIONS.get(name, lambda v: v)(value))
+    transform = options._NpuGraphExConfig.OPTIONS_TO_CONFIG_TRANSFORMATIONS.get(name, lambda v: v)
+    setattr(config, field, transform(value))
+
+
+def npugraph_ex_option_field(config, name: str) -> str:
+    """The name npugraph_ex's messages give option `name`: its CompilerConfig field's. The option's own on most
+    torch-npu lines; 2.9.1's nested field there (capture_limit's fallback warns "The static_capture_size_limit
+    reached", where 2.7.1.postN and 2.13 say "The capture_limit reached")."""
+    return _option_path(config, name)[1]
 
 
 def register_fake_takes_override() -> bool:
