@@ -15,7 +15,7 @@ import sys
 import pytest
 import torch
 from new_helpers import REPO, opgen, run_generated_tests
-from npugraph_ex_state import NEEDS_NPUGRAPH_EX, NPUGRAPH_EX
+from npugraph_ex_state import NEEDS_NPUGRAPH_EX, NPUGRAPH_EX, needs_npugraph_ex
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from opgen import testing as checks
@@ -111,6 +111,14 @@ def test_a_fusion_that_applies_to_no_example_proves_nothing(norm):
 def test_the_generated_fusions_fire_in_place_on_their_composite(norm, cache, route):
     checks.assert_fusion_fires(norm.op, norm.fusion, norm.patterns.register_fusions, norm.first, route)
     checks.assert_fusion_fires(cache.op, cache.fusion, cache.patterns.register_fusions, cache.first, route)
+
+
+@needs_npugraph_ex
+def test_the_fusions_fire_in_each_npugraph_ex_session_of_a_process(norm):
+    """Each session drops the patterns registered during it: the package registers them again in the next one
+    (its record of what it registered went with them), so a second fusion test in one process sees them too."""
+    for _ in range(2):
+        checks.assert_fusion_fires(norm.op, norm.fusion, norm.patterns.register_fusions, norm.first, "npugraph_ex")
 
 
 @pytest.mark.parametrize("route", ROUTES)

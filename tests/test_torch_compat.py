@@ -36,7 +36,7 @@ def test_the_aliasing_check_is_turned_on_only_where_the_line_has_it(monkeypatch)
         assert raises is False
 
 
-def test_npugraph_ex_options_and_exit_hooks_in_both_layouts(tmp_path, monkeypatch):
+def test_npugraph_ex_options_their_names_and_exit_hooks_in_both_layouts(tmp_path, monkeypatch):
     """torch-npu 2.7.1.postN/2.13 keep options as CompilerConfig fields; 2.9.1 nests them, at the paths of its option
     map (the map and a config built as 2.9.1 builds them, in a package of that name)."""
     flat = types.SimpleNamespace(pattern_fusion_pass=True, capture_limit=64)
@@ -64,6 +64,9 @@ def test_npugraph_ex_options_and_exit_hooks_in_both_layouts(tmp_path, monkeypatc
         torch_compat.set_npugraph_ex_option(config, "pattern_fusion_pass", False)
         torch_compat.set_npugraph_ex_option(config, "capture_limit", 1)
     torch_compat.set_npugraph_ex_option(nested, "inplace_pass", True)
+    # the name npugraph_ex's capture_limit fallback warning gives the option ("The ... reached")
+    assert torch_compat.npugraph_ex_option_field(flat, "capture_limit") == "capture_limit"
+    assert torch_compat.npugraph_ex_option_field(nested, "capture_limit") == "static_capture_size_limit"
     assert (flat.pattern_fusion_pass, flat.capture_limit) == (False, 1)
     assert nested.experimental_config.pattern_fusion_pass is False
     assert nested.debug.aclgraph.static_capture_size_limit == 1
@@ -74,3 +77,59 @@ def test_npugraph_ex_options_and_exit_hooks_in_both_layouts(tmp_path, monkeypatc
     assert torch_compat.npugraph_ex_exit_hooks(types.SimpleNamespace(_finalize=hook)) == [hook]
     assert torch_compat.npugraph_ex_exit_hooks(types.SimpleNamespace(_finalize_graph_engine=hook)) == [hook]
     assert torch_compat.npugraph_ex_exit_hooks(types.SimpleNamespace()) == []
+
+
+def _op_with_a_fake(style: str, namespace: str):
+    """An op of `style` whose fake returns its input's shape; its library kept alive by the caller."""
+    lib = torch.library.Library(namespace, "FRAGMENT")
+    if style == "library":
+        lib.define("twice(Tensor x) -> Tensor")
+        lib.impl("twice", lambda x: x * 2, "CPU")
+        torch.library.register_fake(f"{namespace}::twice", lambda x: torch.empty_like(x), lib=lib)
+    else:
+        @torch.library.custom_op(f"{namespace}::twice", mutates_args=())
+        def twice(x: torch.Tensor) -> torch.Tensor:
+            return x * 2
+
+        twice.register_fake(lambda x: torch.empty_like(x))
+    return lib
+
+
+def _fake_shape(namespace: str) -> tuple[int, ...]:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        return tuple(getattr(torch.ops, namespace).twice(torch.empty(3)).shape)
+
+
+@pytest.mark.parametrize("style", ["library", "custom_op"])
+@pytest.mark.parametrize("override", [True, False], ids=["allow_override", "swapped"])
+def test_a_fake_registered_over_another_is_used_until_its_library_goes(style, override, monkeypatch):
+    """Both ways register_fake_over takes, on this line's real fake registry: where register_fake takes
+    allow_override (2.8 and later), and the swap in simple_registry 2.6 and 2.7 need (planted here by hiding the
+    parameter; on 2.13 the registry keeps a stack of fakes, so the swap is checked on a holder standing for 2.7's)."""
+    namespace = f"opgen_compat_{style}_{override}"
+    keep = _op_with_a_fake(style, namespace)
+    qualname = f"{namespace}::twice"
+    if not override:
+        monkeypatch.setattr(torch_compat, "register_fake_takes_override", lambda: False)
+    from torch._library.simple_registry import singleton
+
+    entry = singleton.find(qualname)
+    stand_in = None
+    if not override and style == "library" and isinstance(getattr(type(entry.fake_impl), "kernel", None), property):
+        stand_in = types.SimpleNamespace(kernel=entry.fake_impl.kernel)  # 2.7's holder: one settable kernel
+        monkeypatch.setattr(entry, "fake_impl", stand_in)
+    before = stand_in.kernel if stand_in else None
+    probe = torch.library.Library(namespace, "FRAGMENT")
+    torch_compat.register_fake_over(qualname, lambda x: x.new_empty((7,)), probe)
+    if stand_in:
+        assert stand_in.kernel.func(torch.empty(3)).shape == (7,)
+    else:
+        assert _fake_shape(namespace) == (7,)
+    probe._destroy()
+    if stand_in:
+        assert stand_in.kernel is before
+    elif style == "library":
+        assert _fake_shape(namespace) == (3,)
+    del keep

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import operator
 import re
+import sys
 from collections.abc import Callable, Sequence
 
 import torch
@@ -157,6 +158,7 @@ def _fusion_backend(route: str, register: Callable, before: Callable, after: Cal
     registered with it), or Inductor's pattern pass (FUSION_PASS) after its remove_noop_ops under aot_eager.
     `before` and `after` see each forward graph around the pattern pass; `bw_compiler`: Inductor's backward."""
     if route == "npugraph_ex":
+        _forget_earlier_sessions(register)
         register(install=False, targets=(route,))
         return session.backend(fusion=True, post_grad_custom_pre_pass=lambda gm, *_: before(gm.graph),
                                post_grad_custom_post_pass=lambda gm, *_: after(gm.graph))
@@ -175,6 +177,16 @@ def _fusion_backend(route: str, register: Callable, before: Callable, after: Cal
     return aot_autograd(fw_compiler=compiler, bw_compiler=bw_compiler or (lambda gm, _example_inputs: gm),
                         decompositions=select_decomp_table(), keep_inference_input_mutations=True)
 
+
+
+def _forget_earlier_sessions(register: Callable) -> None:
+    """The package's register_fusions keeps what it registered with npugraph_ex (its `_REGISTERED`, by module), to
+    register nothing twice in a process; a Session drops the patterns registered during it at its end (and keeps the
+    module), so the package's record of them is dropped here too, or a later session would find none registered."""
+    record = getattr(sys.modules.get(getattr(register, "__module__", "") or ""), "_REGISTERED", None)
+    npugraph_ex = sys.modules.get("npugraph_ex")
+    if record is not None and npugraph_ex is not None:
+        record.pop(npugraph_ex, None)
 
 
 def _snapshots(fusion, seen: FusedGraphs) -> tuple[Callable, Callable]:

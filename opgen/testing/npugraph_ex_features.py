@@ -503,6 +503,9 @@ def _capture_limit(op: Op, loader, reference: Callable, calls: list[Call]) -> st
         with session, torch.no_grad(), warnings.catch_warnings(record=True) as caught, \
                 symbolic_shapes_config.patch(use_duck_shape=False):
             warnings.simplefilter("always")
+            # npugraph_ex (imported by the session) names the option by its CompilerConfig field when it falls back
+            limit_field = torch_compat.npugraph_ex_option_field(sys.modules["npugraph_ex"].CompilerConfig(),
+                                                                "capture_limit")
             compiled = torch.compile(lambda **kwargs: op.overload(**kwargs),
                                      backend=session.backend(capture_limit=limit), fullgraph=True, dynamic=True)
             buffers = {}  # a written argument stays one buffer per size (a new one would recapture)
@@ -533,13 +536,13 @@ def _capture_limit(op: Op, loader, reference: Callable, calls: list[Call]) -> st
                 "capture-limit")
         # npugraph_ex drops its counters when it falls back to eager: the NPU graphs captured tell
         got = len(session.emulation.captures)
-        limit_warned = any("capture_limit reached" in str(w.message) for w in caught)
+        limit_warned = any(f"{limit_field} reached" in str(w.message) for w in caught)
         replayed = python_runs == 0 and all(graph.replays == 2 for graph in session.emulation.captures)
         if got != captures or limit_warned != (limit == 1) or replayed != (limit == 2):
             raise CheckFailed(
                 f"{op.qualname}: with capture_limit={limit}, two sizes called twice each should make npugraph_ex "
                 f"capture {captures} graph(s){' and fall back to eager' if limit == 1 else ''}; it captured {got}, "
-                f"the capture_limit warning {'was' if limit_warned else 'was not'} given, and the repeated sizes "
+                f"the warning \"{limit_field} reached\" {'was' if limit_warned else 'was not'} given, and the repeated sizes "
                 f"{'replayed' if replayed else 'ran the kernel (eager)'}",
                 "capture-limit")
         notes.append(f"capture_limit={limit}: {got} capture(s)" + (", then eager for the second size on" if limit == 1

@@ -79,30 +79,75 @@ def npugraph_ex_exit_hooks(module) -> list:
     return [hook for name in EXIT_HOOKS if callable(hook := getattr(module, name, None))]
 
 
-def set_npugraph_ex_option(config, name: str, value) -> None:
-    """An npugraph_ex option on its CompilerConfig: a field of its own on most torch-npu lines; torch-npu 2.9.1 keeps
-    most in nested configs (pattern_fusion_pass in experimental_config, capture_limit as
-    debug.aclgraph.static_capture_size_limit), at the path its own option map names, with its value transformation."""
+def _option_path(config, name: str) -> tuple[list[str], str]:
+    """Where CompilerConfig `config` keeps option `name`: the configs it is nested in, and its field."""
     if hasattr(config, name):
-        setattr(config, name, value)
-        return
+        return [], name
     import importlib
 
     package = type(config).__module__.split(".")[0]
     options = importlib.import_module(f"{package}.configs.npugraphex_config")._NpuGraphExConfig
     *owners, field = options.OPTIONS_TO_CONFIG_MAP[name].split(".")
+    return owners, field
+
+
+def set_npugraph_ex_option(config, name: str, value) -> None:
+    """An npugraph_ex option on its CompilerConfig: a field of its own on most torch-npu lines; torch-npu 2.9.1 keeps
+    most in nested configs (pattern_fusion_pass in experimental_config, capture_limit as
+    debug.aclgraph.static_capture_size_limit), at the path its own option map names, with its value transformation."""
+    owners, field = _option_path(config, name)
+    if not owners and field == name:
+        setattr(config, name, value)
+        return
+    import importlib
+
+    options = importlib.import_module(f"{type(config).__module__.split('.')[0]}.configs.npugraphex_config")
     for owner in owners:
         config = getattr(config, owner)
-    setattr(config, field, options.OPTIONS_TO_CONFIG_TRANSFORMATIONS.get(name, lambda v: v)(value))
+    transform = options._NpuGraphExConfig.OPTIONS_TO_CONFIG_TRANSFORMATIONS.get(name, lambda v: v)
+    setattr(config, field, transform(value))
 
 
-def register_fake_over(qualname: str, fake, lib) -> None:
-    """torch.library.register_fake over the op's existing fake: `allow_override=True` where register_fake takes it
-    (torch 2.8 and later); older lines replace a custom_op's fake as they are."""
+def npugraph_ex_option_field(config, name: str) -> str:
+    """The name npugraph_ex's messages give option `name`: its CompilerConfig field's. The option's own on most
+    torch-npu lines; 2.9.1's nested field there (capture_limit's fallback warns "The static_capture_size_limit
+    reached", where 2.7.1.postN and 2.13 say "The capture_limit reached")."""
+    return _option_path(config, name)[1]
+
+
+def register_fake_takes_override() -> bool:
+    """torch.library.register_fake's `allow_override` (torch 2.8 and later): a second fake of an op stacks over the
+    first until its library is destroyed. Without it (2.6, 2.7) a Library op's second fake raises."""
     import inspect
 
     import torch
 
-    extra = {"allow_override": True} if "allow_override" in inspect.signature(torch.library.register_fake).parameters \
-        else {}
-    torch.library.register_fake(qualname, fake, lib=lib, **extra)
+    return "allow_override" in inspect.signature(torch.library.register_fake).parameters
+
+
+def register_fake_over(qualname: str, fake, lib) -> None:
+    """`fake` over the op's existing fake until `lib` is destroyed (`lib._destroy()` brings the old one back).
+    torch.library.register_fake with `allow_override=True` where it takes it; on older lines a custom_op's fake is
+    replaced as register_fake always did, and a Library op's, which register_fake refuses to replace, is swapped in
+    torch's fake registry (simple_registry, which torch and the generated compile_cache read it from) with the old
+    one restored by a handle of `lib`."""
+    import torch
+
+    if register_fake_takes_override():
+        torch.library.register_fake(qualname, fake, lib=lib, allow_override=True)
+        return
+    from torch._library.custom_ops import OPDEFS
+    from torch._library.simple_registry import singleton
+    from torch._library.utils import Kernel, RegistrationHandle
+
+    holder = singleton.find(qualname).fake_impl
+    if qualname in OPDEFS or holder.kernel is None:
+        torch.library.register_fake(qualname, fake, lib=lib)
+        return
+    saved = holder.kernel
+    holder.kernel = Kernel(fake, "opgen.testing.torch_compat.register_fake_over")
+
+    def restore() -> None:
+        holder.kernel = saved
+
+    lib._registration_handles.append(RegistrationHandle(restore))
