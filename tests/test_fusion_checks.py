@@ -284,11 +284,14 @@ class Block(torch.nn.Module):
         return self.weight * hidden_states.to(x.dtype), x
 
 
-def test_register_fusions_once_then_plain_torch_compile_calls_the_op(norm):
-    """`register_fusions()` then `torch.compile(model)` with Inductor itself (not the tests' aot_eager stand-in): the
-    op is in the code Inductor generates and values equal eager; a post-grad pass already installed stays and runs,
-    and a second call installs nothing twice. Without npugraph_ex importable it registers with Inductor only, says so
-    in what it returns and logs, and warns."""
+def test_register_fusions_once_then_plain_torch_compile_calls_the_op_where_it_has_a_kernel(norm, monkeypatch):
+    """`register_fusions()` then `torch.compile(model)` with Inductor itself (not the tests' aot_eager stand-in). By
+    default the Inductor fusions apply on the spec's device only (npu): on CPU the op's kernel is its Python
+    reference, slower than Inductor's code for the composite, so the CPU model keeps its composite and the
+    Registration says what it skipped and why. Named targets register it on every device: the op is then in the code
+    Inductor generates and values equal eager; a post-grad pass already installed stays and runs, and a second call
+    installs nothing twice. Without npugraph_ex importable it registers with Inductor only, says so in what it
+    returns and logs, and warns."""
     from torch._inductor.utils import run_and_get_code
 
     seen = []
@@ -296,22 +299,31 @@ def test_register_fusions_once_then_plain_torch_compile_calls_the_op(norm):
     def user_pass(graph):
         seen.append(len(graph.nodes))
 
+    monkeypatch.setattr(norm.patterns, "_DEVICES", {})  # as in a fresh process (other tests named their targets)
     model, x1 = Block(), torch.randn(4, 32)
     with torch._inductor.config.patch(post_grad_custom_post_pass=user_pass), torch.no_grad():
         with pytest.warns(RuntimeWarning, match=r"fz_norm.patterns.register_fusions\(\): nothing registered with "
                           r"npugraph_ex: npugraph_ex cannot be imported \(import torch_npu before"):
             registration = norm.patterns.register_fusions()
-        norm.patterns.register_fusions(targets=("inductor",))
+        torch.compiler.reset()
+        default_out, default_code = run_and_get_code(torch.compile(model), x1)
+        asked = norm.patterns.register_fusions(targets=("inductor",))
         installed = torch._inductor.config.post_grad_custom_post_pass
         assert installed == [user_pass, norm.patterns.FUSION_PASS], installed
         torch.compiler.reset()
         out, code = run_and_get_code(torch.compile(model), x1)
+    assert norm.patterns.KERNEL_DEVICES == ("npu",)
     assert registration.inductor_pass is norm.patterns.FUSION_PASS
     assert registration.registered == {"inductor": {"ops[0].fusion": "fz_norm::add_rms_norm, bfloat16, float32, "
-                                                    "32 patterns"}}  # 4 traces, 8 operand orders each
+                                                    "32 patterns, on npu only"}}  # 4 traces, 8 operand orders each
+    assert registration.skipped["inductor"].startswith("on cpu: there each op's kernel is its Python reference")
     assert "npugraph_ex" in registration.unavailable
-    assert str(registration).splitlines()[1] == ("  inductor: ops[0].fusion (fz_norm::add_rms_norm, bfloat16, float32, "
-                                                 "32 patterns)")
+    assert "  inductor: skipped on cpu: " in str(registration)
+    assert not any("fz_norm.add_rms_norm" in text for text in default_code), "\n".join(default_code)[-3000:]
+    torch.testing.assert_close(default_out, model(x1))
+    assert asked.registered == {"inductor": {"ops[0].fusion": "fz_norm::add_rms_norm, bfloat16, float32, 32 patterns"}}
+    assert not asked.skipped
+    assert str(asked).splitlines()[1] == "  inductor: ops[0].fusion (fz_norm::add_rms_norm, bfloat16, float32, 32 patterns)"
     assert seen, "the pass installed before register_fusions() did not run"
     assert any("fz_norm.add_rms_norm" in text for text in code), "\n".join(code)[-3000:]
     torch.testing.assert_close(out, model(x1))
