@@ -26,6 +26,7 @@ generates for their composites: keep fusions to npugraph_ex there (`targets: [np
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import statistics
 import subprocess
@@ -65,7 +66,10 @@ def block(torch, composite):
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--model", default="LlamaForCausalLM", help="a transformers architecture")
+    parser.add_argument("--models-only", action="store_true", help="only the per-forward figures of the models")
+    parser.add_argument("--model", default="LlamaForCausalLM,Qwen3ForCausalLM,GemmaForCausalLM",
+                        help="transformers architectures, comma-separated")
+    parser.add_argument("--model-rounds", type=int, default=2, help="compiles per model, dtype, target and side")
     parser.add_argument("--calls", type=int, default=200, help="timed forwards per model and dtype")
     parser.add_argument("--threads", type=int, default=1, help="torch's intra-op threads for the model figures (1: "
                         "a machine shared with other jobs times OpenMP's waits between Inductor's kernels and aten's)")
@@ -109,7 +113,7 @@ def main() -> int:
         if reason is None:
             with loader.Session():
                 pass  # npugraph_ex's one-time import, not a cost of the fusion
-        for _ in range(args.rounds):
+        for _ in range(0 if args.models_only else args.rounds):
             patterns.FUSION_PASS = patterns.FusionPass()  # a fresh Inductor registry each round
             fresh_traces(patterns)
             figures.setdefault("inductor_registration", []).append(
@@ -126,6 +130,9 @@ def main() -> int:
                 figures.setdefault("npugraph_ex_fused_compile", []).append(first_call(session.backend(fusion=True)))
                 assert patterns.ADD_RMS_NORM.overload in [n.target for n in session.graphs[-1].graph.nodes]
         median = {name: statistics.median(values) for name, values in figures.items()}
+        if args.models_only:
+            hugging_face_cost(torch, Path(tmp), args)
+            return 0
 
         def line(value: str, baseline: str, what: str) -> None:
             ratio = median[value] / median[baseline]
@@ -143,31 +150,47 @@ def main() -> int:
     return 0
 
 
-FUSED_EXAMPLES = ("add_rms_norm", "rms_norm", "swiglu", "rotary")  # add_rms_norm first: it takes the norms after adds
+FUSED_EXAMPLES = ("add_rms_norm", "rms_norm", "gemma_rms_norm", "swiglu", "rotary")  # add_rms_norm first
+# How each target is registered: the default (what a user gets from `register_fusions()`), and Inductor on every
+# device (asked for by naming the targets): for comparison, not registered by default.
+REGISTRATIONS = (("npugraph_ex", "default", None), ("inductor", "default", None),
+                 ("inductor", "asked", ("inductor",)))
 
 
-def forward_times(torch, network, inputs: dict, calls: int) -> tuple[float, float, list[str]]:
-    """(first call, median forward after warm-up, the code Inductor generated) of `network` under torch.compile."""
-    from torch._inductor.utils import run_and_get_code
-
-    torch.compiler.reset()
-    compiled = torch.compile(network)
-    start = time.perf_counter()
-    codes = run_and_get_code(compiled, **inputs)[1]
-    first = time.perf_counter() - start
+def forward_time(torch, compiled, inputs: dict, calls: int) -> float:
+    """The median time of one forward of `compiled` after warm-up."""
     for _ in range(10):
         compiled(**inputs)
-    return first, statistics.median(timed(lambda: compiled(**inputs)) for _ in range(calls)), codes
+    return statistics.median(timed(lambda: compiled(**inputs)) for _ in range(calls))
+
+
+def fused_ops(torch, graphs_or_code, packages) -> dict[str, int]:
+    """How many times the code (or graphs) calls each fused op."""
+    text = "\n".join(str(g) for g in graphs_or_code)
+    found = {}
+    for patterns in packages:
+        namespace = patterns.__name__.split(".")[0]
+        for name in FUSED_EXAMPLES:
+            count = text.count(f"{namespace}.{name}.default")
+            if count:
+                found[f"{namespace}::{name}"] = count
+    return found
 
 
 def hugging_face_cost(torch, root: Path, args) -> None:
-    """Per-forward time of a tiny Hugging Face model under Inductor on CPU, without and with the shipped fusions."""
+    """Per-forward time of tiny Hugging Face models on CPU, fused / unfused per target and registration (the ratio in
+    the same run): npugraph_ex's backend (its compiler on CPU, the graph run eagerly) and plain torch.compile
+    (Inductor), with the shipped fusions registered as `register_fusions()` does by default, and Inductor asked for on
+    every device. What is registered by default must never be slower (ratio <= 1.0x)."""
     try:
         import transformers  # noqa: F401
     except ImportError:
-        print("fusion_inductor_cpu_forward: skipped (transformers is not installed: pip install transformers)")
+        print("fusion_cpu_forward: skipped (transformers is not installed: pip install transformers)")
         return
     checks = importlib.import_module("graph_checks")
+    loader = importlib.import_module("npugraph_ex_cpu")
+    from torch._inductor.utils import run_and_get_code
+
     torch.set_num_threads(args.threads)
     packages = []
     for example in FUSED_EXAMPLES:
@@ -177,24 +200,45 @@ def hugging_face_cost(torch, root: Path, args) -> None:
         sys.path.insert(0, str(project))
         text = (ROOT / "examples" / f"{example}.yaml").read_text(encoding="utf-8")
         packages.append(importlib.import_module(text.split("namespace: ")[1].split()[0] + ".patterns"))
-    for dtype in (torch.bfloat16, torch.float32):
-        network, inputs = checks.tiny_model(args.model, {}, dtype)
-        name = str(dtype).removeprefix("torch.")
-        measured = {}
-        for fused in (False, True):
-            with torch._inductor.config.patch(post_grad_custom_post_pass=None), torch.no_grad():
-                if fused:
-                    for patterns in packages:
-                        patterns.register_fusions(targets=("inductor",))
-                first, median, codes = forward_times(torch, network, inputs, args.calls)
-            measured[fused] = (median, first)
-            if fused:  # the fused ops Inductor's code calls, per op
-                called = {f"{p.__name__.split('.')[0]}.{name}": sum(
-                    code.count(f"torch.ops.{p.__name__.split('.')[0]}.{name}.default(") for code in codes)
-                    for p in packages for name in FUSED_EXAMPLES}
-                print(f"fusion_inductor_cpu_ops_{str(dtype).removeprefix('torch.')}: "
-                      + ", ".join(f"{op} x{n}" for op, n in called.items() if n))
-        (plain, _), (fused_call, _) = measured[False], measured[True]
-        print(f"fusion_inductor_cpu_forward_{name}: {fused_call * 1e3:.2f} ms per forward with the fusions "
-              f"(baseline {args.model} under plain torch.compile without them: {plain * 1e3:.2f} ms, ratio "
-              f"{fused_call / plain:.2f}x)")
+    reason = loader.unavailable()
+    for architecture in args.model.split(","):
+        for dtype in (torch.bfloat16, torch.float32):
+            network, inputs = checks.tiny_model(architecture, {}, dtype)
+            name = str(dtype).removeprefix("torch.")
+            for target, how, targets in REGISTRATIONS:
+                if target == "npugraph_ex" and reason is not None:
+                    print(f"fusion_cpu_forward_{target}: skipped ({reason})")
+                    continue
+                times: dict[bool, list[float]] = {False: [], True: []}
+                ops: dict = {}
+                for _ in range(args.model_rounds):
+                    for fused in (False, True):
+                        for patterns in packages:  # a fresh process's registry
+                            patterns.FUSION_PASS = patterns.FusionPass()
+                            patterns._DEVICES.clear()
+                        torch.compiler.reset()
+                        with contextlib.ExitStack() as stack:
+                            stack.enter_context(torch.no_grad())
+                            stack.enter_context(torch._inductor.config.patch(post_grad_custom_post_pass=None))
+                            session = stack.enter_context(loader.Session()) if target == "npugraph_ex" else None
+                            if fused:
+                                for patterns in packages:
+                                    patterns.register_fusions(targets=targets)
+                            if session is not None:
+                                compiled = torch.compile(network, backend=session.backend(fusion=fused))
+                                compiled(**inputs)
+                                code = [g.graph for g in session.graphs]
+                            else:
+                                compiled = torch.compile(network)
+                                code = run_and_get_code(compiled, **inputs)[1]
+                            times[fused].append(forward_time(torch, compiled, inputs, args.calls))
+                            if fused:
+                                ops = fused_ops(torch, code, packages)
+                unfused, fused_time = statistics.median(times[False]), statistics.median(times[True])
+                print(f"fusion_cpu_forward_{architecture}_{name}_{target}_{how}: {fused_time * 1e3:.2f} ms fused, "
+                      f"{unfused * 1e3:.2f} ms unfused, ratio {fused_time / unfused:.2f}x; fused ops: "
+                      + (", ".join(f"{op} x{n}" for op, n in ops.items()) or "none"), flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
