@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import importlib
 import statistics
 import subprocess
@@ -69,7 +70,6 @@ def main() -> int:
     parser.add_argument("--models-only", action="store_true", help="only the per-forward figures of the models")
     parser.add_argument("--model", default="LlamaForCausalLM,Qwen3ForCausalLM,GemmaForCausalLM",
                         help="transformers architectures, comma-separated")
-    parser.add_argument("--model-rounds", type=int, default=2, help="compiles per model, dtype, target and side")
     parser.add_argument("--calls", type=int, default=200, help="timed forwards per model and dtype")
     parser.add_argument("--threads", type=int, default=1, help="torch's intra-op threads for the model figures (1: "
                         "a machine shared with other jobs times OpenMP's waits between Inductor's kernels and aten's)")
@@ -87,7 +87,7 @@ def main() -> int:
 
         patterns = importlib.import_module("fused.patterns")
         loader = importlib.import_module("npugraph_ex_cpu")
-        model = block(torch, patterns.add_rms_norm_composite)
+        model = block(torch, patterns.add_rms_norm_llama_composite)
         g = torch.Generator().manual_seed(0)
         inputs = [torch.randn(8, 256, generator=g).bfloat16(), torch.randn(8, 256, generator=g).bfloat16()]
 
@@ -128,7 +128,7 @@ def main() -> int:
                 figures.setdefault("npugraph_ex_registration", []).append(
                     timed(lambda: patterns.register_fusions(install=False, targets=("npugraph_ex",))))
                 figures.setdefault("npugraph_ex_fused_compile", []).append(first_call(session.backend(fusion=True)))
-                assert patterns.ADD_RMS_NORM.overload in [n.target for n in session.graphs[-1].graph.nodes]
+                assert patterns.ADD_RMS_NORM_LLAMA.overload in [n.target for n in session.graphs[-1].graph.nodes]
         median = {name: statistics.median(values) for name, values in figures.items()}
         if args.models_only:
             hugging_face_cost(torch, Path(tmp), args)
@@ -151,17 +151,23 @@ def main() -> int:
 
 
 FUSED_EXAMPLES = ("add_rms_norm", "rms_norm", "gemma_rms_norm", "swiglu", "rotary")  # add_rms_norm first
-# How each target is registered: the default (what a user gets from `register_fusions()`), and Inductor on every
-# device (asked for by naming the targets): for comparison, not registered by default.
-REGISTRATIONS = (("npugraph_ex", "default", None), ("inductor", "default", None),
-                 ("inductor", "asked", ("inductor",)))
+# How each target is registered: the default (what a user gets from `register_fusions()`: nothing on CPU, where the
+# ops' kernels are their Python references), and on every device (asked for by naming the targets): for comparison.
+REGISTRATIONS = (("npugraph_ex", "default", None), ("npugraph_ex", "asked", ("npugraph_ex",)),
+                 ("inductor", "default", None), ("inductor", "asked", ("inductor",)))
 
 
-def forward_time(torch, compiled, inputs: dict, calls: int) -> float:
-    """The median time of one forward of `compiled` after warm-up."""
+def interleaved_times(compiled: dict, inputs: dict, calls: int) -> dict:
+    """The median time of one forward of each compiled model, their calls interleaved (after a warm-up): a busy
+    machine slows both alike."""
     for _ in range(10):
-        compiled(**inputs)
-    return statistics.median(timed(lambda: compiled(**inputs)) for _ in range(calls))
+        for model in compiled.values():
+            model(**inputs)
+    times: dict = {name: [] for name in compiled}
+    for _ in range(calls):
+        for name, model in compiled.items():
+            times[name].append(timed(lambda model=model: model(**inputs)))
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def fused_ops(torch, graphs_or_code, packages) -> dict[str, int]:
@@ -209,34 +215,35 @@ def hugging_face_cost(torch, root: Path, args) -> None:
                 if target == "npugraph_ex" and reason is not None:
                     print(f"fusion_cpu_forward_{target}: skipped ({reason})")
                     continue
-                times: dict[bool, list[float]] = {False: [], True: []}
-                ops: dict = {}
-                for _ in range(args.model_rounds):
-                    for fused in (False, True):
-                        for patterns in packages:  # a fresh process's registry
-                            patterns.FUSION_PASS = patterns.FusionPass()
-                            patterns._DEVICES.clear()
-                        torch.compiler.reset()
-                        with contextlib.ExitStack() as stack:
-                            stack.enter_context(torch.no_grad())
-                            stack.enter_context(torch._inductor.config.patch(post_grad_custom_post_pass=None))
-                            session = stack.enter_context(loader.Session()) if target == "npugraph_ex" else None
-                            if fused:
-                                for patterns in packages:
-                                    patterns.register_fusions(targets=targets)
-                            if session is not None:
-                                compiled = torch.compile(network, backend=session.backend(fusion=fused))
-                                compiled(**inputs)
-                                code = [g.graph for g in session.graphs]
-                            else:
-                                compiled = torch.compile(network)
-                                code = run_and_get_code(compiled, **inputs)[1]
-                            times[fused].append(forward_time(torch, compiled, inputs, args.calls))
-                            if fused:
-                                ops = fused_ops(torch, code, packages)
-                unfused, fused_time = statistics.median(times[False]), statistics.median(times[True])
+                for patterns in packages:  # a fresh process's registry
+                    patterns.FUSION_PASS = patterns.FusionPass()
+                    patterns._DEVICES.clear()
+                torch.compiler.reset()
+                twin = copy.deepcopy(network)  # compiled with the fusions (a module of its own: its own graphs)
+                with contextlib.ExitStack() as stack:
+                    stack.enter_context(torch.no_grad())
+                    stack.enter_context(torch._inductor.config.patch(post_grad_custom_post_pass=None))
+                    session = stack.enter_context(loader.Session()) if target == "npugraph_ex" else None
+                    if session is not None:
+                        for patterns in packages:
+                            patterns.register_fusions(targets=targets)
+                        unfused = torch.compile(network, backend=session.backend(), dynamic=False)
+                        unfused(**inputs)
+                        fused = torch.compile(twin, backend=session.backend(fusion=True), dynamic=False)
+                        fused(**inputs)
+                        code = [session.graphs[-1].graph]
+                    else:
+                        unfused = torch.compile(network, dynamic=False)
+                        unfused(**inputs)
+                        for patterns in packages:
+                            patterns.register_fusions(targets=targets)
+                        fused = torch.compile(twin, dynamic=False)
+                        code = run_and_get_code(fused, **inputs)[1]
+                    ops = fused_ops(torch, code, packages)
+                    median = interleaved_times({False: unfused, True: fused}, inputs, args.calls)
+                unfused_time, fused_time = median[False], median[True]
                 print(f"fusion_cpu_forward_{architecture}_{name}_{target}_{how}: {fused_time * 1e3:.2f} ms fused, "
-                      f"{unfused * 1e3:.2f} ms unfused, ratio {fused_time / unfused:.2f}x; fused ops: "
+                      f"{unfused_time * 1e3:.2f} ms unfused, ratio {fused_time / unfused_time:.2f}x; fused ops: "
                       + (", ".join(f"{op} x{n}" for op, n in ops.items()) or "none"), flush=True)
 
 

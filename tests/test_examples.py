@@ -26,7 +26,7 @@ TIERS = ("is_registered", "enters_graph_with_fake_tensors", "opcheck", "compiled
 AUTOGRAD_TIERS = ("opcheck_with_requires_grad", "gradcheck")  # only for ops with `autograd:` in the spec
 # the ops with `fusion:`: op stem -> (its field, its forms' test ids ("" for one form), whether it fires in a training
 # graph (else the backward saves values inside the composite, or the op writes buffers), its models test cases)
-FUSED = {"add_rms_norm": ("ops[0].fusion", ("",), False, 8), "kv_cache_update": ("ops[0].fusion", ("",), False, 0),
+FUSED = {"add_rms_norm": ("ops[0].fusion", ("llama", "olmo2"), False, 12), "kv_cache_update": ("ops[0].fusion", ("",), False, 0),
          "rms_norm": ("ops[0].fusion", ("llama", "olmo2"), False, 12), "gemma_rms_norm": ("ops[0].fusion", ("",), False, 4),
          "swiglu": ("ops[0].fusion", ("",), True, 8), "rotary": ("ops[0].fusion", ("llama", "olmo2"), True, 12)}
 FUSION_TIERS = ("fusion_composite_is_the_op", "fusion_keeps_layouts")  # per form
