@@ -28,7 +28,9 @@ AUTOGRAD_TIERS = ("opcheck_with_requires_grad", "gradcheck")  # only for ops wit
 # graph (else the backward saves values inside the composite, or the op writes buffers), its models test cases)
 FUSED = {"add_rms_norm": ("ops[0].fusion", ("llama", "olmo2"), False, 12), "kv_cache_update": ("ops[0].fusion", ("",), False, 0),
          "rms_norm": ("ops[0].fusion", ("llama", "olmo2"), False, 12), "gemma_rms_norm": ("ops[0].fusion", ("",), False, 4),
-         "swiglu": ("ops[0].fusion", ("",), True, 8), "rotary": ("ops[0].fusion", ("llama", "olmo2"), True, 12)}
+         "swiglu": ("ops[0].fusion", ("",), True, 8), "rotary": ("ops[0].fusion", ("llama", "olmo2"), True, 12),
+         "rotary_halves": ("ops[0].fusion", ("",), True, 4), "rotary_interleaved": ("ops[1].fusion", ("",), True, 4),
+         "static_cache_update": ("ops[0].fusion", ("",), False, 0)}
 FUSION_TIERS = ("fusion_composite_is_the_op", "fusion_keeps_layouts")  # per form
 FUSION_ROUTED_TIERS = ("fusion_fires", "fusion_near_misses_stay_unfused", "fusion_trains")  # per form and route
 # patterns.py is the same in both styles: the fusion tiers that compile run in the library style only (seconds each)
@@ -62,6 +64,9 @@ def expected_outcomes() -> dict[str, tuple[str, str]]:
         "gemma_rms_norm": ("gemma_ops::gemma_rms_norm", "npu", False, True),
         "swiglu": ("mlp_ops::swiglu", "npu", False, True),
         "rotary": ("rope_ops::rotary", "npu", False, True),
+        "rotary_halves": ("rope_pairs::rotary_halves", "npu", False, True),
+        "rotary_interleaved": ("rope_pairs::rotary_interleaved", "npu", False, True),
+        "static_cache_update": ("static_cache_ops::static_cache_update", "npu", False, True),
         "scale_": ("inplace_ops::scale_", "npu", False, True),  # tags: [inplace]
         "scaled_add_out": ("out_ops::scaled_add.out", "npu", False, True),  # tags: [out]
         "scatter_update_": ("cache_ops::scatter_update_", "npu", False, True),
@@ -118,11 +123,13 @@ def _fusion_outcomes(stem: str, qualname: str) -> dict[str, tuple[str, str]]:
                 outcome = (("skipped", NPUGRAPH_EX) if route == "npugraph_ex" and NPUGRAPH_EX is not None else
                            ("passed", ""))
                 if tier == "fusion_trains" and outcome[0] == "passed" and not trains:
-                    outcome = ("skipped", f"{qualname} writes buffers" if stem == "kv_cache_update" else
+                    outcome = ("skipped", f"{qualname} writes buffers" if stem in ("kv_cache_update",
+                                                                                   "static_cache_update") else
                                f"{where} does not fire in the training graph under {route}")
                 expected[f"test_{stem}_{tier}[{form + '-' if form else ''}{route}]"] = outcome
     if models and not TRANSFORMERS:
-        names = {"add_rms_norm": ("LlamaForCausalLM", "MistralForCausalLM"),
+        names = {"add_rms_norm": ("LlamaForCausalLM", "MistralForCausalLM", "GptOssForCausalLM"),
+                 "rotary_halves": ("GptOssForCausalLM",), "rotary_interleaved": ("DeepseekV3ForCausalLM",),
                  "rms_norm": ("LlamaForCausalLM", "Olmo2ForCausalLM"), "gemma_rms_norm": ("GemmaForCausalLM",),
                  "swiglu": ("LlamaForCausalLM", "Qwen3ForCausalLM"),
                  "rotary": ("LlamaForCausalLM", "Qwen3ForCausalLM", "Olmo2ForCausalLM")}[stem]

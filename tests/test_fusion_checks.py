@@ -314,14 +314,15 @@ def test_register_fusions_once_then_plain_torch_compile_calls_the_op_where_it_ha
         out, code = run_and_get_code(torch.compile(model), x1)
     assert norm.patterns.KERNEL_DEVICES == ("npu",)
     assert registration.inductor_pass is norm.patterns.FUSION_PASS
-    assert registration.registered == {"inductor": {"ops[0].fusion.forms[0]": "fz_norm::add_rms_norm, bfloat16, float32, "
-                                                    "32 patterns, on npu only"}}  # 4 traces, 8 operand orders each
+    llama = "fz_norm::add_rms_norm, bfloat16, float32, 32 patterns"  # 4 traces, 8 operand orders each
+    assert registration.registered == {"inductor": {"ops[0].fusion.forms[0]": llama + ", on npu only",
+                                                    "ops[0].fusion.forms[1]": llama + ", on npu only"}}
     assert registration.skipped["inductor"].startswith("on cpu: there each op's kernel is its Python reference")
     assert "npugraph_ex" in registration.unavailable
     assert "  inductor: skipped on cpu: " in str(registration)
     assert not any("fz_norm.add_rms_norm" in text for text in default_code), "\n".join(default_code)[-3000:]
     torch.testing.assert_close(default_out, model(x1))
-    assert asked.registered == {"inductor": {"ops[0].fusion.forms[0]": "fz_norm::add_rms_norm, bfloat16, float32, 32 patterns"}}
+    assert asked.registered == {"inductor": {"ops[0].fusion.forms[0]": llama, "ops[0].fusion.forms[1]": llama}}
     assert not asked.skipped
     assert str(asked).splitlines()[1] == "  inductor: ops[0].fusion.forms[0] (fz_norm::add_rms_norm, bfloat16, float32, 32 patterns)"
     assert seen, "the pass installed before register_fusions() did not run"
@@ -472,7 +473,7 @@ def test_a_hugging_face_model_gets_the_op_at_every_occurrence_and_names_what_it_
                (dataclasses.replace(norm.fusion, applies=lambda **_: False),  # the fusion does nothing there
                 r"ops\[0\].fusion.forms\[0\].when does not hold on x1: bfloat16\[2, 8, 64\]")]
     for refuses, why in planted:
-        with pytest.raises(checks.CheckFailed, match=r"ops\[0\].fusion.forms\[0\] fired at 0 of the 2 occurrences of its "
+        with pytest.raises(checks.CheckFailed, match=r"ops\[0\].fusion fired at 0 of the 2 occurrences of its "
                            r"composite in LlamaForCausalLM \(bfloat16\) under inductor; left: .*" + why) as caught:
             checks.assert_fusion_fires_in_model(norm.op, (refuses,), norm.registering(monkeypatch, refuses), llama,
                                                 "inductor", torch.bfloat16)
