@@ -330,6 +330,19 @@ def test_register_fusions_once_then_plain_torch_compile_calls_the_op_where_it_ha
     torch.testing.assert_close(out, model(x1))
 
 
+@pytest.mark.skipif(NPUGRAPH_EX is not None, reason=str(NPUGRAPH_EX))
+def test_registering_with_npugraph_ex_says_why_training_graphs_keep_most_composites(norm, monkeypatch):
+    """npugraph_ex partitions training graphs with default_partition, which saves the composite's inner values for the
+    backward: the Registration says so (tests/test_fusion_checks.py's training tests show the rotary still firing)."""
+    monkeypatch.setattr(norm.patterns, "_DEVICES", {})
+    with checks.npugraph_ex_cpu().Session():
+        registration = norm.patterns.register_fusions(install=False, targets=("npugraph_ex",))
+    assert set(registration.registered) == {"npugraph_ex"} and not registration.skipped
+    assert registration.notes["npugraph_ex"].startswith("in training graphs npugraph_ex splits forward and backward "
+                                                        "with torch's default_partition")
+    assert "  npugraph_ex: note: in training graphs" in str(registration)
+
+
 def test_register_fusions_keeps_a_fusion_to_the_targets_asked_for(norm, monkeypatch):
     monkeypatch.setattr(norm.patterns, "FUSION_PASS", norm.patterns.FusionPass())
     registration = norm.patterns.register_fusions(install=False, targets=("npugraph_ex",))
