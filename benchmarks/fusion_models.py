@@ -43,7 +43,8 @@ LAYERS = 2
 # half-width cos and sin on torch.chunk halves (GPT-OSS): "chunk"; on even/odd pairs (DeepSeek-V3's rope_interleave):
 # "pairs"; GLM and Helium rotate interleaved pairs with full-width cos and sin (stack/flatten), a form no example
 # lists: "other". add_rms_norm takes the Llama and OLMo 2 norms after an add. static_cache_update: one per layer whose
-# StaticCache layer is transformers' StaticLayer (counted from the cache object, not the graph).
+# StaticCache layer is a transformers StaticLayer (counted from the cache object, not the graph; a sliding-window
+# layer writes with the same index_copy_ while the tokens fit its window, as the tiny inputs do).
 MLA = {"q_lora_rank": 32, "kv_lora_rank": 16, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 16,
        "head_dim": 8, "num_key_value_heads": 4, "n_routed_experts": 4, "num_experts_per_tok": 2,
        "moe_intermediate_size": 32, "first_k_dense_replace": 1, "n_group": 1, "topk_group": 1}
@@ -103,11 +104,11 @@ def generate(root: Path) -> dict:
 
 
 def static_cache(network):
-    """A transformers StaticCache for the network, and how many of its layers are plain StaticLayers."""
+    """A transformers StaticCache for the network, and how many of its layers are StaticLayers."""
     import transformers
 
     cache = transformers.StaticCache(config=network.config, max_cache_len=16)
-    return cache, sum(1 for layer in cache.layers if type(layer) is transformers.cache_utils.StaticLayer)
+    return cache, sum(1 for layer in cache.layers if isinstance(layer, transformers.cache_utils.StaticLayer))
 
 
 def run_case(checks, patterns, overloads: dict, network, inputs: dict, route: str,
