@@ -13,14 +13,16 @@ patterns traced anew (each form in every dtype of the examples and every operand
 a later call reuses them), next to the baseline compile. Rounds are interleaved; medians are printed. Needs `opgen npugraph-ex fetch` for the
 npugraph_ex figures (else they are skipped, saying why).
 
-With transformers installed (`--model`, default LlamaForCausalLM, 2 layers, hidden size 64, batch 2 x 8 tokens):
-the model compiled by plain `torch.compile` (Inductor, CPU) without fusions and after `register_fusions()` of
-add_rms_norm, rms_norm, swiglu and rotary (each op's CPU kernel is its Python reference), per dtype: the median
-time of one forward after warm-up (on `--threads` threads, 1 by default), and which fused ops Inductor's code calls. On CPU the fused ops are slower than the code Inductor
-generates for their composites: keep fusions to npugraph_ex there (`targets: [npugraph_ex]`, or
-`register_fusions(targets=("npugraph_ex",))`).
+With transformers installed (`--model`, default Llama, Qwen3 and Gemma: 2 layers, hidden size 64, batch 2 x 8
+tokens), per model, dtype (bfloat16, float32), target (npugraph_ex's backend on CPU, plain torch.compile with
+Inductor) and registration (`register_fusions()`'s default, and the targets named: every device): the model compiled
+without and with add_rms_norm, rms_norm, gemma_rms_norm, swiglu and rotary registered, their forward calls
+interleaved, and fused/unfused of the median forward in the same run, with the fused ops the code calls. By default
+nothing is fused on CPU (the op's kernel there is its Python reference, slower than Inductor's code for the
+composite): the ratio must stay <= 1.0x within noise; the named targets show what a fusion on CPU would cost.
 
-    python benchmarks/bench_fusion.py [--rounds 5] [--model LlamaForCausalLM] [--calls 200] [--threads 1]
+    python benchmarks/bench_fusion.py [--rounds 5] [--model LlamaForCausalLM,...] [--calls 200] [--threads 1]
+                                      [--models-only]
 """
 
 from __future__ import annotations
