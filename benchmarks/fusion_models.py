@@ -1,6 +1,7 @@
 """Trial of the shipped fusion examples on Hugging Face models, as a new user would run them: every example with
-`fusion:` generated (examples/rms_norm.yaml, gemma_rms_norm.yaml, add_rms_norm.yaml, swiglu.yaml, rotary.yaml),
-`register_fusions()`, then tiny-config models (2 layers, random weights, 1-D weights moved off their init) of many
+`fusion:` generated (examples/rms_norm.yaml, gemma_rms_norm.yaml, add_rms_norm.yaml, swiglu.yaml, rotary.yaml,
+rotary_pairs.yaml, static_cache_update.yaml: the last with a transformers StaticCache passed in), registered
+(`register_fusions(targets=...)`, every device), then tiny-config models (2 layers, random weights, 1-D weights moved off their init) of many
 families in bfloat16 and float32, compiled under npugraph_ex on CPU (its backend, pattern fusion on) and under
 Inductor's pattern pass (aot_eager, as the generated tests run it). Per model, dtype, route and op: the op nodes in
 the graph after the pattern pass against the occurrences of its composite, counted from what each family's modeling
