@@ -25,9 +25,11 @@ TIERS = ("is_registered", "enters_graph_with_fake_tensors", "opcheck", "compiled
 AUTOGRAD_TIERS = ("opcheck_with_requires_grad", "gradcheck")  # only for ops with `autograd:` in the spec
 # the ops with `fusion:`: op stem -> (its field, its forms' test ids ("" for one form), whether it fires in a training
 # graph (else the backward saves values inside the composite, or the op writes buffers), its models test cases)
-FUSED = {"add_rms_norm": ("ops[0].fusion", ("",), False, 8), "kv_cache_update": ("ops[0].fusion", ("",), False, 0),
+FUSED = {"add_rms_norm": ("ops[0].fusion", ("llama", "olmo2"), False, 12), "kv_cache_update": ("ops[0].fusion", ("",), False, 0),
          "rms_norm": ("ops[0].fusion", ("llama", "olmo2"), False, 12), "gemma_rms_norm": ("ops[0].fusion", ("",), False, 4),
-         "swiglu": ("ops[0].fusion", ("",), True, 8), "rotary": ("ops[0].fusion", ("llama", "olmo2"), True, 12)}
+         "swiglu": ("ops[0].fusion", ("",), True, 8), "rotary": ("ops[0].fusion", ("llama", "olmo2"), True, 12),
+         "rotary_halves": ("ops[0].fusion", ("",), True, 4), "rotary_interleaved": ("ops[1].fusion", ("",), True, 4),
+         "static_cache_update": ("ops[0].fusion", ("",), False, 0)}
 FUSION_TIERS = ("fusion_composite_is_the_op", "fusion_keeps_layouts")  # per form
 FUSION_ROUTED_TIERS = ("fusion_fires", "fusion_near_misses_stay_unfused", "fusion_trains")  # per form and route
 # patterns.py is the same in both styles: the fusion tiers that compile run in the library style only (seconds each)
@@ -60,6 +62,9 @@ def expected_outcomes() -> dict[str, tuple[str, str]]:
         "gemma_rms_norm": ("gemma_ops::gemma_rms_norm", "npu", False, True),
         "swiglu": ("mlp_ops::swiglu", "npu", False, True),
         "rotary": ("rope_ops::rotary", "npu", False, True),
+        "rotary_halves": ("rope_pairs::rotary_halves", "npu", False, True),
+        "rotary_interleaved": ("rope_pairs::rotary_interleaved", "npu", False, True),
+        "static_cache_update": ("static_cache_ops::static_cache_update", "npu", False, True),
         "scale_": ("inplace_ops::scale_", "npu", False, True),  # tags: [inplace]
         "scaled_add_out": ("out_ops::scaled_add.out", "npu", False, True),  # tags: [out]
         "scatter_update_": ("cache_ops::scatter_update_", "npu", False, True),
@@ -115,7 +120,7 @@ def _fusion_outcomes(stem: str, qualname: str) -> dict[str, tuple[str, str]]:
             for route in ("npugraph_ex", "inductor"):
                 outcome = (("skipped", NPUGRAPH_EX) if route == "npugraph_ex" and NPUGRAPH_EX is not None else
                            ("passed", ""))
-                if tier == "fusion_trains" and stem == "kv_cache_update":  # seen before any compile, fetched or not
+                if tier == "fusion_trains" and stem in ("kv_cache_update", "static_cache_update"):  # seen before any compile, fetched or not
                     outcome = ("skipped", f"{qualname} writes buffers")
                 elif tier == "fusion_trains" and outcome[0] == "passed" and not trains:
                     outcome = ("skipped", f"{where} does not fire in the training graph under {route}")

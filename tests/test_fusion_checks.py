@@ -21,6 +21,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from opgen import testing as checks
 from opgen.render.templates import render_package
 from opgen.spec.load import load_spec_text
+from opgen.testing import npugraph_ex_cpu
 from opgen.testing.fusion import _fusion_model, _split, compile_with_fusion, fusion_near_misses
 
 ROUTES = [pytest.param("npugraph_ex", marks=NEEDS_NPUGRAPH_EX),
@@ -82,7 +83,7 @@ def test_a_composite_that_is_not_the_op_is_a_wrong_pattern(norm):
         rstd = torch.rsqrt(hidden_states.pow(2).mean(-1, keepdim=True) + epsilon)
         return (hidden_states * rstd).to(x.dtype), rstd, x
     wrong = dataclasses.replace(norm.fusion, composite=without_gamma)
-    with pytest.raises(checks.CheckFailed, match=r"ops\[0\].fusion in opgen.yaml: its composite is not what "
+    with pytest.raises(checks.CheckFailed, match=r"ops\[0\].fusion.forms\[0\] in opgen.yaml: its composite is not what "
                                                  r"fz_norm::add_rms_norm computes, on \d+ of \d+ calls") as caught:
         checks.assert_fusion_matches_the_op(norm.op, wrong, norm.examples)
     assert caught.value.kind == "fusion-wrong-pattern"
@@ -100,7 +101,7 @@ def test_a_condition_that_lets_the_fusion_replace_what_the_kernel_refuses_names_
 
 def test_a_fusion_that_applies_to_no_example_proves_nothing(norm):
     never = dataclasses.replace(norm.fusion, applies=lambda **_: False)
-    with pytest.raises(checks.CheckFailed, match=r"ops\[0\].fusion applies to no call of ops\[0\].examples"):
+    with pytest.raises(checks.CheckFailed, match=r"ops\[0\].fusion.forms\[0\] applies to no call of ops\[0\].examples"):
         checks.assert_fusion_matches_the_op(norm.op, never, norm.examples)
 
 
@@ -121,7 +122,7 @@ def test_a_pattern_traced_from_another_composite_does_not_fire(norm, monkeypatch
         rstd = torch.rsqrt(hidden_states.pow(2).mean(1, keepdim=True) + epsilon)
         return gamma * (hidden_states * rstd).to(x.dtype), rstd, x
     planted = dataclasses.replace(norm.fusion, search=reduces_dim_one)
-    with pytest.raises(checks.CheckFailed, match=r"ops\[0\].fusion in opgen.yaml did not fire under " + route +
+    with pytest.raises(checks.CheckFailed, match=r"ops\[0\].fusion.forms\[0\] in opgen.yaml did not fire under " + route +
                        r": fz_norm::add_rms_norm is not in the graph after the pattern pass") as caught:
         checks.assert_fusion_fires(norm.op, planted, norm.registering(monkeypatch, planted), norm.first, route)
     assert caught.value.kind == "fusion-not-fired"
@@ -141,7 +142,7 @@ def test_a_pattern_covering_part_of_the_composite_leaves_its_nodes(norm, monkeyp
                                   inputs=("x1", "x2", "epsilon"), applies=lambda **_: True, example_inputs=lambda: [
                                       (x1, x2, epsilon) for x1, x2, _, epsilon in norm.fusion.example_inputs()],
                                   dtypes=tuple(dtypes[:2] for dtypes in norm.fusion.dtypes))
-    with pytest.raises(checks.CheckFailed, match=r"ops\[0\].fusion under " + route + r": fz_norm::add_rms_norm is in "
+    with pytest.raises(checks.CheckFailed, match=r"ops\[0\].fusion.forms\[0\] under " + route + r": fz_norm::add_rms_norm is in "
                        r"the graph, but nodes of the composite are left") as caught:
         checks.assert_fusion_fires(norm.op, planted, norm.registering(monkeypatch, planted), norm.first, route)
     assert caught.value.kind == "fusion-partial"
@@ -157,7 +158,7 @@ def test_the_near_misses_are_an_escaping_value_another_dim_another_dtype_and_a_r
     assert tried[0].startswith("an intermediate value of the composite used outside it (%_to_copy")
     assert tried[1].startswith("the composite reducing over another dim (%mean") and "[0], True" in tried[1]
     # epsilon is matched by value (no constant to move); float16 is no dtype of the examples
-    assert tried[2] == "ops[0].examples[0] in float16: ops[0].fusion is not traced in float16"
+    assert tried[2] == "ops[0].examples[0] in float16: ops[0].fusion.forms[0] is not traced in float16"
     assert len(tried) == 3  # `when:` holds on every example and variant
     tried = [what for what, _, _ in fusion_near_misses(cache.op, cache.fusion, cache.examples)]
     assert tried[0].startswith("an intermediate value of the composite used outside it (%abs_1")  # not a new cache
@@ -177,7 +178,7 @@ def test_near_misses_stay_unfused_unless_the_literal_recheck_or_the_condition_is
         def matches(self, match, trace_fn, order=()):
             return True
     loose = Loose(**{f.name: getattr(norm.fusion, f.name) for f in dataclasses.fields(norm.fusion)})
-    with pytest.raises(checks.CheckFailed, match=r"ops\[0\].fusion in opgen.yaml fired under " + route + r" on a near "
+    with pytest.raises(checks.CheckFailed, match=r"ops\[0\].fusion.forms\[0\] in opgen.yaml fired under " + route + r" on a near "
                        r"miss it must not replace: the composite reducing over another dim") as caught:
         checks.assert_near_misses_stay_unfused(norm.op, loose, norm.registering(monkeypatch, loose), norm.examples,
                                                route)
@@ -287,11 +288,14 @@ class Block(torch.nn.Module):
         return self.weight * hidden_states.to(x.dtype), x
 
 
-def test_register_fusions_once_then_plain_torch_compile_calls_the_op(norm):
-    """`register_fusions()` then `torch.compile(model)` with Inductor itself (not the tests' aot_eager stand-in): the
-    op is in the code Inductor generates and values equal eager; a post-grad pass already installed stays and runs,
-    and a second call installs nothing twice. Without npugraph_ex importable it registers with Inductor only, says so
-    in what it returns and logs, and warns."""
+def test_register_fusions_once_then_plain_torch_compile_calls_the_op_where_it_has_a_kernel(norm, monkeypatch):
+    """`register_fusions()` then `torch.compile(model)` with Inductor itself (not the tests' aot_eager stand-in). By
+    default the fusions apply on the spec's device only (npu): on CPU the op's kernel is its Python
+    reference, slower than Inductor's code for the composite, so the CPU model keeps its composite and the
+    Registration says what it skipped and why. Named targets register it on every device: the op is then in the code
+    Inductor generates and values equal eager; a post-grad pass already installed stays and runs, and a second call
+    installs nothing twice. Without npugraph_ex importable it registers with Inductor only, says so in what it
+    returns and logs, and warns."""
     from torch._inductor.utils import run_and_get_code
 
     seen = []
@@ -299,25 +303,48 @@ def test_register_fusions_once_then_plain_torch_compile_calls_the_op(norm):
     def user_pass(graph):
         seen.append(len(graph.nodes))
 
+    monkeypatch.setattr(norm.patterns, "_DEVICES", {})  # as in a fresh process (other tests named their targets)
     model, x1 = Block(), torch.randn(4, 32)
     with torch._inductor.config.patch(post_grad_custom_post_pass=user_pass), torch.no_grad():
         with pytest.warns(RuntimeWarning, match=r"fz_norm.patterns.register_fusions\(\): nothing registered with "
                           r"npugraph_ex: npugraph_ex cannot be imported \(import torch_npu before"):
             registration = norm.patterns.register_fusions()
-        norm.patterns.register_fusions(targets=("inductor",))
+        torch.compiler.reset()
+        default_out, default_code = run_and_get_code(torch.compile(model), x1)
+        asked = norm.patterns.register_fusions(targets=("inductor",))
         installed = torch._inductor.config.post_grad_custom_post_pass
         assert installed == [user_pass, norm.patterns.FUSION_PASS], installed
         torch.compiler.reset()
         out, code = run_and_get_code(torch.compile(model), x1)
+    assert norm.patterns.KERNEL_DEVICES == ("npu",)
     assert registration.inductor_pass is norm.patterns.FUSION_PASS
-    assert registration.registered == {"inductor": {"ops[0].fusion": "fz_norm::add_rms_norm, bfloat16, float32, "
-                                                    "32 patterns"}}  # 4 traces, 8 operand orders each
+    llama = "fz_norm::add_rms_norm, bfloat16, float32, 32 patterns"  # 4 traces, 8 operand orders each
+    assert registration.registered == {"inductor": {"ops[0].fusion.forms[0]": llama + ", on npu only",
+                                                    "ops[0].fusion.forms[1]": llama + ", on npu only"}}
+    assert registration.skipped["inductor"].startswith("on cpu: there each op's kernel is its Python reference")
     assert "npugraph_ex" in registration.unavailable
-    assert str(registration).splitlines()[1] == ("  inductor: ops[0].fusion (fz_norm::add_rms_norm, bfloat16, float32, "
-                                                 "32 patterns)")
+    assert "  inductor: skipped on cpu: " in str(registration)
+    assert not any("fz_norm.add_rms_norm" in text for text in default_code), "\n".join(default_code)[-3000:]
+    torch.testing.assert_close(default_out, model(x1))
+    assert asked.registered == {"inductor": {"ops[0].fusion.forms[0]": llama, "ops[0].fusion.forms[1]": llama}}
+    assert not asked.skipped
+    assert str(asked).splitlines()[1] == "  inductor: ops[0].fusion.forms[0] (fz_norm::add_rms_norm, bfloat16, float32, 32 patterns)"
     assert seen, "the pass installed before register_fusions() did not run"
     assert any("fz_norm.add_rms_norm" in text for text in code), "\n".join(code)[-3000:]
     torch.testing.assert_close(out, model(x1))
+
+
+@pytest.mark.skipif(NPUGRAPH_EX is not None, reason=str(NPUGRAPH_EX))
+def test_registering_with_npugraph_ex_says_why_training_graphs_keep_most_composites(norm, monkeypatch):
+    """npugraph_ex partitions training graphs with default_partition, which saves the composite's inner values for the
+    backward: the Registration says so (tests/test_fusion_checks.py's training tests show the rotary still firing)."""
+    monkeypatch.setattr(norm.patterns, "_DEVICES", {})
+    with npugraph_ex_cpu.Session():
+        registration = norm.patterns.register_fusions(install=False, targets=("npugraph_ex",))
+    assert set(registration.registered) == {"npugraph_ex"} and not registration.skipped
+    assert registration.notes["npugraph_ex"].startswith("in training graphs npugraph_ex splits forward and backward "
+                                                        "with torch's default_partition")
+    assert "  npugraph_ex: note: in training graphs" in str(registration)
 
 
 def test_register_fusions_keeps_a_fusion_to_the_targets_asked_for(norm, monkeypatch):
@@ -459,9 +486,9 @@ def test_a_hugging_face_model_gets_the_op_at_every_occurrence_and_names_what_it_
     checks.assert_fusion_fires_in_model(norm.op, norm.forms, register, llama, "inductor", torch.bfloat16)
     mixed = (torch.bfloat16, torch.bfloat16, torch.float32)  # a float32 weight: not the model's
     planted = [(dataclasses.replace(norm.fusion, dtypes=(mixed,)),
-                r"ops\[0\].fusion is traced in no dtypes of x1: bfloat16\[2, 8, 64\]"),
+                r"ops\[0\].fusion.forms\[0\] is traced in no dtypes of x1: bfloat16\[2, 8, 64\]"),
                (dataclasses.replace(norm.fusion, applies=lambda **_: False),  # the fusion does nothing there
-                r"ops\[0\].fusion.when does not hold on x1: bfloat16\[2, 8, 64\]")]
+                r"ops\[0\].fusion.forms\[0\].when does not hold on x1: bfloat16\[2, 8, 64\]")]
     for refuses, why in planted:
         with pytest.raises(checks.CheckFailed, match=r"ops\[0\].fusion fired at 0 of the 2 occurrences of its "
                            r"composite in LlamaForCausalLM \(bfloat16\) under inductor; left: .*" + why) as caught:

@@ -112,6 +112,24 @@ def test_the_generated_patterns_name_each_form_and_the_tests_run_over_them():
                                                             'torch.float32], ids=("bfloat16", "float32"))')
 
 
+def test_a_form_states_the_tolerances_of_the_op_against_its_composite_in_the_generated_record():
+    """`tolerances:` (a form whose casts the op does not follow); without it the record says none (bit-identical)."""
+    spec = load("""
+        fusion:
+          - {name: exact}
+          - name: rounded
+            pattern: |
+              s = x + y
+              return (s * g * eps).to(x.dtype), s
+            tolerances: {bfloat16: {rtol: 1.6e-2, atol: 0.0}, float16: {rtol: 2.0e-3, atol: 1.0e-6}}
+        """)
+    assert [form.tolerances for form in spec.ops[0].fusion.forms] == [
+        (), (("bfloat16", 0.016, 0.0), ("float16", 0.002, 1e-06))]
+    code = project_context(spec)["_opgen"]["ops"][0]["fusion"]["code"]
+    assert "    tolerances={},\n" in code
+    assert "    tolerances={torch.bfloat16: (0.016, 0.0), torch.float16: (0.002, 1e-06)},\n" in code
+
+
 def test_dtypes_trace_each_example_in_each_dtype_and_leave_out_the_others():
     spec = OP.replace("    reference:", "    dtypes: [bfloat16, float16]\n    reference:")
     fusion = load("fusion: {}\nexamples:\n  - {x: {shape: [4, 8]}, y: {shape: [4, 8]}, g: {shape: [8]}}\n"
@@ -181,6 +199,9 @@ def test_an_op_without_fusion_gets_no_patterns_module():
      "spec.yaml:10:41: ops[0].fusion.models[1]: LlamaForCausalLM is listed twice", None),
     ("fusion: {models: [{architecture: X, config: [1]}]}\n",
      "spec.yaml:10:49: ops[0].fusion.models[0].config must map config names to values", None),
+    ("fusion: {tolerances: {bfloat17: {rtol: 0.01, atol: 0.0}}}\n",
+     "spec.yaml:10:27: ops[0].fusion.tolerances: unknown dtype 'bfloat17'", "did you mean 'bfloat16'?"),
+    ("fusion: {tolerances: {bfloat16: {rtol: 0.01}}}\n", "spec.yaml:10:37: ops[0].fusion.tolerances.bfloat16 has no 'atol'", "atol"),
     ("fusion:\n  pattern: |\n    return torch.ops.ns.add_norm(x, y, g), x\n",
      "spec.yaml:12:16: ops[0].fusion.pattern calls the op itself", "write the computation with torch operators"),
 ])

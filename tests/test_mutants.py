@@ -102,8 +102,8 @@ MUTANTS = (
     Mutant("spec dtype rule wrong", "add_rms_norm", "spec", "gamma.dim()\", dtype: float32}",
            "gamma.dim()\", dtype: x1.dtype}",
            ("ops[0].outputs.rstd.dtype",)),
-    Mutant("kernel dtype wrong", "rms_norm", "kernel", "y = (xf * rstd * gamma.to(xf.dtype)).to(x.dtype)",
-           "y = xf * rstd * gamma.to(xf.dtype)", ("ops[0].outputs.y.dtype",)),
+    Mutant("kernel dtype wrong", "rms_norm", "kernel", "y = (gamma * (xf * rstd).to(x.dtype)).to(x.dtype)",
+           "y = gamma * (xf * rstd)", ("ops[0].outputs.y.dtype",)),
     # undeclared / over-declared mutation
     Mutant("undeclared mutation of x", "bias_act", "kernel", "y = alpha * x", "y = x.mul_(alpha).clone()",
            ("does not mark it written: declare it `Tensor(a!) x`",)),

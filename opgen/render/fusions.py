@@ -239,5 +239,6 @@ def _record(op: OpSpec, form: FusionForm, stem: str, overload: str) -> str:
         "written=" + tuple_text([literal(a.name) for a in op.schema.mutated_args]),
         f"scalar_workaround={workaround}",
         "targets=" + tuple_text([literal(t) for t in op.fusion.targets]),
+        "tolerances={" + ", ".join(f"torch.{d}: ({rtol!r}, {atol!r})" for d, rtol, atol in form.tolerances) + "}",
     ]
     return f"{stem.upper()} = Fusion(\n" + "".join(f"    {f},\n" for f in fields) + ")"

@@ -21,7 +21,7 @@ from ..errors import OpgenError
 from ..schema.model import Argument, BaseType, ListType, OptionalType, Schema, strip_alias
 from ..schema.parser import span_column
 from .bodies import body_error, check_body, own_returns, value_returns
-from .examples import example_value
+from .examples import example_value, parse_tolerances
 from .model import (
     FLOATING_DTYPES,
     FUSION_TARGETS,
@@ -35,7 +35,7 @@ from .model import (
 from .nodes import _identifier, _kind, _mapping, _scalar, _Source, _string
 from .semantics import SemanticsError, parse_condition
 
-FORM_KEYS = ("name", "pattern", "inputs", "constants", "when")
+FORM_KEYS = ("name", "pattern", "inputs", "constants", "when", "tolerances")
 OP_KEYS = ("targets", "models")  # about the op's fusion as a whole, beside its forms
 MODEL_KEYS = ("architecture", "config")
 # Scalars a pattern matches by value (torch's `scalar_workaround` turns a literal of the traced value into a wildcard):
@@ -107,12 +107,15 @@ def _form(source: _Source, node: Node, field: str, allowed: tuple[str, ...], key
     constants = _constants(source, fields.get("constants"), op.schema, inputs, anchor, field)
     conditions = _conditions(source, fields["when"][1], op.schema, f"{field}.when") if "when" in fields else ()
     name = _identifier(source, fields["name"][1], f"{field}.name") if "name" in fields else ""
+    # the op's results against this composite's where they are not bit-identical (another order of casts)
+    tolerances = parse_tolerances(source, fields["tolerances"][1], f"{field}.tolerances") \
+        if "tolerances" in fields else ()
     traces = _traces(op, inputs)
     if not traces:
         raise source.error(anchor, f"{field}: no example of ops[{op.index}] gives every tensor input of the pattern "
                            f"({', '.join(inputs)}): it has nothing to be traced with",
                            f"add an example with them to ops[{op.index}].examples")
-    return FusionForm(field, name, body, "pattern" not in fields, inputs, constants, conditions, traces)
+    return FusionForm(field, name, body, "pattern" not in fields, inputs, constants, conditions, traces, tolerances)
 
 
 def _check_distinct(source: _Source, nodes: list[Node], forms: tuple[FusionForm, ...]) -> None:
