@@ -90,6 +90,19 @@ def test_a_composite_that_is_not_the_op_is_a_wrong_pattern(norm):
     assert "ops[0].examples[0], seed 0: ops[0].outputs.y:" in str(caught.value)
 
 
+def test_the_composite_is_compared_at_the_forms_tolerances_not_the_ops(norm):
+    """The olmo2 form rounds once more than the op in bfloat16 (within the op's device tolerance, 5e-2): it passes
+    at its stated `tolerances:`, and the same form without them fails (a replacement changes no value silently)."""
+    olmo2 = norm.forms[1]
+    assert olmo2.tolerances == {torch.bfloat16: (1.6e-2, 1e-6)}
+    checks.assert_fusion_matches_the_op(norm.op, olmo2, norm.examples)
+    unstated = dataclasses.replace(olmo2, tolerances={})
+    with pytest.raises(checks.CheckFailed, match=r"ops\[0\].fusion.forms\[1\] in opgen.yaml: its composite is not "
+                                                 r"what fz_norm::add_rms_norm computes") as caught:
+        checks.assert_fusion_matches_the_op(norm.op, unstated, norm.examples)
+    assert "bfloat16" in str(caught.value) or "BFloat16" in str(caught.value)
+
+
 def test_a_condition_that_lets_the_fusion_replace_what_the_kernel_refuses_names_when(cache):
     checks.assert_fusion_matches_the_op(cache.op, cache.fusion, cache.examples)
     unconditional = dataclasses.replace(cache.fusion, applies=lambda **_: True)  # no `slot_mapping.dtype == int64`
@@ -165,6 +178,20 @@ def test_the_near_misses_are_an_escaping_value_another_dim_another_dtype_and_a_r
     assert "[0, 2]" in tried[1]
     assert tried[2] == "ops[0].examples[0] in bfloat16: ops[0].fusion is not traced in bfloat16"
     assert tried[3] == "ops[0].examples[0] with slot_mapping as int32: ops[0].fusion.when does not hold"
+
+
+def test_a_constant_the_composite_never_reads_makes_no_near_miss(norm):
+    """Moving a constant changes the pattern only where the composite reads it: epsilon as a constant is a near miss,
+    an argument the composite ignores (its pattern unchanged, the fusion rightly firing) is none."""
+    def composite(x1, x2, gamma, epsilon=1e-06, unused=3):
+        return norm.fusion.composite(x1, x2, gamma, epsilon)
+    read = dataclasses.replace(norm.fusion, composite=composite, inputs=("x1", "x2", "gamma"),
+                               constants={"epsilon": 1e-06})
+    tried = [what for what, _, _ in fusion_near_misses(norm.op, read, norm.examples)]
+    assert tried[0] == "epsilon=0.5 in place of 1e-06"
+    ignored = dataclasses.replace(norm.fusion, composite=composite, constants={"unused": 3})
+    tried = [what for what, _, _ in fusion_near_misses(norm.op, ignored, norm.examples)]
+    assert tried and not any(what.startswith("unused=") for what in tried)
 
 
 @pytest.mark.parametrize("route", ROUTES)
