@@ -526,3 +526,16 @@ def test_a_hugging_face_model_gets_the_op_at_every_occurrence_and_names_what_it_
         checks.assert_fusion_fires_in_model(cache.op, cache.forms, cache.patterns.register_fusions, llama,
                                             "inductor", torch.float16)
     assert caught.value.kind == "fusion-not-in-model"
+
+
+def test_training_under_the_inductor_route_partitions_as_inductor_does(forms):
+    """Inductor's min-cut partitioner recomputes rms_norm's inner values in the backward, so its training graph keeps
+    the composite whole and the fusion fires (under default_partition it would skip, as npugraph_ex's does)."""
+    from torch._functorch import partitioners
+
+    checks.assert_fusion_trains(forms.op, forms.fusion, forms.patterns.register_fusions, forms.first, "inductor")
+    with pytest.MonkeyPatch.context() as patch:  # planted: the stand-in partitioning as aot_autograd does by default
+        patch.setattr(partitioners, "min_cut_rematerialization_partition", partitioners.default_partition)
+        with pytest.raises(pytest.skip.Exception, match=r"ops\[0\].fusion.forms\[0\] does not fire in the training "
+                                                          r"graph under inductor"):
+            checks.assert_fusion_trains(forms.op, forms.fusion, forms.patterns.register_fusions, forms.first, "inductor")

@@ -164,12 +164,14 @@ def _snapshot(graph: torch.fx.Graph, composite: Callable, overload) -> dict:
 def _fusion_backend(route: str, register: Callable, before: Callable, after: Callable, session=None,
                     bw_compiler: Callable | None = None):
     """The backend compiling with the package's fusions under `route`: npugraph_ex's (pattern fusion on, the fusions
-    registered with it), or Inductor's pattern pass (FUSION_PASS) after its remove_noop_ops under aot_eager.
+    registered with it), or Inductor's pattern pass (FUSION_PASS) after its remove_noop_ops under aot_eager, training
+    graphs partitioned as Inductor partitions them (min-cut rematerialization).
     `before` and `after` see each forward graph around the pattern pass; `bw_compiler`: Inductor's backward."""
     if route == "npugraph_ex":
         register(install=False, targets=(route,))
         return session.backend(fusion=True, post_grad_custom_pre_pass=lambda gm, *_: before(gm.graph),
                                post_grad_custom_post_pass=lambda gm, *_: after(gm.graph))
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
     from torch._inductor.decomposition import select_decomp_table
     from torch._inductor.fx_passes.post_grad import remove_noop_ops
 
@@ -182,8 +184,11 @@ def _fusion_backend(route: str, register: Callable, before: Callable, after: Cal
         gm.recompile()
         after(gm.graph)
         return gm
+    # Inductor's partitioner: default_partition would save the composite's inner values for the backward, leaving no
+    # match in a training graph that Inductor itself fuses
     return aot_autograd(fw_compiler=compiler, bw_compiler=bw_compiler or (lambda gm, _example_inputs: gm),
-                        decompositions=select_decomp_table(), keep_inference_input_mutations=True)
+                        partition_fn=min_cut_rematerialization_partition, decompositions=select_decomp_table(),
+                        keep_inference_input_mutations=True)
 
 
 
