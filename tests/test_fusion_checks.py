@@ -528,6 +528,21 @@ def test_a_hugging_face_model_gets_the_op_at_every_occurrence_and_names_what_it_
     assert caught.value.kind == "fusion-not-in-model"
 
 
+def test_a_model_run_with_a_static_cache_gets_the_cache_update_op(tmp_path_factory):
+    """`cache: static`: a one-layer Llama given a transformers StaticCache writes its keys and values with
+    static_cache_update's composite (index_copy_), which the op replaces; the same model without the cache (its
+    planted twin) writes no cache and so has no occurrence."""
+    pytest.importorskip("transformers", reason="transformers is not installed (the fusion-models extra)")
+    static = Generated(tmp_path_factory.mktemp("fusion"), "static_cache_update", "fz_static", "static_cache_update")
+    llama = ("LlamaForCausalLM", {"num_hidden_layers": 1})
+    register = static.patterns.register_fusions
+    checks.assert_fusion_fires_in_model(static.op, static.forms, register, (*llama, "static"), "inductor",
+                                        torch.float32)
+    with pytest.raises(checks.CheckFailed, match=r"no occurrence of its composite in LlamaForCausalLM") as caught:
+        checks.assert_fusion_fires_in_model(static.op, static.forms, register, llama, "inductor", torch.float32)
+    assert caught.value.kind == "fusion-not-in-model"
+
+
 def test_training_under_the_inductor_route_partitions_as_inductor_does(forms):
     """Inductor's min-cut partitioner recomputes rms_norm's inner values in the backward, so its training graph keeps
     the composite whole and the fusion fires (under default_partition it would skip, as npugraph_ex's does)."""

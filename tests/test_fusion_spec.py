@@ -72,7 +72,7 @@ FORMS = """
             return (s * eps) * g, s
           when: "g.dim() == 1"
       targets: [npugraph_ex]
-      models: [LlamaForCausalLM, {architecture: Qwen3ForCausalLM, config: {num_hidden_layers: 1}}]
+      models: [LlamaForCausalLM, {architecture: Qwen3ForCausalLM, config: {num_hidden_layers: 1}, cache: static}]
     examples:
       - {x: {shape: [4, 8], dtype: bfloat16}, y: {shape: [4, 8], dtype: bfloat16}, g: {shape: [8], dtype: bfloat16}}
       - {x: {shape: [2, 3, 8]}, y: {shape: [2, 3, 8]}, g: {shape: [8]}}
@@ -88,8 +88,8 @@ def test_forms_each_with_its_own_composite_inputs_and_conditions_and_the_models_
     assert llama.inputs == ("x", "y", "g", "eps") and llama.constants == (("n", 1),) and not llama.conditions
     assert other.inputs == ("x", "y", "g") and other.constants == (("eps", 1e-06), ("n", 1)) and other.conditions
     assert fusion.targets == ("npugraph_ex",)
-    assert [(m.architecture, m.config) for m in fusion.models] == [("LlamaForCausalLM", ()), (
-        "Qwen3ForCausalLM", (("num_hidden_layers", 1),))]
+    assert [(m.architecture, m.config, m.cache) for m in fusion.models] == [("LlamaForCausalLM", (), ""), (
+        "Qwen3ForCausalLM", (("num_hidden_layers", 1),), "static")]
     # traced once per dtype combination of the examples, then per other rank: the bfloat16 casts are in a pattern
     assert llama.floating_dtypes == (("bfloat16",) * 3, ("float32",) * 3)
     assert [(trace["x"].dtype, len(trace["x"].shape)) for trace in llama.traces] == [
@@ -107,7 +107,8 @@ def test_the_generated_patterns_name_each_form_and_the_tests_run_over_them():
                  "ADD_NORM_FORM1)"), 'field="ops[0].fusion.forms[1]"', ("ADD_NORM_LLAMA_DTYPES = (\n    (torch.bfloat16, "
                  "torch.bfloat16, torch.bfloat16),\n    (torch.float32, torch.float32, torch.float32),\n)")):
         assert name in code, name
-    assert fusion["models"] == ['("LlamaForCausalLM", {})', '("Qwen3ForCausalLM", {"num_hidden_layers": 1})']
+    assert fusion["models"] == ['("LlamaForCausalLM", {})',
+                                '("Qwen3ForCausalLM", {"num_hidden_layers": 1}, "static")']  # a third only with a cache
     assert fusion["models_parametrize"].splitlines()[0] == ('@pytest.mark.parametrize("dtype", [torch.bfloat16, '
                                                             'torch.float32], ids=("bfloat16", "float32"))')
 
@@ -199,6 +200,8 @@ def test_an_op_without_fusion_gets_no_patterns_module():
      "spec.yaml:10:41: ops[0].fusion.models[1]: LlamaForCausalLM is listed twice", None),
     ("fusion: {models: [{architecture: X, config: [1]}]}\n",
      "spec.yaml:10:49: ops[0].fusion.models[0].config must map config names to values", None),
+    ("fusion: {models: [{architecture: X, cache: dynamic}]}\n",
+     "spec.yaml:10:48: ops[0].fusion.models[0].cache must be one of static", "a transformers StaticCache"),
     ("fusion: {tolerances: {bfloat17: {rtol: 0.01, atol: 0.0}}}\n",
      "spec.yaml:10:27: ops[0].fusion.tolerances: unknown dtype 'bfloat17'", "did you mean 'bfloat16'?"),
     ("fusion: {tolerances: {bfloat16: {rtol: 0.01}}}\n", "spec.yaml:10:37: ops[0].fusion.tolerances.bfloat16 has no 'atol'", "atol"),

@@ -34,7 +34,7 @@ class FusionCode:
     parametrize: str = ""
     argument: str = ""
     parameter: str = ""
-    models: tuple[str, ...] = ()  # `fusion.models`: (architecture, config) literals, the models test's parameters
+    models: tuple[str, ...] = ()  # `fusion.models`: (architecture, config[, cache]) literals, the models test's parameters
     models_parametrize: str = ""  # the models test's decorators: each model, under each route, in each dtype
 
 
@@ -54,8 +54,8 @@ def fusion_code(spec: ProjectSpec, op: OpSpec) -> FusionCode:
     records = tuple(s.upper() for s in stems)
     constant = f"{stem.upper()}_FORMS"
     parts.append(f"{constant} = {tuple_text(list(records))}")
-    models = tuple(f"({literal(m.architecture)}, {{{', '.join(f'{literal(k)}: {value_source(v)}' for k, v in m.config)}}})"
-                   for m in op.fusion.models)
+    models = tuple(f"({literal(m.architecture)}, {{{', '.join(f'{literal(k)}: {value_source(v)}' for k, v in m.config)}}}"
+                   + (f", {literal(m.cache)})" if m.cache else ")") for m in op.fusion.models)
     several = len(forms) > 1
     ids = tuple_text([literal(form.name or f"form{number}") for number, form in enumerate(forms)])
     return FusionCode(constant, records, "\n\n\n".join(parts),

@@ -37,7 +37,8 @@ from .semantics import SemanticsError, parse_condition
 
 FORM_KEYS = ("name", "pattern", "inputs", "constants", "when", "tolerances")
 OP_KEYS = ("targets", "models")  # about the op's fusion as a whole, beside its forms
-MODEL_KEYS = ("architecture", "config")
+MODEL_KEYS = ("architecture", "config", "cache")
+MODEL_CACHES = ("static",)  # `fusion.models[k].cache`: the transformers caches the models test can pass in
 # Scalars a pattern matches by value (torch's `scalar_workaround` turns a literal of the traced value into a wildcard):
 # floats only, as npugraph_ex's own patterns use it (an int is often a dim or a size, which a traced wildcard breaks).
 MATCHED_SCALARS = ("float",)
@@ -203,17 +204,28 @@ def _models(source: _Source, node: Node, field: str) -> tuple[FusionModel, ...]:
     for number, item in enumerate(node.value):
         where = f"{field}[{number}]"
         config: tuple = ()
+        cache = ""
         if isinstance(item, MappingNode):
             fields = _mapping(source, item, where, MODEL_KEYS, required=("architecture",))
             architecture = _identifier(source, fields["architecture"][1], f"{where}.architecture")
             if "config" in fields:
                 config = _config(source, fields["config"][1], f"{where}.config")
+            if "cache" in fields:
+                cache = _cache(source, fields["cache"][1], f"{where}.cache")
         else:
             architecture = _identifier(source, item, where)
         if architecture in found:
             raise source.error(item, f"{where}: {architecture} is listed twice", "list each architecture once")
-        found[architecture] = FusionModel(architecture, config)
+        found[architecture] = FusionModel(architecture, config, cache)
     return tuple(found.values())
+
+
+def _cache(source: _Source, node: Node, field: str) -> str:
+    """`fusion.models[k].cache`: which transformers cache the model is run with (`static`: a StaticCache)."""
+    if not isinstance(node, ScalarNode) or node.value not in MODEL_CACHES:
+        raise source.error(node, f"{field} must be one of {', '.join(MODEL_CACHES)}",
+                           "`cache: static` runs the model with a transformers StaticCache passed in (use_cache on)")
+    return node.value
 
 
 def _config(source: _Source, node: Node, field: str) -> tuple[tuple[str, object], ...]:

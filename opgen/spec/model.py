@@ -147,6 +147,7 @@ class FusionModel:
 
     architecture: str  # a transformers class: "LlamaForCausalLM"
     config: tuple[tuple[str, object], ...] = ()  # config values over the tiny defaults
+    cache: str = ""  # "static": run with a transformers StaticCache passed in (use_cache on); "": no cache
 
 
 @dataclass(frozen=True)
