@@ -94,7 +94,7 @@ MUTANTS = (
     # inputs the kernel refuses
     Mutant("fusion: the pattern doubles gamma", "add_rms_norm", "spec",
            "return gamma * hidden_states.to(input_dtype), rstd, x",
-           "return 2 * gamma * hidden_states.to(input_dtype), rstd, x", ("ops[0].fusion in opgen.yaml",)),
+           "return 2 * gamma * hidden_states.to(input_dtype), rstd, x", ("ops[0].fusion.forms[0] in opgen.yaml",)),
     Mutant("fusion: its when: left out", "kv_cache_update", "spec", 'when: ["slot_mapping.dtype == int64"]',
            "targets: [npugraph_ex, inductor]", ("ops[0].fusion.when in opgen.yaml",)),
     # a wrong rule in the spec (fake and tier 1 agree with it; the kernel does not)
