@@ -113,6 +113,21 @@ def test_the_generated_patterns_name_each_form_and_the_tests_run_over_them():
                                                             'torch.float32], ids=("bfloat16", "float32"))')
 
 
+def test_a_long_model_config_and_a_long_condition_stay_within_120_columns():
+    """A model whose config does not fit a line lists it one item a line; a condition too long for `_applies`' line
+    breaks before its last `==` (inside the parentheses): the same values, ruff's E501 satisfied."""
+    config = ", ".join(f"option_number_{n}: {n}" for n in range(8))
+    long_rule = '"broadcast(x.shape[:-1] + [x.shape[-1] // 2], g.shape) == x.shape[:-1] + [x.shape[-1] // 2]"'
+    fusion = load(FORMS.replace("{num_hidden_layers: 1}, cache: static}", f"{{{config}}}}}").replace(
+        'when: "g.dim() == 1"', f"when: [{long_rule}]"))
+    context = project_context(fusion)["_opgen"]["ops"][0]["fusion"]
+    parametrize = context["models_parametrize"]
+    assert max(len(line) for line in parametrize.splitlines()) <= 120
+    assert '                "option_number_7": 7,\n' in parametrize
+    assert "\n        == [*x.shape[:-1], x.shape[-1] // 2]\n" in context["code"]
+    assert max(len(line) for line in context["code"].splitlines()) <= 120
+
+
 def test_a_form_states_the_tolerances_of_the_op_against_its_composite_in_the_generated_record():
     """`tolerances:` (a form whose casts the op does not follow); without it the record says none (bit-identical)."""
     spec = load("""
