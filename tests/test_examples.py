@@ -23,13 +23,17 @@ TIERS = ("is_registered", "enters_graph_with_fake_tensors", "opcheck", "compiled
          "npugraph_ex_capture_replay_on_cpu", "matches_expected_values", "matches_the_reference",
          "writes_what_the_schema_says", "compiles_once_for_two_sizes", "non_contiguous_inputs")
 AUTOGRAD_TIERS = ("opcheck_with_requires_grad", "gradcheck")  # only for ops with `autograd:` in the spec
-# the ops with `fusion:`: op stem -> (its field, its forms' test ids ("" for one form), whether it fires in a training
-# graph (else the backward saves values inside the composite, or the op writes buffers), its models test cases)
-FUSED = {"add_rms_norm": ("ops[0].fusion", ("llama", "olmo2"), False, 12), "kv_cache_update": ("ops[0].fusion", ("",), False, 0),
-         "rms_norm": ("ops[0].fusion", ("llama", "olmo2"), False, 12), "gemma_rms_norm": ("ops[0].fusion", ("",), False, 4),
-         "swiglu": ("ops[0].fusion", ("",), True, 8), "rotary": ("ops[0].fusion", ("llama", "olmo2"), True, 12),
-         "rotary_halves": ("ops[0].fusion", ("",), True, 4), "rotary_interleaved": ("ops[1].fusion", ("",), True, 4),
-         "static_cache_update": ("ops[0].fusion", ("",), False, 0)}
+# the ops with `fusion:`: op stem -> (its field, its forms' test ids ("" for one form), the routes under which it fires
+# in a training graph (elsewhere the backward saves values inside the composite, or the op writes buffers), its models
+# test cases). Under the Inductor route training graphs are partitioned as Inductor does (min-cut), which recomputes a
+# norm's inner values: rms_norm's forms fire there, not under npugraph_ex's default_partition.
+BOTH, INDUCTOR = ("npugraph_ex", "inductor"), ("inductor",)
+FUSED = {"add_rms_norm": ("ops[0].fusion", ("llama", "olmo2"), (), 12), "kv_cache_update": ("ops[0].fusion", ("",), (), 0),
+         "rms_norm": ("ops[0].fusion", ("llama", "olmo2"), INDUCTOR, 12),
+         "gemma_rms_norm": ("ops[0].fusion", ("",), (), 4),
+         "swiglu": ("ops[0].fusion", ("",), BOTH, 8), "rotary": ("ops[0].fusion", ("llama", "olmo2"), BOTH, 12),
+         "rotary_halves": ("ops[0].fusion", ("",), BOTH, 4), "rotary_interleaved": ("ops[1].fusion", ("",), BOTH, 4),
+         "static_cache_update": ("ops[0].fusion", ("",), (), 4)}
 FUSION_TIERS = ("fusion_composite_is_the_op", "fusion_keeps_layouts")  # per form
 FUSION_ROUTED_TIERS = ("fusion_fires", "fusion_near_misses_stay_unfused", "fusion_trains")  # per form and route
 # patterns.py is the same in both styles: the fusion tiers that compile run in the library style only (seconds each)
@@ -122,7 +126,7 @@ def _fusion_outcomes(stem: str, qualname: str) -> dict[str, tuple[str, str]]:
                            ("passed", ""))
                 if tier == "fusion_trains" and stem in ("kv_cache_update", "static_cache_update"):  # seen before any compile, fetched or not
                     outcome = ("skipped", f"{qualname} writes buffers")
-                elif tier == "fusion_trains" and outcome[0] == "passed" and not trains:
+                elif tier == "fusion_trains" and outcome[0] == "passed" and route not in trains:
                     outcome = ("skipped", f"{where} does not fire in the training graph under {route}")
                 expected[f"test_{stem}_{tier}[{form + '-' if form else ''}{route}]"] = outcome
     return expected
@@ -137,8 +141,9 @@ def generated(request, generated_examples) -> tuple[str, list[Path]]:
 
 def test_every_example_is_covered():
     assert {p.stem for p in EXAMPLES} == {"add_rms_norm", "bias_act", "gemma_rms_norm", "kv_cache_update",
-                                           "nonzero_rows", "rms_norm", "rotary", "scale_inplace", "scaled_add_out", "scatter_update",
-                                           "stack_scaled", "swiglu", "todo_semantics"}
+                                           "nonzero_rows", "rms_norm", "rotary", "rotary_pairs", "scale_inplace", "scaled_add_out",
+                                           "scatter_update", "stack_scaled", "static_cache_update", "swiglu",
+                                           "todo_semantics"}
 
 
 @pytest.mark.npugraph_ex  # both states: without the fetch here, with it in .ci/run's npugraph_ex step
@@ -151,7 +156,6 @@ def test_generated_tests_pass_and_skip_exactly_as_expected(generated, tmp_path):
                                   " and ".join([NOT_FEATURES, *(f"not {tier}" for tier in left_out)]))
     expected = {name: outcome for name, outcome in expected_outcomes().items()
                 if not any(f"_{tier}[" in name for tier in left_out)}
-    import json; Path(f"/tmp/fi_results_{style}.json").write_text(json.dumps(results))  # DEBUG
     assert sorted(results) == sorted(expected)
     for name, (outcome, text) in expected.items():
         got = results[name]
@@ -163,26 +167,30 @@ def test_generated_tests_pass_and_skip_exactly_as_expected(generated, tmp_path):
     counts = {kind: sum(1 for r in results.values() if r["outcome"] == kind) for kind in ("passed", "skipped",
                                                                                           "failed")}
     # the fusion tiers: 2 per form without a compile, then fires, near misses and training per route (library style
-    # only), the training one passing for the 3 forms that fire in a training graph (swiglu's, rotary's)
+    # only), the training one passing for the forms that fire in a training graph under that route: 5 under
+    # npugraph_ex (swiglu's, rotary's, rotary_pairs'), and rms_norm's 2 besides under Inductor (min-cut)
     forms = sum(len(forms) for _, forms, _, _ in FUSED.values())
-    trained = sum(len(forms) for _, forms, trains, _ in FUSED.values() if trains)
-    assert (forms, trained) == (8, 3)
-    routed = {"passed": 3 * forms - (forms - trained), "skipped": forms - trained} if style == "library" else {
-        "passed": 0, "skipped": 0}  # per route
-    under_npugraph_ex = routed if NPUGRAPH_EX is None else {"passed": 0, "skipped": routed["passed"] + routed["skipped"]}
-    # npugraph_ex on CPU: 9 pass, the dynamic op skips, the 2 tagged ops xfail (a known copy), the TODO op fails
-    npugraph_ex = {"passed": 9, "skipped": 3, "failed": 1} if NPUGRAPH_EX is None else {
-        "passed": 0, "skipped": 13, "failed": 0}
-    # capture & replay on CPU: 11 pass (the tagged ops too), the dynamic op skips, the TODO op fails
-    capture = {"passed": 11, "skipped": 1, "failed": 1} if NPUGRAPH_EX is None else {"passed": 0, "skipped": 13,
+    trained = {route: sum(len(forms) for _, forms, trains, _ in FUSED.values() if route in trains) for route in BOTH}
+    assert (forms, trained) == (12, {"npugraph_ex": 5, "inductor": 7})
+
+    def routed(route: str) -> dict[str, int]:
+        return {"passed": 3 * forms - (forms - trained[route]), "skipped": forms - trained[route]} if (
+            style == "library") else {"passed": 0, "skipped": 0}
+    under_npugraph_ex = routed("npugraph_ex") if NPUGRAPH_EX is None else {"passed": 0, "skipped": sum(
+        routed("npugraph_ex").values())}
+    # npugraph_ex on CPU: 12 pass, the dynamic op skips, the 2 tagged ops xfail (a known copy), the TODO op fails
+    npugraph_ex = {"passed": 12, "skipped": 3, "failed": 1} if NPUGRAPH_EX is None else {
+        "passed": 0, "skipped": 16, "failed": 0}
+    # capture & replay on CPU: 14 pass (the tagged ops too), the dynamic op skips, the TODO op fails
+    capture = {"passed": 14, "skipped": 1, "failed": 1} if NPUGRAPH_EX is None else {"passed": 0, "skipped": 16,
                                                                                       "failed": 0}
-    fusion = {kind: (2 * forms if kind == "passed" else 0) + routed[kind] + under_npugraph_ex[kind]
+    fusion = {kind: (2 * forms if kind == "passed" else 0) + routed("inductor")[kind] + under_npugraph_ex[kind]
               for kind in ("passed", "skipped")}
     ran = [name for name, r in results.items() if name.endswith("_capture_replay_on_cpu") and r["outcome"] == "passed"]
     assert len(ran) == capture["passed"], f"{style}: capture & replay on CPU passed for {sorted(ran)}"
-    # per op: 9 tiers pass (13 ops; the TODO op fails 5 of them), rms_norm's 2 autograd tiers, 12 semantics checks
-    assert counts == {"passed": 13 * 9 - 5 + 2 + 12 + fusion["passed"] + npugraph_ex["passed"] + capture["passed"],
-                      "skipped": 13 * 2 + fusion["skipped"] + npugraph_ex["skipped"] + capture["skipped"],
+    # per op: 9 tiers pass (16 ops; the TODO op fails 5 of them), rms_norm's 2 autograd tiers, 15 semantics checks
+    assert counts == {"passed": 16 * 9 - 5 + 2 + 15 + fusion["passed"] + npugraph_ex["passed"] + capture["passed"],
+                      "skipped": 16 * 2 + fusion["skipped"] + npugraph_ex["skipped"] + capture["skipped"],
                       "failed": 5 + npugraph_ex["failed"] + capture["failed"]}
 
 
