@@ -46,7 +46,8 @@ def tiny_model(architecture: str, config: dict, dtype: torch.dtype, cache: str =
         raise CheckFailed(f"{architecture!r} is not a model class of transformers {transformers.__version__} (a "
                           "Hugging Face architecture, e.g. LlamaForCausalLM)", "model-unknown")
     torch.manual_seed(0)
-    model = cls(cls.config_class(**{**TINY_CONFIG, **({"use_cache": True} if cache else {}), **config})).to(dtype).eval()
+    settings = {**TINY_CONFIG, **({"use_cache": True} if cache else {}), **config}
+    model = cls(cls.config_class(**settings)).to(dtype).eval()
     g = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for parameter in model.parameters():
