@@ -13,19 +13,23 @@ patterns traced anew (each form in every dtype of the examples and every operand
 a later call reuses them), next to the baseline compile. Rounds are interleaved; medians are printed. Needs `opgen npugraph-ex fetch` for the
 npugraph_ex figures (else they are skipped, saying why).
 
-With transformers installed (`--model`, default LlamaForCausalLM, 2 layers, hidden size 64, batch 2 x 8 tokens):
-the model compiled by plain `torch.compile` (Inductor, CPU) without fusions and after `register_fusions()` of
-add_rms_norm, rms_norm, swiglu and rotary (each op's CPU kernel is its Python reference), per dtype: the median
-time of one forward after warm-up (on `--threads` threads, 1 by default), and which fused ops Inductor's code calls. On CPU the fused ops are slower than the code Inductor
-generates for their composites: keep fusions to npugraph_ex there (`targets: [npugraph_ex]`, or
-`register_fusions(targets=("npugraph_ex",))`).
+With transformers installed (`--model`, default Llama, Qwen3 and Gemma: 2 layers, hidden size 64, batch 2 x 8
+tokens), per model, dtype (bfloat16, float32), target (npugraph_ex's backend on CPU, plain torch.compile with
+Inductor) and registration (`register_fusions()`'s default, and the targets named: every device): the model compiled
+without and with add_rms_norm, rms_norm, gemma_rms_norm, swiglu and rotary registered, their forward calls
+interleaved, and fused/unfused of the median forward in the same run, with the fused ops the code calls. By default
+nothing is fused on CPU (the op's kernel there is its Python reference, slower than Inductor's code for the
+composite): the ratio must stay <= 1.0x within noise; the named targets show what a fusion on CPU would cost.
 
-    python benchmarks/bench_fusion.py [--rounds 5] [--model LlamaForCausalLM] [--calls 200] [--threads 1]
+    python benchmarks/bench_fusion.py [--rounds 5] [--model LlamaForCausalLM,...] [--calls 200] [--threads 1]
+                                      [--models-only]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import copy
 import importlib
 import statistics
 import subprocess
@@ -65,7 +69,9 @@ def block(torch, composite):
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--model", default="LlamaForCausalLM", help="a transformers architecture")
+    parser.add_argument("--models-only", action="store_true", help="only the per-forward figures of the models")
+    parser.add_argument("--model", default="LlamaForCausalLM,Qwen3ForCausalLM,GemmaForCausalLM",
+                        help="transformers architectures, comma-separated")
     parser.add_argument("--calls", type=int, default=200, help="timed forwards per model and dtype")
     parser.add_argument("--threads", type=int, default=1, help="torch's intra-op threads for the model figures (1: "
                         "a machine shared with other jobs times OpenMP's waits between Inductor's kernels and aten's)")
@@ -83,7 +89,7 @@ def main() -> int:
 
         patterns = importlib.import_module("fused.patterns")
         loader = importlib.import_module("opgen.testing.npugraph_ex_cpu")
-        model = block(torch, patterns.add_rms_norm_composite)
+        model = block(torch, patterns.add_rms_norm_llama_composite)
         g = torch.Generator().manual_seed(0)
         inputs = [torch.randn(8, 256, generator=g).bfloat16(), torch.randn(8, 256, generator=g).bfloat16()]
 
@@ -109,7 +115,7 @@ def main() -> int:
         if reason is None:
             with loader.Session():
                 pass  # npugraph_ex's one-time import, not a cost of the fusion
-        for _ in range(args.rounds):
+        for _ in range(0 if args.models_only else args.rounds):
             patterns.FUSION_PASS = patterns.FusionPass()  # a fresh Inductor registry each round
             fresh_traces(patterns)
             figures.setdefault("inductor_registration", []).append(
@@ -124,8 +130,11 @@ def main() -> int:
                 figures.setdefault("npugraph_ex_registration", []).append(
                     timed(lambda: patterns.register_fusions(install=False, targets=("npugraph_ex",))))
                 figures.setdefault("npugraph_ex_fused_compile", []).append(first_call(session.backend(fusion=True)))
-                assert patterns.ADD_RMS_NORM.overload in [n.target for n in session.graphs[-1].graph.nodes]
+                assert patterns.ADD_RMS_NORM_LLAMA.overload in [n.target for n in session.graphs[-1].graph.nodes]
         median = {name: statistics.median(values) for name, values in figures.items()}
+        if args.models_only:
+            hugging_face_cost(torch, Path(tmp), args)
+            return 0
 
         def line(value: str, baseline: str, what: str) -> None:
             ratio = median[value] / median[baseline]
@@ -143,31 +152,53 @@ def main() -> int:
     return 0
 
 
-FUSED_EXAMPLES = ("add_rms_norm", "rms_norm", "swiglu", "rotary")  # add_rms_norm first: it takes the norms after adds
+FUSED_EXAMPLES = ("add_rms_norm", "rms_norm", "gemma_rms_norm", "swiglu", "rotary")  # add_rms_norm first
+# How each target is registered: the default (what a user gets from `register_fusions()`: nothing on CPU, where the
+# ops' kernels are their Python references), and on every device (asked for by naming the targets): for comparison.
+REGISTRATIONS = (("npugraph_ex", "default", None), ("npugraph_ex", "asked", ("npugraph_ex",)),
+                 ("inductor", "default", None), ("inductor", "asked", ("inductor",)))
 
 
-def forward_times(torch, network, inputs: dict, calls: int) -> tuple[float, float, list[str]]:
-    """(first call, median forward after warm-up, the code Inductor generated) of `network` under torch.compile."""
-    from torch._inductor.utils import run_and_get_code
-
-    torch.compiler.reset()
-    compiled = torch.compile(network)
-    start = time.perf_counter()
-    codes = run_and_get_code(compiled, **inputs)[1]
-    first = time.perf_counter() - start
+def interleaved_times(compiled: dict, inputs: dict, calls: int) -> dict:
+    """The median time of one forward of each compiled model, their calls interleaved (after a warm-up): a busy
+    machine slows both alike."""
     for _ in range(10):
-        compiled(**inputs)
-    return first, statistics.median(timed(lambda: compiled(**inputs)) for _ in range(calls)), codes
+        for model in compiled.values():
+            model(**inputs)
+    times: dict = {name: [] for name in compiled}
+    for _ in range(calls):
+        for name, model in compiled.items():
+            times[name].append(timed(lambda model=model: model(**inputs)))
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def fused_ops(torch, graphs_or_code, packages) -> dict[str, int]:
+    """How many times the code (or graphs) calls each fused op."""
+    text = "\n".join(str(g) for g in graphs_or_code)
+    found = {}
+    for patterns in packages:
+        namespace = patterns.__name__.split(".")[0]
+        for name in FUSED_EXAMPLES:
+            count = text.count(f"{namespace}.{name}.default")
+            if count:
+                found[f"{namespace}::{name}"] = count
+    return found
 
 
 def hugging_face_cost(torch, root: Path, args) -> None:
-    """Per-forward time of a tiny Hugging Face model under Inductor on CPU, without and with the shipped fusions."""
+    """Per-forward time of tiny Hugging Face models on CPU, fused / unfused per target and registration (the ratio in
+    the same run): npugraph_ex's backend (its compiler on CPU, the graph run eagerly) and plain torch.compile
+    (Inductor), with the shipped fusions registered as `register_fusions()` does by default, and Inductor asked for on
+    every device. What is registered by default must never be slower (ratio <= 1.0x)."""
     try:
         import transformers  # noqa: F401
     except ImportError:
-        print("fusion_inductor_cpu_forward: skipped (transformers is not installed: pip install transformers)")
+        print("fusion_cpu_forward: skipped (transformers is not installed: pip install transformers)")
         return
     checks = importlib.import_module("opgen.testing.models")
+    loader = importlib.import_module("opgen.testing.npugraph_ex_cpu")
+    from torch._inductor.utils import run_and_get_code
+
     torch.set_num_threads(args.threads)
     packages = []
     for example in FUSED_EXAMPLES:
@@ -177,24 +208,46 @@ def hugging_face_cost(torch, root: Path, args) -> None:
         sys.path.insert(0, str(project))
         text = (ROOT / "examples" / f"{example}.yaml").read_text(encoding="utf-8")
         packages.append(importlib.import_module(text.split("namespace: ")[1].split()[0] + ".patterns"))
-    for dtype in (torch.bfloat16, torch.float32):
-        network, inputs = checks.tiny_model(args.model, {}, dtype)
-        name = str(dtype).removeprefix("torch.")
-        measured = {}
-        for fused in (False, True):
-            with torch._inductor.config.patch(post_grad_custom_post_pass=None), torch.no_grad():
-                if fused:
-                    for patterns in packages:
-                        patterns.register_fusions(targets=("inductor",))
-                first, median, codes = forward_times(torch, network, inputs, args.calls)
-            measured[fused] = (median, first)
-            if fused:  # the fused ops Inductor's code calls, per op
-                called = {f"{p.__name__.split('.')[0]}.{name}": sum(
-                    code.count(f"torch.ops.{p.__name__.split('.')[0]}.{name}.default(") for code in codes)
-                    for p in packages for name in FUSED_EXAMPLES}
-                print(f"fusion_inductor_cpu_ops_{str(dtype).removeprefix('torch.')}: "
-                      + ", ".join(f"{op} x{n}" for op, n in called.items() if n))
-        (plain, _), (fused_call, _) = measured[False], measured[True]
-        print(f"fusion_inductor_cpu_forward_{name}: {fused_call * 1e3:.2f} ms per forward with the fusions "
-              f"(baseline {args.model} under plain torch.compile without them: {plain * 1e3:.2f} ms, ratio "
-              f"{fused_call / plain:.2f}x)")
+    reason = loader.unavailable()
+    for architecture in args.model.split(","):
+        for dtype in (torch.bfloat16, torch.float32):
+            network, inputs = checks.tiny_model(architecture, {}, dtype)
+            name = str(dtype).removeprefix("torch.")
+            for target, how, targets in REGISTRATIONS:
+                if target == "npugraph_ex" and reason is not None:
+                    print(f"fusion_cpu_forward_{target}: skipped ({reason})")
+                    continue
+                for patterns in packages:  # a fresh process's registry
+                    patterns.FUSION_PASS = patterns.FusionPass()
+                    patterns._DEVICES.clear()
+                torch.compiler.reset()
+                twin = copy.deepcopy(network)  # compiled with the fusions (a module of its own: its own graphs)
+                with contextlib.ExitStack() as stack:
+                    stack.enter_context(torch.no_grad())
+                    stack.enter_context(torch._inductor.config.patch(post_grad_custom_post_pass=None))
+                    session = stack.enter_context(loader.Session()) if target == "npugraph_ex" else None
+                    if session is not None:
+                        for patterns in packages:
+                            patterns.register_fusions(targets=targets)
+                        unfused = torch.compile(network, backend=session.backend(), dynamic=False)
+                        unfused(**inputs)
+                        fused = torch.compile(twin, backend=session.backend(fusion=True), dynamic=False)
+                        fused(**inputs)
+                        code = [session.graphs[-1].graph]
+                    else:
+                        unfused = torch.compile(network, dynamic=False)
+                        unfused(**inputs)
+                        for patterns in packages:
+                            patterns.register_fusions(targets=targets)
+                        fused = torch.compile(twin, dynamic=False)
+                        code = run_and_get_code(fused, **inputs)[1]
+                    ops = fused_ops(torch, code, packages)
+                    median = interleaved_times({False: unfused, True: fused}, inputs, args.calls)
+                unfused_time, fused_time = median[False], median[True]
+                print(f"fusion_cpu_forward_{architecture}_{name}_{target}_{how}: {fused_time * 1e3:.2f} ms fused, "
+                      f"{unfused_time * 1e3:.2f} ms unfused, ratio {fused_time / unfused_time:.2f}x; fused ops: "
+                      + (", ".join(f"{op} x{n}" for op, n in ops.items()) or "none"), flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -580,12 +580,12 @@ def test_the_fusion_rung_says_whether_each_pattern_fires_and_names_planted_bugs(
     refuses: "fusion-applies-too-widely") and rotary's output declared contiguous where the composite keeps the
     layout of a transposed q ("fusion-changes-layout")."""
     other_dim = (
-        "def _add_rms_norm_search(x1, x2, gamma, epsilon):\n"
+        "def _add_rms_norm_llama_search(x1, x2, gamma, epsilon):\n"
         "    x = x1 + x2\n"
         "    hidden_states = x.to(torch.float32)\n"
         "    rstd = torch.rsqrt(hidden_states.pow(2).mean(1, keepdim=True) + epsilon)\n"
         "    return gamma * (hidden_states * rstd).to(x.dtype), rstd, x\n\n\n"
-        "def _add_rms_norm_replacement(")
+        "def _add_rms_norm_llama_replacement(")
     partial = (
         "def _rms_norm_olmo2_search(x, gamma, epsilon):\n"
         "    hidden_states = x.to(torch.float32)\n"
@@ -599,7 +599,7 @@ def test_the_fusion_rung_says_whether_each_pattern_fires_and_names_planted_bugs(
         "fz_good": _fused_project(tmp_path, "add_rms_norm", "fz_good"),
         "fz_cache": _fused_project(tmp_path, "kv_cache_update", "fz_cache"),
         "fz_dim": _fused_project(tmp_path, "add_rms_norm", "fz_dim", edit_patterns=lambda t: re.sub(
-            r"def _add_rms_norm_search\(.*?def _add_rms_norm_replacement\(", lambda _: other_dim, t, flags=re.DOTALL)),
+            r"def _add_rms_norm_llama_search\(.*?def _add_rms_norm_llama_replacement\(", lambda _: other_dim, t, flags=re.DOTALL)),
         "fz_partial": _fused_project(tmp_path, "rms_norm", "fz_partial", edit_patterns=lambda t: re.sub(
             r"def _rms_norm_olmo2_search\(.*?# The dtypes(?= of the floating inputs in each trace of "
             r"ops\[0\]\.fusion\.forms\[1\])", lambda _: partial, t, flags=re.DOTALL)),
@@ -618,12 +618,13 @@ def test_the_fusion_rung_says_whether_each_pattern_fires_and_names_planted_bugs(
     routes = "npugraph_ex and inductor" if cache_env.get("npugraph_ex") != "absent" else "inductor"
     for name in ("fz_good", "fz_cache"):
         assert found[name]["verdict"] is None, found[name]["verdict"]
-        assert fusion[name]["reason"].startswith(f"ops[0].fusion fires on its composite under {routes}")
-    planted = {"fz_dim": ("performance", "fusion-not-fired", "ops[0].fusion in opgen.yaml did not fire under"),
+        assert fusion[name]["reason"].startswith("ops[0].fusion ") and (
+            f"fires on its composite under {routes}" in fusion[name]["reason"])
+    planted = {"fz_dim": ("performance", "fusion-not-fired", "ops[0].fusion.forms[0] in opgen.yaml did not fire under"),
                "fz_partial": ("performance", "fusion-partial", "ops[0].fusion.forms[1] under"),
                "fz_layout": ("precision", "fusion-changes-layout", ("ops[0].fusion.forms[0] would replace its composite "
                              "by fz_layout::rotary on ops[0].examples[0]")),
-               "fz_wrong": ("precision", "fusion-wrong-pattern", ("ops[0].fusion in opgen.yaml: its composite is not "
+               "fz_wrong": ("precision", "fusion-wrong-pattern", ("ops[0].fusion.forms[0] in opgen.yaml: its composite is not "
                             "what fz_wrong::add_rms_norm computes")),
                "fz_wide": ("precision", "fusion-applies-too-widely", ("which the CPU kernel of fz_wide.kv_cache_update."
                            "default refuses (RuntimeError: index_copy_(): Expected a long tensor"))}

@@ -23,11 +23,17 @@ TIERS = ("is_registered", "enters_graph_with_fake_tensors", "opcheck", "compiled
          "npugraph_ex_capture_replay_on_cpu", "matches_expected_values", "matches_the_reference",
          "writes_what_the_schema_says", "compiles_once_for_two_sizes", "non_contiguous_inputs")
 AUTOGRAD_TIERS = ("opcheck_with_requires_grad", "gradcheck")  # only for ops with `autograd:` in the spec
-# the ops with `fusion:`: op stem -> (its field, its forms' test ids ("" for one form), whether it fires in a training
-# graph (else the backward saves values inside the composite, or the op writes buffers), its models test cases)
-FUSED = {"add_rms_norm": ("ops[0].fusion", ("",), False, 8), "kv_cache_update": ("ops[0].fusion", ("",), False, 0),
-         "rms_norm": ("ops[0].fusion", ("llama", "olmo2"), False, 12), "gemma_rms_norm": ("ops[0].fusion", ("",), False, 4),
-         "swiglu": ("ops[0].fusion", ("",), True, 8), "rotary": ("ops[0].fusion", ("llama", "olmo2"), True, 12)}
+# the ops with `fusion:`: op stem -> (its field, its forms' test ids ("" for one form), the routes under which it fires
+# in a training graph (elsewhere the backward saves values inside the composite, or the op writes buffers), its models
+# test cases). Under the Inductor route training graphs are partitioned as Inductor does (min-cut), which recomputes a
+# norm's inner values: rms_norm's forms fire there, not under npugraph_ex's default_partition.
+BOTH, INDUCTOR = ("npugraph_ex", "inductor"), ("inductor",)
+FUSED = {"add_rms_norm": ("ops[0].fusion", ("llama", "olmo2"), (), 12), "kv_cache_update": ("ops[0].fusion", ("",), (), 0),
+         "rms_norm": ("ops[0].fusion", ("llama", "olmo2"), INDUCTOR, 12),
+         "gemma_rms_norm": ("ops[0].fusion", ("",), (), 4),
+         "swiglu": ("ops[0].fusion", ("",), BOTH, 8), "rotary": ("ops[0].fusion", ("llama", "olmo2"), BOTH, 12),
+         "rotary_halves": ("ops[0].fusion", ("",), BOTH, 4), "rotary_interleaved": ("ops[1].fusion", ("",), BOTH, 4),
+         "static_cache_update": ("ops[0].fusion", ("",), (), 4)}
 FUSION_TIERS = ("fusion_composite_is_the_op", "fusion_keeps_layouts")  # per form
 FUSION_ROUTED_TIERS = ("fusion_fires", "fusion_near_misses_stay_unfused", "fusion_trains")  # per form and route
 # patterns.py is the same in both styles: the fusion tiers that compile run in the library style only (seconds each)
@@ -48,7 +54,8 @@ TODO_MESSAGE = ("draft_ops::top_rows has no fake function: fill ops[0].outputs.o
 
 
 # custom_op attaches no autograd to what a mutable op writes: this op returns nothing else
-NOTHING_TO_BACKWARD = {"scatter_update_": "cache_ops::scatter_update_"}
+NOTHING_TO_BACKWARD = {"scatter_update_": "cache_ops::scatter_update_",
+                       "static_cache_update": "static_cache_ops::static_cache_update"}
 
 
 def expected_outcomes(style: str) -> dict[str, tuple[str, str]]:
@@ -64,6 +71,9 @@ def expected_outcomes(style: str) -> dict[str, tuple[str, str]]:
         "gemma_rms_norm": ("gemma_ops::gemma_rms_norm", "npu", False, True),
         "swiglu": ("mlp_ops::swiglu", "npu", False, True),
         "rotary": ("rope_ops::rotary", "npu", False, True),
+        "rotary_halves": ("rope_pairs::rotary_halves", "npu", False, True),
+        "rotary_interleaved": ("rope_pairs::rotary_interleaved", "npu", False, True),
+        "static_cache_update": ("static_cache_ops::static_cache_update", "npu", False, True),
         "scale_": ("inplace_ops::scale_", "npu", False, True),  # tags: [inplace]
         "scaled_add_out": ("out_ops::scaled_add.out", "npu", False, True),  # tags: [out]
         "scatter_update_": ("cache_ops::scatter_update_", "npu", False, True),
@@ -121,9 +131,9 @@ def _fusion_outcomes(stem: str, qualname: str) -> dict[str, tuple[str, str]]:
             for route in ("npugraph_ex", "inductor"):
                 outcome = (("skipped", NPUGRAPH_EX) if route == "npugraph_ex" and NPUGRAPH_EX is not None else
                            ("passed", ""))
-                if tier == "fusion_trains" and stem == "kv_cache_update":  # seen before any compile, fetched or not
+                if tier == "fusion_trains" and stem in ("kv_cache_update", "static_cache_update"):  # seen before any compile, fetched or not
                     outcome = ("skipped", f"{qualname} writes buffers")
-                elif tier == "fusion_trains" and outcome[0] == "passed" and not trains:
+                elif tier == "fusion_trains" and outcome[0] == "passed" and route not in trains:
                     outcome = ("skipped", f"{where} does not fire in the training graph under {route}")
                 expected[f"test_{stem}_{tier}[{form + '-' if form else ''}{route}]"] = outcome
     return expected
@@ -138,8 +148,9 @@ def generated(request, generated_examples) -> tuple[str, list[Path]]:
 
 def test_every_example_is_covered():
     assert {p.stem for p in EXAMPLES} == {"add_rms_norm", "bias_act", "gemma_rms_norm", "kv_cache_update",
-                                           "nonzero_rows", "rms_norm", "rotary", "scale_inplace", "scaled_add_out", "scatter_update",
-                                           "stack_scaled", "swiglu", "todo_semantics"}
+                                           "nonzero_rows", "rms_norm", "rotary", "rotary_pairs", "scale_inplace", "scaled_add_out",
+                                           "scatter_update", "stack_scaled", "static_cache_update", "swiglu",
+                                           "todo_semantics"}
 
 
 @pytest.mark.npugraph_ex  # both states: without the fetch here, with it in .ci/run's npugraph_ex step
@@ -163,29 +174,33 @@ def test_generated_tests_pass_and_skip_exactly_as_expected(generated, tmp_path):
     counts = {kind: sum(1 for r in results.values() if r["outcome"] == kind) for kind in ("passed", "skipped",
                                                                                           "failed")}
     # the fusion tiers: 2 per form without a compile, then fires, near misses and training per route (library style
-    # only), the training one passing for the 3 forms that fire in a training graph (swiglu's, rotary's)
+    # only), the training one passing for the forms that fire in a training graph under that route: 5 under
+    # npugraph_ex (swiglu's, rotary's, rotary_pairs'), and rms_norm's 2 besides under Inductor (min-cut)
     forms = sum(len(forms) for _, forms, _, _ in FUSED.values())
-    trained = sum(len(forms) for _, forms, trains, _ in FUSED.values() if trains)
-    assert (forms, trained) == (8, 3)
-    routed = {"passed": 3 * forms - (forms - trained), "skipped": forms - trained} if style == "library" else {
-        "passed": 0, "skipped": 0}  # per route
-    under_npugraph_ex = routed if NPUGRAPH_EX is None else {"passed": 0, "skipped": routed["passed"] + routed["skipped"]}
-    # npugraph_ex on CPU: 9 pass, the dynamic op skips, the 2 tagged ops xfail (a known copy), the TODO op fails
-    npugraph_ex = {"passed": 9, "skipped": 3, "failed": 1} if NPUGRAPH_EX is None else {
-        "passed": 0, "skipped": 13, "failed": 0}
-    # capture & replay on CPU: 11 pass (the tagged ops too), the dynamic op skips, the TODO op fails
-    capture = {"passed": 11, "skipped": 1, "failed": 1} if NPUGRAPH_EX is None else {"passed": 0, "skipped": 13,
+    trained = {route: sum(len(forms) for _, forms, trains, _ in FUSED.values() if route in trains) for route in BOTH}
+    assert (forms, trained) == (12, {"npugraph_ex": 5, "inductor": 7})
+
+    def routed(route: str) -> dict[str, int]:
+        return {"passed": 3 * forms - (forms - trained[route]), "skipped": forms - trained[route]} if (
+            style == "library") else {"passed": 0, "skipped": 0}
+    under_npugraph_ex = routed("npugraph_ex") if NPUGRAPH_EX is None else {"passed": 0, "skipped": sum(
+        routed("npugraph_ex").values())}
+    # npugraph_ex on CPU: 12 pass, the dynamic op skips, the 2 tagged ops xfail (a known copy), the TODO op fails
+    npugraph_ex = {"passed": 12, "skipped": 3, "failed": 1} if NPUGRAPH_EX is None else {
+        "passed": 0, "skipped": 16, "failed": 0}
+    # capture & replay on CPU: 14 pass (the tagged ops too), the dynamic op skips, the TODO op fails
+    capture = {"passed": 14, "skipped": 1, "failed": 1} if NPUGRAPH_EX is None else {"passed": 0, "skipped": 16,
                                                                                       "failed": 0}
-    fusion = {kind: (2 * forms if kind == "passed" else 0) + routed[kind] + under_npugraph_ex[kind]
+    fusion = {kind: (2 * forms if kind == "passed" else 0) + routed("inductor")[kind] + under_npugraph_ex[kind]
               for kind in ("passed", "skipped")}
     ran = [name for name, r in results.items() if name.endswith("_capture_replay_on_cpu") and r["outcome"] == "passed"]
     assert len(ran) == capture["passed"], f"{style}: capture & replay on CPU passed for {sorted(ran)}"
-    # per op: 9 tiers pass (13 ops; the TODO op fails 5 of them), rms_norm's 2 autograd tiers, 12 semantics checks,
-    # the 12 others' backward raising (custom_op: scatter_update_ skips it, returning nothing it does not write)
+    # per op: 9 tiers pass (16 ops; the TODO op fails 5 of them), rms_norm's 2 autograd tiers, 15 semantics checks,
+    # the 15 others' backward raising (custom_op: an op returning nothing it does not write skips it)
     no_backward = len(NOTHING_TO_BACKWARD) if style == "custom_op" else 0
-    assert counts == {"passed": 13 * 9 - 5 + 2 + 12 + 12 - no_backward + fusion["passed"] + npugraph_ex["passed"]
+    assert counts == {"passed": 16 * 9 - 5 + 2 + 15 + 15 - no_backward + fusion["passed"] + npugraph_ex["passed"]
                       + capture["passed"],
-                      "skipped": 13 * 2 + no_backward + fusion["skipped"] + npugraph_ex["skipped"] + capture["skipped"],
+                      "skipped": 16 * 2 + no_backward + fusion["skipped"] + npugraph_ex["skipped"] + capture["skipped"],
                       "failed": 5 + npugraph_ex["failed"] + capture["failed"]}
 
 

@@ -21,6 +21,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from opgen import testing as checks
 from opgen.render.templates import render_package
 from opgen.spec.load import load_spec_text
+from opgen.testing import npugraph_ex_cpu
 from opgen.testing.fusion import _fusion_model, _split, compile_with_fusion, fusion_near_misses
 
 ROUTES = [pytest.param("npugraph_ex", marks=NEEDS_NPUGRAPH_EX),
@@ -82,11 +83,24 @@ def test_a_composite_that_is_not_the_op_is_a_wrong_pattern(norm):
         rstd = torch.rsqrt(hidden_states.pow(2).mean(-1, keepdim=True) + epsilon)
         return (hidden_states * rstd).to(x.dtype), rstd, x
     wrong = dataclasses.replace(norm.fusion, composite=without_gamma)
-    with pytest.raises(checks.CheckFailed, match=r"ops\[0\].fusion in opgen.yaml: its composite is not what "
+    with pytest.raises(checks.CheckFailed, match=r"ops\[0\].fusion.forms\[0\] in opgen.yaml: its composite is not what "
                                                  r"fz_norm::add_rms_norm computes, on \d+ of \d+ calls") as caught:
         checks.assert_fusion_matches_the_op(norm.op, wrong, norm.examples)
     assert caught.value.kind == "fusion-wrong-pattern"
     assert "ops[0].examples[0], seed 0: ops[0].outputs.y:" in str(caught.value)
+
+
+def test_the_composite_is_compared_at_the_forms_tolerances_not_the_ops(norm):
+    """The olmo2 form rounds once more than the op in bfloat16 (within the op's device tolerance, 5e-2): it passes
+    at its stated `tolerances:`, and the same form without them fails (a replacement changes no value silently)."""
+    olmo2 = norm.forms[1]
+    assert olmo2.tolerances == {torch.bfloat16: (1.6e-2, 1e-6)}
+    checks.assert_fusion_matches_the_op(norm.op, olmo2, norm.examples)
+    unstated = dataclasses.replace(olmo2, tolerances={})
+    with pytest.raises(checks.CheckFailed, match=r"ops\[0\].fusion.forms\[1\] in opgen.yaml: its composite is not "
+                                                 r"what fz_norm::add_rms_norm computes") as caught:
+        checks.assert_fusion_matches_the_op(norm.op, unstated, norm.examples)
+    assert "bfloat16" in str(caught.value) or "BFloat16" in str(caught.value)
 
 
 def test_a_condition_that_lets_the_fusion_replace_what_the_kernel_refuses_names_when(cache):
@@ -100,7 +114,7 @@ def test_a_condition_that_lets_the_fusion_replace_what_the_kernel_refuses_names_
 
 def test_a_fusion_that_applies_to_no_example_proves_nothing(norm):
     never = dataclasses.replace(norm.fusion, applies=lambda **_: False)
-    with pytest.raises(checks.CheckFailed, match=r"ops\[0\].fusion applies to no call of ops\[0\].examples"):
+    with pytest.raises(checks.CheckFailed, match=r"ops\[0\].fusion.forms\[0\] applies to no call of ops\[0\].examples"):
         checks.assert_fusion_matches_the_op(norm.op, never, norm.examples)
 
 
@@ -129,7 +143,7 @@ def test_a_pattern_traced_from_another_composite_does_not_fire(norm, monkeypatch
         rstd = torch.rsqrt(hidden_states.pow(2).mean(1, keepdim=True) + epsilon)
         return gamma * (hidden_states * rstd).to(x.dtype), rstd, x
     planted = dataclasses.replace(norm.fusion, search=reduces_dim_one)
-    with pytest.raises(checks.CheckFailed, match=r"ops\[0\].fusion in opgen.yaml did not fire under " + route +
+    with pytest.raises(checks.CheckFailed, match=r"ops\[0\].fusion.forms\[0\] in opgen.yaml did not fire under " + route +
                        r": fz_norm::add_rms_norm is not in the graph after the pattern pass") as caught:
         checks.assert_fusion_fires(norm.op, planted, norm.registering(monkeypatch, planted), norm.first, route)
     assert caught.value.kind == "fusion-not-fired"
@@ -149,7 +163,7 @@ def test_a_pattern_covering_part_of_the_composite_leaves_its_nodes(norm, monkeyp
                                   inputs=("x1", "x2", "epsilon"), applies=lambda **_: True, example_inputs=lambda: [
                                       (x1, x2, epsilon) for x1, x2, _, epsilon in norm.fusion.example_inputs()],
                                   dtypes=tuple(dtypes[:2] for dtypes in norm.fusion.dtypes))
-    with pytest.raises(checks.CheckFailed, match=r"ops\[0\].fusion under " + route + r": fz_norm::add_rms_norm is in "
+    with pytest.raises(checks.CheckFailed, match=r"ops\[0\].fusion.forms\[0\] under " + route + r": fz_norm::add_rms_norm is in "
                        r"the graph, but nodes of the composite are left") as caught:
         checks.assert_fusion_fires(norm.op, planted, norm.registering(monkeypatch, planted), norm.first, route)
     assert caught.value.kind == "fusion-partial"
@@ -165,13 +179,27 @@ def test_the_near_misses_are_an_escaping_value_another_dim_another_dtype_and_a_r
     assert tried[0].startswith("an intermediate value of the composite used outside it (%_to_copy")
     assert tried[1].startswith("the composite reducing over another dim (%mean") and "[0], True" in tried[1]
     # epsilon is matched by value (no constant to move); float16 is no dtype of the examples
-    assert tried[2] == "ops[0].examples[0] in float16: ops[0].fusion is not traced in float16"
+    assert tried[2] == "ops[0].examples[0] in float16: ops[0].fusion.forms[0] is not traced in float16"
     assert len(tried) == 3  # `when:` holds on every example and variant
     tried = [what for what, _, _ in fusion_near_misses(cache.op, cache.fusion, cache.examples)]
     assert tried[0].startswith("an intermediate value of the composite used outside it (%abs_1")  # not a new cache
     assert "[0, 2]" in tried[1]
     assert tried[2] == "ops[0].examples[0] in bfloat16: ops[0].fusion is not traced in bfloat16"
     assert tried[3] == "ops[0].examples[0] with slot_mapping as int32: ops[0].fusion.when does not hold"
+
+
+def test_a_constant_the_composite_never_reads_makes_no_near_miss(norm):
+    """Moving a constant changes the pattern only where the composite reads it: epsilon as a constant is a near miss,
+    an argument the composite ignores (its pattern unchanged, the fusion rightly firing) is none."""
+    def composite(x1, x2, gamma, epsilon=1e-06, unused=3):
+        return norm.fusion.composite(x1, x2, gamma, epsilon)
+    read = dataclasses.replace(norm.fusion, composite=composite, inputs=("x1", "x2", "gamma"),
+                               constants={"epsilon": 1e-06})
+    tried = [what for what, _, _ in fusion_near_misses(norm.op, read, norm.examples)]
+    assert tried[0] == "epsilon=0.5 in place of 1e-06"
+    ignored = dataclasses.replace(norm.fusion, composite=composite, constants={"unused": 3})
+    tried = [what for what, _, _ in fusion_near_misses(norm.op, ignored, norm.examples)]
+    assert tried and not any(what.startswith("unused=") for what in tried)
 
 
 @pytest.mark.parametrize("route", ROUTES)
@@ -185,7 +213,7 @@ def test_near_misses_stay_unfused_unless_the_literal_recheck_or_the_condition_is
         def matches(self, match, trace_fn, order=()):
             return True
     loose = Loose(**{f.name: getattr(norm.fusion, f.name) for f in dataclasses.fields(norm.fusion)})
-    with pytest.raises(checks.CheckFailed, match=r"ops\[0\].fusion in opgen.yaml fired under " + route + r" on a near "
+    with pytest.raises(checks.CheckFailed, match=r"ops\[0\].fusion.forms\[0\] in opgen.yaml fired under " + route + r" on a near "
                        r"miss it must not replace: the composite reducing over another dim") as caught:
         checks.assert_near_misses_stay_unfused(norm.op, loose, norm.registering(monkeypatch, loose), norm.examples,
                                                route)
@@ -295,11 +323,14 @@ class Block(torch.nn.Module):
         return self.weight * hidden_states.to(x.dtype), x
 
 
-def test_register_fusions_once_then_plain_torch_compile_calls_the_op(norm):
-    """`register_fusions()` then `torch.compile(model)` with Inductor itself (not the tests' aot_eager stand-in): the
-    op is in the code Inductor generates and values equal eager; a post-grad pass already installed stays and runs,
-    and a second call installs nothing twice. Without npugraph_ex importable it registers with Inductor only, says so
-    in what it returns and logs, and warns."""
+def test_register_fusions_once_then_plain_torch_compile_calls_the_op_where_it_has_a_kernel(norm, monkeypatch):
+    """`register_fusions()` then `torch.compile(model)` with Inductor itself (not the tests' aot_eager stand-in). By
+    default the fusions apply on the spec's device only (npu): on CPU the op's kernel is its Python
+    reference, slower than Inductor's code for the composite, so the CPU model keeps its composite and the
+    Registration says what it skipped and why. Named targets register it on every device: the op is then in the code
+    Inductor generates and values equal eager; a post-grad pass already installed stays and runs, and a second call
+    installs nothing twice. Without npugraph_ex importable it registers with Inductor only, says so in what it
+    returns and logs, and warns."""
     from torch._inductor.utils import run_and_get_code
 
     seen = []
@@ -307,25 +338,48 @@ def test_register_fusions_once_then_plain_torch_compile_calls_the_op(norm):
     def user_pass(graph):
         seen.append(len(graph.nodes))
 
+    monkeypatch.setattr(norm.patterns, "_DEVICES", {})  # as in a fresh process (other tests named their targets)
     model, x1 = Block(), torch.randn(4, 32)
     with torch._inductor.config.patch(post_grad_custom_post_pass=user_pass), torch.no_grad():
         with pytest.warns(RuntimeWarning, match=r"fz_norm.patterns.register_fusions\(\): nothing registered with "
                           r"npugraph_ex: npugraph_ex cannot be imported \(import torch_npu before"):
             registration = norm.patterns.register_fusions()
-        norm.patterns.register_fusions(targets=("inductor",))
+        torch.compiler.reset()
+        default_out, default_code = run_and_get_code(torch.compile(model), x1)
+        asked = norm.patterns.register_fusions(targets=("inductor",))
         installed = torch._inductor.config.post_grad_custom_post_pass
         assert installed == [user_pass, norm.patterns.FUSION_PASS], installed
         torch.compiler.reset()
         out, code = run_and_get_code(torch.compile(model), x1)
+    assert norm.patterns.KERNEL_DEVICES == ("npu",)
     assert registration.inductor_pass is norm.patterns.FUSION_PASS
-    assert registration.registered == {"inductor": {"ops[0].fusion": "fz_norm::add_rms_norm, bfloat16, float32, "
-                                                    "32 patterns"}}  # 4 traces, 8 operand orders each
+    llama = "fz_norm::add_rms_norm, bfloat16, float32, 32 patterns"  # 4 traces, 8 operand orders each
+    assert registration.registered == {"inductor": {"ops[0].fusion.forms[0]": llama + ", on npu only",
+                                                    "ops[0].fusion.forms[1]": llama + ", on npu only"}}
+    assert registration.skipped["inductor"].startswith("on cpu: there each op's kernel is its Python reference")
     assert "npugraph_ex" in registration.unavailable
-    assert str(registration).splitlines()[1] == ("  inductor: ops[0].fusion (fz_norm::add_rms_norm, bfloat16, float32, "
-                                                 "32 patterns)")
+    assert "  inductor: skipped on cpu: " in str(registration)
+    assert not any("fz_norm.add_rms_norm" in text for text in default_code), "\n".join(default_code)[-3000:]
+    torch.testing.assert_close(default_out, model(x1))
+    assert asked.registered == {"inductor": {"ops[0].fusion.forms[0]": llama, "ops[0].fusion.forms[1]": llama}}
+    assert not asked.skipped
+    assert str(asked).splitlines()[1] == "  inductor: ops[0].fusion.forms[0] (fz_norm::add_rms_norm, bfloat16, float32, 32 patterns)"
     assert seen, "the pass installed before register_fusions() did not run"
     assert any("fz_norm.add_rms_norm" in text for text in code), "\n".join(code)[-3000:]
     torch.testing.assert_close(out, model(x1))
+
+
+@pytest.mark.skipif(NPUGRAPH_EX is not None, reason=str(NPUGRAPH_EX))
+def test_registering_with_npugraph_ex_says_why_training_graphs_keep_most_composites(norm, monkeypatch):
+    """npugraph_ex partitions training graphs with default_partition, which saves the composite's inner values for the
+    backward: the Registration says so (tests/test_fusion_checks.py's training tests show the rotary still firing)."""
+    monkeypatch.setattr(norm.patterns, "_DEVICES", {})
+    with npugraph_ex_cpu.Session():
+        registration = norm.patterns.register_fusions(install=False, targets=("npugraph_ex",))
+    assert set(registration.registered) == {"npugraph_ex"} and not registration.skipped
+    assert registration.notes["npugraph_ex"].startswith("in training graphs npugraph_ex splits forward and backward "
+                                                        "with torch's default_partition")
+    assert "  npugraph_ex: note: in training graphs" in str(registration)
 
 
 def test_register_fusions_keeps_a_fusion_to_the_targets_asked_for(norm, monkeypatch):
@@ -467,9 +521,9 @@ def test_a_hugging_face_model_gets_the_op_at_every_occurrence_and_names_what_it_
     checks.assert_fusion_fires_in_model(norm.op, norm.forms, register, llama, "inductor", torch.bfloat16)
     mixed = (torch.bfloat16, torch.bfloat16, torch.float32)  # a float32 weight: not the model's
     planted = [(dataclasses.replace(norm.fusion, dtypes=(mixed,)),
-                r"ops\[0\].fusion is traced in no dtypes of x1: bfloat16\[2, 8, 64\]"),
+                r"ops\[0\].fusion.forms\[0\] is traced in no dtypes of x1: bfloat16\[2, 8, 64\]"),
                (dataclasses.replace(norm.fusion, applies=lambda **_: False),  # the fusion does nothing there
-                r"ops\[0\].fusion.when does not hold on x1: bfloat16\[2, 8, 64\]")]
+                r"ops\[0\].fusion.forms\[0\].when does not hold on x1: bfloat16\[2, 8, 64\]")]
     for refuses, why in planted:
         with pytest.raises(checks.CheckFailed, match=r"ops\[0\].fusion fired at 0 of the 2 occurrences of its "
                            r"composite in LlamaForCausalLM \(bfloat16\) under inductor; left: .*" + why) as caught:
@@ -480,3 +534,31 @@ def test_a_hugging_face_model_gets_the_op_at_every_occurrence_and_names_what_it_
         checks.assert_fusion_fires_in_model(cache.op, cache.forms, cache.patterns.register_fusions, llama,
                                             "inductor", torch.float16)
     assert caught.value.kind == "fusion-not-in-model"
+
+
+def test_a_model_run_with_a_static_cache_gets_the_cache_update_op(tmp_path_factory):
+    """`cache: static`: a one-layer Llama given a transformers StaticCache writes its keys and values with
+    static_cache_update's composite (index_copy_), which the op replaces; the same model without the cache (its
+    planted twin) writes no cache and so has no occurrence."""
+    pytest.importorskip("transformers", reason="transformers is not installed (the fusion-models extra)")
+    static = Generated(tmp_path_factory.mktemp("fusion"), "static_cache_update", "fz_static", "static_cache_update")
+    llama = ("LlamaForCausalLM", {"num_hidden_layers": 1})
+    register = static.patterns.register_fusions
+    checks.assert_fusion_fires_in_model(static.op, static.forms, register, (*llama, "static"), "inductor",
+                                        torch.float32)
+    with pytest.raises(checks.CheckFailed, match=r"no occurrence of its composite in LlamaForCausalLM") as caught:
+        checks.assert_fusion_fires_in_model(static.op, static.forms, register, llama, "inductor", torch.float32)
+    assert caught.value.kind == "fusion-not-in-model"
+
+
+def test_training_under_the_inductor_route_partitions_as_inductor_does(forms):
+    """Inductor's min-cut partitioner recomputes rms_norm's inner values in the backward, so its training graph keeps
+    the composite whole and the fusion fires (under default_partition it would skip, as npugraph_ex's does)."""
+    from torch._functorch import partitioners
+
+    checks.assert_fusion_trains(forms.op, forms.fusion, forms.patterns.register_fusions, forms.first, "inductor")
+    with pytest.MonkeyPatch.context() as patch:  # planted: the stand-in partitioning as aot_autograd does by default
+        patch.setattr(partitioners, "min_cut_rematerialization_partition", partitioners.default_partition)
+        with pytest.raises(pytest.skip.Exception, match=r"ops\[0\].fusion.forms\[0\] does not fire in the training "
+                                                          r"graph under inductor"):
+            checks.assert_fusion_trains(forms.op, forms.fusion, forms.patterns.register_fusions, forms.first, "inductor")

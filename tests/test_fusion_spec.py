@@ -72,7 +72,7 @@ FORMS = """
             return (s * eps) * g, s
           when: "g.dim() == 1"
       targets: [npugraph_ex]
-      models: [LlamaForCausalLM, {architecture: Qwen3ForCausalLM, config: {num_hidden_layers: 1}}]
+      models: [LlamaForCausalLM, {architecture: Qwen3ForCausalLM, config: {num_hidden_layers: 1}, cache: static}]
     examples:
       - {x: {shape: [4, 8], dtype: bfloat16}, y: {shape: [4, 8], dtype: bfloat16}, g: {shape: [8], dtype: bfloat16}}
       - {x: {shape: [2, 3, 8]}, y: {shape: [2, 3, 8]}, g: {shape: [8]}}
@@ -88,8 +88,8 @@ def test_forms_each_with_its_own_composite_inputs_and_conditions_and_the_models_
     assert llama.inputs == ("x", "y", "g", "eps") and llama.constants == (("n", 1),) and not llama.conditions
     assert other.inputs == ("x", "y", "g") and other.constants == (("eps", 1e-06), ("n", 1)) and other.conditions
     assert fusion.targets == ("npugraph_ex",)
-    assert [(m.architecture, m.config) for m in fusion.models] == [("LlamaForCausalLM", ()), (
-        "Qwen3ForCausalLM", (("num_hidden_layers", 1),))]
+    assert [(m.architecture, m.config, m.cache) for m in fusion.models] == [("LlamaForCausalLM", (), ""), (
+        "Qwen3ForCausalLM", (("num_hidden_layers", 1),), "static")]
     # traced once per dtype combination of the examples, then per other rank: the bfloat16 casts are in a pattern
     assert llama.floating_dtypes == (("bfloat16",) * 3, ("float32",) * 3)
     assert [(trace["x"].dtype, len(trace["x"].shape)) for trace in llama.traces] == [
@@ -107,9 +107,43 @@ def test_the_generated_patterns_name_each_form_and_the_tests_run_over_them():
                  "ADD_NORM_FORM1)"), 'field="ops[0].fusion.forms[1]"', ("ADD_NORM_LLAMA_DTYPES = (\n    (torch.bfloat16, "
                  "torch.bfloat16, torch.bfloat16),\n    (torch.float32, torch.float32, torch.float32),\n)")):
         assert name in code, name
-    assert fusion["models"] == ['("LlamaForCausalLM", {})', '("Qwen3ForCausalLM", {"num_hidden_layers": 1})']
+    assert fusion["models"] == ['("LlamaForCausalLM", {})',
+                                '("Qwen3ForCausalLM", {"num_hidden_layers": 1}, "static")']  # a third only with a cache
     assert fusion["models_parametrize"].splitlines()[0] == ('@pytest.mark.parametrize("dtype", [torch.bfloat16, '
                                                             'torch.float32], ids=("bfloat16", "float32"))')
+
+
+def test_a_long_model_config_and_a_long_condition_stay_within_120_columns():
+    """A model whose config does not fit a line lists it one item a line; a condition too long for `_applies`' line
+    breaks before its last `==` (inside the parentheses): the same values, ruff's E501 satisfied."""
+    config = ", ".join(f"option_number_{n}: {n}" for n in range(8))
+    long_rule = '"broadcast(x.shape[:-1] + [x.shape[-1] // 2], g.shape) == x.shape[:-1] + [x.shape[-1] // 2]"'
+    fusion = load(FORMS.replace("{num_hidden_layers: 1}, cache: static}", f"{{{config}}}}}").replace(
+        'when: "g.dim() == 1"', f"when: [{long_rule}]"))
+    context = project_context(fusion)["_opgen"]["ops"][0]["fusion"]
+    parametrize = context["models_parametrize"]
+    assert max(len(line) for line in parametrize.splitlines()) <= 120
+    assert '                "option_number_7": 7,\n' in parametrize
+    assert "\n        == [*x.shape[:-1], x.shape[-1] // 2]\n" in context["code"]
+    assert max(len(line) for line in context["code"].splitlines()) <= 120
+
+
+def test_a_form_states_the_tolerances_of_the_op_against_its_composite_in_the_generated_record():
+    """`tolerances:` (a form whose casts the op does not follow); without it the record says none (bit-identical)."""
+    spec = load("""
+        fusion:
+          - {name: exact}
+          - name: rounded
+            pattern: |
+              s = x + y
+              return (s * g * eps).to(x.dtype), s
+            tolerances: {bfloat16: {rtol: 1.6e-2, atol: 0.0}, float16: {rtol: 2.0e-3, atol: 1.0e-6}}
+        """)
+    assert [form.tolerances for form in spec.ops[0].fusion.forms] == [
+        (), (("bfloat16", 0.016, 0.0), ("float16", 0.002, 1e-06))]
+    code = project_context(spec)["_opgen"]["ops"][0]["fusion"]["code"]
+    assert "    tolerances={},\n" in code
+    assert "    tolerances={torch.bfloat16: (0.016, 0.0), torch.float16: (0.002, 1e-06)},\n" in code
 
 
 def test_dtypes_trace_each_example_in_each_dtype_and_leave_out_the_others():
@@ -181,6 +215,11 @@ def test_an_op_without_fusion_gets_no_patterns_module():
      "spec.yaml:10:41: ops[0].fusion.models[1]: LlamaForCausalLM is listed twice", None),
     ("fusion: {models: [{architecture: X, config: [1]}]}\n",
      "spec.yaml:10:49: ops[0].fusion.models[0].config must map config names to values", None),
+    ("fusion: {models: [{architecture: X, cache: dynamic}]}\n",
+     "spec.yaml:10:48: ops[0].fusion.models[0].cache must be one of static", "a transformers StaticCache"),
+    ("fusion: {tolerances: {bfloat17: {rtol: 0.01, atol: 0.0}}}\n",
+     "spec.yaml:10:27: ops[0].fusion.tolerances: unknown dtype 'bfloat17'", "did you mean 'bfloat16'?"),
+    ("fusion: {tolerances: {bfloat16: {rtol: 0.01}}}\n", "spec.yaml:10:37: ops[0].fusion.tolerances.bfloat16 has no 'atol'", "atol"),
     ("fusion:\n  pattern: |\n    return torch.ops.ns.add_norm(x, y, g), x\n",
      "spec.yaml:12:16: ops[0].fusion.pattern calls the op itself", "write the computation with torch operators"),
 ])

@@ -94,7 +94,7 @@ MUTANTS = (
     # inputs the kernel refuses
     Mutant("fusion: the pattern doubles gamma", "add_rms_norm", "spec",
            "return gamma * hidden_states.to(input_dtype), rstd, x",
-           "return 2 * gamma * hidden_states.to(input_dtype), rstd, x", ("ops[0].fusion in opgen.yaml",)),
+           "return 2 * gamma * hidden_states.to(input_dtype), rstd, x", ("ops[0].fusion.forms[0] in opgen.yaml",)),
     Mutant("fusion: its when: left out", "kv_cache_update", "spec", 'when: ["slot_mapping.dtype == int64"]',
            "targets: [npugraph_ex, inductor]", ("ops[0].fusion.when in opgen.yaml",)),
     # a wrong rule in the spec (fake and tier 1 agree with it; the kernel does not)
@@ -102,8 +102,8 @@ MUTANTS = (
     Mutant("spec dtype rule wrong", "add_rms_norm", "spec", "gamma.dim()\", dtype: float32}",
            "gamma.dim()\", dtype: x1.dtype}",
            ("ops[0].outputs.rstd.dtype",)),
-    Mutant("kernel dtype wrong", "rms_norm", "kernel", "y = (xf * rstd * gamma.to(xf.dtype)).to(x.dtype)",
-           "y = xf * rstd * gamma.to(xf.dtype)", ("ops[0].outputs.y.dtype",)),
+    Mutant("kernel dtype wrong", "rms_norm", "kernel", "y = (gamma * (xf * rstd).to(x.dtype)).to(x.dtype)",
+           "y = gamma * (xf * rstd)", ("ops[0].outputs.y.dtype",)),
     # undeclared / over-declared mutation
     Mutant("undeclared mutation of x", "bias_act", "kernel", "y = alpha * x", "y = x.mul_(alpha).clone()",
            ("does not mark it written: declare it `Tensor(a!) x`",)),

@@ -20,6 +20,7 @@ from opgen.spec.semantics import (
     ShapeRule,
     binding_statements,
     parse_binding,
+    parse_condition,
     parse_dtype,
     parse_shape,
 )
@@ -599,7 +600,7 @@ ERROR_CASES = [
     ("shape", "[x.shape[0] ** 2]", r"unsupported operator", 2, r"\+ - \* // %"),
     ("shape", "[x.shape[0] << 1]", r"unsupported operator", 2, None),
     ("shape", "x.device", r"unsupported attribute `.device`", 3, r"tensors offer `.shape`"),
-    ("shape", "[x.stride(0)]", r"unsupported attribute `.stride`", 4, r"tensors offer"),
+    ("shape", "[x.storage_offset()]", r"unsupported attribute `.storage_offset`", 4, r"tensors offer .*`.stride\(i\)`"),
     ("shape", "x.shap", r"unsupported attribute `.shap`", 3, r"did you mean `.shape`\?"),
     ("shape", "[x.dim]", r"`.dim` is a method: call it", 4, r"x.dim\(\)"),
     ("shape", "x.shape()", r"`.shape` is not a method", 1, r"write `x.shape`"),
@@ -1092,3 +1093,16 @@ def test_well_typed_random_rules_are_accepted_and_run():
             _check_random_rule(text, parse)
 
     check()
+
+
+def test_a_stride_reads_one_stride_in_python_and_cpp_and_takes_one_dim():
+    """`x.stride(i)`: where a layout matters (a fusion's `when:` refusing a channels-last input); `x.stride()` alone
+    is refused with the fix."""
+    schema = parse_schema("f(Tensor x) -> Tensor")
+    rule = parse_condition("x.dim() != 4 or x.stride(1) != 1", schema)
+    assert rule.python() == "x.dim() != 4 or x.stride(1) != 1"
+    cl = torch.empty(2, 3, 4, 5).to(memory_format=torch.channels_last)
+    assert eval(rule.python(), {"x": torch.empty(2, 3, 4, 5)}) and not eval(rule.python(), {"x": cl})
+    with pytest.raises(OpgenError, match=r"`.stride\(\)` takes 1 argument, got 0") as info:
+        parse_condition("x.stride() == 1", schema)
+    assert "x.stride(1)" in info.value.hint

@@ -89,6 +89,9 @@ def project_context(spec: ProjectSpec) -> dict:
             "fusions": tuple_text([record for op in ops for record in op["fusion"]["records"]])
             if any(op["fusion"]["constant"] for op in ops) else "",
             "fusion_models": any(op["fusion"]["models"] for op in ops),  # `fusion.models`: tests build HF models
+            # where the ops have a kernel of their own: the Inductor fusions' default devices (on CPU, the Python
+            # reference stands in, and Inductor's code for the composite is faster)
+            "kernel_devices": tuple_text([literal(device)] if device != "cpu" else []),
             "ops": ops,
             "tests": data(_test_module(spec, ops)),
         },

@@ -34,7 +34,7 @@ class FusionCode:
     parametrize: str = ""
     argument: str = ""
     parameter: str = ""
-    models: tuple[str, ...] = ()  # `fusion.models`: (architecture, config) literals, the models test's parameters
+    models: tuple[str, ...] = ()  # `fusion.models`: (architecture, config[, cache]) literals, the models test's parameters
     models_parametrize: str = ""  # the models test's decorators: each model, under each route, in each dtype
 
 
@@ -54,14 +54,33 @@ def fusion_code(spec: ProjectSpec, op: OpSpec) -> FusionCode:
     records = tuple(s.upper() for s in stems)
     constant = f"{stem.upper()}_FORMS"
     parts.append(f"{constant} = {tuple_text(list(records))}")
-    models = tuple(f"({literal(m.architecture)}, {{{', '.join(f'{literal(k)}: {value_source(v)}' for k, v in m.config)}}})"
-                   for m in op.fusion.models)
+    models = tuple(f"({literal(m.architecture)}, {{{', '.join(f'{literal(k)}: {value_source(v)}' for k, v in m.config)}}}"
+                   + (f", {literal(m.cache)})" if m.cache else ")") for m in op.fusion.models)
     several = len(forms) > 1
     ids = tuple_text([literal(form.name or f"form{number}") for number, form in enumerate(forms)])
     return FusionCode(constant, records, "\n\n\n".join(parts),
                       f'@pytest.mark.parametrize("fusion", patterns.{constant}, ids={ids})' if several else "",
                       "fusion" if several else f"patterns.{records[0]}", "fusion" if several else "",
                       models, _models_parametrize(op, models) if models else "")
+
+
+def _broken(check: str) -> str:
+    """A condition of `_applies` at 8 spaces, broken before its last `==` when too long (inside the parentheses)."""
+    if len(f"        and {check}") <= LINE_LENGTH or " == " not in check:
+        return check
+    head, tail = check.rsplit(" == ", 1)
+    return f"{head}\n        == {tail}"
+
+
+
+def _model_lines(model: str, spec) -> str:
+    """A model's (architecture, config[, cache]) literal at 8 spaces, its config one item a line when too long."""
+    if len(f"        {model},") <= LINE_LENGTH:
+        return model
+    items = "".join(f"                {literal(k)}: {value_source(v)},\n" for k, v in spec.config)
+    cache = f"            {literal(spec.cache)},\n" if spec.cache else ""
+    return f"(\n            {literal(spec.architecture)},\n            {{\n{items}            }},\n{cache}        )"
+
 
 
 def _models_parametrize(op: OpSpec, models: tuple[str, ...]) -> str:
@@ -71,7 +90,8 @@ def _models_parametrize(op: OpSpec, models: tuple[str, ...]) -> str:
     ids = tuple_text([literal(m.architecture) for m in op.fusion.models])
     listed = "[" + ", ".join(models) + "]"
     if len(listed) > LINE_LENGTH - 6:
-        listed = "[\n" + "".join(f"        {model},\n" for model in models) + "    ]"
+        listed = "[\n" + "".join(f"        {_model_lines(model, spec)},\n"
+                                  for model, spec in zip(models, op.fusion.models, strict=True)) + "    ]"
     return "\n".join([
         call("@pytest.mark.parametrize", ['"dtype"', "[" + ", ".join(f"torch.{d}" for d in dtypes) + "]",
                                           f"ids={tuple_text([literal(d) for d in dtypes])}"]),
@@ -100,7 +120,8 @@ def _typed(op: OpSpec, names) -> list[str]:
 def _composite(op: OpSpec, form: FusionForm, stem: str) -> str:
     sig = signature(op)
     field = f"ops[{op.index}].reference" if form.from_reference else f"{form.field}.pattern"
-    doc = docstring(f"What models write instead of calling {op.schema.qualified_name} ({field} in opgen.yaml).")
+    doc = docstring("\n".join(comment_lines(f"What models write instead of calling {op.schema.qualified_name} ({field} "
+                                            "in opgen.yaml).")), "    ")
     return "\n".join([define(f"{stem}_composite", list(sig.parameters), sig.returns), f"    {doc}",
                       *body_lines(form.body)])
 
@@ -150,8 +171,9 @@ def _replacement(op: OpSpec, form: FusionForm, stem: str, overload: str) -> str:
     result = _result_name(op)
     return "\n".join([
         head,
-        (f'    """{op.schema.qualified_name} in place of the composite, functionalized as in a compiled graph: its '
-        'outputs,\n    then the new values of the buffers it writes (the compiler writes them in place again)."""'),
+        "    " + docstring("\n".join(comment_lines(
+            f"{op.schema.qualified_name} in place of the composite, functionalized as in a compiled graph: its outputs, "
+            "then the new values of the buffers it writes (the compiler writes them in place again).")), "    "),
         f"    {result} = " + call("torch.ops.higher_order.auto_functionalized", [overload, *kwargs], "    "),
         "    return " + ", ".join(f"{result}[{i}]" for i in indices),
     ])
@@ -186,7 +208,8 @@ def _applies(op: OpSpec, form: FusionForm, stem: str) -> str:
     doc = (f"{when} floating inputs in the dtypes of one of its traces ({stem.upper()}_DTYPES), on the matched "
            "values (fake tensors in a graph).")
     returned = "    return " + " and ".join(checks)
-    if len(returned) > LINE_LENGTH:
+    if len(returned) > LINE_LENGTH:  # one condition a line, a long comparison broken before its operator
+        checks = [_broken(check) for check in checks]
         returned = "    return (\n        " + "\n        and ".join(checks) + "\n    )"
     body = [f"    {line}" for line in statements] + [returned]
     return "\n".join([head, f"    {docstring(chr(10).join(comment_lines(doc, LINE_LENGTH - 8)), '    ')}", *body])
@@ -239,5 +262,6 @@ def _record(op: OpSpec, form: FusionForm, stem: str, overload: str) -> str:
         "written=" + tuple_text([literal(a.name) for a in op.schema.mutated_args]),
         f"scalar_workaround={workaround}",
         "targets=" + tuple_text([literal(t) for t in op.fusion.targets]),
+        "tolerances={" + ", ".join(f"torch.{d}: ({rtol!r}, {atol!r})" for d, rtol, atol in form.tolerances) + "}",
     ]
     return f"{stem.upper()} = Fusion(\n" + "".join(f"    {f},\n" for f in fields) + ")"

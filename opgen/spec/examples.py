@@ -445,3 +445,25 @@ def load_inputs_text(text: str, path: str, schemas: dict[str, Schema],
         for name in matches:
             found[name] = examples(source, value, schemas[name], f"inputs[{key!r}]")
     return found
+
+
+TOLERANCE_KEYS = ("rtol", "atol")
+
+
+def parse_tolerances(source: _Source, node: Node, field: str) -> tuple[tuple[str, float, float], ...]:
+    """`tolerances: {float16: {rtol: 1e-2, atol: 1e-3}}` (ops[i].tolerances: the device kernel against the CPU
+    reference; a fusion form's: the op against the composite it replaces), sorted by dtype name."""
+    if not isinstance(node, MappingNode):
+        raise source.error(node, f"{field} must map dtype names to {{rtol, atol}}",
+                           "e.g. {float16: {rtol: 1.0e-2, atol: 1.0e-3}}")
+    found = []
+    for key_node, value_node in node.value:
+        word = _scalar(key_node)
+        if not isinstance(word, str) or word not in DTYPES:
+            close = difflib.get_close_matches(str(word), DTYPES, n=1)
+            raise source.error(key_node, f"{field}: unknown dtype {word!r}",
+                               (f"did you mean {close[0]!r}? " if close else "") + "write a torch dtype name")
+        entries = _mapping(source, value_node, f"{field}.{word}", TOLERANCE_KEYS, required=TOLERANCE_KEYS)
+        found.append((DTYPES[word], tolerance(source, entries["rtol"][1], f"{field}.{word}.rtol"),
+                      tolerance(source, entries["atol"][1], f"{field}.{word}.atol")))
+    return tuple(sorted(found))

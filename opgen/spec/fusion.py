@@ -21,7 +21,7 @@ from ..errors import OpgenError
 from ..schema.model import Argument, BaseType, ListType, OptionalType, Schema, strip_alias
 from ..schema.parser import span_column
 from .bodies import body_error, check_body, own_returns, value_returns
-from .examples import example_value
+from .examples import example_value, parse_tolerances
 from .model import (
     FLOATING_DTYPES,
     FUSION_TARGETS,
@@ -35,9 +35,10 @@ from .model import (
 from .nodes import _identifier, _kind, _mapping, _scalar, _Source, _string
 from .semantics import SemanticsError, parse_condition
 
-FORM_KEYS = ("name", "pattern", "inputs", "constants", "when")
+FORM_KEYS = ("name", "pattern", "inputs", "constants", "when", "tolerances")
 OP_KEYS = ("targets", "models")  # about the op's fusion as a whole, beside its forms
-MODEL_KEYS = ("architecture", "config")
+MODEL_KEYS = ("architecture", "config", "cache")
+MODEL_CACHES = ("static",)  # `fusion.models[k].cache`: the transformers caches the models test can pass in
 # Scalars a pattern matches by value (torch's `scalar_workaround` turns a literal of the traced value into a wildcard):
 # floats only, as npugraph_ex's own patterns use it (an int is often a dim or a size, which a traced wildcard breaks).
 MATCHED_SCALARS = ("float",)
@@ -107,12 +108,15 @@ def _form(source: _Source, node: Node, field: str, allowed: tuple[str, ...], key
     constants = _constants(source, fields.get("constants"), op.schema, inputs, anchor, field)
     conditions = _conditions(source, fields["when"][1], op.schema, f"{field}.when") if "when" in fields else ()
     name = _identifier(source, fields["name"][1], f"{field}.name") if "name" in fields else ""
+    # the op's results against this composite's where they are not bit-identical (another order of casts)
+    tolerances = parse_tolerances(source, fields["tolerances"][1], f"{field}.tolerances") \
+        if "tolerances" in fields else ()
     traces = _traces(op, inputs)
     if not traces:
         raise source.error(anchor, f"{field}: no example of ops[{op.index}] gives every tensor input of the pattern "
                            f"({', '.join(inputs)}): it has nothing to be traced with",
                            f"add an example with them to ops[{op.index}].examples")
-    return FusionForm(field, name, body, "pattern" not in fields, inputs, constants, conditions, traces)
+    return FusionForm(field, name, body, "pattern" not in fields, inputs, constants, conditions, traces, tolerances)
 
 
 def _check_distinct(source: _Source, nodes: list[Node], forms: tuple[FusionForm, ...]) -> None:
@@ -200,17 +204,28 @@ def _models(source: _Source, node: Node, field: str) -> tuple[FusionModel, ...]:
     for number, item in enumerate(node.value):
         where = f"{field}[{number}]"
         config: tuple = ()
+        cache = ""
         if isinstance(item, MappingNode):
             fields = _mapping(source, item, where, MODEL_KEYS, required=("architecture",))
             architecture = _identifier(source, fields["architecture"][1], f"{where}.architecture")
             if "config" in fields:
                 config = _config(source, fields["config"][1], f"{where}.config")
+            if "cache" in fields:
+                cache = _cache(source, fields["cache"][1], f"{where}.cache")
         else:
             architecture = _identifier(source, item, where)
         if architecture in found:
             raise source.error(item, f"{where}: {architecture} is listed twice", "list each architecture once")
-        found[architecture] = FusionModel(architecture, config)
+        found[architecture] = FusionModel(architecture, config, cache)
     return tuple(found.values())
+
+
+def _cache(source: _Source, node: Node, field: str) -> str:
+    """`fusion.models[k].cache`: which transformers cache the model is run with (`static`: a StaticCache)."""
+    if not isinstance(node, ScalarNode) or node.value not in MODEL_CACHES:
+        raise source.error(node, f"{field} must be one of {', '.join(MODEL_CACHES)}",
+                           "`cache: static` runs the model with a transformers StaticCache passed in (use_cache on)")
+    return node.value
 
 
 def _config(source: _Source, node: Node, field: str) -> tuple[tuple[str, object], ...]:

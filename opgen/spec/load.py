@@ -47,7 +47,7 @@ from .autograd import (
 )
 from .bodies import body_error, check_body, value_returns
 from .checks import input_checks
-from .examples import derive_example, describe_value, examples, load_inputs_text, tolerance
+from .examples import derive_example, describe_value, examples, load_inputs_text, parse_tolerances
 from .fusion import with_fusion
 from .inputs import parse_inputs
 from .model import (
@@ -76,7 +76,6 @@ SPEC_KEYS = ("namespace", "style", "device", "package", "target", "dtype_codes",
 OP_KEYS = ("schema", "doc", "tags", "let", "outputs", "reference", "autograd", "examples", "inputs", "tolerances",
            "dtypes", "contiguous", "checks", "fusion", "op_plugin")
 AUTOGRAD_KEYS = ("setup_context", "backward")
-TOLERANCE_KEYS = ("rtol", "atol")
 # Names the generated modules use themselves; an argument with one of them would shadow it.
 
 
@@ -216,7 +215,7 @@ def _op(source: _Source, node: Node, index: int, project: _Project) -> OpSpec:
         from .op_plugin import parse_op_plugin
 
         op_plugin = parse_op_plugin(source, fields["op_plugin"][1], schema, where)
-    tolerances = _tolerances(source, fields["tolerances"][1], f"{where}.tolerances") if "tolerances" in fields else ()
+    tolerances = parse_tolerances(source, fields["tolerances"][1], f"{where}.tolerances") if "tolerances" in fields else ()
     dtypes = _dtypes(source, fields["dtypes"][1], f"{where}.dtypes") if "dtypes" in fields else ()
     contiguous = _contiguous(source, fields["contiguous"][1], schema, f"{where}.contiguous") \
         if "contiguous" in fields else ()
@@ -549,21 +548,3 @@ def _dtype_defaults(source: _Source, schema_node: ScalarNode, schema: Schema, co
             hint=f"write the dtype word (`ScalarType {arg.name}=float16`), or say which dtype {arg.default} is in "
             f"the spec's `dtype_codes:` (e.g. `dtype_codes: {{{arg.default}: float8_e4m3fn}}`)"), f"{where}.schema")
     return tuple(found)
-
-
-def _tolerances(source: _Source, node: Node, field: str) -> tuple[tuple[str, float, float], ...]:
-    """`tolerances: {float16: {rtol: 1e-2, atol: 1e-3}}`: the device kernel against the CPU reference."""
-    if not isinstance(node, MappingNode):
-        raise source.error(node, f"{field} must map dtype names to {{rtol, atol}}",
-                           "e.g. {float16: {rtol: 1.0e-2, atol: 1.0e-3}}")
-    found = []
-    for key_node, value_node in node.value:
-        word = _scalar(key_node)
-        if not isinstance(word, str) or word not in DTYPES:
-            close = difflib.get_close_matches(str(word), DTYPES, n=1)
-            raise source.error(key_node, f"{field}: unknown dtype {word!r}",
-                               (f"did you mean {close[0]!r}? " if close else "") + "write a torch dtype name")
-        entries = _mapping(source, value_node, f"{field}.{word}", TOLERANCE_KEYS, required=TOLERANCE_KEYS)
-        found.append((DTYPES[word], tolerance(source, entries["rtol"][1], f"{field}.{word}.rtol"),
-                      tolerance(source, entries["atol"][1], f"{field}.{word}.atol")))
-    return tuple(sorted(found))

@@ -131,6 +131,8 @@ class FusionForm:
     constants: tuple[tuple[str, object], ...]  # (argument, value), in schema order
     conditions: tuple = ()  # `when`: ConditionRules on the matched values, all must hold
     traces: tuple[dict, ...] = ()  # per first trace: input -> TensorValue (metadata only) or a float
+    # `tolerances`: dtype name -> (rtol, atol) of the op against the composite (empty: bit-identical in every dtype)
+    tolerances: tuple[tuple[str, float, float], ...] = ()
 
     @property
     def floating_dtypes(self) -> tuple[tuple[str, ...], ...]:
@@ -145,6 +147,7 @@ class FusionModel:
 
     architecture: str  # a transformers class: "LlamaForCausalLM"
     config: tuple[tuple[str, object], ...] = ()  # config values over the tiny defaults
+    cache: str = ""  # "static": run with a transformers StaticCache passed in (use_cache on); "": no cache
 
 
 @dataclass(frozen=True)

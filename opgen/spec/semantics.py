@@ -63,6 +63,7 @@ from .semantics_ir import (
     SizeAt,
     SizeEdit,
     Slice,
+    StrideAt,
     TensorAttr,
     Ty,
     WrapDim,
@@ -76,7 +77,7 @@ __all__ = ["Binding", "ConditionRule", "DtypeRule", "IntRule", "PyContext", "Sco
 
 FUNCTIONS = ("broadcast", "dynamic", "from_code", "insert_size", "len", "max", "min", "promote", "reduce",
              "remove_size", "replace_size", "wrap_dim")
-TENSOR_MEMBERS = ("shape", "dtype", "ndim", "size()", "dim()", "numel()", "is_contiguous()")
+TENSOR_MEMBERS = ("shape", "dtype", "ndim", "size()", "dim()", "numel()", "is_contiguous()", "stride(i)")
 # what a `let:` name may hold (a float or a string has no use in a shape or dtype rule)
 BINDING_KINDS = ("int", "bool", "sizes", "dtype", "tensor", "tensors")
 _EXAMPLE_DYNAMIC = "[dynamic(max=x.shape[0]), x.shape[1]]"
@@ -650,7 +651,7 @@ class _Checker:
     def _Attribute(self, node: ast.Attribute, env, dynamic_ok) -> Node:
         attr = node.attr
         self._no_torch(node)
-        if attr in ("size", "dim", "numel", "is_contiguous"):
+        if attr in ("size", "dim", "numel", "is_contiguous", "stride"):
             self.fail(node, f"`.{attr}` is a method: call it", f"write `{self.code(node)}()`", at_end=len(attr))
         if attr not in ("shape", "dtype", "ndim"):
             self._unknown_member(node, attr)
@@ -674,7 +675,8 @@ class _Checker:
             self.fail(node, f"`{self.code(node)}`: rules are not Python run with torch", hint)
 
     def _unknown_member(self, node: ast.Attribute, attr: str):
-        close = difflib.get_close_matches(attr, ["shape", "dtype", "ndim", "size", "dim", "numel", "is_contiguous"], n=1)
+        close = difflib.get_close_matches(attr, ["shape", "dtype", "ndim", "size", "dim", "numel", "is_contiguous",
+                                                 "stride"], n=1)
         hint = (f"did you mean `.{close[0]}`? " if close else "") + "tensors offer " + ", ".join(
             f"`.{m}`" for m in TENSOR_MEMBERS)
         self.fail(node, f"unsupported attribute `.{attr}`", hint, at_end=len(attr))
@@ -1036,7 +1038,7 @@ class _Checker:
     def _method(self, node: ast.Call, func: ast.Attribute, env) -> Node:
         method = func.attr
         self._no_torch(func)
-        if method not in ("size", "dim", "numel", "is_contiguous"):
+        if method not in ("size", "dim", "numel", "is_contiguous", "stride"):
             if method in ("shape", "dtype", "ndim"):
                 self.fail(node, f"`.{method}` is not a method: drop the parentheses", f"write `{self.code(func)}`")
             self._unknown_member(func, method)
@@ -1051,6 +1053,10 @@ class _Checker:
                 return TensorAttr(SIZES, col, obj=obj, attr="shape")
             index = self.integer(self.value(node.args[0], env), node.args[0], "a dimension")
             return SizeAt(INT, col, obj=obj, index=index)
+        if method == "stride":
+            self._arity(node, ".stride", node.args, 1, 1)
+            index = self.integer(self.value(node.args[0], env), node.args[0], "a dimension")
+            return StrideAt(INT, col, obj=obj, index=index)
         self._arity(node, "." + method, node.args, 0, 0)
         return TensorAttr(BOOL if method == "is_contiguous" else INT, col, obj=obj, attr=method)
 
@@ -1065,7 +1071,8 @@ class _Checker:
         else:
             expected = f"{least} or {most} arguments" if most == least + 1 else f"{least} to {most} arguments"
         example = _function_example(name.lstrip(".")) if not name.startswith(".") else {
-            ".size": "x.size(0)", ".dim": "x.dim()", ".numel": "x.numel()", ".is_contiguous": "x.is_contiguous()"}[name]
+            ".size": "x.size(0)", ".dim": "x.dim()", ".numel": "x.numel()", ".is_contiguous": "x.is_contiguous()",
+            ".stride": "x.stride(1)"}[name]
         self.fail(node, f"`{name}()` takes {expected}, got {count}", f"e.g. `{example}`")
 
     def _dynamic(self, node: ast.AST, args: list, keywords: list, dynamic_ok: bool) -> Node:

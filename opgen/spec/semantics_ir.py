@@ -285,6 +285,27 @@ class SizeAt(Node):
         return True
 
 
+@dataclass(frozen=True)
+class StrideAt(Node):
+    """One stride of a tensor, `x.stride(i)` (negative `i` counts from the end): where a layout matters (a fusion's
+    `when:`, say, refusing a channels-last input whose composite keeps that layout)."""
+
+    obj: Node = None
+    index: Node = None
+
+    def children(self):
+        return (self.obj, self.index)
+
+    def py(self, p):
+        return f"{p.at(self.obj, PY_POSTFIX)}.stride({p.at(self.index, 0)})", PY_POSTFIX
+
+    def cpp(self, c):
+        return _member(c, self.obj, f"stride({c.at(self.index, 0)})"), CPP_POSTFIX
+
+    def nonneg(self):
+        return True
+
+
 def _negative_literal(node: Node) -> int | None:
     if isinstance(node, Const) and isinstance(node.value, int) and not isinstance(node.value, bool) and node.value < 0:
         return node.value

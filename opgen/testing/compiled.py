@@ -53,6 +53,22 @@ def assert_compiled_matches_eager(op: Op, calls: Sequence[Call]) -> None:
 
 
 
+def refused_doubling(op: Op, calls: Sequence[Call], refuser: str, error: Exception) -> str:
+    """Why a tier of two sizes skips when `refuser` (the CPU kernel, the reference) refuses opgen's second call, the
+    first with its last size D doubled in the tensors whose last size is D: which were doubled and which kept their
+    last size (a half-width cos and sin beside x is a relation opgen cannot see), and the fix."""
+    doubled, kept = [], []
+    for name, value in calls[0].items():
+        if isinstance(value, torch.Tensor) and value.dim():
+            (doubled if calls[1][name].shape[-1] != value.shape[-1] else kept).append(name)
+    last = calls[0][doubled[0]].shape[-1] if doubled else "?"
+    return (f"opgen doubled the last size {last} of {op.field}.examples[0] in {', '.join(doubled)}, keeping "
+            + (', '.join(kept) or "no other tensor") + f" as they are, and {refuser} refuses that call "
+            f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}): add an example of the "
+            f"same dtypes with other sizes (none 0 or 1) to {op.field}.examples")
+
+
+
 def assert_compiles_once(op: Op, calls: Sequence[Call], derived: bool) -> None:
     """torch.compile(dynamic=True) makes ONE graph for calls of two sizes (the fake specialises on no size), and
     each compiled result (mutated inputs included) equals eager. `derived`: opgen made the second call.
@@ -65,8 +81,7 @@ def assert_compiles_once(op: Op, calls: Sequence[Call], derived: bool) -> None:
         try:
             op(clone(calls[1]))
         except (RuntimeError, IndexError, ValueError, TypeError) as error:  # torch's errors on mismatched sizes
-            skip(f"opgen doubled the last size of {op.field}.examples[0], but the CPU kernel refuses that call "
-                 f"({type(error).__name__}): add an example of other sizes (none 0 or 1) to {op.field}.examples")
+            skip(refused_doubling(op, calls, "the CPU kernel", error))
     torch.compiler.reset()
     graphs = []
     aot_eager = torch._dynamo.lookup_backend("aot_eager")

@@ -65,10 +65,19 @@ def fusion_variants(op: Op, fusion, examples: Callable[[int], list[Call]]) -> li
 
 
 
+def fusion_tolerance(fusion, dtype: torch.dtype) -> tuple[float, float]:
+    """(rtol, atol) of the op's results against the composite's in `dtype`: the form's `tolerances:` in opgen.yaml,
+    else none (the replacement must compute what the model computed, bit for bit). A patterns.py written before
+    `tolerances:` existed has no such field."""
+    return (getattr(fusion, "tolerances", None) or {}).get(dtype, (0.0, 0.0))
+
+
+
 def assert_fusion_matches_the_op(op: Op, fusion, examples: Callable[[int], list[Call]]) -> None:
     """Where `fusion` applies, its composite computes what the op computes (outputs and written buffers) on every call
     of `fusion_variants`: compiled models would otherwise change their results. A composite the op does not compute
-    fails naming ops[i].fusion; a call the fusion applies to and the kernel refuses, naming ops[i].fusion.when."""
+    fails naming ops[i].fusion; a call the fusion applies to and the kernel refuses, naming ops[i].fusion.when. The
+    results are compared at `fusion_tolerance`, not the op's (a device kernel against its reference)."""
     problems, checked = [], 0
     for label, call in fusion_variants(op, fusion, examples):
         if not fusion.holds(**call):
@@ -85,7 +94,8 @@ def assert_fusion_matches_the_op(op: Op, fusion, examples: Callable[[int], list[
                               f"{fusion.field}.when in opgen.yaml", "fusion-applies-too-widely") from error
         checked += 1
         problems += _differences(op, f"{op.field}.{label}", _results(op, actual, op_call),
-                                 _results(op, expected, composite_call), f"{fusion.field}'s composite")
+                                 _results(op, expected, composite_call), f"{fusion.field}'s composite",
+                                 lambda dtype: fusion_tolerance(fusion, dtype))
     if not checked:
         raise CheckFailed(f"{fusion.field} applies to no call of {op.field}.examples ({fusion.field}.when holds on "
                           "none, or the composite refuses them): nothing shows that the composite is what the op "
@@ -155,13 +165,15 @@ def _snapshot(graph: torch.fx.Graph, composite: Callable, overload) -> dict:
 def _fusion_backend(route: str, register: Callable, before: Callable, after: Callable, session=None,
                     bw_compiler: Callable | None = None):
     """The backend compiling with the package's fusions under `route`: npugraph_ex's (pattern fusion on, the fusions
-    registered with it), or Inductor's pattern pass (FUSION_PASS) after its remove_noop_ops under aot_eager.
+    registered with it), or Inductor's pattern pass (FUSION_PASS) after its remove_noop_ops under aot_eager, training
+    graphs partitioned as Inductor partitions them (min-cut rematerialization).
     `before` and `after` see each forward graph around the pattern pass; `bw_compiler`: Inductor's backward."""
     if route == "npugraph_ex":
         _forget_earlier_sessions(register)
         register(install=False, targets=(route,))
         return session.backend(fusion=True, post_grad_custom_pre_pass=lambda gm, *_: before(gm.graph),
                                post_grad_custom_post_pass=lambda gm, *_: after(gm.graph))
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
     from torch._inductor.decomposition import select_decomp_table
     from torch._inductor.fx_passes.post_grad import remove_noop_ops
 
@@ -174,8 +186,11 @@ def _fusion_backend(route: str, register: Callable, before: Callable, after: Cal
         gm.recompile()
         after(gm.graph)
         return gm
+    # Inductor's partitioner: default_partition would save the composite's inner values for the backward, leaving no
+    # match in a training graph that Inductor itself fuses
     return aot_autograd(fw_compiler=compiler, bw_compiler=bw_compiler or (lambda gm, _example_inputs: gm),
-                        decompositions=select_decomp_table(), keep_inference_input_mutations=True)
+                        partition_fn=min_cut_rematerialization_partition, decompositions=select_decomp_table(),
+                        keep_inference_input_mutations=True)
 
 
 
@@ -382,7 +397,7 @@ def fusion_near_misses(op: Op, fusion, examples: Callable[[int], list[Call]]) ->
     tensor_args, closure = _split(first)
     for name, value in fusion.constants.items():
         other = moved(value)
-        if other is not None:
+        if other is not None and _reads(fusion, first, name, other):
             found.append((f"{name}={other!r} in place of {value!r}", _fusion_model(fusion, {**closure, name: other}),
                           tensor_args))
     for what, change in (("an intermediate value of the composite used outside it", _escaping_intermediate),
@@ -407,6 +422,13 @@ def fusion_near_misses(op: Op, fusion, examples: Callable[[int], list[Call]]) ->
         refused.add(kind)
         found.append((f"{op.field}.{label}: {refusal}", _fusion_model(fusion, _split(call)[1]), _split(call)[0]))
     return found
+
+
+
+def _reads(fusion, call: Call, name: str, other) -> bool:
+    """Whether the composite's graph on `call` changes with the constant `name` at `other`: a constant the composite
+    never reads leaves its pattern as it is, so moving it makes no near miss."""
+    return _traced_composite(fusion, call)[0].code != _traced_composite(fusion, {**call, name: other})[0].code
 
 
 

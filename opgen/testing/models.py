@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import sys
 from collections.abc import Callable, Sequence
 
@@ -26,10 +27,16 @@ MODEL_TOLERANCES = {torch.bfloat16: (5e-2, 5e-2), torch.float16: (1e-2, 1e-2), t
 
 
 
-def tiny_model(architecture: str, config: dict, dtype: torch.dtype):
+STATIC_CACHE_LENGTH = 16  # `cache: static`: the StaticCache's max_cache_len (the inputs' 8 tokens fit)
+
+
+
+def tiny_model(architecture: str, config: dict, dtype: torch.dtype, cache: str = ""):
     """The Hugging Face `architecture` (a transformers class name) at TINY_CONFIG (and `config`), random weights in
-    `dtype` (each 1-D weight moved off its init, so that a norm's weight is not all ones), and its inputs. Skips
-    when transformers is not installed."""
+    `dtype` (each 1-D weight moved off its init, so that a norm's weight is not all ones), and its inputs: a function
+    of no arguments giving them afresh, where `cache` is "static" with a new transformers StaticCache each call
+    (use_cache on; a cache is written by each forward), else the inputs themselves. Skips when transformers is not
+    installed."""
     try:
         import transformers
     except ImportError:
@@ -39,14 +46,21 @@ def tiny_model(architecture: str, config: dict, dtype: torch.dtype):
         raise CheckFailed(f"{architecture!r} is not a model class of transformers {transformers.__version__} (a "
                           "Hugging Face architecture, e.g. LlamaForCausalLM)", "model-unknown")
     torch.manual_seed(0)
-    model = cls(cls.config_class(**{**TINY_CONFIG, **config})).to(dtype).eval()
+    settings = {**TINY_CONFIG, **({"use_cache": True} if cache else {}), **config}
+    model = cls(cls.config_class(**settings)).to(dtype).eval()
     g = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for parameter in model.parameters():
             if parameter.dim() == 1:
                 parameter.add_(0.1 * torch.randn(parameter.shape, generator=g).to(dtype))
     vocab = getattr(model.config, "vocab_size", TINY_CONFIG["vocab_size"])
-    return model, {"input_ids": torch.randint(0, vocab, (2, 8), generator=g)}
+    inputs = {"input_ids": torch.randint(0, vocab, (2, 8), generator=g)}
+    if not cache:
+        return model, inputs
+    # transformers 5.x renames forward's `past_key_values` to `cache` (the old name warns)
+    name = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    return model, lambda: {**inputs, name: transformers.StaticCache(config=model.config,
+                                                                    max_cache_len=STATIC_CACHE_LENGTH)}
 
 
 
@@ -82,18 +96,20 @@ def _site_refusal(form, order, matched, trace_fn: Callable) -> str:
 
 
 
-def assert_fusion_fires_in_model(op: Op, forms: Sequence, register: Callable, model: tuple[str, dict], route: str,
+def assert_fusion_fires_in_model(op: Op, forms: Sequence, register: Callable, model: tuple, route: str,
                                  dtype: torch.dtype) -> None:
-    """A Hugging Face model (`fusion.models`: tiny config, random weights) in `dtype`, compiled under `route`: every
-    occurrence of the op's composites in the graph before the pattern pass (`composite_sites`) is replaced by the
-    op, but those a form's `when:` refuses (said, not failed: the spec chose them), at least one is, and the logits
-    equal eager's."""
-    architecture, config = model
+    """A Hugging Face model (`fusion.models`: (architecture, config[, cache]), tiny config, random weights; with
+    `cache: static` a StaticCache passed in, new for eager and for the compiled call) in `dtype`, compiled under
+    `route`: every occurrence of the op's composites in the graph before the pattern pass (`composite_sites`) is
+    replaced by the op, but those a form's `when:` refuses (said, not failed: the spec chose them), at least one is,
+    and the logits equal eager's."""
+    architecture, config, *cache = model
     if all(route not in form.targets for form in forms):
         skip(f"{forms[0].field.split('.forms')[0]}.targets in opgen.yaml leaves out {route}")
     if all(all(d != dtype for combination in form.dtypes for d in combination) for form in forms):
         skip(f"no form of {op.field}.fusion is traced in {str(dtype).removeprefix('torch.')}")
-    network, inputs = tiny_model(architecture, config, dtype)
+    network, inputs = tiny_model(architecture, config, dtype, *cache)
+    fresh = inputs if callable(inputs) else lambda: inputs
     trace_fn = sys.modules[type(forms[0]).__module__].TRACE_FNS[route]  # the package's patterns module
     seen: dict = {}
 
@@ -109,10 +125,10 @@ def assert_fusion_fires_in_model(op: Op, forms: Sequence, register: Callable, mo
     with contextlib.ExitStack() as stack:
         stack.enter_context(torch.no_grad())
         session = stack.enter_context(npugraph_ex_cpu().Session()) if route == "npugraph_ex" else None
-        expected = network(**inputs).logits
+        expected = network(**fresh()).logits
         compiled = torch.compile(network, backend=_fusion_backend(route, register, before, after, session),
                                  fullgraph=True, dynamic=False)
-        actual = compiled(**inputs).logits
+        actual = compiled(**fresh()).logits
     where = f"{architecture} ({str(dtype).removeprefix('torch.')}) under {route}"
     sites = seen.get("sites", {})
     if not sites:

@@ -320,14 +320,17 @@ def _results(op: Op, result, call: Call) -> list[tuple[str, torch.Tensor]]:
 
 
 
-def _differences(op: Op, where: str, got: list, want: list, other: str) -> list[str]:
-    """How the tensors of `got` differ from those of `want` (`other` names where `want` comes from)."""
+def _differences(op: Op, where: str, got: list, want: list, other: str,
+                 tolerance: Callable[[torch.dtype], tuple[float, float]] | None = None) -> list[str]:
+    """How the tensors of `got` differ from those of `want` (`other` names where `want` comes from), within
+    `tolerance(dtype)` (default: the op's, a kernel against the reference)."""
+    tolerance = tolerance or op.tolerance
     if len(got) != len(want):
         return [f"{where}: {len(got)} tensors out, {other} {len(want)}"]
     found = []
     for (what, a), (_, b) in zip(got, want, strict=True):
         problem = (f"dtype {a.dtype}, {other} gives {b.dtype}" if a.dtype != b.dtype else
-                   mismatch(a, b, op.tolerance(a.dtype)))
+                   mismatch(a, b, tolerance(a.dtype)))
         if problem:
             found.append(f"{where}: {what}: {problem}")
     return found
