@@ -73,10 +73,10 @@ def test_the_twin_a_hand_edit_of_a_generated_file_is_still_refused(tmp_path):
 
 
 def old_opgen(tmp_path: Path) -> Path:
-    """opgen as of OLD_LAYOUT (its package and templates), exported from this checkout's git history."""
+    """opgen as of OLD_LAYOUT (its package, templates and examples), exported from this checkout's git history."""
     if shutil.which("git") is None or not (REPO / ".git").exists():
         pytest.skip("not a git checkout: the old layout's opgen comes from its history")
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", OLD_LAYOUT, "opgen", "templates"],
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", OLD_LAYOUT, "opgen", "templates", "examples"],
                              capture_output=True, check=False)
     if archive.returncode != 0:
         pytest.skip(f"commit {OLD_LAYOUT[:8]} is not in this checkout's history")
@@ -91,7 +91,9 @@ def test_a_project_of_the_old_layout_is_migrated_in_place_with_no_user_byte_lost
     root = old_opgen(tmp_path)
     target = tmp_path / "p"
     env = {**os.environ, "PYTHONPATH": str(root)}
-    made = subprocess.run([sys.executable, "-m", "opgen", "new", str(RMS_NORM), "-o", str(target)], cwd=tmp_path,
+    # the example as it was then (today's may use keys the old opgen does not know)
+    made = subprocess.run([sys.executable, "-m", "opgen", "new", str(root / "examples" / "rms_norm.yaml"), "-o",
+                           str(target)], cwd=tmp_path,
                           env=env, capture_output=True, text=True, check=False)
     assert made.returncode == 0, made.stderr
     tests = target / "tests"

@@ -46,17 +46,33 @@ def guard_function(spec: ProjectSpec, op: OpSpec, kernel: str) -> str:
     tests = [_requires_grad(a.name, strip_alias(a.type)) for a in tensors]
     condition = f"    if ({' or '.join(tests)}) and torch.is_grad_enabled():"
     if len(condition) > LINE_LENGTH:
-        condition = "    if (\n" + "".join(f"        {'or ' if i else ''}{t}\n" for i, t in enumerate(tests)) + \
+        condition = "    if (\n" + "".join(_test_line(t, "        ", "or " if i else "") for i, t in enumerate(tests)) + \
             "    ) and torch.is_grad_enabled():"
     written = [a.name for a in op.schema.mutated_args]
     doc = docstring("\n".join(comment_lines(
         f"{kernel}, its results tied to a node whose backward raises when a gradient could flow (ops[{op.index}] "
         "has no autograd:).", 100)), "    ")
-    tied = call("return tied", [literal(overload_name(spec, op)), "lambda: " + call(kernel, list(sig.call_args)),
-                                tuple_text([a.name for a in tensors]), tuple_text(written)], "        ")
+    tied = call("return tied", [literal(overload_name(spec, op)), "lambda: " + call(kernel, list(sig.call_args), "            "),
+                                _names([a.name for a in tensors]), _names(written)], "        ")
     return "\n".join([define(guarded_name(kernel), list(sig.parameters), sig.returns), f"    {doc}",
                       condition, f"        {tied}",
                       "    " + call(f"return {kernel}", list(sig.call_args), "    ")])
+
+
+def _names(names: list[str]) -> str:
+    """A tuple of names as an argument of `tied(...)`, one name a line where one line would be too long."""
+    text = tuple_text(names)
+    return text if len(text) <= LINE_LENGTH - 14 else call("", names, "            ")
+
+
+def _test_line(test: str, indent: str, joint: str) -> str:
+    """One `or` operand of the guard's condition, split inside its brackets when it would pass the line length."""
+    line = f"{indent}{joint}{test}\n"
+    if len(line) <= LINE_LENGTH + 1 or not test.startswith("("):
+        return line
+    parts = test[1:-1].split(" and ")
+    inner = "".join(f"{indent}    {'and ' if i else ''}{part}\n" for i, part in enumerate(parts))
+    return f"{indent}{joint}(\n{inner}{indent})\n"
 
 
 def _requires_grad(name: str, t) -> str:

@@ -20,7 +20,7 @@ from torch.types import Number
 {% endfor %}
 {% set guarded = cookiecutter._opgen.ops | selectattr("registration.raising_on_backward") | list %}
 {% if guarded %}
-from .no_autograd import {{ "raising_on_backward, tied" if guarded | rejectattr("fake.trivial") | list else "tied" }}
+from .no_autograd import {{ "raising_on_backward, tied" if guarded | rejectattr("fake.trivial") | rejectattr("fake.todo") | list else "tied" }}
 {% endif %}
 
 if torch.__version__ < "{{ cookiecutter._opgen.torch_proven }}":
@@ -104,7 +104,7 @@ NPU_DEVICE = "privateuseone"
 {% if custom_op %}
 {{ call(op.stem ~ ".register_fake", [op.files.fake]) }}
 {% else %}
-{{ call("torch.library.register_fake", [op.qualname_literal, (op.registration.raising_on_backward ~ "(" ~ op.files.fake ~ ")") if op.registration.raising_on_backward else op.files.fake, "lib=lib"]) }}
+{{ call("torch.library.register_fake", [op.qualname_literal, op.files.fake, "lib=lib"]) }}
 {% endif %}
 {% else %}
 
