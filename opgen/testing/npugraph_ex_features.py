@@ -541,7 +541,8 @@ def _capture_limit(op: Op, loader, reference: Callable, calls: list[Call]) -> st
             raise CheckFailed(
                 f"{op.qualname}: with capture_limit={limit}, two sizes called twice each should make npugraph_ex "
                 f"capture {captures} graph(s){' and fall back to eager' if limit == 1 else ''}; it captured {got}, "
-                f"the warning \"{limit_field} reached\" {'was' if limit_warned else 'was not'} given, and the repeated sizes "
+                f"the warning \"{limit_field} reached\" {'was' if limit_warned else 'was not'} given, "
+                f"and the repeated sizes "
                 f"{'replayed' if replayed else 'ran the kernel (eager)'}",
                 "capture-limit")
         notes.append(f"capture_limit={limit}: {got} capture(s)" + (", then eager for the second size on" if limit == 1
