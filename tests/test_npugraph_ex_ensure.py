@@ -35,7 +35,7 @@ def test_a_missing_npugraph_ex_is_fetched_once_with_a_progress_line(fresh_cache,
     assert ensure_available(say) is None
     assert len(lines) == 2, lines
     assert lines[0].startswith(f"opgen: npugraph_ex is not in {fresh_cache / 'cache'}: fetching it with pip "
-                               f"(the torch-npu {release} wheel")
+                               f"(the torch-npu wheel of the torch {release} line")
     assert lines[1] == f"opgen: npugraph_ex fetched into {fresh_cache / 'cache' / 'npugraph_ex' / f'{release}.post1'}"
     assert loader().find() == fresh_cache / "cache" / "npugraph_ex" / f"{release}.post1"
     again, say = said()  # the twin: already there, nothing said, nothing fetched

@@ -34,7 +34,7 @@ def ensure_available(say: Callable[[str], None] = print) -> str | None:
         return reason
     wheel = os.environ.get(WHEEL) or None
     release = lib.torch_release()
-    source = f"from {wheel}" if wheel else f"with pip (the torch-npu {release} wheel, {APPROXIMATE_SIZE}, once)"
+    source = f"from {wheel}" if wheel else f"with pip (the torch-npu wheel of the torch {release} line, {APPROXIMATE_SIZE}, once)"
     say(f"opgen: npugraph_ex is not in {lib.cache_root()}: fetching it {source}; only its npugraph_ex/ is kept "
         f"({SWITCH}=0 turns this off)")
     try:
@@ -52,8 +52,13 @@ def _fetch(wheel: str | None):
     return fetch(None, wheel)
 
 
+def _line(release: str) -> str:
+    """`2.14` of torch 2.14.1: torch-npu releases serve a torch line (2.14.0 for torch 2.14.1, 2.7.1.post11 for 2.7.1)."""
+    return ".".join(release.split(".")[:2])
+
+
 def offline_message(error: str, release: str) -> str:
     why = " ".join(error.split())[:300] or "pip failed"
     return (f"opgen: could not fetch npugraph_ex ({why}): its tiers skip. Offline? On a machine with network run "
-            f"`pip download --no-deps torch-npu=={release} -d wheels`, bring the wheel here and run "
+            f"`pip download --no-deps 'torch-npu~={_line(release)}.0' -d wheels`, bring the wheel here and run "
             "`opgen npugraph-ex fetch --wheel wheels/torch_npu-*.whl`")
