@@ -69,6 +69,17 @@ def _assert_inputs_as_eager(call: Call, eager_call: Call) -> None:
                 f"copy): {mismatch(value, eager_value)}", "npugraph_ex-private-input-copy")
 
 
+# torch 2.8's reinplacing under npugraph_ex 2.8.0.postN turns the write-backs of an op it reinplaced into
+# `copy_(x, x)` and leaves them: a copy of a buffer onto itself, which ATen's copy_ returns from before any kernel
+# (self.is_same(src)); whether the NPU's copy_ launches one cannot be seen on CPU, so it is reported, not passed
+SELF_COPIES = ("npugraph_ex left write-backs of a buffer onto itself (copy_(x, x), torch 2.8's reinplacing): no "
+               "copy on CPU, where ATen's copy_ returns early; not provable without an NPU")
+
+
+def is_self_copy(node: torch.fx.Node) -> bool:
+    return node.target is torch.ops.aten.copy_.default and len(node.args) >= 2 and node.args[0] is node.args[1]
+
+
 def _assert_calls_the_op_in_place(op: Op, graph: torch.fx.GraphModule, direct: bool) -> None:
     """The op is in the graph npugraph_ex captures, with no copy of what it writes left around it (a tagged op's
     known copies xfail), writing the caller's buffers (`direct`: the graph calls the op itself)."""
@@ -79,6 +90,8 @@ def _assert_calls_the_op_in_place(op: Op, graph: torch.fx.GraphModule, direct: b
     where = "".join(f"\n  {n.format_node()}" for n in leftovers)
     if leftovers and op.tag in KNOWN_COPIES:
         xfail(f"{KNOWN_COPIES[op.tag]}:{where}")
+    if leftovers and all(is_self_copy(n) for n in leftovers):
+        xfail(f"{SELF_COPIES}:{where}")
     if leftovers:
         raise CheckFailed(f"npugraph_ex left copies of buffers the op mutates, paid at every replay:{where}\n"
                           f"{graph.code}", "npugraph_ex-leftover-copy")
