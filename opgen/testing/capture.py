@@ -128,6 +128,17 @@ def npugraph_ex_cpu(capture: bool = False):
 
 
 
+# Reinplacing under npugraph_ex on torch 2.8 and 2.9 (2.8.0.post5, 2.9.1; not 2.7.1 or 2.12 on) turns the write-backs of an op it reinplaced into
+# `copy_(x, x)` and leaves them: a copy of a buffer onto itself, which ATen's copy_ returns from before any kernel
+# (self.is_same(src)); whether the NPU's copy_ launches one cannot be seen on CPU, so it is reported, not passed
+SELF_COPIES = ("npugraph_ex left write-backs of a buffer onto itself (copy_(x, x), npugraph_ex on torch 2.8/2.9): no "
+               "copy on CPU, where ATen's copy_ returns early; not provable without an NPU")
+
+
+def is_self_copy(node: torch.fx.Node) -> bool:
+    return node.target is torch.ops.aten.copy_.default and len(node.args) >= 2 and node.args[0] is node.args[1]
+
+
 def leftover_copies(graph: torch.fx.GraphModule, overload, written: Sequence[str]) -> list[torch.fx.Node]:
     """Nodes that functionalize or copy a caller's buffer the graph mutates: a functionalized call, a copy_ into a
     graph input, a clone of a mutated graph input. (A clone of an input the graph does not mutate, e.g. to mutate

@@ -14,8 +14,8 @@ import torch
 from torch._dynamo.backends.common import aot_autograd
 from torch._higher_order_ops.auto_functionalize import auto_functionalized, auto_functionalized_v2
 
-from .capture import _calls_with_reused_buffers, leftover_copies, npugraph_ex_cpu
-from .failures import CheckFailed, skip
+from .capture import SELF_COPIES, _calls_with_reused_buffers, is_self_copy, leftover_copies, npugraph_ex_cpu
+from .failures import CheckFailed, skip, xfail
 from .fake import _nodes
 from .input_variants import moved, variants
 from .op import Call, Op
@@ -315,6 +315,8 @@ def assert_fusion_fires(op: Op, fusion, register: Callable, make_call: Callable[
             raise CheckFailed(f"{op.qualname} is not in the graph npugraph_ex captures:\n{final.code}",
                               "npugraph_ex-op-missing")
         leftovers = leftover_copies(final, op.overload, op.written)
+        if leftovers and all(is_self_copy(n) for n in leftovers):
+            xfail(f"{fusion.field} under npugraph_ex: {SELF_COPIES}:" + "".join(f"\n  {n.format_node()}" for n in leftovers))
         if leftovers:
             where = "".join(f"\n  {n.format_node()}" for n in leftovers)
             raise CheckFailed(f"{fusion.field} under npugraph_ex: copies of the buffers {op.qualname} writes are left, "

@@ -8,8 +8,10 @@ from collections.abc import Callable
 import torch
 
 from .capture import (
+    SELF_COPIES,
     _assert_outputs_are_what_the_graph_says,
     _calls_with_reused_buffers,
+    is_self_copy,
     leftover_copies,
     npugraph_ex_cpu,
     op_arguments,
@@ -67,17 +69,6 @@ def _assert_inputs_as_eager(call: Call, eager_call: Call) -> None:
                 f"input tensor {index} after the compiled call differs from eager (an argument the kernel "
                 "writes but the schema does not mark Tensor(a!) is written into npugraph_ex's private input "
                 f"copy): {mismatch(value, eager_value)}", "npugraph_ex-private-input-copy")
-
-
-# torch 2.8's reinplacing under npugraph_ex 2.8.0.postN turns the write-backs of an op it reinplaced into
-# `copy_(x, x)` and leaves them: a copy of a buffer onto itself, which ATen's copy_ returns from before any kernel
-# (self.is_same(src)); whether the NPU's copy_ launches one cannot be seen on CPU, so it is reported, not passed
-SELF_COPIES = ("npugraph_ex left write-backs of a buffer onto itself (copy_(x, x), torch 2.8's reinplacing): no "
-               "copy on CPU, where ATen's copy_ returns early; not provable without an NPU")
-
-
-def is_self_copy(node: torch.fx.Node) -> bool:
-    return node.target is torch.ops.aten.copy_.default and len(node.args) >= 2 and node.args[0] is node.args[1]
 
 
 def _assert_calls_the_op_in_place(op: Op, graph: torch.fx.GraphModule, direct: bool) -> None:
