@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from opgen.testing.failures import CheckFailed
 from opgen.testing.capture import is_self_copy
+from opgen.testing.failures import CheckFailed
 from opgen.testing.npugraph_ex_compiler import _assert_calls_the_op_in_place
 
 ADD_ = torch.ops.aten.add_.Tensor
