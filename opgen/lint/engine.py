@@ -6,12 +6,15 @@ import fnmatch
 import functools
 import mmap
 import os
+import re
 import warnings
 from dataclasses import dataclass, field
 
 from ..contract import RULES, Diagnostic
 from ..errors import OpgenError
 from ..files import CannotRead, read_digest, read_limited, special_kind
+from .cache import enabled as cache_enabled
+from .cache import open_cache
 from .config import LintConfig
 from .records import FileRecord, Unreadable, package_root
 
@@ -145,13 +148,30 @@ def _relative(path: str, config: LintConfig) -> str:
 
 
 def _matches(path: str, pattern: str, config: LintConfig) -> bool:
-    return _matches_relative(path, _relative(path, config), pattern)
+    return _glob_matcher((pattern,))(path, _relative(path, config))
 
 
-def _matches_relative(path: str, relative: str, pattern: str) -> bool:
-    pattern = pattern.rstrip("/")
-    return (fnmatch.fnmatch(relative, pattern) or fnmatch.fnmatch(os.path.basename(path), pattern)
-            or fnmatch.fnmatch(relative, pattern + "/*") or relative.startswith(pattern + "/"))
+@functools.lru_cache(maxsize=64)
+def _glob_matcher(patterns: tuple[str, ...]):
+    """One test for `patterns` (globs): a pattern matches the path relative to the config's root, the file or
+    directory name, or a directory above the path. Compiled into two regular expressions (one match each per
+    path, where fnmatch pays four calls per pattern)."""
+    relative, name, prefixes = [], [], []
+    for pattern in patterns:
+        pattern = pattern.rstrip("/")
+        relative += [fnmatch.translate(pattern), fnmatch.translate(pattern + "/*")]
+        name.append(fnmatch.translate(pattern))
+        prefixes.append(pattern + "/")
+    if not patterns:
+        return lambda path, rel: False
+    on_relative = re.compile("|".join(f"(?:{r})" for r in relative)).match
+    on_name = re.compile("|".join(f"(?:{r})" for r in name)).match
+    starts = tuple(prefixes)
+
+    def matches(path: str, rel: str) -> bool:
+        return (on_relative(rel) is not None or on_name(os.path.basename(path)) is not None
+                or rel.startswith(starts))
+    return matches
 
 
 def _excluded(path: str, config: LintConfig, relative: str | None = None) -> bool:
@@ -163,8 +183,7 @@ def _excluded(path: str, config: LintConfig, relative: str | None = None) -> boo
         return True
     if relative is None:
         relative = _relative(path, config)
-    return any(relative == name or relative.startswith(name + "/") for name in names) or any(
-        _matches_relative(path, relative, pattern) for pattern in globs)
+    return relative.split("/", 1)[0] in names or _glob_matcher(globs)(path, relative)
 
 
 @functools.lru_cache(maxsize=16)
@@ -218,11 +237,34 @@ def _too_large(path: str, refusal: CannotRead) -> FileRecord | None:
     return _unreadable(path, f"it {refusal.reason}: not checked (split it, or exclude it)")
 
 
-def read_all(paths: list[str], jobs: int | None = None) -> list[FileRecord]:
+def read_all(paths: list[str], jobs: int | None = None, cache=None) -> list[FileRecord]:
+    """The records of `paths` (None for a file that cannot register is left out); with a `RecordCache`,
+    unchanged files come from it and the others are stored in it."""
+    if cache is None:
+        return _read_paths(paths, jobs)
+    records, missing = [], []
+    for path in paths:
+        hit, record = cache.lookup(path)
+        if not hit:
+            missing.append(path)
+        elif record is not None:
+            records.append(record)
+    if missing:
+        read = {record.path: record for record in _read_paths(missing, jobs)}
+        for path in missing:
+            cache.store(path, read.get(path))
+        records += read.values()
+        records.sort(key=lambda r: r.path)
+    return records
+
+
+def _read_paths(paths: list[str], jobs: int | None) -> list[FileRecord]:
     workers = jobs if jobs is not None else (os.cpu_count() or 1)
     if workers <= 1 or len(paths) < PARALLEL_THRESHOLD:
         return _read_chunk(paths)
     import multiprocessing
+
+    from . import collect  # noqa: F401  (imported once here, not once in each forked worker)
 
     try:
         context = multiprocessing.get_context("fork")
@@ -239,7 +281,7 @@ def read_all(paths: list[str], jobs: int | None = None) -> list[FileRecord]:
 CONTEXT_LIMIT = 5000  # files; a bigger package is not scanned for context
 
 
-def _context_records(paths: list[str], linted: list[str], config: LintConfig, jobs) -> list[FileRecord]:
+def _context_records(paths: list[str], linted: list[str], config: LintConfig, jobs, cache) -> list[FileRecord]:
     """Registrations in the rest of the package of files given one by one (the pre-commit case).
 
     pre-commit passes only the staged files; the fake of an op may sit in an unchanged file next to
@@ -261,10 +303,13 @@ def _context_records(paths: list[str], linted: list[str], config: LintConfig, jo
         extra.extend(p for p in found if os.path.abspath(p) not in seen)
         if len(extra) > CONTEXT_LIMIT:
             return []
-    return read_all(sorted(set(extra)), jobs)
+    return read_all(sorted(set(extra)), jobs, cache)
 
 
-def lint_paths(paths: list[str], config: LintConfig, *, select=(), ignore=(), jobs: int | None = None) -> LintResult:
+def lint_paths(paths: list[str], config: LintConfig, *, select=(), ignore=(), jobs: int | None = None,
+               cache: bool = False) -> LintResult:
+    """Lint `paths`; `cache`: take unchanged files' records from the last run's (see cache.py) and keep this
+    run's for the next."""
     from .checks import check_records
 
     selected = expand_selectors(tuple(select) or config.select, "select")
@@ -273,7 +318,8 @@ def lint_paths(paths: list[str], config: LintConfig, *, select=(), ignore=(), jo
                 for glob, codes in config.per_file_ignores.items()}
     notes: list[str] = []
     python, yaml = discover(paths, config, notes)
-    records = read_all(python, jobs)
+    record_cache = open_cache() if cache_enabled(cache) else None
+    records = read_all(python, jobs, record_cache)
     yaml_records, yaml_diagnostics = [], []
     for path in yaml:
         record, found = _lint_yaml_file(path)
@@ -281,7 +327,9 @@ def lint_paths(paths: list[str], config: LintConfig, *, select=(), ignore=(), jo
             yaml_records.append(record)
             yaml_diagnostics.extend(found)
     unreadable_yaml = [record for record in yaml_records if record.unreadable is not None]
-    context = _context_records(paths, python, config, jobs)
+    context = _context_records(paths, python, config, jobs, record_cache)
+    if record_cache is not None:
+        record_cache.save()
     # Report in the linted files and in the kernel/fake files they import, not in the context.
     reported = {os.path.abspath(p) for p in [*python, *(record.path for record in unreadable_yaml)]}
     reported |= {os.path.abspath(r.function.imported_from) for record in records for r in record.registrations
