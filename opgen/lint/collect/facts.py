@@ -81,8 +81,28 @@ class FunctionReader:
         if function.todo is None:
             function.todo = self._todo_marker()
         function.mutations.extend(self._written_through_calls(function, live))
+        function.truth_tests = self._truth_tests(live)
         function.host_returns = tuple(sorted(self._host_returns()))
         return function
+
+    def _truth_tests(self, live: set[str]) -> list[Finding]:
+        """Parameters whose truth value the body tests: the condition of an `if`, `while`, `assert` or
+        conditional expression (`if bias:`, `if not scale:`, `if x and y:`), and an operand `and`/`or`
+        decides on (`bias or default`). For a tensor that is `bool(tensor)`: its value, not whether it was
+        given. (Which parameters are tensors is the schema's to say: the rule asks it.)"""
+        tested: dict[int, ast.Name] = {}
+        for sub in self.subs:
+            kind = type(sub)
+            if kind in (ast.If, ast.While, ast.IfExp, ast.Assert):
+                _tested_names(sub.test, tested)
+            elif kind is ast.BoolOp:
+                for value in sub.values[:-1]:  # the last operand is the result, not tested (unless a condition)
+                    _tested_names(value, tested)
+            elif kind is ast.comprehension:
+                for condition in sub.ifs:
+                    _tested_names(condition, tested)
+        return [self._finding("tests the truth of", name, name.id) for name in tested.values()
+                if name.id in live or self._not_yet_rebound(name)]
 
     def _host_returns(self) -> set[str]:
         """The names this function returns (alone or in a tuple) that hold a host tensor it made: an op whose
@@ -417,6 +437,17 @@ def _is_param_chain(node: ast.AST, live: set[str]) -> bool:
 # only while exporting to ONNX or under TorchScript, so what they do is judged as the compiler sees it: not at all.
 NEVER_TAKEN = frozenset({"torch.onnx.is_in_onnx_export", "torch.jit.is_scripting", "torch.jit.is_tracing",
                          "torch._C._get_tracing_state"})
+
+
+def _tested_names(test: ast.AST, found: dict[int, ast.Name]) -> None:
+    """The names a condition takes the truth value of: itself, under `not`, or as an `and`/`or` operand."""
+    if isinstance(test, ast.Name):
+        found[id(test)] = test
+    elif isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        _tested_names(test.operand, found)
+    elif isinstance(test, ast.BoolOp):
+        for value in test.values:
+            _tested_names(value, found)
 
 
 def _aten_in_place(qual: str) -> str | None:
