@@ -95,7 +95,9 @@ def _gather_ops(project: Project) -> list[Diagnostic]:
         for registration in record.registrations:
             function = registration.function
             if function is not None and function.imported_from is not None:
-                registration.function = _resolve_import(function, imported)
+                registration.function = function = _resolve_import(function, imported)
+            if registration.role == "fake" and function is not None and function.under_compile is not None:
+                registration.function = function.under_compile  # a fake is judged as torch.compile runs it
             targets = _targets(project, own, registration)
             if not targets:
                 if not project.may_be_defined(registration):

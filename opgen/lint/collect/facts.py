@@ -46,15 +46,16 @@ IN_PLACE_COLLECTIVE = re.compile(r"(?:all_reduce|all_gather\w*|reduce_scatter\w*
 class FunctionReader:
     """The facts the checks need about one function body."""
 
-    def __init__(self, ctx: FileContext, node: ast.FunctionDef) -> None:
+    def __init__(self, ctx: FileContext, node: ast.FunctionDef, *, compiling: bool = False) -> None:
         self.c = ctx
         self.node = node
+        self.asks_compiling = False  # the body branches on torch.compiler.is_compiling() (or its old spellings)
         self.host: set[str] = set()  # parameters on the host by construction (name or docstring says so)
         self.rebound: dict[str, int] = {}  # re-bound parameters -> the first line that re-binds each
         self.looped: set[int] | None = None  # ids of the names inside loops (computed when needed)
         self.flow: Flow | None = None  # where the body's local values come from
         self.reads: set[str] = set()  # names holding an input's data: live parameters and values derived from one
-        self.subs = live_nodes(ctx, node)  # every node of the body torch runs, walked once
+        self.subs = live_nodes(ctx, node, compiling, self)  # every node of the body torch runs, walked once
         self.in_place: dict[str, str] | None = None  # names holding an in-place aten op's result (computed once)
 
     def read(self) -> Function:
@@ -450,6 +451,11 @@ def _tested_names(test: ast.AST, found: dict[int, ast.Name]) -> None:
             _tested_names(value, found)
 
 
+# True while torch.compile (or torch.export) traces, so in a fake it traces with; false whenever a kernel runs
+COMPILING = frozenset({"torch.compiler.is_compiling", "torch._dynamo.is_compiling", "torch._utils.is_compiling",
+                       "torch._dynamo.external_utils.is_compiling"})
+
+
 def _aten_in_place(qual: str) -> str | None:
     """`copy_` for `torch.ops.aten.copy_` / `torch.ops.aten.copy_.default`: an aten op in the in-place
     convention (its name ends in `_`), which writes its first argument and returns it."""
@@ -460,19 +466,22 @@ def _aten_in_place(qual: str) -> str | None:
     return None
 
 
-def live_nodes(ctx: FileContext, node: ast.AST) -> list[ast.AST]:
+def live_nodes(ctx: FileContext, node: ast.AST, compiling: bool = False, reader=None) -> list[ast.AST]:
     """The nodes of a function, less the branches torch never takes (`if torch.onnx.is_in_onnx_export():`'s
-    body, `if not torch.jit.is_scripting(): ... else:`'s else)."""
+    body, `if not torch.jit.is_scripting(): ... else:`'s else), and the side of an `is_compiling()` test that
+    `compiling` rules out (a kernel runs with it false, in eager mode and in a compiled graph alike: torch
+    calls kernels after compiling; a fake runs with it true while torch.compile traces). A `reader` is told
+    when the function asks `is_compiling()`."""
     text = ctx.source.text
     if "is_in_onnx_export" not in text and "is_scripting" not in text and "is_tracing" not in text \
-            and "_get_tracing_state" not in text:
+            and "_get_tracing_state" not in text and "is_compiling" not in text:
         return list(ast.walk(node))  # the common case: nothing to skip
     found, todo = [], [node]
     while todo:
         current = todo.pop()
         found.append(current)
         if isinstance(current, (ast.If, ast.IfExp)):
-            guard = _never_taken(ctx, current.test)
+            guard = _never_taken(ctx, current.test, compiling, reader)
             if guard is not None:
                 found.append(current.test)
                 taken = current.orelse if guard else current.body
@@ -482,13 +491,19 @@ def live_nodes(ctx: FileContext, node: ast.AST) -> list[ast.AST]:
     return found
 
 
-def _never_taken(ctx: FileContext, test: ast.AST) -> bool | None:
+def _never_taken(ctx: FileContext, test: ast.AST, compiling: bool, reader) -> bool | None:
     """True: `test` is never true when torch runs the op (so its body is dead); False: never false (`not ...`,
     so its else is dead); None: it may be either."""
     negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
     inner = test.operand if negated else test
-    if isinstance(inner, ast.Call) and not inner.args and ctx.qualname(inner.func) in NEVER_TAKEN:
-        return not negated
+    if isinstance(inner, ast.Call) and not inner.args:
+        qual = ctx.qualname(inner.func)
+        if qual in NEVER_TAKEN:
+            return not negated
+        if qual in COMPILING:
+            if reader is not None:
+                reader.asks_compiling = True
+            return compiling == negated
     return None
 
 
