@@ -9,12 +9,11 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import run_opgen_command
 
 from opgen.lint import engine
 from opgen.lint.config import LintConfig
 from opgen.lint.engine import lint_paths
-
-from conftest import run_opgen_command
 
 CORRECT = '''import torch
 

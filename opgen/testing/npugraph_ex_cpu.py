@@ -46,7 +46,6 @@ import atexit
 import importlib
 import importlib.metadata
 import importlib.util
-import os
 import re
 import signal
 import sys
