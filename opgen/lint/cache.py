@@ -34,11 +34,12 @@ def enabled(requested: bool) -> bool:
     return requested and os.environ.get("OPGEN_LINT_NO_CACHE", "") in ("", "0")
 
 
-def _stat_key(path: str) -> _Key | None:
-    try:
-        found = os.stat(path)
-    except OSError:
-        return None
+def _stat_key(path: str, found: os.stat_result | None = None) -> _Key | None:
+    if found is None:
+        try:
+            found = os.stat(path)
+        except OSError:
+            return None
     return (found.st_size, found.st_mtime_ns, found.st_ino, found.st_ctime_ns)
 
 
@@ -82,10 +83,11 @@ class RecordCache:
                 return entries
         return {}
 
-    def lookup(self, path: str) -> tuple[bool, FileRecord | None]:
-        """(hit, record): on a hit the record (None: the file holds no registration) is what reading gives."""
+    def lookup(self, path: str, found: os.stat_result | None = None) -> tuple[bool, FileRecord | None]:
+        """(hit, record): on a hit the record (None: the file holds no registration) is what reading gives.
+        `found`: the file's stat, when the caller has it."""
         entry = self.entries.get(path)
-        if entry is None or _stat_key(path) != entry[0]:
+        if entry is None or _stat_key(path, found) != entry[0]:
             return False, None
         self.used[path] = entry
         return True, entry[1]

@@ -60,10 +60,13 @@ def _opt_in(code: str) -> bool:
     return rule is not None and rule.opt_in
 
 
-def discover(paths: list[str], config: LintConfig, notes: list[str] | None = None) -> tuple[list[str], list[str]]:
+def discover(paths: list[str], config: LintConfig, notes: list[str] | None = None,
+             stats: dict | None = None) -> tuple[list[str], list[str]]:
     """The Python and YAML files to lint under `paths`. Only regular files are read: a FIFO, a device, a socket
-    or a symlink to one of them (or to nothing) is skipped, with a line in `notes` saying so."""
+    or a symlink to one of them (or to nothing) is skipped, with a line in `notes` saying so. `stats` gets
+    each file's `os.stat` (one per file: the cache compares it, uniqueness keys on it)."""
     notes = [] if notes is None else notes
+    stats = {} if stats is None else stats
     python, yaml = [], []
     for given in paths:
         if not os.path.exists(given):
@@ -73,7 +76,7 @@ def discover(paths: list[str], config: LintConfig, notes: list[str] | None = Non
             raise OpgenError(f"no such file or directory: {given}", hint="give existing files or directories")
         if not os.path.isdir(given):
             given = os.path.normpath(given)
-            if not _excluded(given, config) and _regular(given, notes):
+            if not _excluded(given, config) and _regular(given, notes, stats):
                 _classify(given, python, yaml, explicit=True)
             continue
         for directory, subdirs, files in os.walk(given):
@@ -85,15 +88,16 @@ def discover(paths: list[str], config: LintConfig, notes: list[str] | None = Non
             for name in sorted(files):
                 if name.endswith((".py", ".pyi", ".yaml", ".yml")):
                     path = os.path.normpath(os.path.join(directory, name))
-                    if not _excluded(path, config, under + name) and _regular(path, notes):
+                    if not _excluded(path, config, under + name) and _regular(path, notes, stats):
                         _classify(path, python, yaml, explicit=False)
-    return _unique_paths(python), _unique_paths(yaml)
+    return _unique_paths(python, stats), _unique_paths(yaml, stats)
 
 
-def _regular(path: str, notes: list[str]) -> bool:
+def _regular(path: str, notes: list[str], stats: dict) -> bool:
     """Whether `path` (followed through symlinks) is a regular file; if not, why not goes to `notes`."""
     try:
-        kind = special_kind(os.stat(path).st_mode)
+        found = stats[path] = os.stat(path)
+        kind = special_kind(found.st_mode)
     except FileNotFoundError:
         notes.append(f"{path}: skipped: a symbolic link to nothing")
         return False
@@ -105,14 +109,14 @@ def _regular(path: str, notes: list[str]) -> bool:
     return kind is None
 
 
-def _unique_paths(paths: list[str]) -> list[str]:
+def _unique_paths(paths: list[str], stats: dict) -> list[str]:
     """A file named twice (or through two overlapping directories, or a symlink) is read once: keyed by its
     device and inode (one stat, where `realpath` pays one per path component)."""
     seen: set = set()
     unique = []
     for path in paths:
         try:
-            found = os.stat(path)
+            found = stats.get(path) or os.stat(path)
             key = (found.st_dev, found.st_ino)
         except OSError:
             key = os.path.realpath(path)
@@ -237,14 +241,16 @@ def _too_large(path: str, refusal: CannotRead) -> FileRecord | None:
     return _unreadable(path, f"it {refusal.reason}: not checked (split it, or exclude it)")
 
 
-def read_all(paths: list[str], jobs: int | None = None, cache=None) -> list[FileRecord]:
+def read_all(paths: list[str], jobs: int | None = None, cache=None, stats: dict | None = None) -> list[FileRecord]:
     """The records of `paths` (None for a file that cannot register is left out); with a `RecordCache`,
-    unchanged files come from it and the others are stored in it."""
+    unchanged files come from it (compared with `stats`, discover's, where it has the path) and the others are
+    stored in it."""
+    stats = stats or {}
     if cache is None:
         return _read_paths(paths, jobs)
     records, missing = [], []
     for path in paths:
-        hit, record = cache.lookup(path)
+        hit, record = cache.lookup(path, stats.get(path))
         if not hit:
             missing.append(path)
         elif record is not None:
@@ -317,9 +323,10 @@ def lint_paths(paths: list[str], config: LintConfig, *, select=(), ignore=(), jo
     per_file = {glob: expand_selectors(codes, f"per-file-ignores.{glob}", selecting=False)
                 for glob, codes in config.per_file_ignores.items()}
     notes: list[str] = []
-    python, yaml = discover(paths, config, notes)
+    stats: dict = {}
+    python, yaml = discover(paths, config, notes, stats)
     record_cache = open_cache() if cache_enabled(cache) else None
-    records = read_all(python, jobs, record_cache)
+    records = read_all(python, jobs, record_cache, stats)
     yaml_records, yaml_diagnostics = [], []
     for path in yaml:
         record, found = _lint_yaml_file(path)
