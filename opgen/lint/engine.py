@@ -230,11 +230,11 @@ def _unreadable(path: str, reason: str) -> FileRecord:
 def _too_large(path: str, refusal: CannotRead) -> FileRecord | None:
     """A file above MAX_FILE_BYTES is not parsed: a finding when it may hold a registration (its bytes scanned
     through a memory map, not read into memory), nothing when it cannot."""
-    from .collect.source import CALL_SITE
+    from .collect.source import has_call_site, may_register
 
-    try:
+    try:  # the prefilter a parsed file passes, on the mapped bytes: prose such as "a fallback (which ...)" is none
         with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            if CALL_SITE.search(data) is None:
+            if not (may_register(data) and has_call_site(data)):
                 return None
     except (OSError, ValueError):
         pass  # cannot map it: say it was not checked
