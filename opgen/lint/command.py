@@ -61,9 +61,8 @@ def _run(paths, output_format, select, ignore, exclude, extend_exclude, statisti
     config.exclude += _globs(extend_exclude)
     select_codes = tuple(s for s in select.split(",") if s.strip())
     ignore_codes = tuple(s for s in ignore.split(",") if s.strip())
-    # --fix re-reads every file it may rewrite: it compares the bytes it edits with the bytes it linted
     result = lint_paths(paths, config, select=select_codes, ignore=ignore_codes, jobs=jobs,
-                        cache=not (no_cache or fix))
+                        cache=_use_cache(no_cache, fix))
     fixed, not_rewritten = 0, {}
     if fix:
         result, fixed = _fix(result, not_rewritten, lambda: lint_paths(paths, config, select=select_codes,
@@ -118,3 +117,8 @@ def _fix(result, not_rewritten: dict[str, str], relint):
 
 def _globs(text: str) -> tuple[str, ...]:
     return tuple(glob.strip() for glob in text.split(",") if glob.strip())
+
+
+def _use_cache(no_cache: bool, fix: bool) -> bool:
+    """--fix reads every file it may rewrite: it compares the bytes it edits with the bytes it linted."""
+    return not (no_cache or fix)
