@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import gc
 import mmap
 import os
 import re
@@ -197,6 +198,19 @@ def _split_patterns(patterns: tuple[str, ...]) -> tuple[frozenset[str], tuple[st
 
 
 def _read_chunk(paths: list[str]) -> list[FileRecord]:
+    """The records of `paths`, without the cyclic garbage collector meanwhile: syntax trees hold no cycles
+    (reference counting frees each file's), and the collector's passes over the growing heap of records cost
+    a tenth of the reading time."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _read_each(paths)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _read_each(paths: list[str]) -> list[FileRecord]:
     from .collect import read_file
 
     records = []
