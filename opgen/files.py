@@ -12,6 +12,7 @@ import hashlib
 import os
 import stat
 from collections.abc import Iterator
+from pathlib import Path
 
 from .errors import OpgenError, os_error
 
@@ -40,11 +41,22 @@ class CannotRead(Exception):
 
 def special_kind(mode: int) -> str | None:
     """What a non-regular file is, in words; None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
     for test, words in ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
                         (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
         if test(mode):
             return words
     return None if stat.S_ISREG(mode) else "not a regular file"
+
+
+def cache_root() -> Path:
+    """Where opgen keeps what it fetched or computed once: $OPGEN_CACHE_DIR, else $XDG_CACHE_HOME/opgen, else
+    ~/.cache/opgen."""
+    if os.environ.get("OPGEN_CACHE_DIR"):
+        return Path(os.environ["OPGEN_CACHE_DIR"]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "opgen"
 
 
 def megabytes(size: int) -> str:

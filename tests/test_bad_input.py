@@ -380,6 +380,9 @@ def test_lint_reads_only_regular_files_and_never_stops_on_one(tmp_path):
     (root / "big.py").write_text('import torch\nlib = torch.library.Library("big", "FRAGMENT")\n'
                                  + "".join(line.format(n=n) for n in range(60000)))
     (root / "big_data.py").write_text("DATA = [\n" + "    1234567890,\n" * 200000 + "]\n")  # no registration
+    # no registration either: a call site only in prose, a bare impl() not torch.library's (unsloth's 2.1 MiB routes)
+    (root / "big_prose.py").write_text('def gates():\n    """The gates for the diffusers fallback (which runs in a '
+                                       'worker)."""\n    return _load_impl(1)\n\n\n' + "X = 1\n" * 400000)
     done = run_opgen_command("lint", str(root), timeout=60)
     assert done.returncode == 1 and "internal error" not in done.stderr, (done.stdout, done.stderr)
     for name, why in (("x.py", "a named pipe (FIFO)"), ("op_functions.yaml", "a named pipe (FIFO)"),
@@ -390,7 +393,7 @@ def test_lint_reads_only_regular_files_and_never_stops_on_one(tmp_path):
     assert f"{root / 'deep.py'}:3:" in done.stdout and "nested more than 16 deep" in done.stdout
     assert re.search(rf"{re.escape(str(root / 'big.py'))}:1:1: OPG200 cannot read this file: it is 2\.\d MiB, above "
                      r"opgen's limit of 2\.0 MiB: not checked", done.stdout), done.stdout
-    assert "big_data.py" not in done.stdout
+    assert "big_data.py" not in done.stdout and "big_prose.py" not in done.stdout
     assert "nested.py" not in done.stdout
 
 

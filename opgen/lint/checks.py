@@ -12,12 +12,11 @@ from collections import defaultdict
 
 from ..contract import Diagnostic, check_ops, check_schema
 from ..schema import SchemaError, parse_schema
-from ..schema.infer import infer_schema
 from ..schema.model import Schema
 from ..schema.parser import span_column
 from . import rules as R
 from .records import Definition, FileRecord, Function, Registration, UnknownName, Where, import_root, package_of
-from .rules.base import LINT_RULES, LintOp, Project, qualified_name
+from .rules.base import LINT_RULES, LintOp, Project, inferred_schema, qualified_name
 
 CLASS_TYPE = re.compile(r"\b[A-Za-z_]\w*\.[A-Za-z_]\w*\.[A-Za-z_][\w.]*")
 
@@ -96,7 +95,9 @@ def _gather_ops(project: Project) -> list[Diagnostic]:
         for registration in record.registrations:
             function = registration.function
             if function is not None and function.imported_from is not None:
-                registration.function = _resolve_import(function, imported)
+                registration.function = function = _resolve_import(function, imported)
+            if registration.role == "fake" and function is not None and function.under_compile is not None:
+                registration.function = function.under_compile  # a fake is judged as torch.compile runs it
             targets = _targets(project, own, registration)
             if not targets:
                 if not project.may_be_defined(registration):
@@ -133,11 +134,8 @@ def _contract(op: LintOp) -> list[Diagnostic]:
     """The contract rules on the op's schema, placed where the part they point at is in the code."""
     definition = op.definition
     schema = op.schema
-    if schema is None and definition.style == "custom_op" and definition.kernel is not None:
-        name = f"{definition.namespace}::{definition.name}" if definition.namespace else definition.name
-        name += f".{definition.overload}" if definition.overload else ""
-        schema = infer_schema(name, definition.kernel.params, definition.kernel.returns_annotation,
-                              definition.mutates_args, definition.tags or ())
+    if schema is None:
+        schema = inferred_schema(definition)
     if schema is None:
         return []
     found = []

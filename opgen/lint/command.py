@@ -27,8 +27,10 @@ MAX_FIX_PASSES = 8
 @click.option("--explain", "explain", metavar="CODE", help="Explain a rule code and exit.")
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False),
               help="pyproject.toml to read [tool.opgen.lint] from (default: the nearest one).")
+@click.option("--no-cache", "no_cache", is_flag=True,
+              help="Read every file again instead of taking unchanged files' records from the last run.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Worker processes (default: all cores).")
-def lint(paths, output_format, select, ignore, exclude, extend_exclude, statistics, exit_zero, fix, explain, config_path, jobs) -> None:
+def lint(paths, output_format, select, ignore, exclude, extend_exclude, statistics, exit_zero, fix, explain, config_path, jobs, no_cache) -> None:
     """Check custom-op registrations in PATHS (files or directories; default '.').
 
     Ops are matched across all files given: a fake registered in another file counts.
@@ -38,10 +40,10 @@ def lint(paths, output_format, select, ignore, exclude, extend_exclude, statisti
     from ..console import handle_errors
 
     handle_errors(_run)(paths, output_format, select, ignore, exclude, extend_exclude, statistics, exit_zero, fix,
-                        explain, config_path, jobs)
+                        explain, config_path, jobs, no_cache)
 
 
-def _run(paths, output_format, select, ignore, exclude, extend_exclude, statistics, exit_zero, fix, explain, config_path, jobs) -> None:
+def _run(paths, output_format, select, ignore, exclude, extend_exclude, statistics, exit_zero, fix, explain, config_path, jobs, no_cache) -> None:
     from .config import load_config
     from .engine import lint_paths
     from .report import paint_text, render
@@ -59,7 +61,8 @@ def _run(paths, output_format, select, ignore, exclude, extend_exclude, statisti
     config.exclude += _globs(extend_exclude)
     select_codes = tuple(s for s in select.split(",") if s.strip())
     ignore_codes = tuple(s for s in ignore.split(",") if s.strip())
-    result = lint_paths(paths, config, select=select_codes, ignore=ignore_codes, jobs=jobs)
+    result = lint_paths(paths, config, select=select_codes, ignore=ignore_codes, jobs=jobs,
+                        cache=_use_cache(no_cache, fix))
     fixed, not_rewritten = 0, {}
     if fix:
         result, fixed = _fix(result, not_rewritten, lambda: lint_paths(paths, config, select=select_codes,
@@ -114,3 +117,8 @@ def _fix(result, not_rewritten: dict[str, str], relint):
 
 def _globs(text: str) -> tuple[str, ...]:
     return tuple(glob.strip() for glob in text.split(",") if glob.strip())
+
+
+def _use_cache(no_cache: bool, fix: bool) -> bool:
+    """--fix reads every file it may rewrite: it compares the bytes it edits with the bytes it linted."""
+    return not (no_cache or fix)

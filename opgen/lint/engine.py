@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import gc
 import mmap
 import os
+import re
 import warnings
 from dataclasses import dataclass, field
 
 from ..contract import RULES, Diagnostic
 from ..errors import OpgenError
 from ..files import CannotRead, read_digest, read_limited, special_kind
+from .cache import enabled as cache_enabled
+from .cache import open_cache
 from .config import LintConfig
 from .records import FileRecord, Unreadable, package_root
 
@@ -57,10 +61,13 @@ def _opt_in(code: str) -> bool:
     return rule is not None and rule.opt_in
 
 
-def discover(paths: list[str], config: LintConfig, notes: list[str] | None = None) -> tuple[list[str], list[str]]:
+def discover(paths: list[str], config: LintConfig, notes: list[str] | None = None,
+             stats: dict | None = None) -> tuple[list[str], list[str]]:
     """The Python and YAML files to lint under `paths`. Only regular files are read: a FIFO, a device, a socket
-    or a symlink to one of them (or to nothing) is skipped, with a line in `notes` saying so."""
+    or a symlink to one of them (or to nothing) is skipped, with a line in `notes` saying so. `stats` gets
+    each file's `os.stat` (one per file: the cache compares it, uniqueness keys on it)."""
     notes = [] if notes is None else notes
+    stats = {} if stats is None else stats
     python, yaml = [], []
     for given in paths:
         if not os.path.exists(given):
@@ -70,7 +77,7 @@ def discover(paths: list[str], config: LintConfig, notes: list[str] | None = Non
             raise OpgenError(f"no such file or directory: {given}", hint="give existing files or directories")
         if not os.path.isdir(given):
             given = os.path.normpath(given)
-            if not _excluded(given, config) and _regular(given, notes):
+            if not _excluded(given, config) and _regular(given, notes, stats):
                 _classify(given, python, yaml, explicit=True)
             continue
         for directory, subdirs, files in os.walk(given):
@@ -82,15 +89,16 @@ def discover(paths: list[str], config: LintConfig, notes: list[str] | None = Non
             for name in sorted(files):
                 if name.endswith((".py", ".pyi", ".yaml", ".yml")):
                     path = os.path.normpath(os.path.join(directory, name))
-                    if not _excluded(path, config, under + name) and _regular(path, notes):
+                    if not _excluded(path, config, under + name) and _regular(path, notes, stats):
                         _classify(path, python, yaml, explicit=False)
-    return _unique_paths(python), _unique_paths(yaml)
+    return _unique_paths(python, stats), _unique_paths(yaml, stats)
 
 
-def _regular(path: str, notes: list[str]) -> bool:
+def _regular(path: str, notes: list[str], stats: dict) -> bool:
     """Whether `path` (followed through symlinks) is a regular file; if not, why not goes to `notes`."""
     try:
-        kind = special_kind(os.stat(path).st_mode)
+        found = stats[path] = os.stat(path)
+        kind = special_kind(found.st_mode)
     except FileNotFoundError:
         notes.append(f"{path}: skipped: a symbolic link to nothing")
         return False
@@ -102,14 +110,14 @@ def _regular(path: str, notes: list[str]) -> bool:
     return kind is None
 
 
-def _unique_paths(paths: list[str]) -> list[str]:
+def _unique_paths(paths: list[str], stats: dict) -> list[str]:
     """A file named twice (or through two overlapping directories, or a symlink) is read once: keyed by its
     device and inode (one stat, where `realpath` pays one per path component)."""
     seen: set = set()
     unique = []
     for path in paths:
         try:
-            found = os.stat(path)
+            found = stats.get(path) or os.stat(path)
             key = (found.st_dev, found.st_ino)
         except OSError:
             key = os.path.realpath(path)
@@ -145,13 +153,30 @@ def _relative(path: str, config: LintConfig) -> str:
 
 
 def _matches(path: str, pattern: str, config: LintConfig) -> bool:
-    return _matches_relative(path, _relative(path, config), pattern)
+    return _glob_matcher((pattern,))(path, _relative(path, config))
 
 
-def _matches_relative(path: str, relative: str, pattern: str) -> bool:
-    pattern = pattern.rstrip("/")
-    return (fnmatch.fnmatch(relative, pattern) or fnmatch.fnmatch(os.path.basename(path), pattern)
-            or fnmatch.fnmatch(relative, pattern + "/*") or relative.startswith(pattern + "/"))
+@functools.lru_cache(maxsize=64)
+def _glob_matcher(patterns: tuple[str, ...]):
+    """One test for `patterns` (globs): a pattern matches the path relative to the config's root, the file or
+    directory name, or a directory above the path. Compiled into two regular expressions (one match each per
+    path, where fnmatch pays four calls per pattern)."""
+    relative, name, prefixes = [], [], []
+    for pattern in patterns:
+        pattern = pattern.rstrip("/")
+        relative += [fnmatch.translate(pattern), fnmatch.translate(pattern + "/*")]
+        name.append(fnmatch.translate(pattern))
+        prefixes.append(pattern + "/")
+    if not patterns:
+        return lambda path, rel: False
+    on_relative = re.compile("|".join(f"(?:{r})" for r in relative)).match
+    on_name = re.compile("|".join(f"(?:{r})" for r in name)).match
+    starts = tuple(prefixes)
+
+    def matches(path: str, rel: str) -> bool:
+        return (on_relative(rel) is not None or on_name(os.path.basename(path)) is not None
+                or rel.startswith(starts))
+    return matches
 
 
 def _excluded(path: str, config: LintConfig, relative: str | None = None) -> bool:
@@ -163,8 +188,7 @@ def _excluded(path: str, config: LintConfig, relative: str | None = None) -> boo
         return True
     if relative is None:
         relative = _relative(path, config)
-    return any(relative == name or relative.startswith(name + "/") for name in names) or any(
-        _matches_relative(path, relative, pattern) for pattern in globs)
+    return relative.split("/", 1)[0] in names or _glob_matcher(globs)(path, relative)
 
 
 @functools.lru_cache(maxsize=16)
@@ -174,6 +198,19 @@ def _split_patterns(patterns: tuple[str, ...]) -> tuple[frozenset[str], tuple[st
 
 
 def _read_chunk(paths: list[str]) -> list[FileRecord]:
+    """The records of `paths`, without the cyclic garbage collector meanwhile: syntax trees hold no cycles
+    (reference counting frees each file's), and the collector's passes over the growing heap of records cost
+    a tenth of the reading time."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _read_each(paths)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _read_each(paths: list[str]) -> list[FileRecord]:
     from .collect import read_file
 
     records = []
@@ -207,22 +244,47 @@ def _unreadable(path: str, reason: str) -> FileRecord:
 def _too_large(path: str, refusal: CannotRead) -> FileRecord | None:
     """A file above MAX_FILE_BYTES is not parsed: a finding when it may hold a registration (its bytes scanned
     through a memory map, not read into memory), nothing when it cannot."""
-    from .collect.source import CALL_SITE
+    from .collect.source import has_call_site, may_register
 
-    try:
+    try:  # the prefilter a parsed file passes, on the mapped bytes: prose such as "a fallback (which ...)" is none
         with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            if CALL_SITE.search(data) is None:
+            if not (may_register(data) and has_call_site(data)):
                 return None
     except (OSError, ValueError):
         pass  # cannot map it: say it was not checked
     return _unreadable(path, f"it {refusal.reason}: not checked (split it, or exclude it)")
 
 
-def read_all(paths: list[str], jobs: int | None = None) -> list[FileRecord]:
+def read_all(paths: list[str], jobs: int | None = None, cache=None, stats: dict | None = None) -> list[FileRecord]:
+    """The records of `paths` (None for a file that cannot register is left out); with a `RecordCache`,
+    unchanged files come from it (compared with `stats`, discover's, where it has the path) and the others are
+    stored in it."""
+    stats = stats or {}
+    if cache is None:
+        return _read_paths(paths, jobs)
+    records, missing = [], []
+    for path in paths:
+        hit, record = cache.lookup(path, stats.get(path))
+        if not hit:
+            missing.append(path)
+        elif record is not None:
+            records.append(record)
+    if missing:
+        read = {record.path: record for record in _read_paths(missing, jobs)}
+        for path in missing:
+            cache.store(path, read.get(path))
+        records += read.values()
+        records.sort(key=lambda r: r.path)
+    return records
+
+
+def _read_paths(paths: list[str], jobs: int | None) -> list[FileRecord]:
     workers = jobs if jobs is not None else (os.cpu_count() or 1)
     if workers <= 1 or len(paths) < PARALLEL_THRESHOLD:
         return _read_chunk(paths)
     import multiprocessing
+
+    from . import collect  # noqa: F401  (imported once here, not once in each forked worker)
 
     try:
         context = multiprocessing.get_context("fork")
@@ -239,7 +301,7 @@ def read_all(paths: list[str], jobs: int | None = None) -> list[FileRecord]:
 CONTEXT_LIMIT = 5000  # files; a bigger package is not scanned for context
 
 
-def _context_records(paths: list[str], linted: list[str], config: LintConfig, jobs) -> list[FileRecord]:
+def _context_records(paths: list[str], linted: list[str], config: LintConfig, jobs, cache) -> list[FileRecord]:
     """Registrations in the rest of the package of files given one by one (the pre-commit case).
 
     pre-commit passes only the staged files; the fake of an op may sit in an unchanged file next to
@@ -261,10 +323,13 @@ def _context_records(paths: list[str], linted: list[str], config: LintConfig, jo
         extra.extend(p for p in found if os.path.abspath(p) not in seen)
         if len(extra) > CONTEXT_LIMIT:
             return []
-    return read_all(sorted(set(extra)), jobs)
+    return read_all(sorted(set(extra)), jobs, cache)
 
 
-def lint_paths(paths: list[str], config: LintConfig, *, select=(), ignore=(), jobs: int | None = None) -> LintResult:
+def lint_paths(paths: list[str], config: LintConfig, *, select=(), ignore=(), jobs: int | None = None,
+               cache: bool = False) -> LintResult:
+    """Lint `paths`; `cache`: take unchanged files' records from the last run's (see cache.py) and keep this
+    run's for the next."""
     from .checks import check_records
 
     selected = expand_selectors(tuple(select) or config.select, "select")
@@ -272,8 +337,10 @@ def lint_paths(paths: list[str], config: LintConfig, *, select=(), ignore=(), jo
     per_file = {glob: expand_selectors(codes, f"per-file-ignores.{glob}", selecting=False)
                 for glob, codes in config.per_file_ignores.items()}
     notes: list[str] = []
-    python, yaml = discover(paths, config, notes)
-    records = read_all(python, jobs)
+    stats: dict = {}
+    python, yaml = discover(paths, config, notes, stats)
+    record_cache = open_cache() if cache_enabled(cache) else None
+    records = read_all(python, jobs, record_cache, stats)
     yaml_records, yaml_diagnostics = [], []
     for path in yaml:
         record, found = _lint_yaml_file(path)
@@ -281,19 +348,38 @@ def lint_paths(paths: list[str], config: LintConfig, *, select=(), ignore=(), jo
             yaml_records.append(record)
             yaml_diagnostics.extend(found)
     unreadable_yaml = [record for record in yaml_records if record.unreadable is not None]
-    context = _context_records(paths, python, config, jobs)
+    context = _context_records(paths, python, config, jobs, record_cache)
+    if record_cache is not None:
+        record_cache.save()
     # Report in the linted files and in the kernel/fake files they import, not in the context.
-    reported = {os.path.abspath(p) for p in [*python, *(record.path for record in unreadable_yaml)]}
-    reported |= {os.path.abspath(r.function.imported_from) for record in records for r in record.registrations
-                 if r.function is not None and r.function.imported_from}
+    reported = _Reported([*python, *(record.path for record in unreadable_yaml)]
+                         + [r.function.imported_from for record in records for r in record.registrations
+                            if r.function is not None and r.function.imported_from])
     diagnostics = [d for d in check_records(records + unreadable_yaml + context)
-                   if d.path and os.path.abspath(d.path) in reported] + yaml_diagnostics
+                   if d.path and reported.holds(d.path)] + yaml_diagnostics
     records += yaml_records
     by_path = {record.path: record for record in records}
     kept = [d for d in diagnostics if d.code in selected and not _suppressed(d, by_path, per_file, config)]
     kept = _dedupe(kept)
     kept.sort(key=lambda d: (d.path or "", d.line or 0, d.column or 0, d.code))
     return LintResult(kept, len(python) + len(yaml), records, notes)
+
+
+class _Reported:
+    """The files findings are reported in: a path spelled as given is one of them at once; another spelling is
+    compared as an absolute path (computed for all only then: 27,000 `abspath` calls were a tenth of a warm
+    run over a monorepo)."""
+
+    def __init__(self, paths: list[str]) -> None:
+        self.given = set(paths)
+        self.absolute: set[str] | None = None
+
+    def holds(self, path: str) -> bool:
+        if path in self.given:
+            return True
+        if self.absolute is None:
+            self.absolute = {os.path.abspath(p) for p in self.given}
+        return os.path.abspath(path) in self.absolute
 
 
 def _lint_yaml_file(path: str) -> tuple[FileRecord | None, list[Diagnostic]]:

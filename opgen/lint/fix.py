@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..files import CannotRead, exclusive_lock, read_digest, read_limited
-from ..render.staging import atomic_write
 
 
 @dataclass(frozen=True)
@@ -105,6 +104,8 @@ def _rewrite(path: str, file_edits: list[Edit], expected: str | None) -> int:
         lines[edit.line - 1] = line[:edit.start] + edit.text + line[edit.end:]
         spans.append((edit.start, edit.end))
         applied += 1
+    from ..render.staging import atomic_write  # the writer's machinery, only when a fix is written
+
     target = Path(os.path.realpath(path))  # through a symlink, the file it names
     if not os.access(target, os.W_OK):
         raise _NotRewritten("it is read-only")

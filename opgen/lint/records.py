@@ -83,6 +83,9 @@ class Function:
     host_returns: tuple[str, ...] = ()  # names it returns that hold a tensor it made on the host
     makes_on_default_device: bool = False  # `torch.tensor(...)` / `as_tensor` / `from_numpy` without device=
     placeholder: bool = False  # its body does nothing: `pass`, `...`, a docstring, `raise NotImplementedError`
+    truth_tests: list[Finding] = field(default_factory=list)  # `if bias:`: a parameter's truth value is tested
+    # the body read with torch.compiler.is_compiling() true (a fake as torch.compile runs it), when it asks
+    under_compile: Function | None = None
 
 
     def param(self, name: str) -> Param | None:

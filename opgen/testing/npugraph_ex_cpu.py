@@ -46,7 +46,6 @@ import atexit
 import importlib
 import importlib.metadata
 import importlib.util
-import os
 import re
 import signal
 import sys
@@ -54,6 +53,7 @@ import types
 from pathlib import Path
 from typing import ClassVar
 
+from ..files import cache_root
 from . import torch_compat
 
 FETCH_HINT = "run 'opgen npugraph-ex fetch'"
@@ -69,14 +69,6 @@ EMULATION = ".npu_graph_cpu"  # opgen/testing/npu_graph_cpu.py
 RECORD = "opgen-fetch.json"
 RELEASE = re.compile(r"\d+\.\d+\.\d+")  # torch's X.Y.Z
 _MISSING = object()
-
-
-def cache_root() -> Path:
-    """$OPGEN_CACHE_DIR, else $XDG_CACHE_HOME/opgen, else ~/.cache/opgen."""
-    if os.environ.get("OPGEN_CACHE_DIR"):
-        return Path(os.environ["OPGEN_CACHE_DIR"]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "opgen"
 
 
 def torch_release() -> str | None:

@@ -46,15 +46,16 @@ IN_PLACE_COLLECTIVE = re.compile(r"(?:all_reduce|all_gather\w*|reduce_scatter\w*
 class FunctionReader:
     """The facts the checks need about one function body."""
 
-    def __init__(self, ctx: FileContext, node: ast.FunctionDef) -> None:
+    def __init__(self, ctx: FileContext, node: ast.FunctionDef, *, compiling: bool = False) -> None:
         self.c = ctx
         self.node = node
+        self.asks_compiling = False  # the body branches on torch.compiler.is_compiling() (or its old spellings)
         self.host: set[str] = set()  # parameters on the host by construction (name or docstring says so)
         self.rebound: dict[str, int] = {}  # re-bound parameters -> the first line that re-binds each
         self.looped: set[int] | None = None  # ids of the names inside loops (computed when needed)
         self.flow: Flow | None = None  # where the body's local values come from
         self.reads: set[str] = set()  # names holding an input's data: live parameters and values derived from one
-        self.subs = live_nodes(ctx, node)  # every node of the body torch runs, walked once
+        self.subs = live_nodes(ctx, node, compiling, self)  # every node of the body torch runs, walked once
         self.in_place: dict[str, str] | None = None  # names holding an in-place aten op's result (computed once)
 
     def read(self) -> Function:
@@ -81,8 +82,28 @@ class FunctionReader:
         if function.todo is None:
             function.todo = self._todo_marker()
         function.mutations.extend(self._written_through_calls(function, live))
+        function.truth_tests = self._truth_tests(live)
         function.host_returns = tuple(sorted(self._host_returns()))
         return function
+
+    def _truth_tests(self, live: set[str]) -> list[Finding]:
+        """Parameters whose truth value the body tests: the condition of an `if`, `while`, `assert` or
+        conditional expression (`if bias:`, `if not scale:`, `if x and y:`), and an operand `and`/`or`
+        decides on (`bias or default`). For a tensor that is `bool(tensor)`: its value, not whether it was
+        given. (Which parameters are tensors is the schema's to say: the rule asks it.)"""
+        tested: dict[int, ast.Name] = {}
+        for sub in self.subs:
+            kind = type(sub)
+            if kind in (ast.If, ast.While, ast.IfExp, ast.Assert):
+                _tested_names(sub.test, tested)
+            elif kind is ast.BoolOp:
+                for value in sub.values[:-1]:  # the last operand is the result, not tested (unless a condition)
+                    _tested_names(value, tested)
+            elif kind is ast.comprehension:
+                for condition in sub.ifs:
+                    _tested_names(condition, tested)
+        return [self._finding("tests the truth of", name, name.id) for name in tested.values()
+                if name.id in live or self._not_yet_rebound(name)]
 
     def _host_returns(self) -> set[str]:
         """The names this function returns (alone or in a tuple) that hold a host tensor it made: an op whose
@@ -419,6 +440,22 @@ NEVER_TAKEN = frozenset({"torch.onnx.is_in_onnx_export", "torch.jit.is_scripting
                          "torch._C._get_tracing_state"})
 
 
+def _tested_names(test: ast.AST, found: dict[int, ast.Name]) -> None:
+    """The names a condition takes the truth value of: itself, under `not`, or as an `and`/`or` operand."""
+    if isinstance(test, ast.Name):
+        found[id(test)] = test
+    elif isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        _tested_names(test.operand, found)
+    elif isinstance(test, ast.BoolOp):
+        for value in test.values:
+            _tested_names(value, found)
+
+
+# True while torch.compile (or torch.export) traces, so in a fake it traces with; false whenever a kernel runs
+COMPILING = frozenset({"torch.compiler.is_compiling", "torch._dynamo.is_compiling", "torch._utils.is_compiling",
+                       "torch._dynamo.external_utils.is_compiling"})
+
+
 def _aten_in_place(qual: str) -> str | None:
     """`copy_` for `torch.ops.aten.copy_` / `torch.ops.aten.copy_.default`: an aten op in the in-place
     convention (its name ends in `_`), which writes its first argument and returns it."""
@@ -429,19 +466,22 @@ def _aten_in_place(qual: str) -> str | None:
     return None
 
 
-def live_nodes(ctx: FileContext, node: ast.AST) -> list[ast.AST]:
+def live_nodes(ctx: FileContext, node: ast.AST, compiling: bool = False, reader=None) -> list[ast.AST]:
     """The nodes of a function, less the branches torch never takes (`if torch.onnx.is_in_onnx_export():`'s
-    body, `if not torch.jit.is_scripting(): ... else:`'s else)."""
+    body, `if not torch.jit.is_scripting(): ... else:`'s else), and the side of an `is_compiling()` test that
+    `compiling` rules out (a kernel runs with it false, in eager mode and in a compiled graph alike: torch
+    calls kernels after compiling; a fake runs with it true while torch.compile traces). A `reader` is told
+    when the function asks `is_compiling()`."""
     text = ctx.source.text
     if "is_in_onnx_export" not in text and "is_scripting" not in text and "is_tracing" not in text \
-            and "_get_tracing_state" not in text:
+            and "_get_tracing_state" not in text and "is_compiling" not in text:
         return list(ast.walk(node))  # the common case: nothing to skip
     found, todo = [], [node]
     while todo:
         current = todo.pop()
         found.append(current)
         if isinstance(current, (ast.If, ast.IfExp)):
-            guard = _never_taken(ctx, current.test)
+            guard = _never_taken(ctx, current.test, compiling, reader)
             if guard is not None:
                 found.append(current.test)
                 taken = current.orelse if guard else current.body
@@ -451,13 +491,19 @@ def live_nodes(ctx: FileContext, node: ast.AST) -> list[ast.AST]:
     return found
 
 
-def _never_taken(ctx: FileContext, test: ast.AST) -> bool | None:
+def _never_taken(ctx: FileContext, test: ast.AST, compiling: bool, reader) -> bool | None:
     """True: `test` is never true when torch runs the op (so its body is dead); False: never false (`not ...`,
     so its else is dead); None: it may be either."""
     negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
     inner = test.operand if negated else test
-    if isinstance(inner, ast.Call) and not inner.args and ctx.qualname(inner.func) in NEVER_TAKEN:
-        return not negated
+    if isinstance(inner, ast.Call) and not inner.args:
+        qual = ctx.qualname(inner.func)
+        if qual in NEVER_TAKEN:
+            return not negated
+        if qual in COMPILING:
+            if reader is not None:
+                reader.asks_compiling = True
+            return compiling == negated
     return None
 
 

@@ -66,7 +66,10 @@ def function_node(ctx: FileContext, node: ast.AST | None) -> Function | None:
         return None
     cached = ctx.function_facts.get(id(node))
     if cached is None:
-        cached = ctx.function_facts[id(node)] = FunctionReader(ctx, node).read()
+        reader = FunctionReader(ctx, node)
+        cached = ctx.function_facts[id(node)] = reader.read()
+        if reader.asks_compiling:  # `if torch.compiler.is_compiling():` is false where a kernel runs, true in a fake
+            cached.under_compile = FunctionReader(ctx, node, compiling=True).read()
     return cached
 
 

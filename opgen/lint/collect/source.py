@@ -44,10 +44,12 @@ def source_lines(text: str) -> list[str]:
 
 
 def may_register(data: bytes) -> bool:
+    """`data`: bytes, or a memory map of a file too large to read (`find`, as `in` on an mmap compares single
+    bytes)."""
     for literal in PREFILTER_LITERALS:
-        if literal in data:
+        if data.find(literal) != -1:
             return True
-    return b"library" in data and LIBRARY_IMPORT.search(data) is not None
+    return data.find(b"library") != -1 and LIBRARY_IMPORT.search(data) is not None
 
 
 def has_call_site(data: bytes) -> bool:

@@ -77,6 +77,19 @@ def lint_rule(code, name, severity, summary, explanation, *, valid=(), invalid=(
 # --- the facts the checks read ------------------------------------------------------------------------
 
 
+def inferred_schema(definition: Definition) -> Schema | None:
+    """The schema torch infers for a custom_op from its kernel's type hints (used where no `schema=` parses); None
+    for any other definition, or when torch would refuse the hints."""
+    if definition.style != "custom_op" or definition.kernel is None:
+        return None
+    from ...schema.infer import infer_schema
+
+    name = f"{definition.namespace}::{definition.name}" if definition.namespace else definition.name
+    name += f".{definition.overload}" if definition.overload else ""
+    return infer_schema(name, definition.kernel.params, definition.kernel.returns_annotation,
+                        definition.mutates_args, definition.tags or ())
+
+
 class LintOp:
     """What is known about one op across files: its definition, parsed schema, kernels and fakes; `name`
     as messages show it; `side_effect_marked`, `autograd`: marked has_side_effect / given a formula; `seen`:

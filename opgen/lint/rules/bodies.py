@@ -10,7 +10,7 @@ from ...schema.model import Schema, is_tensor_like
 from ..dispatch_keys import device_of_key
 from ..fix import Edit
 from ..records import Function, Registration, Where, is_test_module
-from .base import Invalid, LintOp, Project, code_example, diag, lib_example, lint_rule, unique
+from .base import Invalid, LintOp, Project, code_example, diag, inferred_schema, lib_example, lint_rule, unique
 
 CAPTURE_KEYS = frozenset({"PrivateUse1", "CUDA"})
 
@@ -763,4 +763,84 @@ caller already holds the tensor it passed in. (Lint sees returns of the kernel's
         lib.impl("scale_", scale_, "CPU")
     """), 10)],
     check=_kernel_returns_for_void_op, scope="op", supersedes=(KERNEL_RETURNS_INPUT,),
+)
+
+
+def _tensor_truth_tests(op: LintOp, project: Project):
+    schema = op.schema or inferred_schema(op.definition)
+    if schema is None:
+        return
+    functions = [("kernel", function) for function in _kernel_functions(op)]
+    functions += [(kind, function) for _, function, kind in _fakes(op)]
+    seen = set()
+    for kind, function in functions:
+        for finding in unique(function.truth_tests):
+            argument = _argument_for(schema, function, finding.param)
+            if argument is None or not _single_tensor(argument.type):
+                continue  # a bool, int or list argument: its truth value is what the code means
+            where = Where(function.where.path, finding.line, finding.column)
+            if (where.path, where.line, where.column) in seen:
+                continue
+            seen.add((where.path, where.line, where.column))
+            optional = "an optional tensor" if str(argument.type).endswith("?") else "a tensor"
+            yield diag(TENSOR_TRUTH_TEST, f"the {kind} {function.name}() of {op.name} tests the truth of {finding.param!r}, "
+                       f"{optional} ({argument.type}): that is bool() of its values (\"Boolean value of Tensor with "
+                       "more than one value is ambiguous\", a data-dependent branch under torch.compile, a zero "
+                       f"tensor taken as absent), not whether it was given; test `{finding.param} is not None`",
+                       where)
+
+
+def _single_tensor(type_) -> bool:
+    """`Tensor` or `Tensor?` (a list of tensors is tested for emptiness, which is what such code means)."""
+    return str(type_).split("(")[0].rstrip("?") == "Tensor"
+
+
+TENSOR_TRUTH_TEST = lint_rule(
+    "OPG311", "tensor-truth-test", ERROR, "a kernel or fake tests a tensor argument's truth (`if bias:`)",
+    """
+`if bias:` on an optional tensor argument means "if a bias was given" to its author, but for a tensor it
+is `bool(bias)`: the tensor's value. With more than one element it raises "Boolean value of Tensor with
+more than one value is ambiguous"; with one element it takes the branch by the value (a zero bias is
+taken as no bias); in a fake, and under torch.compile, it is a data-dependent branch (a graph break or
+a GuardOnDataDependentSymNode error). Test `bias is not None` instead. The schema decides which
+arguments are tensors: the same test on a `bool` or `int` argument (`if relu:`), or on a `Tensor[]`
+(`if tensors:`, emptiness), is what it looks like and is not reported.
+""",
+    valid=[lib_example("""
+        lib.define("linear(Tensor x, Tensor w, Tensor? bias=None, bool relu=False) -> Tensor")
+
+
+        def linear(x, w, bias=None, relu=False):
+            y = x @ w.t()
+            if bias is not None:
+                y = y + bias
+            return y.relu() if relu else y
+
+
+        lib.impl("linear", linear, "CPU")
+
+
+        @torch.library.register_fake("myops::linear")
+        def _(x, w, bias=None, relu=False):
+            return x.new_empty(x.shape[0], w.shape[0])
+    """)],
+    invalid=[Invalid(lib_example("""
+        lib.define("linear(Tensor x, Tensor w, Tensor? bias=None) -> Tensor")
+
+
+        def linear(x, w, bias=None):
+            y = x @ w.t()
+            if bias:
+                y = y + bias
+            return y
+
+
+        lib.impl("linear", linear, "CPU")
+
+
+        @torch.library.register_fake("myops::linear")
+        def _(x, w, bias=None):
+            return x.new_empty(x.shape[0], w.shape[0])
+    """), 10)],
+    check=_tensor_truth_tests, scope="op",
 )
