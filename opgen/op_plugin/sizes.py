@@ -9,7 +9,7 @@ same forms and falls back to the printer's C++.
 
 from __future__ import annotations
 
-from ..spec.semantics_ir import Call, Const, ListLit, Name, Reduce, SizeEdit, TensorAttr
+from ..spec.semantics_ir import FLOOR_DIV, Call, Const, FromCode, ListLit, Name, Reduce, SizeEdit, TensorAttr
 
 SIZE_VECTOR = "c10::SmallVector<int64_t, op_infer::SIZE>"  # op-plugin's spelling of the printer's SmallVector
 _PRINTER_VECTOR = "c10::SmallVector<int64_t, 8>"
@@ -22,7 +22,8 @@ def repo_size(rule, tensors: list[str]) -> str | None:
         return node.obj.name
     if isinstance(node, ListLit):
         text = rule.cpp()
-        if not text.startswith(_PRINTER_VECTOR + "{") or "[&]" in text:
+        # a lambda, or c10's floor division (torchnpugen's StructKernelNpuOpApi.cpp does not include its header)
+        if not text.startswith(_PRINTER_VECTOR + "{") or "[&]" in text or "[](" in text or FLOOR_DIV in text:
             return None
         items = text[len(_PRINTER_VECTOR) + 1:-1]
         if not node.items:
@@ -62,9 +63,36 @@ def yaml_size(rule, tensors: list[str]) -> str:
     return found if found is not None else rule.cpp().replace(_PRINTER_VECTOR, SIZE_VECTOR)
 
 
+# torch_npu's dtype codes that are at::ScalarType's own numbers (the first entries of op-plugin's Meta module's
+# TORCH_DTYPE_ENUM_VALUE_TO_SCALAR_TYPE_MAP): c10_npu::GetAclDataType(code) gives their aclDataType and
+# npu_preparation::convert_to_scalar_type gives the dtype back, as op-plugin's kernels allocate a coded output
+TORCH_NPU_CODES = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "float16", 6: "float32",
+                   7: "float64", 11: "bool", 15: "bfloat16", 23: "float8_e5m2", 24: "float8_e4m3fn"}
+
+
+def coded_dtype(rule) -> str | None:
+    """The argument a dtype rule reads as torch_npu's dtype code (`from_code(dst_type)`), where the spec's
+    `dtype_codes` are torch_npu's own for every code it lists; None otherwise."""
+    node = rule.node
+    if (isinstance(node, FromCode) and isinstance(node.code, Name) and not node.code.output and not node.code.deref
+            and not node.code.ty.optional and all(TORCH_NPU_CODES.get(code) == name for code, name in node.table)):
+        return node.code.name
+    return None
+
+
+def kernel_dtype(rule, acl_types: dict[str, str]) -> str:
+    """The C++ ScalarType of a dtype rule in an OpApi kernel: a code torch_npu knows converted as op-plugin does
+    (`npu_preparation::convert_to_scalar_type` of the aclDataType in `acl_types`, argument -> local, or of
+    `c10_npu::GetAclDataType(code)`), else the printer's C++ (a switch over the spec's table)."""
+    code = coded_dtype(rule)
+    if code is None:
+        return rule.cpp()
+    return f"npu_preparation::convert_to_scalar_type({acl_types.get(code) or f'c10_npu::GetAclDataType({code})'})"
+
+
 def yaml_dtype(rule, tensors: list[str]) -> str:
     """`dtype:` of a gen_opapi output: an input's name for its dtype, else the C++ ScalarType expression."""
-    text = rule.cpp()
+    text = kernel_dtype(rule, {})
     for name in tensors:
         if text == f"{name}.scalar_type()":
             return name
