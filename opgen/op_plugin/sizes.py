@@ -144,3 +144,55 @@ def _cpp_of(node, rule) -> str:
     from ..spec.semantics_ir import CPP_COND, _Cpp
 
     return _Cpp(frozenset(a.name for a in rule.schema.arguments)).at(node, CPP_COND)
+
+
+def meta_size_lines(rule, var: str, ctx) -> tuple[list[str], str] | None:
+    """(statements, the variable holding the sizes) of `replace_size` / `remove_size` / `reduce` over an input's
+    shape, as op-plugin's Meta functions write sizes: `size = list(x.shape)` then an assignment or a `del`, or a
+    loop appending the sizes a reduction keeps, where the fake's printer writes a (nested) comprehension. `var` is
+    the name wanted (made unique in `ctx`); None for any other rule. A function-body statement: later lines carry
+    their own indentation."""
+    from ..spec.semantics_ir import PY_COND, PY_MUL, PY_OR, PY_POSTFIX, _Py
+
+    node, printer = rule.node, _Py(ctx)
+    if isinstance(node, SizeEdit) and node.edit in ("replace", "remove") and _input_shape(node.shape):
+        name = _fresh(ctx, var)
+        lines = [f"{name} = list({printer.at(node.shape, PY_COND)})"]
+        where = printer.at(node.dim, PY_COND)  # a list index counts from the end as torch does; the range is checked
+        lines.append(f"{name}[{where}] = {printer.at(node.size, PY_COND)}" if node.edit == "replace"
+                     else f"del {name}[{where}]")
+        return printer.statements + lines, name
+    if isinstance(node, Reduce) and _input_shape(node.shape):
+        name, dims = _fresh(ctx, var), _fresh(ctx, var.removesuffix("_size") + "_dims")
+        i, s, d = printer.local("i"), printer.local("s"), printer.local("d")
+        tensor = printer.at(node.shape.obj, PY_POSTFIX)
+        given = printer.at(node.dims, PY_OR) + (" or ()" if node.dims.ty.optional else "")
+        keep = node.keepdim.value if isinstance(node.keepdim, Const) else None
+        loop = [f"for {i}, {s} in enumerate({tensor}.shape):",
+                f"        if {i} not in {dims}:",
+                f"            {name}.append({s})"]
+        if keep is None:
+            loop += [f"        elif {printer.at(node.keepdim, PY_MUL)}:", f"            {name}.append(1)"]
+        elif keep:
+            loop += ["        else:", f"            {name}.append(1)"]
+        lines = [f"{name} = []",
+                 # every dim when none is given (torch's full reduction); a 0-dim tensor has no size to keep
+                 (f"{dims} = ([{d} % {tensor}.dim() for {d} in {given}] or range({tensor}.dim())) "
+                  f"if {tensor}.dim() else []"),
+                 "\n".join(loop)]
+        return printer.statements + lines, name
+    return None
+
+
+def _input_shape(node) -> bool:
+    """`x.shape` of an argument `x` (not of an earlier output)."""
+    return (isinstance(node, TensorAttr) and node.attr == "shape" and isinstance(node.obj, Name)
+            and not node.obj.output)
+
+
+def _fresh(ctx, base: str) -> str:
+    name = base
+    while name in ctx.reserved:
+        name += "_"
+    ctx.reserved.add(name)
+    return name
