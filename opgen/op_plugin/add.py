@@ -50,6 +50,7 @@ class Plan:
     record: dict[str, dict] = field(default_factory=dict)
     record_changed: bool = False
     pending: list[str] = field(default_factory=list)  # pieces edited by hand that the spec's change waits on
+    warnings: list[str] = field(default_factory=list)  # what a reviewer would ask for (located in the spec)
     read: dict[str, str | None] = field(default_factory=dict)  # path -> the text the plan was made from (None: absent)
     recorded: dict[str, dict] = field(default_factory=dict)  # the record the plan was made from
 
@@ -177,7 +178,7 @@ class _Files:
 def plan_add(root: Path, spec) -> Plan:
     from . import record
     from .backward import check_formulas, yaml_ops
-    from .model import plugin_ops
+    from .model import english_docs, plugin_ops
 
     try:
         target = Target.read(root)
@@ -188,7 +189,8 @@ def plan_add(root: Path, spec) -> Plan:
     files = _Files(target)
     check_formulas(spec, entries, yaml_ops(files.get(target.paths["functions"]) or ""))
     plan = Plan(notes=[f"this checkout has no {role_path(role)}: its part of the contribution is left out"
-                       for role in target.missing if _needed(role, entries)])
+                       for role in target.missing if _needed(role, entries)],
+                warnings=english_docs(spec) if "docs" in target.paths else [])
     if any(entry.kernel == "opapi" for entry in entries) and executable() is None:
         plan.notes.append(FORMAT_HINT)
     recorded = record.load(root)
@@ -453,6 +455,8 @@ def run_add(spec_path: str, root: str, dry_run: bool) -> None:
     plan = plan_add(root_path, spec)
     if not dry_run and (plan.changes or plan.record_changed):
         plan = write_locked(root_path, spec, plan)
+    for warning in plan.warnings:
+        click.echo(f"warning: {warning}", err=True)
     for note in plan.notes:
         click.echo(f"note: {note}", err=True)
     if not plan.changes:

@@ -94,11 +94,39 @@ class _Locator:
             return OpgenError(f"{self.source.path}: {field}: {error.message}", hint=error.hint)
         return self.source.inner(pairs[number][1], offset + 1, error, field)
 
+    def place(self, *path) -> str:
+        """`file:line:col` of the spec node at `path` (the file alone where it has none)."""
+        node = self._node(*path)
+        if node is None:
+            return self.source.path
+        return f"{self.source.path}:{node.start_mark.line + 1}:{node.start_mark.column + 1}"
+
     def error(self, message: str, hint: str, *path) -> OpgenError:
         node = self._node(*path)
         if node is None or self.root is None:
             return OpgenError(f"{self.source.path}: {message}", hint=hint)
         return self.source.error(node, message, hint)
+
+
+def english_docs(spec: ProjectSpec) -> list[str]:
+    """Warnings, located at `doc:`, for ops whose docs would be English text under op-plugin's Chinese headings: no
+    `op_plugin.docs.description` and a `doc:` without a Chinese character (op-plugin's reviewers ask for the docs in
+    the repo's language)."""
+    locate = _Locator(spec)
+    found = []
+    for op in spec.ops:
+        docs = dict((op.op_plugin or OpPluginSpec()).docs)
+        if docs.get("description") or _chinese(op.doc or ""):
+            continue
+        where = locate.place("ops", op.index, "doc") if op.doc else locate.place("ops", op.index, "schema")
+        found.append(f"{where}: {op.schema.op_name}'s docs would be English text under op-plugin's Chinese headings "
+                     f"(功能描述, 参数说明, ...): give ops[{op.index}].op_plugin.docs a `description:` in Chinese, and one "
+                     "per argument and output")
+    return found
+
+
+def _chinese(text: str) -> bool:
+    return any("\u4e00" <= character <= "\u9fff" for character in text)
 
 
 def plugin_ops(spec: ProjectSpec) -> list[PluginOp]:
