@@ -475,6 +475,7 @@ PROVEN_ELSEWHERE = {
     "capture-limit": f"{FEATURE_TESTS}.test_opgen_check_runs_the_feature_rungs_and_names_each_planted_bug",
     "fusion-changes-layout": "test_the_fusion_rung_says_whether_each_pattern_fires_and_names_planted_bugs",
     "fake-returns-input": "test_an_undeclared_write_gets_its_schema_line_and_a_fake_returning_an_input_is_blamed",
+    "fake-output-count": "test_an_undeclared_write_gets_its_schema_line_and_a_fake_returning_an_input_is_blamed",
 }
 # Rows without any proof, and why none can be had here. Keep this empty where possible.
 UNPROVEN = {
@@ -642,13 +643,16 @@ WRITES = {
                                                    "value_cache) -> ()`")),
     "chk_wr::scale": ("undeclared-mutation", "`scale(Tensor(a!) x, float s) -> ()`"),  # torch says "aliasing"
     "chk_wr::fake_alias": ("fake-returns-input", "fix the fake, not the kernel"),
+    "chk_wr::optional_out": ("fake-output-count", "return None from the fake exactly where the kernel does"),
 }
 
 
 def test_an_undeclared_write_gets_its_schema_line_and_a_fake_returning_an_input_is_blamed():
     """A kernel writing arguments it does not declare (returning one of them or not) is told the schema line that
     declares them, which its twin in good_writes.py uses and passes with; a fake returning its input is the fake's
-    fault ("fake-returns-input"), not the kernel's ("view-return")."""
+    fault ("fake-returns-input"), not the kernel's ("view-return"); a `Tensor?` return the fake leaves None where the
+    kernel returns a tensor is the fake's ("fake-output-count"), and its twin, deciding it as the kernel does, passes
+    (torch takes `Tensor?` returns: Library.define, opcheck and Dynamo)."""
     done = check("--json", *UP_TO_OPCHECK, "check_fixtures.broken_writes", "check_fixtures.broken_custom_op:"
                  "chk_cop::undeclared")
     assert done.returncode == 1, done.stderr

@@ -459,6 +459,27 @@ def test_refuses_a_data_dependent_size_at_its_rule(tmp_path):
     assert "spec.yaml:5:21: ops[0].outputs.out0.shape is data-dependent" in error
 
 
+def test_an_optional_tensor_return_is_refused_with_a_way_out_and_its_twin_is_written(tmp_path):
+    """torch (parse_schema, Library.define, opcheck) and torchgen take `-> (Tensor, Tensor?)`; op-plugin has no such
+    op and its kernel and Meta need every output's semantics, which cannot say when one is None. The loader's hint for
+    an `outputs:` entry of it said "opgen writes a TODO fake", and the op_plugin target then asked for that very entry
+    (a loop): the target's refusal names the return and a way that works; the twin, an always-present Tensor, is
+    written."""
+    optional = ("npu_maybe(Tensor x) -> (Tensor, Tensor? extra)", {"out0": '{shape: "x.shape", dtype: x}'})
+    error = refused(tmp_path, spec_text(optional))
+    assert "spec.yaml:3:13: ops[0]: returns extra ('Tensor?')" in error, error
+    assert "return a Tensor that is always there" in error and "TODO fake" not in error
+    error = refused(tmp_path, spec_text((optional[0], {**optional[1], "extra": '{shape: "x.shape", dtype: x}'})))
+    assert "ops[0].outputs.extra: semantics can describe Tensor and Tensor[] returns, not 'Tensor?'" in error
+    assert "the op_plugin target, which needs every output's semantics, refuses such a return" in error
+    twin = ("npu_maybe(Tensor x) -> (Tensor, Tensor extra)",
+            {"out0": '{shape: "x.shape", dtype: x}', "extra": '{shape: "[0]", dtype: x}'})
+    spec = tmp_path / "twin.yaml"
+    spec.write_text(spec_text(twin))
+    done = opgen("new", str(spec), "--target", "op_plugin", "-o", str(tmp_path / "twin"))
+    assert done.returncode == 0, done.stderr
+
+
 @pytest.mark.parametrize(("block", "where", "message"), [
     ("    op_plugin: {aclnn: AddRmsNorm}\n", "spec.yaml:7:", "is not an aclnn function name"),
     ("    op_plugin: {kernel: gen_opapi}\n", "spec.yaml:7:", "gen_opapi cannot describe this op: it mutates"),

@@ -177,6 +177,13 @@ TABLE: tuple[Signature, ...] = (
       ("the fake returns a non-contiguous or differently strided tensor", "the kernel returns a view"),
       "allocate the fake output with the layout the kernel returns (torch.empty(shape) is contiguous)", None,
       (), (), r"mismatched tensor metadata"),
+    S("fake-output-count", "dynamo-fx", "the fake returns None where the kernel returns a tensor, or a tensor where "
+      "it returns None (a `Tensor?` or list return)",
+      ("the fake decides an optional (`Tensor?`) output on another condition than the kernel (or not at all)",
+       "the fake returns a list of another length than the kernel's `Tensor[]`"),
+      "return None from the fake exactly where the kernel does, on the same arguments (a `Tensor?` output is "
+      "decided by the inputs, never by data), and lists of the kernel's length", None, (), (),
+      r"mismatched number of tensor outputs"),
     # The fake raised (opcheck's test_faketensor hands on the fake's own exception; Dynamo wraps it as "Dynamo
     # failed to run FX node with fake tensors: ... got E(...)"). After the rows above, which know particular
     # fake failures by their message, and before graph-break, which would take Dynamo's Unsupported wrappers.

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, replace
 
 from ..errors import OpgenError
-from ..schema.model import Argument, BaseType, Return, Schema, base_name, strip_alias
+from ..schema.model import Argument, BaseType, OptionalType, Return, Schema, base_name, strip_alias
 from ..schema.parser import parse_schema
 from ..spec.model import RANDOM_TAG, OpSpec, OutputSpec, ProjectSpec
 from ..spec.op_plugin import OpPluginSpec, gen_opapi_problem
@@ -172,6 +172,14 @@ class _Refusal(Exception):
 
 
 def _check_semantics(op: OpSpec, where: str) -> None:
+    optional = [f"{name} ('{ret.type}')" for name, ret in zip(op.schema.return_names, op.schema.returns)
+                if isinstance(strip_alias(ret.type), OptionalType)]
+    if optional:  # before the semantics: a TODO fake is no way out here, the Meta and kernel need every output
+        raise _Refusal(f"{where}: returns {', '.join(optional)}: an op-plugin kernel allocates every output before "
+                       "the aclnn call and its Meta function must say when one is None, which opgen's semantics "
+                       "cannot (op-plugin has no op returning Tensor?; torch and torchgen take one)",
+                       "return a Tensor that is always there (empty, shape [0], where there is nothing) and say so in "
+                       "the docs, or write this op's kernel and Meta by hand", "schema")
     missing = op.missing_semantics
     if missing:
         raise _Refusal(f"{where}: the op_plugin target needs every output's shape and dtype (for the kernel's "
