@@ -236,6 +236,13 @@ TABLE: tuple[Signature, ...] = (
       "compare eager and compiled on one small input; make the kernel a pure function of its arguments", None,
       ("aot_eager", "npugraph_ex", "capture"), ("AssertionError",), r"differs from eager|not close|not equal"),
     # --- named by the worker (no exception) ---
+    S("derived-inputs-refused", "eager", "the op raised on the inputs opgen made up (no --inputs, no spec): its "
+      "schema says nothing of the dtypes, sizes or values it takes",
+      (("the kernel takes particular dtypes (int8, int32) or sizes, or values in a range, and checks them: opgen "
+        "made up float32 tensors of a small shape"),
+       "the kernel has a bug any input shows (then it raises on real inputs too)"),
+      "give the op's real inputs with --inputs FILE (a YAML list like `- {A: {shape: [4, 8], dtype: int8}}`, the "
+      "syntax of a spec's examples, docs/spec.md) and run again"),
     S("random-op", "npugraph_ex", "the kernel draws random numbers: not reproducible, and not capturable",
       ("torch.rand*/bernoulli/dropout inside the kernel", "a random seed or offset drawn on the host per call"),
       "an op whose job is to sample: tag it torch.Tag.nondeterministic_seeded (opgen spec: `tags: "
