@@ -116,11 +116,8 @@ def kernel_function(entry) -> str:
     options_from = _options_source(entry)
     substitutions = dict(variables)
     # a dtype code's aclDataType comes first: the allocation reads it back as the output's dtype, as neighbours do
-    acl_types = {c.argument: c.local for c in entry.conversions if c.cpp_type == "aclDataType"}
-    for conversion in entry.conversions:
-        if conversion.argument in acl_types:
-            body.append(f"{INDENT}{conversion.statement()}")
-            substitutions[conversion.argument] = conversion.local
+    acl_types = {c.argument: c.local for c in entry.conversions if c.cpp_type == ACL_DATA_TYPE}
+    body += _converted(entry.conversions, substitutions, dtype_codes=True)
     tensors = [a.name for a in schema.arguments if strip_alias(a.type) == BaseType("Tensor")]
     sizes: dict[str, str] = {}  # a shape rule -> the variable an earlier output computed it in
     for out in entry.outputs:
@@ -138,10 +135,7 @@ def kernel_function(entry) -> str:
         if out.is_list:  # ConvertType takes an at::TensorList lvalue, not the std::vector
             body.append(f"{INDENT}at::TensorList {variables[out.name]}_list({variables[out.name]});")
             substitutions[out.name] = f"{variables[out.name]}_list"
-    for conversion in entry.conversions:
-        if conversion.argument not in acl_types:
-            body.append(f"{INDENT}{conversion.statement()}")
-            substitutions[conversion.argument] = conversion.local
+    body += _converted(entry.conversions, substitutions, dtype_codes=False)
     body += call_lines("EXEC_NPU_CMD", [entry.aclnn, *(substitutions.get(n, n) for n in entry.exec_args)], INDENT)
     if entry.kind == "inplace":
         body.append(f"{INDENT}return {schema.arguments[0].name};")
@@ -150,6 +144,20 @@ def kernel_function(entry) -> str:
     elif entry.outputs:
         body += call_lines("return std::make_tuple", [variables[o.name] for o in entry.outputs], INDENT)
     return "\n".join(signature_lines(schema) + body + ["}"])
+
+
+ACL_DATA_TYPE = "aclDataType"  # the C++ type of a dtype code converted for aclnn (convert.py)
+
+
+def _converted(conversions, substitutions: dict[str, str], dtype_codes: bool) -> list[str]:
+    """The statements converting the dtype-code arguments (`dtype_codes`) or the others; each argument's local
+    takes its place in the aclnn call (`substitutions`)."""
+    lines = []
+    for conversion in conversions:
+        if (conversion.cpp_type == ACL_DATA_TYPE) is dtype_codes:
+            lines.append(f"{INDENT}{conversion.statement()}")
+            substitutions[conversion.argument] = conversion.local
+    return lines
 
 
 def _check_lines(statement: str) -> list[str]:
