@@ -77,6 +77,8 @@ def test_english_docs_without_op_plugin_docs_are_a_located_warning(tmp_path):
     assert done.returncode == 0, done.stderr
     assert f"warning: {spec}:5:10: npu_scale_rows's {WARNING}" in done.stderr, done.stderr
     assert "ops[0].op_plugin.docs a `description:` in Chinese" in done.stderr
+    new = opgen("new", str(spec), "-o", str(tmp_path / "fragment"))  # the fragment opgen new writes: the same
+    assert new.returncode == 0 and f"warning: {spec}:5:10: npu_scale_rows's {WARNING}" in new.stderr, new.stderr
 
 
 def test_docs_in_the_repos_language_give_no_warning(tmp_path):
