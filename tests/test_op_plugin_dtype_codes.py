@@ -120,3 +120,18 @@ def test_the_gen_opapi_dtype_of_a_torch_npu_code_is_the_repos_conversion(tmp_pat
     assert opgen("add", "--op-plugin-root", str(root), str(spec)).returncode == 0
     functions = (root / "op_plugin/config/op_plugin_functions.yaml").read_text(encoding="utf-8")
     assert "        dtype: npu_preparation::convert_to_scalar_type(c10_npu::GetAclDataType(dst_type))\n" in functions
+
+
+def test_codes_torch_npu_reads_as_other_dtypes_are_a_located_warning(tmp_path):
+    """The kernel hands the code to aclnn through c10_npu::GetAclDataType, which reads torch_npu's table: the spec's
+    `2: int32` is int16 there and its `291: float8_e4m3fn` is float8_e5m2, so the Meta and the device would disagree.
+    The warning stands at `dtype_codes:`; the twin, torch_npu's own codes, gets none."""
+    for text, warned in ((SPEC, True), (TORCH_NPU_SPEC, False)):
+        root = Path(shutil.copytree(FIXTURE, tmp_path / f"op-plugin-{warned}"))
+        spec = tmp_path / f"codes-{warned}.yaml"
+        spec.write_text(text.replace("KERNEL", "opapi"), encoding="utf-8")
+        done = opgen("add", "--op-plugin-root", str(root), str(spec))
+        assert done.returncode == 0, done.stderr
+        line = (f"warning: {spec}:3:14: dtype_codes 2: int32 (torch_npu: int16), 291: float8_e4m3fn (torch_npu: "
+                "float8_e5m2): the kernels pass the code to aclnn through c10_npu::GetAclDataType")
+        assert (line in done.stderr) is warned, done.stderr

@@ -178,7 +178,7 @@ class _Files:
 def plan_add(root: Path, spec) -> Plan:
     from . import record
     from .backward import check_formulas, yaml_ops
-    from .model import english_docs, plugin_ops
+    from .model import english_docs, foreign_dtype_codes, plugin_ops
 
     try:
         target = Target.read(root)
@@ -190,7 +190,7 @@ def plan_add(root: Path, spec) -> Plan:
     check_formulas(spec, entries, yaml_ops(files.get(target.paths["functions"]) or ""))
     plan = Plan(notes=[f"this checkout has no {role_path(role)}: its part of the contribution is left out"
                        for role in target.missing if _needed(role, entries)],
-                warnings=english_docs(spec) if "docs" in target.paths else [])
+                warnings=foreign_dtype_codes(spec) + (english_docs(spec) if "docs" in target.paths else []))
     if any(entry.kernel == "opapi" for entry in entries) and executable() is None:
         plan.notes.append(FORMAT_HINT)
     recorded = record.load(root)

@@ -108,6 +108,24 @@ class _Locator:
         return self.source.error(node, message, hint)
 
 
+def foreign_dtype_codes(spec: ProjectSpec) -> list[str]:
+    """Warnings, located at `dtype_codes:`, for codes torch_npu reads as another dtype: the kernels pass a code to
+    aclnn through c10_npu::GetAclDataType (torch_npu's table), so a code of the spec's own means one dtype in the
+    Meta and another on the device."""
+    from .sizes import TORCH_NPU_MAP
+
+    if not spec.dtype_codes or not any(_dtype_code_arguments(op.outputs) for op in spec.ops):
+        return []
+    wrong = [f"{code}: {name} (torch_npu: {TORCH_NPU_MAP.get(code, 'no such code')})"
+             for code, name in spec.dtype_codes if TORCH_NPU_MAP.get(code) != name]
+    if not wrong:
+        return []
+    message = (f"{_Locator(spec).place('dtype_codes')}: dtype_codes {', '.join(wrong)}: the kernels pass the code to "
+               "aclnn through c10_npu::GetAclDataType, which reads torch_npu's codes (TORCH_DTYPE_ENUM_VALUE_TO_SCALAR_"
+               "TYPE_MAP: 1 int8, 3 int32, 5 float16, 6 float32, 15 bfloat16, ...): use torch_npu's code of each dtype")
+    return [message]
+
+
 def english_docs(spec: ProjectSpec) -> list[str]:
     """Warnings, located at `doc:`, for ops whose docs would be English text under op-plugin's Chinese headings: no
     `op_plugin.docs.description` and a `doc:` without a Chinese character (op-plugin's reviewers ask for the docs in

@@ -68,6 +68,11 @@ def yaml_size(rule, tensors: list[str]) -> str:
 # npu_preparation::convert_to_scalar_type gives the dtype back, as op-plugin's kernels allocate a coded output
 TORCH_NPU_CODES = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "float16", 6: "float32",
                    7: "float64", 11: "bool", 15: "bfloat16", 23: "float8_e5m2", 24: "float8_e4m3fn"}
+# the whole of that map (op-plugin 517f2e7d): torch_npu's own dtypes (285 int4, 290 hifloat8, 296/297 float4) are
+# stored as uint8
+TORCH_NPU_MAP = {**TORCH_NPU_CODES, 8: "complex32", 9: "complex64", 10: "complex128", 12: "qint8", 13: "quint8",
+                 14: "qint32", 16: "quint4x2", 21: "bits8", 285: "uint8", 290: "uint8", 291: "float8_e5m2",
+                 292: "float8_e4m3fn", 296: "uint8", 297: "uint8"}
 
 
 def coded_dtype(rule) -> str | None:
