@@ -210,6 +210,11 @@ def _warn(spec, name: str, out_dir: str, from_schema: bool) -> None:
         click.echo(f"{warning}: {label}: {note}", err=True)
     for note in drift_warnings(out_dir, spec, name):
         click.echo(f"{warning}: {note}", err=True)
+    if spec.target == "op_plugin" and not from_schema:
+        from .op_plugin.model import english_docs, foreign_dtype_codes
+
+        for note in foreign_dtype_codes(spec) + english_docs(spec):
+            click.echo(f"{warning}: {note}", err=True)
 
 
 def _render(spec) -> list:

@@ -475,6 +475,8 @@ PROVEN_ELSEWHERE = {
     "capture-limit": f"{FEATURE_TESTS}.test_opgen_check_runs_the_feature_rungs_and_names_each_planted_bug",
     "fusion-changes-layout": "test_the_fusion_rung_says_whether_each_pattern_fires_and_names_planted_bugs",
     "fake-returns-input": "test_an_undeclared_write_gets_its_schema_line_and_a_fake_returning_an_input_is_blamed",
+    "fake-output-count": "test_an_undeclared_write_gets_its_schema_line_and_a_fake_returning_an_input_is_blamed",
+    "derived-inputs-refused": "test_inputs_made_up_that_the_op_refuses_are_the_suspect_and_real_ones_pass",
 }
 # Rows without any proof, and why none can be had here. Keep this empty where possible.
 UNPROVEN = {
@@ -642,13 +644,16 @@ WRITES = {
                                                    "value_cache) -> ()`")),
     "chk_wr::scale": ("undeclared-mutation", "`scale(Tensor(a!) x, float s) -> ()`"),  # torch says "aliasing"
     "chk_wr::fake_alias": ("fake-returns-input", "fix the fake, not the kernel"),
+    "chk_wr::optional_out": ("fake-output-count", "return None from the fake exactly where the kernel does"),
 }
 
 
 def test_an_undeclared_write_gets_its_schema_line_and_a_fake_returning_an_input_is_blamed():
     """A kernel writing arguments it does not declare (returning one of them or not) is told the schema line that
     declares them, which its twin in good_writes.py uses and passes with; a fake returning its input is the fake's
-    fault ("fake-returns-input"), not the kernel's ("view-return")."""
+    fault ("fake-returns-input"), not the kernel's ("view-return"); a `Tensor?` return the fake leaves None where the
+    kernel returns a tensor is the fake's ("fake-output-count"), and its twin, deciding it as the kernel does, passes
+    (torch takes `Tensor?` returns: Library.define, opcheck and Dynamo)."""
     done = check("--json", *UP_TO_OPCHECK, "check_fixtures.broken_writes", "check_fixtures.broken_custom_op:"
                  "chk_cop::undeclared")
     assert done.returncode == 1, done.stderr
@@ -692,3 +697,34 @@ def test_a_module_target_checks_its_own_ops_skips_what_it_cannot_run_and_shares_
     # an op named by its target still stops with exit code 2 when nothing can be made up for it
     done = check(*skip, "check_fixtures.inference_pkg:chk_pkg::cast")
     assert done.returncode == 2 and "no inputs" in done.stderr and "--inputs FILE" in done.stderr
+
+
+INT8_INPUTS = """\
+chk_in::int8_rows:
+  - {A: {shape: [4, 8], dtype: int8}}
+chk_in::int8_rows.out:
+  - {A: {shape: [4, 8], dtype: int8}, out: {shape: [4], dtype: int32}}
+"""
+
+
+def test_inputs_made_up_that_the_op_refuses_are_the_suspect_and_real_ones_pass(tmp_path):
+    """Found on bitsandbytes 0.50.2 (issue 38): its int8 ops raise their own ValueError on the float32 tensors opgen
+    makes up from a schema, which was an unclassified failure blaming the op; now it is "derived-inputs-refused",
+    naming the made-up inputs and asking for --inputs. Its `.out` overloads declare `Tensor! out`, which torch prints
+    `Tensor($0! -> ) out`: opgen could not parse that, so the static rung and the inputs were skipped with the
+    garbled schema; now both run. The twin: the same ops with int8 inputs pass, from a file whose key
+    `chk_in::int8_rows` named the `.out` overload too (which then lacked its `out`): a key names the op it names."""
+    past_opcheck = [arg for rung in ("aot_eager", "npugraph_ex", "fusion", "capture") for arg in ("--skip", rung)]
+    done = check("--json", *past_opcheck, "check_fixtures.typed_inputs")
+    assert done.returncode == 1, done.stderr
+    found = reports(done)
+    for op in ("chk_in::int8_rows", "chk_in::int8_rows.out"):
+        verdict, rungs = found[op]["verdict"], {r["name"]: r for r in found[op]["rungs"]}
+        assert (verdict["signature"], verdict["layer"]) == ("derived-inputs-refused", "eager"), (op, verdict)
+        assert "A must be int8" in verdict["evidence"] and "A: float32[" in verdict["evidence"], verdict
+        assert "--inputs FILE" in verdict["next_action"]
+        assert rungs["static"]["status"] == "pass" and "$0" not in json.dumps(found[op]), found[op]
+    inputs = tmp_path / "int8.yaml"
+    inputs.write_text(INT8_INPUTS, encoding="utf-8")
+    twins = check("--json", *past_opcheck, "--inputs", str(inputs), "check_fixtures.typed_inputs")
+    assert twins.returncode == 0, twins.stdout + twins.stderr

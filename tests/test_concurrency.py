@@ -1,7 +1,7 @@
-"""Two opgen runs at once on the same files (issue 37), through the real command line: a rewrite in place is locked
-against another opgen and based on the bytes it read, so two `opgen lint --fix` (pre-commit runs hooks on file
-batches in parallel; an editor formats on save) or two `opgen new` on one project end as one clean run would:
-never a merged file, never "Fixed" when nothing was.
+"""Two opgen runs at once on the same files (issues 37 and 38), through the real command line: a rewrite in place is
+locked against another opgen and based on the bytes it read, so two `opgen lint --fix` (pre-commit runs hooks on file
+batches in parallel; an editor formats on save), two `opgen new` on one project or two `opgen add` on one op-plugin
+checkout end as one clean run would: never a merged file, never a lost entry, never "Fixed" when nothing was.
 
 The deterministic cases pause the first run at the worst moment (after it read, before it writes) while the second
 runs to the end; the loops start real pairs at once."""
@@ -53,18 +53,25 @@ ops:
       - {{x: {{shape: [2, 3]}}}}
 """
 # Runs opgen's main with FUNCTION (module:attribute) paused at its first call, until the file GO exists (READY is
-# made when it pauses): the run has read its input and decided what to write, and writes nothing yet.
+# made when it pauses): the run has read its input and decided what to write, and writes nothing yet. With
+# module:attribute:after it pauses when the call returns (the first call made the plan).
 PAUSED = """
 import importlib, os, sys, time
 function, ready, go = sys.argv.pop(1), sys.argv.pop(1), sys.argv.pop(1)
-module_name, name = function.split(":")
+module_name, name, *when = function.split(":")
 module = importlib.import_module(module_name)
 original = getattr(module, name)
-def paused(*args, **kwargs):
+def wait():
     open(ready, "w").close()
     deadline = time.monotonic() + 60
     while not os.path.exists(go) and time.monotonic() < deadline:
         time.sleep(0.02)
+def paused(*args, **kwargs):
+    if when:
+        result = original(*args, **kwargs)
+        wait()
+        return result
+    wait()
     return original(*args, **kwargs)
 setattr(module, name, paused)
 from opgen.cli import main
@@ -204,3 +211,79 @@ def test_two_generators_started_at_once_end_as_one_run(tmp_path):
         assert files_of(out) in clean.values()
         manifest = json.loads((out / ".opgen" / "manifest.json").read_text())
         assert set(manifest["files"]) == set(files_of(out))
+
+
+# --- two opgen add on one op-plugin checkout ----------------------------------------------------------------
+
+OP_PLUGIN_FIXTURE = Path(__file__).parent / "fixtures" / "op_plugin_root"
+EXAMPLES = Path(__file__).parent.parent / "examples" / "op_plugin"
+FIRST, SECOND = EXAMPLES / "rms_norm.yaml", EXAMPLES / "kv_cache_update.yaml"
+FUNCTIONS = "op_plugin/config/op_plugin_functions.yaml"
+
+
+def checkout(tmp_path: Path, name: str) -> Path:
+    import shutil
+
+    return Path(shutil.copytree(OP_PLUGIN_FIXTURE, tmp_path / name))
+
+
+def added_in_order(tmp_path: Path, *specs: Path) -> dict[str, bytes]:
+    """The checkout (its record included) after `opgen add` of each spec, one run after the other."""
+    root = checkout(tmp_path, "-".join(spec.stem for spec in specs))
+    for spec in specs:
+        done = run_opgen_command("add", "--op-plugin-root", str(root), str(spec))
+        assert done.returncode == 0, done.stderr
+    return all_files(root)
+
+
+def all_files(root: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(root)): path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file()}
+
+
+def test_an_add_whose_checkout_another_add_wrote_meanwhile_plans_again(tmp_path):
+    """The first `opgen add` has planned (from the checkout without the second's op), the second adds its op, then
+    the first writes. Before the lock, the first wrote op_plugin_functions.yaml, the Meta module, the docs, the
+    JSON and the fake test from the bytes it had read: the second op vanished from all of them (its kernel stayed,
+    registered nowhere). Now the first plans again under the lock: both ops, as if the runs took turns."""
+    root = checkout(tmp_path, "op-plugin")
+    first, _, go = start_paused(tmp_path, "opgen.op_plugin.add:plan_add:after",
+                                "add", "--op-plugin-root", str(root), str(FIRST))
+    second = run_opgen_command("add", "--op-plugin-root", str(root), str(SECOND))
+    assert second.returncode == 0, second.stderr
+    first = finish(first, go)
+    assert first.returncode == 0, first.stderr
+    assert all_files(root) == added_in_order(tmp_path, SECOND, FIRST)
+    assert "planning again from what is there now" in first.stderr, first.stderr
+    for spec in (FIRST, SECOND):
+        again = run_opgen_command("add", "--op-plugin-root", str(root), str(spec))
+        assert again.returncode == 0 and again.stdout.startswith("nothing to do"), again
+
+
+def test_an_add_whose_file_an_editor_saved_meanwhile_keeps_the_edit(tmp_path):
+    """An editor saved op_plugin_functions.yaml (an entry's comment) between the plan and the write: the edit and
+    the new op are both in the file."""
+    root = checkout(tmp_path, "op-plugin")
+    first, _, go = start_paused(tmp_path, "opgen.op_plugin.add:plan_add:after",
+                                "add", "--op-plugin-root", str(root), str(FIRST))
+    functions = root / FUNCTIONS
+    edited = functions.read_text(encoding="utf-8").replace("custom:\n", "custom:\n  # edited while opgen planned\n", 1)
+    functions.write_text(edited, encoding="utf-8")
+    first = finish(first, go)
+    assert first.returncode == 0, first.stderr
+    text = functions.read_text(encoding="utf-8")
+    assert "  # edited while opgen planned\n" in text and "npu_rms_norm(" in text
+    assert f"{FUNCTIONS} changed since opgen add read it" in first.stderr, first.stderr
+
+
+def test_two_adds_started_at_once_end_as_two_turns(tmp_path):
+    """Real processes, started together on one checkout (different specs): both exit 0 and the checkout is what
+    the two runs give one after the other, in one order or the other."""
+    turns = [added_in_order(tmp_path, FIRST, SECOND), added_in_order(tmp_path, SECOND, FIRST)]
+    for pair in range(2):
+        root = checkout(tmp_path, f"pair{pair}")
+        both = [subprocess.Popen([sys.executable, "-m", "opgen", "add", "--op-plugin-root", str(root), str(spec)],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for spec in (FIRST, SECOND)]
+        for process in both:
+            out, err = process.communicate(timeout=120)
+            assert process.returncode == 0, out + err
+        assert all_files(root) in turns

@@ -269,6 +269,27 @@ def test_issue_21_constructs_agree_between_the_opapi_kernel_and_the_meta_functio
                     "[4, 5, 6] float32", "[6, 7, 8] float32", "[4, 7, 8] float32"]
 
 
+def test_floor_division_is_c10s_helper_and_a_truncating_one_is_caught(tmp_path):
+    """A reviewer's comment (issue 38): a Python-style floor-division lambda in C++. `(dim - 9) // k` and `% k` on
+    operands of any sign are c10::div_floor_integer (its header included, no lambda); planted in its place, C++'s
+    truncating `/` gives other sizes than the Meta function on a negative k, and the harness says so."""
+    spec_path = tmp_path / "fold.yaml"
+    spec_path.write_text(ISSUE_21_SPEC)
+    root = generate(spec_path, tmp_path / "out")
+    code = (root / "op_plugin/ops/opapi/SigFoldKernelNpuOpApi.cpp").read_text()
+    assert code.startswith("#include <c10/util/generic_math.h>\n", code.index("#include"))
+    assert "c10::div_floor_integer(dim - 9, k)" in code and "[](" not in code
+    entry = next(e for e in plugin_ops(load_spec(str(spec_path))) if e.name == "npu_sig_fold")
+    calls = [(entry.name, entry.schema, ex) for ex in entry.source.examples]
+    meta = root / "op_plugin/python/meta/_meta_registrations.py"
+    want = [line for ex in entry.source.examples for line in meta_outputs(meta, entry.name, entry.schema, ex)]
+    good = [line for line in run_kernels(code, calls, tmp_path / "good") if not line.startswith("==")]
+    assert good == want
+    planted = code.replace("c10::div_floor_integer(dim - 9, k)", "(dim - 9) / k")
+    assert planted != code
+    assert [line for line in run_kernels(planted, calls, tmp_path / "bad") if not line.startswith("==")] != want
+
+
 def test_harness_catches_a_planted_size_difference(generated, tmp_path):
     root = generated["rms_norm"]
     spec = load_spec(str(REPO / "examples/op_plugin/rms_norm.yaml"))
@@ -436,6 +457,27 @@ def test_refuses_a_data_dependent_size_at_its_rule(tmp_path):
     error = refused(tmp_path, spec_text(("npu_rows(Tensor x) -> Tensor",
                                          {"out0": '{shape: "[dynamic(max=x.shape[0])]", dtype: "x"}'})))
     assert "spec.yaml:5:21: ops[0].outputs.out0.shape is data-dependent" in error
+
+
+def test_an_optional_tensor_return_is_refused_with_a_way_out_and_its_twin_is_written(tmp_path):
+    """torch (parse_schema, Library.define, opcheck) and torchgen take `-> (Tensor, Tensor?)`; op-plugin has no such
+    op and its kernel and Meta need every output's semantics, which cannot say when one is None. The loader's hint for
+    an `outputs:` entry of it said "opgen writes a TODO fake", and the op_plugin target then asked for that very entry
+    (a loop): the target's refusal names the return and a way that works; the twin, an always-present Tensor, is
+    written."""
+    optional = ("npu_maybe(Tensor x) -> (Tensor, Tensor? extra)", {"out0": '{shape: "x.shape", dtype: x}'})
+    error = refused(tmp_path, spec_text(optional))
+    assert "spec.yaml:3:13: ops[0]: returns extra ('Tensor?')" in error, error
+    assert "return a Tensor that is always there" in error and "TODO fake" not in error
+    error = refused(tmp_path, spec_text((optional[0], {**optional[1], "extra": '{shape: "x.shape", dtype: x}'})))
+    assert "ops[0].outputs.extra: semantics can describe Tensor and Tensor[] returns, not 'Tensor?'" in error
+    assert "the op_plugin target, which needs every output's semantics, refuses such a return" in error
+    twin = ("npu_maybe(Tensor x) -> (Tensor, Tensor extra)",
+            {"out0": '{shape: "x.shape", dtype: x}', "extra": '{shape: "[0]", dtype: x}'})
+    spec = tmp_path / "twin.yaml"
+    spec.write_text(spec_text(twin))
+    done = opgen("new", str(spec), "--target", "op_plugin", "-o", str(tmp_path / "twin"))
+    assert done.returncode == 0, done.stderr
 
 
 @pytest.mark.parametrize(("block", "where", "message"), [

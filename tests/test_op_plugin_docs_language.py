@@ -51,3 +51,42 @@ def test_a_key_naming_nothing_of_the_op_is_refused_where_it_stands(tmp_path):
     root, done = add(tmp_path, "y")
     assert done.returncode == 2 and "spec.yaml:12:9" in done.stderr and "'y' is neither" in done.stderr
     assert snapshot(root) == snapshot(FIXTURE)
+
+
+ENGLISH = """namespace: npu
+target: op_plugin
+ops:
+  - schema: "npu_scale_rows(Tensor x, float alpha=1.0) -> Tensor"
+    doc: DOC
+    outputs:
+      out0: {like: x}
+    op_plugin: {exposed: true}
+    examples:
+      - {x: {shape: [4, 8], dtype: float16}, alpha: 2.0}
+"""
+WARNING = "docs would be English text under op-plugin's Chinese headings"
+
+
+def test_english_docs_without_op_plugin_docs_are_a_located_warning(tmp_path):
+    """What op-plugin's review asks for (docs in the repo's language): English `doc:` and no `op_plugin.docs` is
+    written as asked, with a warning at the `doc:` that names the key to give."""
+    root = Path(shutil.copytree(FIXTURE, tmp_path / "op-plugin"))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(ENGLISH.replace("DOC", '"x times alpha."'), encoding="utf-8")
+    done = opgen("add", "--op-plugin-root", str(root), str(spec))
+    assert done.returncode == 0, done.stderr
+    assert f"warning: {spec}:5:10: npu_scale_rows's {WARNING}" in done.stderr, done.stderr
+    assert "ops[0].op_plugin.docs a `description:` in Chinese" in done.stderr
+    new = opgen("new", str(spec), "-o", str(tmp_path / "fragment"))  # the fragment opgen new writes: the same
+    assert new.returncode == 0 and f"warning: {spec}:5:10: npu_scale_rows's {WARNING}" in new.stderr, new.stderr
+
+
+def test_docs_in_the_repos_language_give_no_warning(tmp_path):
+    """The twins: `op_plugin.docs` given (the first spec of this file), or a `doc:` already in Chinese."""
+    _, done = add(tmp_path, "x")
+    assert done.returncode == 0 and WARNING not in done.stderr, done.stderr
+    root = Path(shutil.copytree(FIXTURE, tmp_path / "chinese"))
+    spec = tmp_path / "chinese.yaml"
+    spec.write_text(ENGLISH.replace("DOC", "将x的每个元素乘以alpha。"), encoding="utf-8")
+    done = opgen("add", "--op-plugin-root", str(root), str(spec))
+    assert done.returncode == 0 and WARNING not in done.stderr, done.stderr

@@ -895,6 +895,8 @@ def compiled_rules(tmp_path_factory):
         pytest.skip("no C++ compiler (c++) on PATH: cannot compile the C++ printing")
     from torch.utils.cpp_extension import load_inline
 
+    from opgen.spec.semantics_ir import FLOOR_DIV_HEADER
+
     shape_rules = [parse_shape(text, SHAPE_SCHEMA, scope=SHAPE_SCOPE) for text, _, _ in SHAPE_CASES]
     dtype_rules = [parse_dtype(text, DTYPE_SCHEMA, scope=DTYPE_SCOPE) for text, _, _ in DTYPE_CASES]
     shape_source, shape_names = _cpp_module_source(SHAPE_SCHEMA, shape_rules, "shape")
@@ -905,7 +907,8 @@ def compiled_rules(tmp_path_factory):
         else tmp_path_factory.mktemp("cpp_rules")
     build.mkdir(exist_ok=True)
     module = load_inline(
-        name="opgen_semantics_rules", cpp_sources=[shape_source + "\n" + dtype_source],
+        # the kernels that print a rule include c10's floor division the way op_plugin/kernel.py does
+        name="opgen_semantics_rules", cpp_sources=[f"#include <{FLOOR_DIV_HEADER}>\n{shape_source}\n{dtype_source}"],
         functions=shape_names + dtype_names, build_directory=str(build), extra_cflags=["-O0", "-Werror=return-type"],
     )
     return module

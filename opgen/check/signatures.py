@@ -177,6 +177,13 @@ TABLE: tuple[Signature, ...] = (
       ("the fake returns a non-contiguous or differently strided tensor", "the kernel returns a view"),
       "allocate the fake output with the layout the kernel returns (torch.empty(shape) is contiguous)", None,
       (), (), r"mismatched tensor metadata"),
+    S("fake-output-count", "dynamo-fx", "the fake returns None where the kernel returns a tensor, or a tensor where "
+      "it returns None (a `Tensor?` or list return)",
+      ("the fake decides an optional (`Tensor?`) output on another condition than the kernel (or not at all)",
+       "the fake returns a list of another length than the kernel's `Tensor[]`"),
+      "return None from the fake exactly where the kernel does, on the same arguments (a `Tensor?` output is "
+      "decided by the inputs, never by data), and lists of the kernel's length", None, (), (),
+      r"mismatched number of tensor outputs"),
     # The fake raised (opcheck's test_faketensor hands on the fake's own exception; Dynamo wraps it as "Dynamo
     # failed to run FX node with fake tensors: ... got E(...)"). After the rows above, which know particular
     # fake failures by their message, and before graph-break, which would take Dynamo's Unsupported wrappers.
@@ -229,6 +236,13 @@ TABLE: tuple[Signature, ...] = (
       "compare eager and compiled on one small input; make the kernel a pure function of its arguments", None,
       ("aot_eager", "npugraph_ex", "capture"), ("AssertionError",), r"differs from eager|not close|not equal"),
     # --- named by the worker (no exception) ---
+    S("derived-inputs-refused", "eager", "the op raised on the inputs opgen made up (no --inputs, no spec): its "
+      "schema says nothing of the dtypes, sizes or values it takes",
+      (("the kernel takes particular dtypes (int8, int32) or sizes, or values in a range, and checks them: opgen "
+        "made up float32 tensors of a small shape"),
+       "the kernel has a bug any input shows (then it raises on real inputs too)"),
+      "give the op's real inputs with --inputs FILE (a YAML list like `- {A: {shape: [4, 8], dtype: int8}}`, the "
+      "syntax of a spec's examples, docs/spec.md) and run again"),
     S("random-op", "npugraph_ex", "the kernel draws random numbers: not reproducible, and not capturable",
       ("torch.rand*/bernoulli/dropout inside the kernel", "a random seed or offset drawn on the host per call"),
       "an op whose job is to sample: tag it torch.Tag.nondeterministic_seeded (opgen spec: `tags: "

@@ -71,6 +71,7 @@ class Op:
         self.package = ""  # a project's package (its compile_cache keys npugraph_ex's cache)
         self.named = True  # named by its target (module:ns::op, a project), not found by importing a module
         self.no_inputs = ""  # why an op found by importing a module cannot be run (its rungs are skipped)
+        self.derived = False  # its calls are an example opgen made up from the schema (no --inputs, no spec)
 
 
 def _all_op_names() -> set[str]:
@@ -190,13 +191,13 @@ def _full_name(overload) -> str:
 def prepare_inputs(ops: list[Op], inputs_path: str | None) -> None:
     """Parse each op's schema with opgen and pick its examples: --inputs, the spec, or derived."""
     from ..errors import OpgenError
-    from ..schema import parse_schema
+    from ..schema.parser import parse_torch_schema
     from ..spec.load import derive_example, load_inputs_text
 
     for op in ops:
         if op.overload is not None:
             try:
-                op.schema = parse_schema(str(op.overload._schema))
+                op.schema = parse_torch_schema(str(op.overload._schema))
             except OpgenError:
                 op.schema = None
     given: dict = {}
@@ -221,6 +222,7 @@ def prepare_inputs(ops: list[Op], inputs_path: str | None) -> None:
         if not examples and op.schema is not None:
             derived = derive_example(op.schema)
             examples = (derived,) if derived is not None else ()
+            op.derived = derived is not None
         if not examples:
             kinds = ", ".join(f"{a.name}: {a.type}" for a in op.schema.arguments) if op.schema else str(
                 op.overload._schema)
@@ -432,7 +434,7 @@ def rung_eager(op: Op) -> str:
 
     with torch.no_grad():
         for call in calls(op):
-            first = op.overload(**clone(call))
+            first = _refused_inputs(op, call) if op.derived else op.overload(**clone(call))
             with _HostSyncProbe() as probe:
                 second = op.overload(**clone(call))
         try:
@@ -446,6 +448,34 @@ def rung_eager(op: Op) -> str:
     if op.eager_notes.get("nondeterministic"):
         note += "; two runs on the same inputs differ"
     return note
+
+
+def _refused_inputs(op: Op, call: dict):
+    """The op's result on an example opgen made up; where the kernel raises what no row of the table knows (its own
+    check of a dtype, a size, a value the schema cannot say), the made-up inputs are the suspect, not the op."""
+    from ..testing.values import clone
+    from .signatures import classify
+
+    try:
+        return op.overload(**clone(call))
+    except Exception as error:
+        info = _error_info(error)
+        if classify("eager", info) is not None:
+            raise
+        made_up = ", ".join(f"{name}: {_describe(value)}" for name, value in call.items())
+        raise RungFailed("derived-inputs-refused", f"{info['type']}: {_first_line(info['message'])}",
+                         evidence=f"eager: {info['type']}: {_first_line(info['message'])} (on the inputs opgen made "
+                                  f"up: {made_up})") from None
+
+
+def _describe(value) -> str:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return f"{str(value.dtype).removeprefix('torch.')}{list(value.shape)}"
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, torch.Tensor) for v in value):
+        return "[" + ", ".join(_describe(v) for v in value) + "]"
+    return repr(value)
 
 
 def _kernel_keys(op: Op) -> set[str]:

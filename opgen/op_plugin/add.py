@@ -50,6 +50,9 @@ class Plan:
     record: dict[str, dict] = field(default_factory=dict)
     record_changed: bool = False
     pending: list[str] = field(default_factory=list)  # pieces edited by hand that the spec's change waits on
+    warnings: list[str] = field(default_factory=list)  # what a reviewer would ask for (located in the spec)
+    read: dict[str, str | None] = field(default_factory=dict)  # path -> the text the plan was made from (None: absent)
+    recorded: dict[str, dict] = field(default_factory=dict)  # the record the plan was made from
 
 
 def _editors() -> dict:
@@ -175,7 +178,7 @@ class _Files:
 def plan_add(root: Path, spec) -> Plan:
     from . import record
     from .backward import check_formulas, yaml_ops
-    from .model import plugin_ops
+    from .model import english_docs, foreign_dtype_codes, plugin_ops
 
     try:
         target = Target.read(root)
@@ -186,7 +189,8 @@ def plan_add(root: Path, spec) -> Plan:
     files = _Files(target)
     check_formulas(spec, entries, yaml_ops(files.get(target.paths["functions"]) or ""))
     plan = Plan(notes=[f"this checkout has no {role_path(role)}: its part of the contribution is left out"
-                       for role in target.missing if _needed(role, entries)])
+                       for role in target.missing if _needed(role, entries)],
+                warnings=foreign_dtype_codes(spec) + (english_docs(spec) if "docs" in target.paths else []))
     if any(entry.kernel == "opapi" for entry in entries) and executable() is None:
         plan.notes.append(FORMAT_HINT)
     recorded = record.load(root)
@@ -211,6 +215,7 @@ def plan_add(root: Path, spec) -> Plan:
     plan.changes = files.changes()
     _check_python(plan.changes)
     plan.record_changed = plan.record != recorded
+    plan.read, plan.recorded = dict(files.original), recorded
     return plan
 
 
@@ -381,6 +386,47 @@ def apply(root: Path, changes: list[Change]) -> None:
         batch.discard()
 
 
+MAX_PLANS = 8  # plans made under the lock before a checkout that keeps changing is refused
+
+
+def write_locked(root: Path, spec, plan: Plan) -> Plan:
+    """Apply `plan` and save the record under the checkout's lock (record.locked), which another `opgen add` waits
+    for: two runs take turns. A plan whose files changed since they were read (another opgen add wrote them before
+    this run took the lock, an editor saved one, `opgen new` wrote there) would overwrite that change with text made
+    from the old bytes: the checkout is planned again from what it holds now, saying so. The plan applied is
+    returned."""
+    from . import record
+
+    with record.locked(root):
+        for _ in range(MAX_PLANS):
+            changed = _changed_since_read(root, plan)
+            if not changed:
+                break
+            click.echo(f"note: {', '.join(changed)} changed since opgen add read it (another opgen add, an editor): "
+                       "planning again from what is there now", err=True)
+            plan = plan_add(root, spec)
+        else:
+            raise AddError(f"{', '.join(changed)} changed {MAX_PLANS} times while opgen add was planning",
+                           hint="nothing was written; another program keeps writing the checkout: run opgen add "
+                           "again when it is done")
+        if plan.changes:
+            apply(root, plan.changes)
+        if plan.changes or plan.record_changed:
+            record.save(root, plan.record)
+    return plan
+
+
+def _changed_since_read(root: Path, plan: Plan) -> list[str]:
+    """The files (and the record) the plan was made from that no longer hold what it read."""
+    from . import record
+
+    target = Target(root)
+    changed = [path for path, text in plan.read.items() if target.read_text(path) != text]
+    if record.load(root) != plan.recorded:
+        changed.append(str(record.record_path(root)))
+    return changed
+
+
 @click.command("add")
 @click.argument("spec_path", metavar="SPEC", type=click.Path(dir_okay=False))
 @click.option("--op-plugin-root", "root", required=True, type=click.Path(file_okay=False),
@@ -401,18 +447,19 @@ def add(spec_path: str, root: str, dry_run: bool) -> None:
 
 def run_add(spec_path: str, root: str, dry_run: bool) -> None:
     from ..spec.load import load_spec
-    from . import record
 
     root_path = Path(root)
     if not root_path.is_dir():
         raise AddError(f"--op-plugin-root {root} is not a directory")
     spec = load_spec(spec_path)
     plan = plan_add(root_path, spec)
+    if not dry_run and (plan.changes or plan.record_changed):
+        plan = write_locked(root_path, spec, plan)
+    for warning in plan.warnings:
+        click.echo(f"warning: {warning}", err=True)
     for note in plan.notes:
         click.echo(f"note: {note}", err=True)
     if not plan.changes:
-        if plan.record_changed and not dry_run:
-            record.save(root_path, plan.record)
         if plan.pending:
             click.echo(f"{len(plan.pending)} piece(s) edited by hand wait for the spec's change (the notes above "
                        "show it): merge it by hand; opgen add says so at every run until it is merged")
@@ -423,8 +470,6 @@ def run_add(spec_path: str, root: str, dry_run: bool) -> None:
         click.echo(diff(plan.changes), nl=False)
         click.echo("dry run: nothing was written", err=True)
         return
-    apply(root_path, plan.changes)
-    record.save(root_path, plan.record)
     for change in plan.changes:
         verb = "create" if change.old is None else "delete" if change.new is None else "update"
         click.echo(f"{verb:<10} {change.path}")

@@ -15,9 +15,10 @@ import time
 
 from ..errors import OpgenError
 from ..schema.model import BaseType, ListType, strip_alias
+from ..spec.semantics_ir import FLOOR_DIV, FLOOR_DIV_HEADER
 from . import cpp
 from .param_checks import param_checks
-from .sizes import edited_size_lines, kernel_size
+from .sizes import edited_size_lines, kernel_dtype, kernel_size
 
 COLUMNS = 120
 INDENT = "  "
@@ -94,9 +95,10 @@ def assign_lines(target: str, head: str, args: list[str], indent: str) -> list[s
 
 def kernel_file(entries, acl_op: bool) -> str:
     """The whole .cpp: licence, includes, `namespace op_api` with one function per entry."""
-    includes = (['#include "op_plugin/AclOpsInterface.h"'] if acl_op else []) + [
-        '#include "op_plugin/OpApiInterface.h"', '#include "op_plugin/utils/op_api_common.h"']
     functions = "\n\n".join(kernel_function(entry) for entry in entries)
+    includes = ([f"#include <{FLOOR_DIV_HEADER}>"] if FLOOR_DIV in functions else []) + (
+        ['#include "op_plugin/AclOpsInterface.h"'] if acl_op else []) + [
+        '#include "op_plugin/OpApiInterface.h"', '#include "op_plugin/utils/op_api_common.h"']
     return (f"{licence()}\n\n" + "\n".join(includes) + "\n\nnamespace op_api {\n"
             f"using npu_preparation = at_npu::native::OpPreparation;\n\n{functions}\n\n}} // namespace op_api\n")
 
@@ -113,6 +115,9 @@ def kernel_function(entry) -> str:
     variables = output_locals(entry)
     options_from = _options_source(entry)
     substitutions = dict(variables)
+    # a dtype code's aclDataType comes first: the allocation reads it back as the output's dtype, as neighbours do
+    acl_types = {c.argument: c.local for c in entry.conversions if c.cpp_type == ACL_DATA_TYPE}
+    body += _converted(entry.conversions, substitutions, dtype_codes=True)
     tensors = [a.name for a in schema.arguments if strip_alias(a.type) == BaseType("Tensor")]
     sizes: dict[str, str] = {}  # a shape rule -> the variable an earlier output computed it in
     for out in entry.outputs:
@@ -125,14 +130,12 @@ def kernel_function(entry) -> str:
         if options_from is None:
             raise OpgenError(f"{entry.name}: no Tensor or Tensor[] argument to take the outputs' device from",
                              hint="write this kernel by hand; opgen allocates outputs like an input tensor")
-        body += _allocation(out, var, options_from, tensors, sizes)
+        body += _allocation(out, var, options_from, tensors, sizes, acl_types)
     for out in entry.outputs:
         if out.is_list:  # ConvertType takes an at::TensorList lvalue, not the std::vector
             body.append(f"{INDENT}at::TensorList {variables[out.name]}_list({variables[out.name]});")
             substitutions[out.name] = f"{variables[out.name]}_list"
-    for conversion in entry.conversions:
-        body.append(f"{INDENT}{conversion.statement()}")
-        substitutions[conversion.argument] = conversion.local
+    body += _converted(entry.conversions, substitutions, dtype_codes=False)
     body += call_lines("EXEC_NPU_CMD", [entry.aclnn, *(substitutions.get(n, n) for n in entry.exec_args)], INDENT)
     if entry.kind == "inplace":
         body.append(f"{INDENT}return {schema.arguments[0].name};")
@@ -141,6 +144,20 @@ def kernel_function(entry) -> str:
     elif entry.outputs:
         body += call_lines("return std::make_tuple", [variables[o.name] for o in entry.outputs], INDENT)
     return "\n".join(signature_lines(schema) + body + ["}"])
+
+
+ACL_DATA_TYPE = "aclDataType"  # the C++ type of a dtype code converted for aclnn (convert.py)
+
+
+def _converted(conversions, substitutions: dict[str, str], dtype_codes: bool) -> list[str]:
+    """The statements converting the dtype-code arguments (`dtype_codes`) or the others; each argument's local
+    takes its place in the aclnn call (`substitutions`)."""
+    lines = []
+    for conversion in conversions:
+        if (conversion.cpp_type == ACL_DATA_TYPE) is dtype_codes:
+            lines.append(f"{INDENT}{conversion.statement()}")
+            substitutions[conversion.argument] = conversion.local
+    return lines
 
 
 def _check_lines(statement: str) -> list[str]:
@@ -165,10 +182,12 @@ def output_locals(entry) -> dict[str, str]:
     return names
 
 
-def _allocation(out, var: str, options_from: str, tensors: list[str], sizes: dict[str, str]) -> list[str]:
+def _allocation(out, var: str, options_from: str, tensors: list[str], sizes: dict[str, str],
+                acl_types: dict[str, str]) -> list[str]:
     """The lines allocating one output; a Tensor[] one tensor by tensor, in a loop over its element index. `sizes`
-    maps a shape rule already computed (by an earlier output) to its variable, which this output reuses."""
-    dtype = out.dtype_rule.cpp()
+    maps a shape rule already computed (by an earlier output) to its variable, which this output reuses;
+    `acl_types` a dtype-code argument to its aclDataType local."""
+    dtype = kernel_dtype(out.dtype_rule, acl_types)
     options = f"{options_from}.options()" + ("" if dtype == f"{options_from}.scalar_type()" else f".dtype({dtype})")
     lines: list[str] = []
     reused = sizes.get(out.shape_rule.text) if not out.is_list else None

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, replace
 
 from ..errors import OpgenError
-from ..schema.model import Argument, BaseType, Return, Schema, base_name, strip_alias
+from ..schema.model import Argument, BaseType, OptionalType, Return, Schema, base_name, strip_alias
 from ..schema.parser import parse_schema
 from ..spec.model import RANDOM_TAG, OpSpec, OutputSpec, ProjectSpec
 from ..spec.op_plugin import OpPluginSpec, gen_opapi_problem
@@ -94,11 +94,57 @@ class _Locator:
             return OpgenError(f"{self.source.path}: {field}: {error.message}", hint=error.hint)
         return self.source.inner(pairs[number][1], offset + 1, error, field)
 
+    def place(self, *path) -> str:
+        """`file:line:col` of the spec node at `path` (the file alone where it has none)."""
+        node = self._node(*path)
+        if node is None:
+            return self.source.path
+        return f"{self.source.path}:{node.start_mark.line + 1}:{node.start_mark.column + 1}"
+
     def error(self, message: str, hint: str, *path) -> OpgenError:
         node = self._node(*path)
         if node is None or self.root is None:
             return OpgenError(f"{self.source.path}: {message}", hint=hint)
         return self.source.error(node, message, hint)
+
+
+def foreign_dtype_codes(spec: ProjectSpec) -> list[str]:
+    """Warnings, located at `dtype_codes:`, for codes torch_npu reads as another dtype: the kernels pass a code to
+    aclnn through c10_npu::GetAclDataType (torch_npu's table), so a code of the spec's own means one dtype in the
+    Meta and another on the device."""
+    from .sizes import TORCH_NPU_MAP
+
+    if not spec.dtype_codes or not any(_dtype_code_arguments(op.outputs) for op in spec.ops):
+        return []
+    wrong = [f"{code}: {name} (torch_npu: {TORCH_NPU_MAP.get(code, 'no such code')})"
+             for code, name in spec.dtype_codes if TORCH_NPU_MAP.get(code) != name]
+    if not wrong:
+        return []
+    message = (f"{_Locator(spec).place('dtype_codes')}: dtype_codes {', '.join(wrong)}: the kernels pass the code to "
+               "aclnn through c10_npu::GetAclDataType, which reads torch_npu's codes (TORCH_DTYPE_ENUM_VALUE_TO_SCALAR_"
+               "TYPE_MAP: 1 int8, 3 int32, 5 float16, 6 float32, 15 bfloat16, ...): use torch_npu's code of each dtype")
+    return [message]
+
+
+def english_docs(spec: ProjectSpec) -> list[str]:
+    """Warnings, located at `doc:`, for ops whose docs would be English text under op-plugin's Chinese headings: no
+    `op_plugin.docs.description` and a `doc:` without a Chinese character (op-plugin's reviewers ask for the docs in
+    the repo's language)."""
+    locate = _Locator(spec)
+    found = []
+    for op in spec.ops:
+        docs = dict((op.op_plugin or OpPluginSpec()).docs)
+        if docs.get("description") or _chinese(op.doc or ""):
+            continue
+        where = locate.place("ops", op.index, "doc") if op.doc else locate.place("ops", op.index, "schema")
+        found.append(f"{where}: {op.schema.op_name}'s docs would be English text under op-plugin's Chinese headings "
+                     f"(功能描述, 参数说明, ...): give ops[{op.index}].op_plugin.docs a `description:` in Chinese, and one "
+                     "per argument and output")
+    return found
+
+
+def _chinese(text: str) -> bool:
+    return any("\u4e00" <= character <= "\u9fff" for character in text)
 
 
 def plugin_ops(spec: ProjectSpec) -> list[PluginOp]:
@@ -144,6 +190,14 @@ class _Refusal(Exception):
 
 
 def _check_semantics(op: OpSpec, where: str) -> None:
+    optional = [f"{name} ('{ret.type}')" for name, ret in zip(op.schema.return_names, op.schema.returns)
+                if isinstance(strip_alias(ret.type), OptionalType)]
+    if optional:  # before the semantics: a TODO fake is no way out here, the Meta and kernel need every output
+        raise _Refusal(f"{where}: returns {', '.join(optional)}: an op-plugin kernel allocates every output before "
+                       "the aclnn call and its Meta function must say when one is None, which opgen's semantics "
+                       "cannot (op-plugin has no op returning Tensor?; torch and torchgen take one)",
+                       "return a Tensor that is always there (empty, shape [0], where there is nothing) and say so in "
+                       "the docs, or write this op's kernel and Meta by hand", "schema")
     missing = op.missing_semantics
     if missing:
         raise _Refusal(f"{where}: the op_plugin target needs every output's shape and dtype (for the kernel's "

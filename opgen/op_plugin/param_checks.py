@@ -1,7 +1,8 @@
 """The parameter checks an op's output rules imply, for the kernel (`TORCH_CHECK`) and the Meta (`torch._check`).
 
 op-plugin's pull-request checklist asks for parameter checks; the rules say which: `x.shape[1]` needs a rank of
-at least 2, `replace_size(x.shape, dim, k)` or `x.size(dim)` a dim in range, `n // parts` a non-zero `parts`.
+at least 2, `replace_size(x.shape, dim, k)` or `x.size(dim)` a dim in range, `n // parts` a non-zero `parts`,
+`from_code(dst_type)` a code of the spec's `dtype_codes`.
 Only arguments are checked (an earlier output's value is the kernel's own), each once, in the rules' order.
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..spec.semantics_ir import BinOp, Const, Name, SizeAt, SizeEdit, TensorAttr
+from ..spec.semantics_ir import BinOp, Const, FromCode, Name, SizeAt, SizeEdit, TensorAttr
 
 OPS_ERROR = "OPS_ERROR(ErrCode::PARAM)"  # op-plugin's error suffix for a bad parameter
 
@@ -24,7 +25,11 @@ class ParamCheck:
         return f'TORCH_CHECK({self.cpp}, "{op}: {self.message}" + {OPS_ERROR});'
 
     def meta_check(self, op: str) -> str:
-        return f'torch._check({self.py}, lambda: "{op}: {self.message}")'
+        """The statement, wrapped within 120 columns in a function body (later lines carry their indentation)."""
+        from ..render.pyformat import call, string_value
+
+        message = f"{op}: {self.message}"
+        return call("torch._check", [self.py, "lambda: " + string_value(message, "        ", "lambda: ", ",")], "    ")
 
 
 def param_checks(outputs) -> list[ParamCheck]:
@@ -49,10 +54,24 @@ def _visit(node, ranks: dict[str, int], others: list[ParamCheck]) -> None:
     elif isinstance(node, SizeEdit) and node.edit != "insert" and isinstance(node.shape, TensorAttr) and (
             node.shape.attr == "shape"):
         _dim_use(node.shape.obj, node.dim, ranks, others)
+    elif isinstance(node, FromCode) and _argument(node.code, "int"):
+        others.append(_code_check(node))
     elif isinstance(node, BinOp) and node.op in ("//", "%", "/") and _argument(node.right, "int"):
         name = node.right.name
         others.append(ParamCheck(f"{name} != 0", f"{name} != 0", f"{name} must not be 0 (the output size divides "
                                                                      "by it)"))
+
+
+def _code_check(node: FromCode) -> ParamCheck:
+    """The code is one the spec's `dtype_codes` lists; an optional one (read where present) may also be None."""
+    name, codes = node.code.name, [code for code, _ in node.table]
+    listed = ", ".join(f"{code} ({dtype})" for code, dtype in node.table)
+    value = f"{name}.value()" if node.code.deref else name
+    cpp = " || ".join(f"{value} == {code}" for code in codes)
+    py = f"{name} in ({', '.join(map(str, codes))}{',' if len(codes) == 1 else ''})"
+    if node.code.deref:
+        cpp, py = f"!{name}.has_value() || {cpp}", f"{name} is None or {py}"
+    return ParamCheck(cpp, py, f"{name} must be one of the dtype codes {listed}")
 
 
 def _dim_use(tensor, dim, ranks: dict[str, int], others: list[ParamCheck]) -> None:

@@ -4,15 +4,19 @@ else's (which it never touches), and a piece edited by hand since (which it keep
 spec would have made).
 
 The record lives in the checkout's git directory (`.git/opgen/op_plugin_add.json`: never committed, kept
-across commits and branches), or at ROOT/.opgen/op_plugin_add.json outside git.
+across commits and branches), or at ROOT/.opgen/op_plugin_add.json outside git. Its directory is also the
+checkout's lock (`locked`): an `opgen add` writes the checkout and its record only while holding it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
-import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+
+from ..errors import os_error
+from ..files import exclusive_lock
 
 FILE_NAME = "op_plugin_add.json"
 VERSION = 1
@@ -44,10 +48,21 @@ def load(root: Path) -> dict[str, dict]:
 
 
 def save(root: Path, pieces: dict[str, dict]) -> None:
-    path = record_path(root)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, temp = tempfile.mkstemp(prefix=".opgen-", dir=path.parent)
-    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-        json.dump({"version": VERSION, "pieces": dict(sorted(pieces.items()))}, handle, indent=1, ensure_ascii=False)
-        handle.write("\n")
-    os.replace(temp, path)
+    """Replace the record at once (a reader sees the old record or the new one)."""
+    from ..render.staging import atomic_write
+
+    text = json.dumps({"version": VERSION, "pieces": dict(sorted(pieces.items()))}, indent=1, ensure_ascii=False)
+    atomic_write(record_path(root), (text + "\n").encode("utf-8"))
+
+
+@contextlib.contextmanager
+def locked(root: Path) -> Iterator[None]:
+    """Hold the checkout's lock, an exclusive flock on the record's directory (made if missing), for the block:
+    another `opgen add` on this checkout waits until the block ends, then sees what this one wrote."""
+    directory = record_path(root).parent
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise os_error(error, "write", outcome="nothing was written") from None
+    with exclusive_lock(directory):
+        yield

@@ -29,7 +29,7 @@ from .clangformat import format_cpp
 from .kernel import kernel_file
 from .model import PluginOp, camel, plugin_ops
 from .param_checks import param_checks
-from .sizes import yaml_dtype, yaml_size
+from .sizes import meta_size_lines, yaml_dtype, yaml_size
 
 SCRATCH_NAMESPACE = "opgen_meta_check"
 PROJECT_TEMPLATE, OP_TEMPLATE = "op_plugin", "op_plugin_op"
@@ -199,7 +199,7 @@ def meta_source(schema, op, returns_self: bool = False, checks: tuple[str, ...] 
     if returns_self:
         body = [*checks, f"return {schema.arguments[0].name}"]
     else:
-        body = [*checks, *fake_body(op)]
+        body = [*checks, *fake_body(op, sizes=meta_size_lines)]
     head = f"@impl(m, {literal(schema.op_name)})\ndef {meta_name(schema)}({meta_parameters(schema)}):"
     return head + "\n" + "\n".join(f"    {line}" for line in body)  # a wrapped line carries its own indentation
 

@@ -9,7 +9,7 @@ same forms and falls back to the printer's C++.
 
 from __future__ import annotations
 
-from ..spec.semantics_ir import Call, Const, ListLit, Name, Reduce, SizeEdit, TensorAttr
+from ..spec.semantics_ir import FLOOR_DIV, Call, Const, FromCode, ListLit, Name, Reduce, SizeEdit, TensorAttr
 
 SIZE_VECTOR = "c10::SmallVector<int64_t, op_infer::SIZE>"  # op-plugin's spelling of the printer's SmallVector
 _PRINTER_VECTOR = "c10::SmallVector<int64_t, 8>"
@@ -22,7 +22,8 @@ def repo_size(rule, tensors: list[str]) -> str | None:
         return node.obj.name
     if isinstance(node, ListLit):
         text = rule.cpp()
-        if not text.startswith(_PRINTER_VECTOR + "{") or "[&]" in text:
+        # a lambda, or c10's floor division (torchnpugen's StructKernelNpuOpApi.cpp does not include its header)
+        if not text.startswith(_PRINTER_VECTOR + "{") or "[&]" in text or "[](" in text or FLOOR_DIV in text:
             return None
         items = text[len(_PRINTER_VECTOR) + 1:-1]
         if not node.items:
@@ -62,9 +63,41 @@ def yaml_size(rule, tensors: list[str]) -> str:
     return found if found is not None else rule.cpp().replace(_PRINTER_VECTOR, SIZE_VECTOR)
 
 
+# torch_npu's dtype codes that are at::ScalarType's own numbers (the first entries of op-plugin's Meta module's
+# TORCH_DTYPE_ENUM_VALUE_TO_SCALAR_TYPE_MAP): c10_npu::GetAclDataType(code) gives their aclDataType and
+# npu_preparation::convert_to_scalar_type gives the dtype back, as op-plugin's kernels allocate a coded output
+TORCH_NPU_CODES = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "float16", 6: "float32",
+                   7: "float64", 11: "bool", 15: "bfloat16", 23: "float8_e5m2", 24: "float8_e4m3fn"}
+# the whole of that map (op-plugin 517f2e7d): torch_npu's own dtypes (285 int4, 290 hifloat8, 296/297 float4) are
+# stored as uint8
+TORCH_NPU_MAP = {**TORCH_NPU_CODES, 8: "complex32", 9: "complex64", 10: "complex128", 12: "qint8", 13: "quint8",
+                 14: "qint32", 16: "quint4x2", 21: "bits8", 285: "uint8", 290: "uint8", 291: "float8_e5m2",
+                 292: "float8_e4m3fn", 296: "uint8", 297: "uint8"}
+
+
+def coded_dtype(rule) -> str | None:
+    """The argument a dtype rule reads as torch_npu's dtype code (`from_code(dst_type)`), where the spec's
+    `dtype_codes` are torch_npu's own for every code it lists; None otherwise."""
+    node = rule.node
+    if (isinstance(node, FromCode) and isinstance(node.code, Name) and not node.code.output and not node.code.deref
+            and not node.code.ty.optional and all(TORCH_NPU_CODES.get(code) == name for code, name in node.table)):
+        return node.code.name
+    return None
+
+
+def kernel_dtype(rule, acl_types: dict[str, str]) -> str:
+    """The C++ ScalarType of a dtype rule in an OpApi kernel: a code torch_npu knows converted as op-plugin does
+    (`npu_preparation::convert_to_scalar_type` of the aclDataType in `acl_types`, argument -> local, or of
+    `c10_npu::GetAclDataType(code)`), else the printer's C++ (a switch over the spec's table)."""
+    code = coded_dtype(rule)
+    if code is None:
+        return rule.cpp()
+    return f"npu_preparation::convert_to_scalar_type({acl_types.get(code) or f'c10_npu::GetAclDataType({code})'})"
+
+
 def yaml_dtype(rule, tensors: list[str]) -> str:
     """`dtype:` of a gen_opapi output: an input's name for its dtype, else the C++ ScalarType expression."""
-    text = rule.cpp()
+    text = kernel_dtype(rule, {})
     for name in tensors:
         if text == f"{name}.scalar_type()":
             return name
@@ -116,3 +149,55 @@ def _cpp_of(node, rule) -> str:
     from ..spec.semantics_ir import CPP_COND, _Cpp
 
     return _Cpp(frozenset(a.name for a in rule.schema.arguments)).at(node, CPP_COND)
+
+
+def meta_size_lines(rule, var: str, ctx) -> tuple[list[str], str] | None:
+    """(statements, the variable holding the sizes) of `replace_size` / `remove_size` / `reduce` over an input's
+    shape, as op-plugin's Meta functions write sizes: `size = list(x.shape)` then an assignment or a `del`, or a
+    loop appending the sizes a reduction keeps, where the fake's printer writes a (nested) comprehension. `var` is
+    the name wanted (made unique in `ctx`); None for any other rule. A function-body statement: later lines carry
+    their own indentation."""
+    from ..spec.semantics_ir import PY_COND, PY_MUL, PY_OR, PY_POSTFIX, _Py
+
+    node, printer = rule.node, _Py(ctx)
+    if isinstance(node, SizeEdit) and node.edit in ("replace", "remove") and _input_shape(node.shape):
+        name = _fresh(ctx, var)
+        lines = [f"{name} = list({printer.at(node.shape, PY_COND)})"]
+        where = printer.at(node.dim, PY_COND)  # a list index counts from the end as torch does; the range is checked
+        lines.append(f"{name}[{where}] = {printer.at(node.size, PY_COND)}" if node.edit == "replace"
+                     else f"del {name}[{where}]")
+        return printer.statements + lines, name
+    if isinstance(node, Reduce) and _input_shape(node.shape):
+        name, dims = _fresh(ctx, var), _fresh(ctx, var.removesuffix("_size") + "_dims")
+        i, s, d = printer.local("i"), printer.local("s"), printer.local("d")
+        tensor = printer.at(node.shape.obj, PY_POSTFIX)
+        given = printer.at(node.dims, PY_OR) + (" or ()" if node.dims.ty.optional else "")
+        keep = node.keepdim.value if isinstance(node.keepdim, Const) else None
+        loop = [f"for {i}, {s} in enumerate({tensor}.shape):",
+                f"        if {i} not in {dims}:",
+                f"            {name}.append({s})"]
+        if keep is None:
+            loop += [f"        elif {printer.at(node.keepdim, PY_MUL)}:", f"            {name}.append(1)"]
+        elif keep:
+            loop += ["        else:", f"            {name}.append(1)"]
+        lines = [f"{name} = []",
+                 # every dim when none is given (torch's full reduction); a 0-dim tensor has no size to keep
+                 (f"{dims} = ([{d} % {tensor}.dim() for {d} in {given}] or range({tensor}.dim())) "
+                  f"if {tensor}.dim() else []"),
+                 "\n".join(loop)]
+        return printer.statements + lines, name
+    return None
+
+
+def _input_shape(node) -> bool:
+    """`x.shape` of an argument `x` (not of an earlier output)."""
+    return (isinstance(node, TensorAttr) and node.attr == "shape" and isinstance(node.obj, Name)
+            and not node.obj.output)
+
+
+def _fresh(ctx, base: str) -> str:
+    name = base
+    while name in ctx.reserved:
+        name += "_"
+    ctx.reserved.add(name)
+    return name

@@ -51,9 +51,13 @@ def _keyword_def(op: OpSpec, name: str, body: list[str]) -> str:
     return define(name, [*params, "**_"], "list")
 
 
-def fake_body(op: OpSpec) -> list[str]:
-    """The fake (Meta) function's body from the op's semantics (also op_plugin's Meta functions)."""
-    return fake_and_expected(op)[0]
+def fake_body(op: OpSpec, sizes=None) -> list[str]:
+    """The fake (Meta) function's body from the op's semantics (also op_plugin's Meta functions). `sizes(rule, var,
+    ctx)`: statements computing a shape rule in a variable and its name, or None for the printer's expression (a
+    target's own way of writing sizes)."""
+    body = _Body(op, fake=True)
+    body.sizes = sizes
+    return body.lines()
 
 
 def fake_and_expected(op: OpSpec) -> tuple[list[str], list[str]]:
@@ -103,6 +107,8 @@ class _Body:
         self.body: list[str] = []
         self.unknown: set[str] = set()  # outputs whose size the test cannot know in advance
         self.expected: list[str] = []
+        self.sizes = None  # fake_body's `sizes`
+        self.computed: dict[str, str] = {}  # a shape rule -> the variable `sizes` computed it in
 
     def lines(self) -> list[str]:
         if self.fake:
@@ -143,6 +149,14 @@ class _Body:
         return text
 
     def _shape(self, out: OutputSpec) -> str:
+        if self.sizes is not None and not out.is_list:
+            if out.shape_rule.text in self.computed:  # an earlier output's sizes: computed once
+                return self.computed[out.shape_rule.text]
+            found = self.sizes(out.shape_rule, f"{self.variables[out.name]}_size", self.ctx)
+            if found is not None:
+                self.body.extend(found[0])
+                self.computed[out.shape_rule.text] = found[1]
+                return found[1]
         statements, text = out.shape_rule.python(self.ctx)
         self.body.extend(statements)
         return text

@@ -878,3 +878,13 @@ def span_column(schema: Schema, key) -> int | None:
         if index is None:
             return None
     return _offsets(spans["text"])[index] + 1
+
+
+# torch prints an anonymous alias set (`Tensor! out`, as bitsandbytes' `.out` overloads declare it) as
+# `Tensor($0! -> ) out`, which neither torch's parser nor opgen's reads back
+_TORCH_ANONYMOUS_ALIAS = re.compile(r"\(\$\d+(!?)(?: -> [^()]*)?\)")
+
+
+def parse_torch_schema(text: str) -> Schema:
+    """Parse `str(op._schema)` as torch prints it: an anonymous alias set is read as written (`Tensor!`)."""
+    return parse_schema(_TORCH_ANONYMOUS_ALIAS.sub(r"\1", text))

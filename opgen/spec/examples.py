@@ -435,8 +435,10 @@ def load_inputs_text(text: str, path: str, schemas: dict[str, Schema],
             raise source.error(key_node, f"duplicate key {key!r} in the inputs file",
                                f"the first {key!r} is on line {seen[key].start_mark.line + 1}; keep one")
         seen[key] = key_node
-        matches = [name for name in schemas if key in (name, name.split("::")[-1], name.split(".")[0],
-                                                        name.split("::")[-1].split(".")[0])]
+        # the op the key names exactly, else every overload of it (`ns::op` names `ns::op.out` too only where no
+        # checked op is `ns::op` itself: its arguments are the default overload's)
+        matches = [name for name in schemas if key in (name, name.split("::")[-1])] or [
+            name for name in schemas if key in (name.split(".")[0], name.split("::")[-1].split(".")[0])]
         if not matches and key not in arguments and ignored is not None:
             ignored.append(key)  # another target's op
             continue

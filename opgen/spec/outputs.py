@@ -86,7 +86,8 @@ def outputs(source: _Source, node: Node | None, schema: Schema, where: str, *, l
             key_node, value_node = given[name]
             if not supported:
                 raise source.error(key_node, f"{where}.outputs.{name}: semantics can describe Tensor and Tensor[] "
-                                   f"returns, not '{ret.type}'", "remove this entry; opgen writes a TODO fake for the op")
+                                   f"returns, not '{ret.type}'", "remove this entry: opgen writes a TODO fake for the op (the op_plugin target, which needs every "
+                                   "output's semantics, refuses such a return)")
             scope = Scope(outputs=tuple(earlier), bindings=tuple(b for b, _ in let), dtype_codes=dtype_codes)
             out = _output(source, value_node, out, schema, scope, f"{where}.outputs.{name}")
         if not is_list:

@@ -529,13 +529,10 @@ class Repeat(Node):
 _PY_BINARY = {"+": PY_ADD, "-": PY_ADD, "*": PY_MUL, "//": PY_MUL, "%": PY_MUL}
 _CPP_BINARY = {"+": ("+", CPP_ADD), "-": ("-", CPP_ADD), "*": ("*", CPP_MUL), "//": ("/", CPP_MUL),
                "%": ("%", CPP_MUL)}
-# Python's floor division and modulo for operands of any sign (C++'s `/` and `%` truncate towards zero).
-_CPP_FLOOR = {
-    "//": "[](int64_t {a}, int64_t {b}) {{ const int64_t {q} = {a} / {b}; "
-          "return {a} % {b} != 0 && ({a} < 0) != ({b} < 0) ? {q} - 1 : {q}; }}({left}, {right})",
-    "%": "[](int64_t {a}, int64_t {b}) {{ const int64_t {q} = {a} % {b}; "
-         "return {q} != 0 && ({q} < 0) != ({b} < 0) ? {q} + {b} : {q}; }}({left}, {right})",
-}
+# Python's floor division for operands of any sign (C++'s `/` and `%` truncate towards zero): c10's own helper
+# (c10/util/generic_math.h, in every torch line opgen supports); the kernel includes it (FLOOR_DIV_HEADER).
+FLOOR_DIV = "c10::div_floor_integer"
+FLOOR_DIV_HEADER = "c10/util/generic_math.h"
 
 
 @dataclass(frozen=True)
@@ -555,10 +552,14 @@ class BinOp(Node):
         if self.op == "%" and self.right.nonneg() and not self.left.nonneg():  # a positive divisor: no lambda
             right = c.at(self.right, CPP_MUL + 1)
             return f"({c.at(self.left, CPP_MUL)} % {right} + {right}) % {right}", CPP_MUL
-        if self.op in _CPP_FLOOR and not (self.left.nonneg() and self.right.nonneg()):
-            a, b, q = c.local("a"), c.local("b"), c.local("q")
-            return _CPP_FLOOR[self.op].format(a=a, b=b, q=q, left=c.at(self.left, CPP_COND),
-                                              right=c.at(self.right, CPP_COND)), CPP_POSTFIX
+        if self.op in ("//", "%") and not (self.left.nonneg() and self.right.nonneg()):
+            # a bare literal is an int: name the template's type, or int64_t and int cannot both deduce it
+            typed = "" if all(any(isinstance(n, Name) for n in side.walk()) for side in (self.left, self.right)) \
+                else "<int64_t>"
+            floor = f"{FLOOR_DIV}{typed}({c.at(self.left, CPP_COND)}, {c.at(self.right, CPP_COND)})"
+            if self.op == "//":
+                return floor, CPP_POSTFIX
+            return f"{c.at(self.left, CPP_ADD)} - {floor} * {c.at(self.right, CPP_MUL + 1)}", CPP_ADD  # a - (a // b) * b
         op, prec = _CPP_BINARY[self.op]
         return f"{c.at(self.left, prec)} {op} {c.at(self.right, prec + 1)}", prec
 

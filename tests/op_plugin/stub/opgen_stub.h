@@ -162,6 +162,25 @@ struct OpPreparation {
     static at::Tensor apply_tensor_without_format(const Sizes& sizes, at::TensorOptions options) {
         return at::Tensor{std::vector<int64_t>(sizes.begin(), sizes.end()), options.type};
     }
+    // aclDataType -> dtype; the stub's aclDataType is torch_npu's code (c10_npu::GetAclDataType below), so this
+    // is torch_npu's map for the codes that are at::ScalarType's own numbers (UNKNOWN as Undefined elsewhere)
+    static at::ScalarType convert_to_scalar_type(int64_t acl_type) {
+        switch (acl_type) {
+            case 0: return at::kByte;
+            case 1: return at::kChar;
+            case 2: return at::kShort;
+            case 3: return at::kInt;
+            case 4: return at::kLong;
+            case 5: return at::kHalf;
+            case 6: return at::kFloat;
+            case 7: return at::kDouble;
+            case 11: return at::kBool;
+            case 15: return at::kBFloat16;
+            case 23: return at::ScalarType::Float8_e5m2;
+            case 24: return at::ScalarType::Float8_e4m3fn;
+            default: return at::ScalarType::Undefined;
+        }
+    }
 };
 }  // namespace at_npu::native
 
