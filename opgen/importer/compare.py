@@ -95,8 +95,9 @@ def _kernel(overload, call: dict) -> list | None:
 
 
 def _meta(value):
+    """(shape, dtype), a data-dependent size as None."""
     if isinstance(value, torch.Tensor):
-        return (tuple(value.shape), value.dtype)
+        return (tuple(None if isinstance(size, torch.SymInt) else int(size) for size in value.shape), value.dtype)
     return None
 
 
@@ -105,12 +106,17 @@ def _same(a, b) -> bool:
         return True
     shape_a, dtype_a = a
     shape_b, dtype_b = b
-    return dtype_a == dtype_b and (shape_a is None or shape_b is None or tuple(shape_a) == tuple(shape_b))
+    if dtype_a != dtype_b:
+        return False
+    if shape_a is None or shape_b is None:
+        return True
+    return len(shape_a) == len(shape_b) and all(a is None or b is None or a == b for a, b in zip(shape_a, shape_b))
 
 
 def _show(meta) -> str:
     shape, dtype = meta
-    return f"{list(shape) if shape is not None else 'a data-dependent shape'} {str(dtype).removeprefix('torch.')}"
+    shown = [size if size is not None else "?" for size in shape] if shape is not None else "a data-dependent shape"
+    return f"{shown} {str(dtype).removeprefix('torch.')}"
 
 
 def _semantics(record: dict):
@@ -136,7 +142,8 @@ def _want(semantics, call: dict) -> list | None:
     if semantics is None:
         return None
     try:
-        return [(tuple(shape) if shape is not None else None, dtype) for shape, dtype in semantics(**clone(call))]
+        return [(tuple(int(size) for size in shape) if shape is not None else None, dtype)
+                for shape, dtype in semantics(**clone(call))]
     except Exception:  # noqa: BLE001  (the rules do not apply to this input: nothing to compare)
         return None
 

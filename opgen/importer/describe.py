@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from ..check.worker import _error_info, _full_name
 from ..errors import OpgenError
 from ..schema import parse_schema
 from ..schema.model import BaseType, EnumWord, ListType, strip_alias
 from ..spec.model import TAGS, TensorValue
-from . import dtypes, examples, symbolic
+from . import dtypes, examples, generalize, symbolic
 from .sources import OpSource
 
 REGISTRY_DEVICES = (("PrivateUse1", "npu"), ("CUDA", "cuda"), ("CPU", "cpu"))
+MOST_DERIVED = 4  # examples the shape rules are derived on (each at its own ranks)
 NO_INPUTS = "no inputs the fake accepts: give them with --inputs FILE (opgen check's format)"
 
 
@@ -35,18 +37,22 @@ def describe(overload, given, source: OpSource) -> dict:
     found = list(given or ())
     record["examples_from"] = "inputs" if found else ""
     if not found:
-        accepted = examples.accepted(examples.candidates(schema), lambda e: _accepts(overload, e))
-        found = [accepted] if accepted is not None else []
+        found = examples.telling(examples.candidates(schema), lambda e: _accepts(overload, e))
         record["examples_from"] = "derived" if found else ""
     record["examples"] = [_example_json(example) for example in found]
     outputs = _describable(schema, record["tags"])
     if not found:
         record["outputs"] = [{"name": n, "todo": {"shape": NO_INPUTS, "dtype": NO_INPUTS}} for n in outputs]
         return record
-    record["outputs"] = _derive(overload, schema, outputs, examples.make_call(found[0]), record["problems"])
+    calls = [examples.make_call(example) for example in found[:MOST_DERIVED]]
+    record["outputs"] = _derive(overload, schema, outputs, calls, record["problems"])
     from .compare import disagreements
 
-    record["disagreements"] = disagreements(overload, record, found)
+    try:
+        record["disagreements"] = disagreements(overload, record, found)
+    except Exception as error:  # noqa: BLE001  (the comparison is a report: its failure costs the report only)
+        record["problems"].append({"kind": "compare", "message": _raised("comparing the derived rules with the "
+                                                                         "fake and the kernel failed", error)})
     return record
 
 
@@ -77,8 +83,8 @@ def _describable(schema, tags: list[str]) -> dict[str, str]:
 
 def run_fake(overload, call: dict) -> list:
     """The fake's outputs on `call` (static sizes), one entry per return."""
-    with FakeTensorMode(allow_non_fake_inputs=True) as mode:
-        fake = {name: _map(mode.from_tensor, value) for name, value in call.items()}
+    with FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv()) as mode:  # a ShapeEnv: dynamic sizes
+        fake = {name: _map(lambda t: mode.from_tensor(t, static_shapes=True), value) for name, value in call.items()}
         return _returns(overload, overload(**fake)), fake
 
 
@@ -90,7 +96,8 @@ def _accepts(overload, example) -> bool:
         return False
 
 
-def _derive(overload, schema, outputs: dict[str, str], call: dict, problems: list) -> list[dict]:
+def _derive(overload, schema, outputs: dict[str, str], calls: list[dict], problems: list) -> list[dict]:
+    call = calls[0]
     found = [{"name": name, "todo": {"shape": reason, "dtype": reason} if reason else {}}
              for name, reason in outputs.items()]
     try:
@@ -102,10 +109,11 @@ def _derive(overload, schema, outputs: dict[str, str], call: dict, problems: lis
             out["todo"] = {"shape": reason, "dtype": reason}
         return found
     for index, value in enumerate(static):
-        if any(value is tensor for tensor in _tensors(fake_inputs)):
+        aliased = schema.returns[index].alias is not None  # a Tag.inplace/out op returns its argument
+        if not aliased and any(value is tensor for tensor in _tensors(fake_inputs)):
             problems.append({"kind": "fake-returns-input", "message": f"the fake returns an input tensor itself as "
                              f"{schema.return_names[index]}: a fake must return new tensors (likely a fake bug)"})
-    shapes = _shapes(overload, call, len(static))
+    shapes = _shapes(overload, calls, schema.return_names[:len(static)])
     rules = dtypes.dtype_rules(lambda trial: run_fake(overload, trial)[0], call, len(static))
     index_of = {name: i for i, name in enumerate(schema.return_names)}
     for out in found:
@@ -120,24 +128,63 @@ def _derive(overload, schema, outputs: dict[str, str], call: dict, problems: lis
     return found
 
 
-def _shapes(overload, call: dict, count: int) -> list[tuple[str | None, str]]:
+def _shapes(overload, calls: list[dict], names_out: tuple) -> list[tuple[str | None, str]]:
+    """Per output, (its shape rule, or None and why): derived on each call, then one rule for all of them."""
+    per_call, failure = [], ""
+    for call in calls:
+        found = _symbolic_sizes(overload, call, names_out)
+        if isinstance(found, str):
+            failure = failure or found
+        else:
+            per_call.append(found)
+    if not per_call:
+        return [(None, failure)] * len(names_out)
+    rules = []
+    for index in range(len(names_out)):
+        sizes = [found[index] for found in per_call]
+        problem = next((s for s in sizes if isinstance(s, str)), None)
+        if problem is not None:
+            rules.append((None, problem))
+            continue
+        rule = generalize.shape_rule(sizes)
+        rules.append((rule, "") if rule else (None, "the sizes on the examples fit no one rule opgen can write: "
+                                              + "; ".join(f"[{', '.join(s.dims)}]" for s in sizes)))
+    return rules
+
+
+def _symbolic_sizes(overload, call: dict, names_out: tuple):
+    """Per output its generalize.Sizes on `call` (or why not, a string); a string alone when the fake raises."""
+    try:
+        static = [tuple(v.shape) if isinstance(v, torch.Tensor) else None for v in run_fake(overload, call)[0]]
+    except Exception as error:  # noqa: BLE001
+        return _raised("the fake raises on the example", error)
     mode, env = symbolic.fake_mode()
     try:
         with mode:
             fake, names = symbolic.symbolic_call(mode, call)
             outputs = _returns(overload, overload(**fake))
     except Exception as error:  # noqa: BLE001
-        return [(None, _raised("the fake raises under symbolic sizes", error))] * count
-    ranks = {name: value.dim() for name, value in call.items() if isinstance(value, torch.Tensor)}
+        return _raised("the fake raises under symbolic sizes", error)
+    ranks, lengths, shapes = {}, {}, {}
+    for name, value in call.items():
+        if isinstance(value, torch.Tensor):
+            ranks[name] = value.dim()
+            shapes[name] = tuple(value.shape)
+        elif isinstance(value, (list, tuple)) and value and all(isinstance(v, torch.Tensor) for v in value):
+            lengths[name] = len(value)
+            ranks.update({f"{name}[{i}]": v.dim() for i, v in enumerate(value)})
     found = []
-    for value in outputs:
+    for index, (out_name, value) in enumerate(zip(names_out, outputs, strict=False)):
         if not isinstance(value, torch.Tensor):
-            found.append((None, "not a tensor"))
+            found.append("not a tensor")
             continue
+        out = static[index] if index < len(static) and static[index] is not None and all(
+            isinstance(size, int) for size in static[index]) else None
         try:
-            found.append((symbolic.shape_text(value.shape, env, names, ranks), ""))
+            found.append(generalize.Sizes(symbolic.sizes_text(value.shape, env, names), ranks, lengths, shapes, out))
         except symbolic.Unexpressible as limit:
-            found.append((None, str(limit)))
+            found.append(str(limit))
+        symbolic.name_data_dependent(value.shape, names, out_name)  # a later output reads `rows.shape[0]`
     return found
 
 

@@ -12,15 +12,39 @@ FLOATING = (torch.float16, torch.bfloat16, torch.float32)
 
 def trials(call: dict) -> list[dict]:
     """The call as given, with every floating input in each dtype, then with one floating input moved at a time."""
-    floating = [name for name, value in call.items() if isinstance(value, torch.Tensor) and value.is_floating_point()]
+    floating = [name for name, value in call.items() if any(t.is_floating_point() for t in _tensors(value))]
     found = [call]
     found += [_retyped(call, floating, dtype) for dtype in FLOATING]
-    found += [_retyped(call, [name], dtype) for name in floating for dtype in FLOATING if dtype != call[name].dtype]
+    found += [_retyped(call, [name], dtype) for name in floating for dtype in FLOATING
+              if dtype != _tensors(call[name])[0].dtype]
     return found
 
 
+def _tensors(value) -> list:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, torch.Tensor) for v in value):
+        return list(value)
+    return []
+
+
 def _retyped(call: dict, names: list[str], dtype: torch.dtype) -> dict:
-    return {name: value.to(dtype) if name in names else value for name, value in call.items()}
+    def retyped(value):
+        if isinstance(value, torch.Tensor):
+            return value.to(dtype) if value.is_floating_point() else value
+        return [retyped(v) for v in value]
+    return {name: retyped(value) if name in names else value for name, value in call.items()}
+
+
+def input_dtypes(call: dict) -> dict:
+    """{"x": dtype, "xs[0]": dtype}: what a dtype rule may name."""
+    found = {}
+    for name, value in call.items():
+        if isinstance(value, torch.Tensor):
+            found[name] = value.dtype
+        elif _tensors(value):
+            found[f"{name}[0]"] = value[0].dtype
+    return found
 
 
 def dtype_rules(run: Callable[[dict], list], call: dict, count: int) -> list[tuple[str | None, str]]:
@@ -31,8 +55,7 @@ def dtype_rules(run: Callable[[dict], list], call: dict, count: int) -> list[tup
             outputs = run(trial)
         except Exception:  # noqa: BLE001, S112  (a dtype the fake refuses: the op does not take it)
             continue
-        dtypes = {name: value.dtype for name, value in trial.items() if isinstance(value, torch.Tensor)}
-        seen.append((dtypes, [getattr(out, "dtype", None) for out in outputs]))
+        seen.append((input_dtypes(trial), [getattr(out, "dtype", None) for out in outputs]))
     if not seen:
         return [(None, "the fake refused every dtype tried")] * count
     return [_rule([(inputs, outs[index]) for inputs, outs in seen if index < len(outs)]) for index in range(count)]

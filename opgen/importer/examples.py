@@ -30,12 +30,19 @@ def candidates(schema) -> list[Example]:
     return found
 
 
-def accepted(examples: list[Example], accepts) -> Example | None:
-    """The first example `accepts` (a call -> bool) takes."""
+def telling(examples: list[Example], accepts) -> list[Example]:
+    """Of the examples `accepts` (an example -> bool) takes, the one whose tensors have the most distinct shapes
+    (rules derived where two inputs share a shape cannot tell their sizes apart), and the best at other ranks (a rule
+    seen at one rank only cannot say how it grows with the rank)."""
+    chosen: dict[tuple, tuple[int, Example]] = {}
     for example in examples:
-        if accepts(example):
-            return example
-    return None
+        shapes = [v.shape for v in example.values.values() if isinstance(v, TensorValue) and v.shape is not None]
+        ranks = tuple(len(shape) for shape in shapes)
+        score = len(set(shapes)) * 100 + len(set(ranks))
+        if score > chosen.get(ranks, (-1, None))[0] and accepts(example):
+            chosen[ranks] = (score, example)
+    best = sorted(chosen.values(), key=lambda item: -item[0])
+    return [example for _, example in best[:2]]
 
 
 def make_call(example: Example, seed: int = 0) -> dict:

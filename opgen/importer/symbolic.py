@@ -21,7 +21,8 @@ class Unexpressible(Exception):
 
 def shape_env() -> ShapeEnv:
     wanted = {"duck_shape": False, "specialize_zero_one": False}
-    accepted = inspect.signature(ShapeEnv).parameters
+    init = getattr(ShapeEnv, "_init", ShapeEnv.__init__)  # torch >= 2.1 takes its keywords through _init
+    accepted = inspect.signature(init).parameters
     return ShapeEnv(**{key: value for key, value in wanted.items() if key in accepted})
 
 
@@ -52,17 +53,16 @@ def _fake(mode: FakeTensorMode, tensor: torch.Tensor, text: str, names: dict) ->
     return fake
 
 
-def shape_text(sizes, env: ShapeEnv, names: dict, ranks: dict[str, int]) -> str:
-    """A shape rule for an output of these (symbolic) sizes; `ranks`: each input tensor's rank (to say `x.shape`)."""
-    dims = [size_text(size, env, names) for size in sizes]
-    for tensor, rank in ranks.items():
-        whole = [f"{tensor}.shape[{i}]" for i in range(rank)]
-        if rank and dims == whole:
-            return f"{tensor}.shape"
-        if rank and 2 <= len(whole) - 1 and dims[:rank - 1] == whole[:-1] and len(dims) >= rank - 1:
-            rest = dims[rank - 1:]
-            return f"{tensor}.shape[:-1]" + (f" + [{', '.join(rest)}]" if rest else "")
-    return "[" + ", ".join(dims) + "]"
+def sizes_text(sizes, env: ShapeEnv, names: dict) -> tuple[str, ...]:
+    """Each size of an output in the semantics language; Unexpressible where one has no form there."""
+    return tuple(size_text(size, env, names) for size in sizes)
+
+
+def name_data_dependent(sizes, names: dict, output: str) -> None:
+    """Name each data-dependent size of an output after it, for the outputs after it."""
+    for dim, size in enumerate(sizes):
+        if isinstance(size, torch.SymInt) and str(size.node.expr).startswith("u"):
+            names.setdefault(size.node.expr, f"{output}.shape[{dim}]")
 
 
 def size_text(size, env: ShapeEnv, names: dict) -> str:

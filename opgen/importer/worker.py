@@ -81,8 +81,10 @@ def main(job_path: str) -> None:
 
 def _internal(error: BaseException) -> str:
     info = _error_info(error)
-    return f"{info['type']}: {info['message']}" + (f" ({_where(error)})" if _where(error) else "") + (
-        "\n" + "".join(traceback.format_exception(error))[-600:] if not _where(error) else "")
+    first = (info["message"].strip().splitlines() or [""])[0][:300]
+    frame = traceback.extract_tb(error.__traceback__)[-1:]
+    where = _where(error) or (f"{frame[0].filename}:{frame[0].lineno}" if frame else "")
+    return f"{info['type']}: {first}" + (f" ({where})" if where else "")
 
 
 def _given_examples(overloads: list, inputs_path: str | None) -> dict:
