@@ -37,7 +37,10 @@ def describe(overload, given, source: OpSource) -> dict:
     found = list(given or ())
     record["examples_from"] = "inputs" if found else ""
     if not found:
-        found = examples.telling(examples.candidates(schema), lambda e: _accepts(overload, e))
+        refused: list[str] = []
+        found = examples.telling(examples.candidates(schema), lambda e: _accepts(overload, e, refused))
+        if not found and refused:
+            record["problems"].append({"kind": "fake-raised", "message": refused[0]})
         record["examples_from"] = "derived" if found else ""
     record["examples"] = [_example_json(example) for example in found]
     outputs = _describable(schema, record["tags"])
@@ -88,11 +91,13 @@ def run_fake(overload, call: dict) -> list:
         return _returns(overload, overload(**fake)), fake
 
 
-def _accepts(overload, example) -> bool:
+def _accepts(overload, example, refused: list[str]) -> bool:
     try:
         run_fake(overload, examples.make_call(example))
         return True
-    except Exception:  # noqa: BLE001  (the fake refuses it: try the next)
+    except Exception as error:  # noqa: BLE001  (the fake refuses it: try the next)
+        if not refused:
+            refused.append(_raised("the fake raises on every input opgen tried, first", error))
         return False
 
 

@@ -105,6 +105,9 @@ def _compact(sizes: Sizes) -> str:
     for tensor, rank in sizes.ranks.items():
         if rank and dims == _whole(tensor, rank):
             return f"{tensor}.shape"
+    for tensor, rank in sizes.ranks.items():  # the input's sizes with its last ones replaced (a keepdim reduction)
+        if rank >= 2 and len(dims) == rank and dims[:1] == _whole(tensor, 1):
+            return _prefixed([sizes], tensor, 0)
     return _list(dims)
 
 

@@ -22,6 +22,10 @@ def checked_entry(record: dict, findings: list[str]) -> dict | None:
         findings += [f"error: {label}: left out: {problem['message']}" for problem in fatal]
         return None
     record = dict(record)
+    error = _load_error({**record, "outputs": [], "examples": []})
+    if error is not None:
+        findings.append(f"error: {label}: left out: opgen cannot express it: {error}")
+        return None
     for dropped in ("outputs", "examples"):
         error = _load_error(record)
         if error is None:
@@ -29,10 +33,6 @@ def checked_entry(record: dict, findings: list[str]) -> dict | None:
         findings.append(f"warning: {label}: the derived {dropped} do not load ({error}): left as TODO")
         record[dropped] = [{"name": o["name"], "todo": {"shape": "not derived", "dtype": "not derived"}}
                            for o in record.get("outputs", [])] if dropped == "outputs" else []
-    error = _load_error(record)
-    if error is not None:
-        findings.append(f"error: {label}: left out: opgen cannot express it: {error}")
-        return None
     for out in record.get("outputs", []):
         for key, reason in sorted(out.get("todo", {}).items()):
             findings.append(f"note: {label}: TODO outputs.{out['name']}.{key}: {reason}")
