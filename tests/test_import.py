@@ -166,3 +166,35 @@ def test_round_trip_gives_back_the_examples_schemas_and_semantics(spec_path, gen
         if not before.missing_semantics:
             assert evaluated(after, before.examples) == evaluated(before, before.examples), (
                 f"ops[{before.index}]: {[(o.shape_rule and o.shape_rule.text) for o in after.outputs]}")
+
+
+def _adopted_outcomes(spec: Path, project: Path, toy: Path, run_opgen) -> tuple[list[str], str]:
+    """`opgen new` of an imported spec (adopt mode), then its tests of the fake and the kernel against the semantics
+    and opcheck, with the toy package importable: (the files written, pytest's output)."""
+    import os
+    import subprocess
+    import sys
+
+    done = run_opgen("new", str(spec), "-o", str(project))
+    assert done.returncode == 0, done.stderr
+    written = sorted(p.relative_to(project).as_posix() for p in project.rglob("*") if p.is_file()
+                     and ".opgen" not in p.parts)
+    env = {**os.environ, "PYTHONPATH": str(toy), "PYTHONDONTWRITEBYTECODE": "1"}
+    tests = subprocess.run([sys.executable, "-m", "pytest", str(project / "tests"), "-q", "-p", "no:cacheprovider",
+                            "-k", "follows_the_semantics or is_registered or opcheck"],
+                           capture_output=True, text=True, env=env, cwd=project, timeout=600, check=False)
+    return written, tests.stdout + tests.stderr
+
+
+def test_adopt_mode_writes_tests_only_that_pass_the_correct_ops_and_fail_the_planted_bug(imported, toy, run_opgen,
+                                                                                          tmp_path):
+    _done, out = imported
+    assert "adopt: toyops" in (out / "good.yaml").read_text(encoding="utf-8")
+    written, output = _adopted_outcomes(out / "good.yaml", tmp_path / "good", toy, run_opgen)
+    assert written == ["README.md", "opgen.yaml", "tests/test_toyops.py"]  # nothing registered twice
+    assert " failed" not in output and "passed" in output, output
+    readme = (tmp_path / "good" / "README.md").read_text(encoding="utf-8")
+    assert "which the\ntests import (`import toyops`)" in readme and "independent of" in readme
+    _written, output = _adopted_outcomes(out / "buggy.yaml", tmp_path / "buggy", toy, run_opgen)
+    assert "FAILED tests/test_toyops.py::test_scale_kernel_follows_the_semantics" in output, output
+    assert "gives torch.float32" in output, output

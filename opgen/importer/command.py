@@ -53,7 +53,7 @@ def import_(target: str, out_dir: str, inputs: str | None, force: bool, timeout:
         read_input(inputs, "--inputs file")
     job = {**_resolve_target(target), "text": target, "inputs": inputs and os.path.abspath(inputs)}
     records = run(job, timeout)
-    specs, findings = build_specs(records, target)
+    specs, findings = build_specs(records, target, job["module"] if "." not in job["module"] else "")
     paths = {namespace: Path(out_dir) / f"{namespace}.yaml" for namespace in specs}
     existing = [str(path) for path in paths.values() if path.exists()]
     if existing and not force:
@@ -166,7 +166,7 @@ def _follow(process: subprocess.Popen, timeout: float, records: dict) -> dict:
 # --- specs --------------------------------------------------------------------------------------------------------
 
 
-def build_specs(records: list[dict], source: str) -> tuple[dict[str, str], list[str]]:
+def build_specs(records: list[dict], source: str, adopt: str = "") -> tuple[dict[str, str], list[str]]:
     """({namespace: spec text}, the lines to report: per op its problems, TODOs and disagreements)."""
     from .validate import checked_entry
 
@@ -183,7 +183,7 @@ def build_specs(records: list[dict], source: str) -> tuple[dict[str, str], list[
         style = Counter(r.get("style") or "library" for r in kept).most_common(1)[0][0]
         devices = {d for r in kept for d in r.get("devices", ())}
         device = next((d for d in ("npu", "cuda", "cpu") if d in devices), "cpu")
-        specs[namespace] = spec_text(namespace, style, device, kept, source)
+        specs[namespace] = spec_text(namespace, style, device, kept, source, adopt)
     return specs, findings
 
 

@@ -14,11 +14,15 @@ _BARE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _RESERVED = {"true", "false", "null", "yes", "no", "on", "off", "none", "y", "n"}
 
 
-def spec_text(namespace: str, style: str, device: str, records: list[dict], source: str) -> str:
+def spec_text(namespace: str, style: str, device: str, records: list[dict], source: str, adopt: str = "") -> str:
     lines = [f"# opgen spec imported by `opgen import {source}`: the schemas are torch's own (from its registry after",
              "# importing the package); `outputs:` were derived from the package's fake functions under symbolic",
              "# sizes. Read each TODO, then `opgen new` this file (docs/import.md).",
-             f"namespace: {namespace}", f"style: {style}", f"device: {device}", "ops:"]
+             f"namespace: {namespace}"]
+    if adopt:
+        lines += ["# the package registers the ops: `opgen new` writes the tests only (remove to generate a package)",
+                  f"adopt: {adopt}"]
+    lines += [f"style: {style}", f"device: {device}", "ops:"]
     for record in records:
         lines += op_lines(record)
     return "\n".join(lines) + "\n"
