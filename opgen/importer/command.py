@@ -146,7 +146,8 @@ def _follow(process: subprocess.Popen, timeout: float, records: dict) -> dict:
             return {"done": False, "current": current, "failure": f"hung (no answer in {timeout:g} s)"}
         if line is None:
             process.wait()
-            tail = "".join(stderr).strip().splitlines()[-1:] or [""]
+            said = "".join(stderr).strip().splitlines()
+            tail = [line for line in said if line.startswith("Fatal Python error")][:1] or said[-1:] or [""]
             return {"done": False, "current": current,
                     "failure": f"died (exit code {process.returncode}{': ' + tail[0] if tail[0] else ''})"}
         try:

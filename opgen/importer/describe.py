@@ -4,6 +4,8 @@ package's fake and kernel disagree on the tests' input variants."""
 
 from __future__ import annotations
 
+import re
+
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
@@ -23,7 +25,7 @@ NO_INPUTS = "no inputs the fake accepts: give them with --inputs FILE (opgen che
 
 def describe(overload, given, source: OpSource) -> dict:
     name = _full_name(overload)
-    text = str(overload._schema)
+    text = torch_schema_text(overload)
     record = {"name": name, "namespace": name.split("::")[0], "schema": text.split("::", 1)[1],
               "where": source.where, "style": source.style, "devices": sorted(_devices(name, source)),
               "tags": [t.name for t in overload.tags if t.name in TAGS], "outputs": [], "examples": [],
@@ -38,7 +40,10 @@ def describe(overload, given, source: OpSource) -> dict:
     record["examples_from"] = "inputs" if found else ""
     if not found:
         refused: list[str] = []
-        found = examples.telling(examples.candidates(schema), lambda e: _accepts(overload, e, refused))
+        tried = examples.candidates(schema)
+        found = examples.telling(tried, lambda e: _accepts(overload, e, refused))
+        if not found:
+            found = examples.telling(examples.retyped(tried), lambda e: _accepts(overload, e, []))
         if not found and refused:
             record["problems"].append({"kind": "fake-raised", "message": refused[0]})
         record["examples_from"] = "derived" if found else ""
@@ -57,6 +62,15 @@ def describe(overload, given, source: OpSource) -> dict:
         record["problems"].append({"kind": "compare", "message": _raised("comparing the derived rules with the "
                                                                          "fake and the kernel failed", error)})
     return record
+
+
+def torch_schema_text(overload) -> str:
+    """torch's own schema text, in a form torch parses again: an unnamed write (`Tensor! out`, which torch prints
+    `Tensor($0! -> )`) gets a letter of its own."""
+    text = str(overload._schema)
+    taken = set(re.findall(r"\(([a-z])[!|)]", text))
+    letters = iter(letter for letter in "abcdefghijklmnopqrstuvwxyz" if letter not in taken)
+    return re.sub(r"\(\$\d+!\s*->\s*\)", lambda _match: f"({next(letters)}!)", text)
 
 
 def _devices(name: str, source: OpSource) -> set:

@@ -30,6 +30,23 @@ def candidates(schema) -> list[Example]:
     return found
 
 
+OTHER_DTYPES = ("int8", "int32", "uint8", "float16", "bfloat16")
+RETYPED_SHAPES = 24  # shape combinations tried in each other dtype
+
+
+def retyped(examples: list[Example]) -> list[Example]:
+    """The first examples with one tensor, or every tensor, in another dtype: for a fake that checks
+    `A.dtype == torch.int8` (quantised weights, int32 accumulators)."""
+    found = []
+    for example in examples[:RETYPED_SHAPES]:
+        names = [n for n, v in example.values.items() if isinstance(v, TensorValue) and v.shape is not None]
+        for dtype in OTHER_DTYPES:
+            for chosen in [[n] for n in names] + ([names] if len(names) > 1 else []):
+                values = {n: TensorValue(dtype, shape=v.shape) if n in chosen else v for n, v in example.values.items()}
+                found.append(Example(values, derived=True))
+    return found
+
+
 def telling(examples: list[Example], accepts) -> list[Example]:
     """Of the examples `accepts` (an example -> bool) takes, the one whose tensors have the most distinct shapes
     (rules derived where two inputs share a shape cannot tell their sizes apart), and the best at other ranks (a rule
