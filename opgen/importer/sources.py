@@ -30,11 +30,12 @@ def read_sources(root: str) -> dict[str, OpSource]:
         if record is None:
             continue
         for definition in record.definitions:
-            if not definition.namespace:
-                continue
-            source = found.setdefault(_key(definition.namespace, definition.name, definition.overload), OpSource())
+            # a helper's library may be unknown (vLLM's direct_register_custom_op(target_lib=...)): "*::name"
+            source = found.setdefault(_key(definition.namespace or "*", definition.name, definition.overload),
+                                      OpSource())
             source.where = source.where or f"{definition.where.path}:{definition.where.line}"
-            source.style = source.style or definition.style
+            style = "library" if definition.api == "direct_register_custom_op" else definition.style  # Library define + impl
+            source.style = source.style or style
             source.devices.update(DEVICE_KEYS.get(str(d).lower(), "") for d in definition.device_types or ())
         for registration in record.registrations:
             if registration.role != "kernel" or not registration.namespace:
@@ -49,7 +50,9 @@ def read_sources(root: str) -> dict[str, OpSource]:
 
 def lookup(found: dict[str, OpSource], name: str) -> OpSource:
     """The source of `ns::op.overload`, or of `ns::op`; an empty one for an op defined elsewhere (C++)."""
-    return found.get(name) or found.get(name.split(".")[0]) or OpSource()
+    bare = "*::" + name.split("::", 1)[-1]
+    return found.get(name) or found.get(name.split(".")[0]) or found.get(bare) or found.get(bare.split(".")[0]) \
+        or OpSource()
 
 
 def _key(namespace: str, name: str, overload: str) -> str:
