@@ -198,3 +198,19 @@ def test_adopt_mode_writes_tests_only_that_pass_the_correct_ops_and_fail_the_pla
     _written, output = _adopted_outcomes(out / "buggy.yaml", tmp_path / "buggy", toy, run_opgen)
     assert "FAILED tests/test_toyops.py::test_scale_kernel_follows_the_semantics" in output, output
     assert "gives torch.float32" in output, output
+
+
+@pytest.mark.parametrize(("seen", "rule"), [
+    ([(("x.shape[0]", "1"), {"x": 2, "gamma": 1}, {}), (("x.shape[0]", "1", "1"), {"x": 3, "gamma": 2}, {})],
+     "x.shape[:x.dim() - gamma.dim()] + [1] * gamma.dim()"),
+    ([(("3", "xs[0].shape[0]", "xs[0].shape[1]"), {"xs[0]": 2}, {"xs": 3}), (("1", "xs[0].shape[0]"), {"xs[0]": 1},
+                                                                             {"xs": 1})], "[len(xs)] + xs[0].shape"),
+    ([(("x.shape[0]", "1"), {"x": 2}, {}), (("x.shape[0]", "x.shape[1]", "1"), {"x": 3}, {})], "x.shape[:-1] + [1]"),
+    ([(("key.shape[0]",), {"key": 3}, {})], "[key.shape[0]]"),
+    ([(("x.shape[0]",), {"x": 1}, {}), (("x.shape[0]", "x.shape[1]"), {"x": 2}, {})], "x.shape"),
+    ([(("x.shape[0]", "2"), {"x": 2}, {}), (("x.shape[1]", "3"), {"x": 2}, {})], None),  # nothing fits: a TODO
+])
+def test_sizes_on_several_examples_become_one_rule(seen, rule):
+    from opgen.importer.generalize import Sizes, shape_rule
+
+    assert shape_rule([Sizes(dims, ranks, lengths) for dims, ranks, lengths in seen]) == rule

@@ -17,14 +17,13 @@ import torch
 
 from ..testing.values import clone
 from . import examples
+from .fakes import raised, run_fake
 
 MOST_VARIANTS = 40
 MOST_REPORTED = 6
 
 
 def disagreements(overload, record: dict, found: list) -> list[dict]:
-    from .describe import _raised, run_fake
-
     semantics = _semantics(record)
     reported: list[dict] = []
     seen: set = set()
@@ -34,7 +33,7 @@ def disagreements(overload, record: dict, found: list) -> list[dict]:
             fake = [_meta(v) for v in run_fake(overload, clone(call))[0]]
         except Exception as error:  # noqa: BLE001
             if kernel is not None:
-                _add(reported, seen, ("fake-raised",), label, _raised("the fake raises", error)
+                _add(reported, seen, ("fake-raised",), label, raised("the fake raises", error)
                      + ", where the package's CPU kernel takes the input", "fake bug")
             continue
         want = _want(semantics, call)

@@ -7,15 +7,14 @@ from __future__ import annotations
 import re
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-from ..check.worker import _error_info, _full_name
+from ..check.worker import _full_name
 from ..errors import OpgenError
 from ..schema import parse_schema
 from ..schema.model import BaseType, EnumWord, ListType, strip_alias
 from ..spec.model import TAGS, TensorValue
 from . import dtypes, examples, generalize, symbolic
+from .fakes import raised, returns, run_fake
 from .sources import OpSource
 
 REGISTRY_DEVICES = (("PrivateUse1", "npu"), ("CUDA", "cuda"), ("CPU", "cpu"))
@@ -59,7 +58,7 @@ def describe(overload, given, source: OpSource) -> dict:
     try:
         record["disagreements"] = disagreements(overload, record, found)
     except Exception as error:  # noqa: BLE001  (the comparison is a report: its failure costs the report only)
-        record["problems"].append({"kind": "compare", "message": _raised("comparing the derived rules with the "
+        record["problems"].append({"kind": "compare", "message": raised("comparing the derived rules with the "
                                                                          "fake and the kernel failed", error)})
     return record
 
@@ -98,20 +97,13 @@ def _describable(schema, tags: list[str]) -> dict[str, str]:
     return found
 
 
-def run_fake(overload, call: dict) -> list:
-    """The fake's outputs on `call` (static sizes), one entry per return."""
-    with FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv()) as mode:  # a ShapeEnv: dynamic sizes
-        fake = {name: _map(lambda t: mode.from_tensor(t, static_shapes=True), value) for name, value in call.items()}
-        return _returns(overload, overload(**fake)), fake
-
-
 def _accepts(overload, example, refused: list[str]) -> bool:
     try:
         run_fake(overload, examples.make_call(example))
         return True
     except Exception as error:  # noqa: BLE001  (the fake refuses it: try the next)
         if not refused:
-            refused.append(_raised("the fake raises on every input opgen tried, first", error))
+            refused.append(raised("the fake raises on every input opgen tried, first", error))
         return False
 
 
@@ -122,7 +114,7 @@ def _derive(overload, schema, outputs: dict[str, str], calls: list[dict], proble
     try:
         static, fake_inputs = run_fake(overload, call)
     except Exception as error:  # noqa: BLE001
-        reason = _raised("the fake raises on the example", error)
+        reason = raised("the fake raises on the example", error)
         problems.append({"kind": "fake-raised", "message": reason})
         for out in found:
             out["todo"] = {"shape": reason, "dtype": reason}
@@ -176,14 +168,14 @@ def _symbolic_sizes(overload, call: dict, names_out: tuple):
     try:
         static = [tuple(v.shape) if isinstance(v, torch.Tensor) else None for v in run_fake(overload, call)[0]]
     except Exception as error:  # noqa: BLE001
-        return _raised("the fake raises on the example", error)
+        return raised("the fake raises on the example", error)
     mode, env = symbolic.fake_mode()
     try:
         with mode:
             fake, names = symbolic.symbolic_call(mode, call)
-            outputs = _returns(overload, overload(**fake))
+            outputs = returns(overload, overload(**fake))
     except Exception as error:  # noqa: BLE001
-        return _raised("the fake raises under symbolic sizes", error)
+        return raised("the fake raises under symbolic sizes", error)
     ranks, lengths, shapes = {}, {}, {}
     for name, value in call.items():
         if isinstance(value, torch.Tensor):
@@ -205,26 +197,6 @@ def _symbolic_sizes(overload, call: dict, names_out: tuple):
             found.append(str(limit))
         symbolic.name_data_dependent(value.shape, names, out_name)  # a later output reads `rows.shape[0]`
     return found
-
-
-def _raised(what: str, error: BaseException) -> str:
-    info = _error_info(error)
-    message = info["message"].strip().splitlines()[0] if info["message"].strip() else ""
-    return f"{what}: {info['type']}: {message[:200]}" + (f" ({info['where']})" if info.get("where") else "")
-
-
-def _returns(overload, result) -> list:
-    if len(overload._schema.returns) == 1:
-        return [result]
-    return list(result) if isinstance(result, (tuple, list)) else []
-
-
-def _map(fn, value):
-    if isinstance(value, torch.Tensor):
-        return fn(value)
-    if isinstance(value, (list, tuple)):
-        return [_map(fn, v) for v in value]
-    return value
 
 
 def _tensors(call: dict) -> list:

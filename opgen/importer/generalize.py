@@ -124,52 +124,49 @@ def _from_end(text: str, ranks: dict) -> str:
     return _SIZE.sub(negative, text)
 
 
+def _taken(sizes: Sizes, tensor: str, head: int) -> int:
+    """How many of `tensor`'s leading sizes the output's sizes hold after `head` sizes."""
+    dims, taken = sizes.dims, 0
+    while taken < sizes.ranks[tensor] and head + taken < len(dims) and dims[head + taken] == f"{tensor}.shape[{taken}]":
+        taken += 1
+    return taken
+
+
 def _prefixed(examples: list[Sizes], tensor: str, head: int) -> str | None:
     """`[head] + tensor.shape[:...] + [rest]` fitting every example, or None."""
-    heads, cuts, rests = set(), [], set()
-    for sizes in examples:
-        rank = sizes.ranks.get(tensor)
-        if rank is None or len(sizes.dims) < head:
-            return None
-        dims = list(sizes.dims)
-        taken = 0
-        while taken < rank and head + taken < len(dims) and dims[head + taken] == f"{tensor}.shape[{taken}]":
-            taken += 1
-        heads.add(tuple(dims[:head]))
-        cuts.append((sizes, rank - taken))
-        rests.add(tuple(_from_end(dim, sizes.ranks) for dim in dims[head + taken:]))
-    if len(heads) != 1 or all(cut == sizes.ranks[tensor] for sizes, cut in cuts):
+    if any(sizes.ranks.get(tensor) is None or len(sizes.dims) < head for sizes in examples):
+        return None
+    taken = [_taken(sizes, tensor, head) for sizes in examples]
+    heads = {sizes.dims[:head] for sizes in examples}
+    cuts = [sizes.ranks[tensor] - count for sizes, count in zip(examples, taken, strict=True)]
+    rests = [sizes.dims[head + count:] for sizes, count in zip(examples, taken, strict=True)]
+    from_end = {tuple(_from_end(dim, sizes.ranks) for dim in rest) for sizes, rest in zip(examples, rests, strict=True)}
+    if len(heads) != 1 or not any(taken):
         return None
     start = f"{_list(list(next(iter(heads))))} + " if head else ""
-    if len({cut for _, cut in cuts}) == 1 and len(rests) == 1:
-        cut = cuts[0][1]
-        rest = list(next(iter(rests)))
-        prefix = f"{tensor}.shape[:-{cut}]" if cut else f"{tensor}.shape"
+    if len(set(cuts)) == 1 and len(from_end) == 1:
+        rest = list(next(iter(from_end)))
+        prefix = f"{tensor}.shape[:-{cuts[0]}]" if cuts[0] else f"{tensor}.shape"
         return start + prefix + (f" + {_list(rest)}" if rest else "")
     for other in examples[0].ranks:
-        if other == tensor or any(sizes.ranks.get(other) != cut for sizes, cut in cuts):
-            continue
-        prefix = f"{tensor}.shape[:{tensor}.dim() - {_dim(other)}]"
-        if len(rests) == 1:
-            rest = list(next(iter(rests)))
-            return start + prefix + (f" + {_list(rest)}" if rest else "")
-        repeated = {rest[0] if rest and len(set(rest)) == 1 else None for rest in rests}
-        if len(repeated) == 1 and None not in repeated and all(
-                len(rest) == sizes.ranks[other] for rest, (sizes, _) in zip(_ordered_rests(examples, tensor, head),
-                                                                          cuts, strict=True)):
-            return start + prefix + f" + [{next(iter(repeated))}] * {_dim(other)}"
+        if other != tensor and all(sizes.ranks.get(other) == cut for sizes, cut in zip(examples, cuts, strict=True)):
+            rule = _cut_by_rank(tensor, other, from_end, rests, examples)
+            if rule is not None:
+                return start + rule
     return None
 
 
-def _ordered_rests(examples: list[Sizes], tensor: str, head: int) -> list[tuple]:
-    found = []
-    for sizes in examples:
-        dims = list(sizes.dims)
-        taken = 0
-        while taken < sizes.ranks[tensor] and head + taken < len(dims) and dims[head + taken] == f"{tensor}.shape[{taken}]":
-            taken += 1
-        found.append(tuple(dims[head + taken:]))
-    return found
+def _cut_by_rank(tensor: str, other: str, from_end: set, rests: list, examples: list[Sizes]) -> str | None:
+    """`tensor.shape[:tensor.dim() - other.dim()]` then the same sizes, or one size `other.dim()` times."""
+    prefix = f"{tensor}.shape[:{tensor}.dim() - {_dim(other)}]"
+    if len(from_end) == 1:
+        rest = list(next(iter(from_end)))
+        return prefix + (f" + {_list(rest)}" if rest else "")
+    repeated = {rest[0] if rest and len(set(rest)) == 1 else None for rest in rests}
+    if len(repeated) == 1 and None not in repeated and all(
+            len(rest) == sizes.ranks[other] for rest, sizes in zip(rests, examples, strict=True)):
+        return prefix + f" + [{next(iter(repeated))}] * {_dim(other)}"
+    return None
 
 
 def _dim(tensor: str) -> str:
