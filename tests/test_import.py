@@ -46,6 +46,16 @@ def _(x, s):
     return torch.empty_like(x, dtype=torch.float32)
 
 
+torch.library.define("good::pairs", "(Tensor x) -> Tensor", lib=lib)  # an older API: impl_abstract
+torch.library.impl("good::pairs", "cpu", lambda x: x.reshape(x.shape[0] * 2, x.shape[1] // 2).clone(), lib=lib)
+
+
+@torch.library.impl_abstract("good::pairs", lib=lib)
+def _pairs_fake(x):
+    torch._check(x.dim() == 2 and x.shape[1] % 2 == 0)
+    return x.new_empty(x.shape[0] * 2, x.shape[1] // 2)
+
+
 bad = torch.library.Library("buggy", "FRAGMENT")
 bad.define("scale(Tensor x, float s) -> Tensor")
 bad.define("copy(Tensor x) -> Tensor")
@@ -84,11 +94,12 @@ def test_writes_a_spec_per_namespace_that_opgen_new_accepts(imported, run_opgen,
     assert sorted(p.name for p in out.iterdir()) == ["buggy.yaml", "good.yaml"]
     good = load_spec(str(out / "good.yaml"))
     assert (good.style, good.device) == ("library", "cpu")
-    rms, scale = good.ops
+    pairs, rms, scale = good.ops
     assert str(rms.schema) == "good::rms(Tensor x, Tensor gamma, float eps=1e-06) -> (Tensor y, Tensor rstd)"
     assert [(o.shape_rule.text, o.dtype_rule.text) for o in rms.outputs] == [
         ("x.shape", "x.dtype"), ("x.shape[:-1] + [1]", "float32")]
     assert (scale.outputs[0].shape_rule.text, scale.outputs[0].dtype_rule.text) == ("x.shape", "float32")
+    assert pairs.outputs[0].shape_rule.text == "[2 * x.shape[0], x.shape[1] // 2]"  # sizes as arithmetic
     text = (out / "good.yaml").read_text(encoding="utf-8")
     assert "not an\n    # independent oracle" in text and "made up by opgen; the fake accepts it" in text
     for name in ("good", "buggy"):
@@ -124,7 +135,7 @@ def test_inputs_file_gives_the_examples(toy, run_opgen, tmp_path):
                       encoding="utf-8")
     done = run_opgen("import", str(toy / "toyops"), "-o", str(tmp_path / "out"), "--inputs", str(inputs), timeout=600)
     assert done.returncode == 1, done.stderr
-    rms = load_spec(str(tmp_path / "out" / "good.yaml")).ops[0]
+    rms = load_spec(str(tmp_path / "out" / "good.yaml")).ops[1]
     assert rms.examples[0].values["x"].shape == (2, 3, 16)
     assert rms.outputs[1].shape_rule.text == "x.shape[:-1] + [1]"
 
