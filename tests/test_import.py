@@ -225,3 +225,34 @@ def test_sizes_on_several_examples_become_one_rule(seen, rule):
     from opgen.importer.generalize import Sizes, shape_rule
 
     assert shape_rule([Sizes(dims, ranks, lengths) for dims, ranks, lengths in seen]) == rule
+
+
+def test_an_op_that_hangs_is_reported_and_the_others_still_written(run_opgen, tmp_path):
+    package = tmp_path / "hangs"
+    package.mkdir()
+    (package / "__init__.py").write_text(textwrap.dedent('''
+        import time
+
+        import torch
+
+        lib = torch.library.Library("hangs", "FRAGMENT")
+        lib.define("a_slow(Tensor x) -> Tensor")
+        lib.define("b_fine(Tensor x) -> Tensor")
+        lib.impl("a_slow", lambda x: x.clone(), "CPU")
+        lib.impl("b_fine", lambda x: x.clone(), "CPU")
+        torch.library.register_fake("hangs::a_slow", lambda x: time.sleep(600), lib=lib)
+        torch.library.register_fake("hangs::b_fine", lambda x: torch.empty_like(x), lib=lib)
+    '''), encoding="utf-8")
+    done = run_opgen("import", str(package), "-o", str(tmp_path / "out"), "--timeout", "20", timeout=600)
+    assert done.returncode == 1, done.stderr
+    assert "hangs::a_slow: left out: the worker hung (no answer in 20 s)" in done.stderr
+    spec = load_spec(str(tmp_path / "out" / "hangs.yaml"))
+    assert [op.schema.name for op in spec.ops] == ["b_fine"] and not spec.ops[0].missing_semantics
+
+
+def test_the_command_line_side_imports_no_torch():
+    import subprocess
+    import sys
+
+    code = "import sys, opgen.importer.command, opgen.importer.validate; assert 'torch' not in sys.modules"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, check=False).returncode == 0
