@@ -75,7 +75,28 @@ def size_text(size, env: ShapeEnv, names: dict) -> str:
         target = resolved.get(symbol, symbol)
         if isinstance(target, sympy.Symbol):
             by_symbol.setdefault(target, text)
-    return _print(expr, by_symbol)
+    text = _print(expr, by_symbol)
+    if text == "dynamic":
+        bound = _upper_bound(expr, env, by_symbol)
+        return f"dynamic(max={bound})" if bound else text
+    return text
+
+
+def _upper_bound(symbol, env: ShapeEnv, names: dict) -> str:
+    """The input size a data-dependent size is checked against (`torch._check(n <= x.shape[0])`), or ""."""
+    for asserted in getattr(env, "deferred_runtime_asserts", {}).get(symbol, ()):
+        relation = asserted.expr
+        if isinstance(relation, sympy.LessThan) and relation.args[0] == symbol:
+            bound = relation.args[1]
+        elif isinstance(relation, sympy.GreaterThan) and relation.args[1] == symbol:
+            bound = relation.args[0]
+        else:
+            continue
+        try:
+            return _print(bound, names)
+        except Unexpressible:
+            continue
+    return ""
 
 
 def _print(expr, names: dict) -> str:
