@@ -56,6 +56,11 @@ def _pairs_fake(x):
     return x.new_empty(x.shape[0] * 2, x.shape[1] // 2)
 
 
+lib.define("zero_into(Tensor x, Tensor! out) -> ()")  # an unnamed write: torch prints it `Tensor($0! -> ) out`
+lib.impl("zero_into", lambda x, out: [out.zero_()] and None, "CPU")
+torch.library.register_fake("good::zero_into", lambda x, out: None, lib=lib)
+
+
 bad = torch.library.Library("buggy", "FRAGMENT")
 bad.define("scale(Tensor x, float s) -> Tensor")
 bad.define("copy(Tensor x) -> Tensor")
@@ -94,7 +99,8 @@ def test_writes_a_spec_per_namespace_that_opgen_new_accepts(imported, run_opgen,
     assert sorted(p.name for p in out.iterdir()) == ["buggy.yaml", "good.yaml"]
     good = load_spec(str(out / "good.yaml"))
     assert (good.style, good.device) == ("library", "cpu")
-    pairs, rms, scale = good.ops
+    pairs, rms, scale, zero_into = good.ops
+    assert str(zero_into.schema) == "good::zero_into(Tensor x, Tensor(a!) out) -> ()"  # a letter torch parses
     assert str(rms.schema) == "good::rms(Tensor x, Tensor gamma, float eps=1e-06) -> (Tensor y, Tensor rstd)"
     assert [(o.shape_rule.text, o.dtype_rule.text) for o in rms.outputs] == [
         ("x.shape", "x.dtype"), ("x.shape[:-1] + [1]", "float32")]
