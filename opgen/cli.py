@@ -20,6 +20,7 @@ class LazyGroup(click.Group):
     lazy_commands: ClassVar[dict[str, str]] = {
         "add": "opgen.op_plugin.add:add",
         "check": "opgen.check.command:check",
+        "import": "opgen.importer.command:import_",
         "lint": "opgen.lint.command:lint",
         "meta-coverage": "opgen.op_plugin.coverage:meta_coverage",
         "new": "opgen.new:new",

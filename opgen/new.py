@@ -19,6 +19,7 @@ from .errors import OpgenError
 from .spec.model import DEVICES, STYLES, TARGETS
 
 SPEC_NAME = "opgen.yaml"
+ADOPTED_FILES = ("opgen.yaml", "README.md")  # with the tests, what `adopt:` generates
 PLAN_COLOURS = {"create": "green", "update": "cyan", "overwrite": "red", "remove": "yellow", "orphan": "yellow"}
 
 
@@ -224,4 +225,7 @@ def _render(spec) -> list:
         return render_files(spec)
     from .render.templates import render_package
 
-    return render_package(spec)
+    files = render_package(spec)
+    if spec.adopt:  # the user's package registers the ops: only the tests and the project's guide
+        files = [f for f in files if f.path in ADOPTED_FILES or f.path.startswith("tests/")]
+    return files

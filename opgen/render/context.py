@@ -65,6 +65,7 @@ def project_context(spec: ProjectSpec) -> dict:
             "namespace": spec.namespace,
             "namespace_literal": literal(spec.namespace),
             "package": spec.package,
+            "adopt": spec.adopt,
             "style": spec.style,
             "registration_api": STYLES[spec.style].api,
             "device": device,
@@ -482,6 +483,8 @@ def _op_lines(spec: ProjectSpec, op: OpSpec, constant: str, files) -> list[str]:
               "schema=" + string_value(f"{spec.namespace}::{op.schema.signature(with_namespace=False)}", "    ",
                                        "schema="),
               f"cpu_kernel={literal(files.cpu_kernel_path)}"]
+    if spec.adopt:  # the adopted package's kernel lives in its files, not ours: messages name the op's kernel
+        fields.pop()
     if op.schema.returns:
         fields.append("outputs=" + _tuple_value([literal(name) for name in op.schema.return_names], "outputs="))
     if op.aliasing_tag:
@@ -540,6 +543,14 @@ def _registered_lines(spec: ProjectSpec, op: OpSpec, constant: str, files) -> li
     """Registration: kernels at each dispatch key, the tags, the schema; the user's functions' signatures."""
     keys = ['"CPU"'] + ([] if op.aliasing_tag else ['"Meta"']) + ([literal(DEVICES[spec.device])] if files.device_kernel else [])
     tags = tuple_text([f"torch.Tag.{t}" for t in (*op.tags, "pt2_compliant_tag")])
+    if spec.adopt:  # the user's package registered it: its kernel at the device found, its fake; no files of ours
+        # a CPU kernel may sit at CompositeExplicitAutograd (custom_op without device_types): not asked for
+        device = [literal(DEVICES[spec.device])] if spec.device != "cpu" else []
+        keys = list(dict.fromkeys(device + ([] if op.aliasing_tag else ['"Meta"'])))
+        # pt2_compliant_tag is the package's choice (custom_op adds it, a Library define may not): taken as it is
+        tags = f"{tuple_text([f'torch.Tag.{t}' for t in op.tags])} + tuple(set({constant}.overload.tags) & " \
+            "{torch.Tag.pt2_compliant_tag})"
+        return [call("checks.assert_registered", [constant, tuple_text(keys), f"tags={tags}"], "    ")]
     stem = op_stem(op.schema)
     lines = [f"assert callable({spec.package}.{stem})"]
     if op.aliasing_tag:

@@ -72,7 +72,7 @@ from .semantics_ir import DTYPE_ALIASES
 
 __all__ = ["derive_example", "load_inputs_text", "load_spec", "load_spec_text", "read_spec"]
 
-SPEC_KEYS = ("namespace", "style", "device", "package", "target", "dtype_codes", "ops")
+SPEC_KEYS = ("namespace", "style", "device", "package", "adopt", "target", "dtype_codes", "ops")
 OP_KEYS = ("schema", "doc", "tags", "let", "outputs", "reference", "autograd", "examples", "inputs", "tolerances",
            "dtypes", "contiguous", "checks", "fusion", "op_plugin")
 AUTOGRAD_KEYS = ("setup_context", "backward")
@@ -115,7 +115,7 @@ def load_spec_text(text: str, path: str = "<spec>", *, style: str | None = None,
                               else DEFAULT_TARGET)
     text_out = _with_overrides(source, top, {"style": style, "device": device, "target": target})
     return ProjectSpec(project.namespace, project.style, project.device, project.package, tuple(ops), text_out, path,
-                       tuple(notes), target_value, project.dtype_codes)
+                       tuple(notes), target_value, project.dtype_codes, project.adopt)
 
 
 @dataclass(frozen=True)
@@ -127,6 +127,7 @@ class _Project:
     device: str
     package: str
     dtype_codes: tuple[tuple[int, str], ...]
+    adopt: str = ""
 
 
 def _project(source: _Source, top: dict, style: str | None, device: str | None) -> _Project:
@@ -134,8 +135,13 @@ def _project(source: _Source, top: dict, style: str | None, device: str | None) 
     style_value = style or (_choice(source, top["style"][1], "style", STYLES) if "style" in top else DEFAULT_STYLE)
     device_value = device or (_choice(source, top["device"][1], "device", tuple(DEVICES))
                               if "device" in top else DEFAULT_DEVICE)
-    package = _identifier(source, top["package"][1], "package") if "package" in top else namespace
-    problem = package_problem(package)
+    adopt = _identifier(source, top["adopt"][1], "adopt") if "adopt" in top else ""
+    if adopt and "package" in top:
+        raise source.error(top["package"][1], "`package` and `adopt` exclude each other: an adopted package is the "
+                           "user's own", "keep `adopt:` (tests only, for the package's ops) or `package:` (a new "
+                           "package registering the ops)")
+    package = adopt or (_identifier(source, top["package"][1], "package") if "package" in top else namespace)
+    problem = None if adopt else package_problem(package)
     if problem is not None:
         node = top["package"][1] if "package" in top else top["namespace"][1]
         raise source.error(node, *problem)
@@ -143,7 +149,7 @@ def _project(source: _Source, top: dict, style: str | None, device: str | None) 
         if diagnostic.severity == ERROR:
             raise source.error(top["namespace"][1], diagnostic.message, diagnostic.hint)
     codes = _dtype_codes(source, top["dtype_codes"][1]) if "dtype_codes" in top else ()
-    return _Project(namespace, style_value, device_value, package, codes)
+    return _Project(namespace, style_value, device_value, package, codes, adopt)
 
 
 def _dtype_codes(source: _Source, node: Node) -> tuple[tuple[int, str], ...]:

@@ -242,3 +242,4 @@ class ProjectSpec:
     notes: tuple[str, ...] = ()  # warnings about the ops together (in-place twins)
     target: str = DEFAULT_TARGET
     dtype_codes: tuple[tuple[int, str], ...] = ()  # `dtype_codes:`: int code -> dtype name, for from_code()
+    adopt: str = ""  # `adopt:`: the user's package that registers the ops (opgen new writes the tests only)

@@ -38,7 +38,9 @@ def assert_registered(op: Op, dispatch_keys: Sequence[str], tags: Sequence[torch
 
 
 def _alias_sets_renamed(schema: str) -> str:
-    """The schema text with its alias sets named by order of appearance."""
+    """The schema text with its alias sets named by order of appearance; an unnamed write (`Tensor! out`, which torch
+    prints `Tensor($0! -> )`) is a set of its own like any other."""
+    schema = re.sub(r"\(\$(\d+)!\s*->\s*\)", r"(unnamed\1!)", schema)
     names: dict[str, str] = {}
     return re.sub(r"\((\w+)(!?)\)", lambda m: f"({names.setdefault(m.group(1), f's{len(names)}')}{m.group(2)})", schema)
 

@@ -46,7 +46,11 @@ from {{ cookiecutter._opgen.package }} import {{ t.package_modules | join(", ") 
 
 NPU_UNAVAILABLE = {{ t.npu_unavailable }}
 CUDA_UNAVAILABLE = {{ t.cuda_unavailable }}
+{% if cookiecutter._opgen.adopt %}
+COMPILE_CACHE = checks.CompileCache("{{ cookiecutter._opgen.package }}", cache_module=None)  # the package's own: no compile_cache module
+{% else %}
 COMPILE_CACHE = checks.CompileCache("{{ cookiecutter._opgen.package }}")  # every op's, loaded by one fresh process
+{% endif %}
 {% for op in cookiecutter._opgen.ops %}
 {% set o = op.tests %}
 
