@@ -47,7 +47,7 @@ def generated_examples(tmp_path_factory):
     return get
 
 
-# The longest tests, longest first (seconds of CPU each on a 2-core machine): they start before everything else, so
+# The longest tests, longest first (their time in a 2-worker CI run): they start before everything else, so
 # that none of them starts last and leaves the other worker idle. Then every `slow` test, then the rest; with
 # `--no-loadscope-reorder` (pyproject.toml) pytest-xdist hands the work out in this order (an xdist_group's tests go
 # where its first test is).
