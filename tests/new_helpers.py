@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -22,6 +23,22 @@ def opgen(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     return subprocess.run([sys.executable, "-m", "opgen", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=120, check=False)
+
+
+def opgen_in_one_process(*calls: list[str]) -> list[int]:
+    """Run several `opgen ...` command lines one after another inside one new `python` process (the CLI's own
+    entry point, as `python -m opgen` runs it): each process costs a start and opgen's imports, which the calls
+    share here. Their exit codes, in order; their output goes to this process's stderr."""
+    script = ("import json, sys\nfrom opgen.cli import main\ncodes = []\n"
+              "for args in json.loads(sys.argv[1]):\n"
+              "    try:\n        main(args, prog_name='opgen')\n"
+              "    except SystemExit as done:\n        codes.append(done.code or 0)\n"
+              "print(json.dumps(codes))\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    done = subprocess.run([sys.executable, "-c", script, json.dumps(list(calls))], env=env, capture_output=True,
+                          text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
 
 
 def generate_examples(root: Path, style: str) -> list[Path]:
