@@ -45,3 +45,24 @@ def generated_examples(tmp_path_factory):
         return cache[style]
 
     return get
+
+
+# The longest tests, longest first (their time in a 2-worker CI run): they start before everything else, so
+# that none of them starts last and leaves the other worker idle. Then every `slow` test, then the rest; with
+# `--no-loadscope-reorder` (pyproject.toml) pytest-xdist hands the work out in this order (an xdist_group's tests go
+# where its first test is).
+LONGEST_FIRST = (
+    "test_first_hour.py::test_the_readme_works_as_written_in_a_fresh_venv",  # a fresh venv: ~100 s
+    "test_examples.py::test_generated_tests_pass_and_skip_exactly_as_expected",  # its style's group: ~60 s each
+)
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own ordering (fixtures' parameters)
+def pytest_collection_modifyitems(items):
+    def rank(item) -> int:
+        where = next((number for number, name in enumerate(LONGEST_FIRST) if name in item.nodeid), None)
+        if where is not None:
+            return where
+        return len(LONGEST_FIRST) + (0 if item.get_closest_marker("slow") else 1)
+
+    items.sort(key=rank)

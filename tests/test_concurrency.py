@@ -147,6 +147,7 @@ def test_two_fixers_started_at_once_end_as_one_fix(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.stress  # 200 processes, half a minute: .ci/run's stress step; the 3-pair form above runs by default
 def test_a_hundred_concurrent_fixer_pairs_end_as_one_fix(tmp_path):
     """The issue's measure: 100 pairs, each ending in the file one clean fix gives, one "Fixed", both exit 0."""
     assert fixer_pairs(tmp_path, 100) == []

@@ -9,7 +9,7 @@ import json
 import textwrap
 
 import pytest
-from new_helpers import STYLES, opgen, run_generated_tests
+from new_helpers import NOT_FEATURES, STYLES, opgen, project_outcomes
 
 from opgen.errors import OpgenError
 from opgen.npugraph_ex import loader
@@ -353,7 +353,13 @@ def projects(tmp_path_factory):
 def test_generated_autograd_tests_pass_skip_and_fail_exactly(projects, style, tmp_path):
     """Keyword-only inputs reach setup_context (the 4-argument form); an example without floating-point
     tensors skips with the reason; a wrong formula fails gradcheck (and only gradcheck)."""
-    good = run_generated_tests([projects["spec", style]], tmp_path / "good.xml")
+    # one pytest process: every test of the right spec, and of the wrong formula's project the tests it is about
+    # (-k names each project by its test module, test_ag_ops.py / test_ag_wrong.py)
+    spec, wrong = projects["spec", style], projects["wrong", style]
+    about_the_formula = "backward_raises_without_formula or gradcheck or opcheck_with_requires_grad"
+    found = project_outcomes([spec, wrong], tmp_path / "junit.xml",
+                             f"({NOT_FEATURES}) and (test_ag_ops or (test_ag_wrong and ({about_the_formula})))")
+    good = found[spec.name]
     assert good["test_scale_opcheck_with_requires_grad"]["outcome"] == "passed", good
     assert good["test_scale_gradcheck"]["outcome"] == "passed", good["test_scale_gradcheck"]["message"]
     for tier in ("opcheck_with_requires_grad", "gradcheck"):
@@ -370,7 +376,7 @@ def test_generated_autograd_tests_pass_skip_and_fail_exactly(projects, style, tm
               and (fetched or not name.endswith("_npugraph_ex_compiles_on_cpu"))}
     assert set(others.values()) == {"passed"}, others
     assert good["test_plain_backward_raises_without_formula"]["outcome"] == "passed"
-    wrong = run_generated_tests([projects["wrong", style]], tmp_path / "wrong.xml")
+    wrong = found[wrong.name]
     if style == "library":  # planted: plain registered as before, its Python kernel differentiated through
         assert wrong["test_plain_backward_raises_without_formula"]["outcome"] == "failed"
         assert "but a backward through it ran" in wrong["test_plain_backward_raises_without_formula"]["message"]

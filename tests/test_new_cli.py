@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from new_helpers import REPO, opgen, run_generated_tests, snapshot
+from new_helpers import REPO, opgen, project_outcomes, run_generated_tests, snapshot
 
 from opgen.npugraph_ex import loader
 
@@ -484,7 +484,9 @@ def test_scalar_optional_and_scalar_type_arguments_generate_working_tests(tmp_pa
             """)
         done = opgen("new", str(spec), "-o", str(tmp_path / style), "--style", style)
         assert done.returncode == 0, done.stderr
-        results = run_generated_tests([tmp_path / style], tmp_path / f"{style}.xml")
+    # both styles' tests in one pytest process (its start, torch's import, is most of a small project's run)
+    by_style = project_outcomes([tmp_path / style for style in ("library", "custom_op")], tmp_path / "junit.xml")
+    for style, results in by_style.items():
         failed = {name: r["message"][-1500:] for name, r in results.items() if r["outcome"] not in ("passed", "skipped")}
         assert not failed, (style, failed)
         skipped = {r["message"].strip().splitlines()[0] for r in results.values() if r["outcome"] == "skipped"}
@@ -524,14 +526,15 @@ def test_a_reduction_rule_generates_working_tests_and_a_wrong_one_is_named(tmp_p
     wrong = write(tmp_path / "wrong.yaml", SUM_DIMS.format(namespace="red_wrong", shape="reduce(x.shape, dims)"))
     done = opgen("new", str(wrong), "-o", str(tmp_path / "wrong"), "--style", "library")
     assert done.returncode == 0, done.stderr
-    for project in projects:  # one run per project: results are keyed by test name
-        outcomes = run_generated_tests([project], tmp_path / f"{project.name}.xml")
-        failed = {name: r["message"][-1500:] for name, r in outcomes.items() if r["outcome"] not in ("passed", "skipped")}
-        assert not failed, (project.name, failed)
-        passed = {name for name, r in outcomes.items() if r["outcome"] == "passed"}
+    for name, outcomes in project_outcomes(projects, tmp_path / "styles.xml").items():  # one pytest process
+        failed = {test: r["message"][-1500:] for test, r in outcomes.items() if r["outcome"] not in ("passed", "skipped")}
+        assert not failed, (name, failed)
+        passed = {test for test, r in outcomes.items() if r["outcome"] == "passed"}
         assert {"test_sum_dims_kernel_follows_the_semantics", "test_sum_dims_opcheck",
-                "test_sum_dims_compiles_once_for_two_sizes"} <= passed, (project.name, sorted(outcomes))
-    outcomes = run_generated_tests([tmp_path / "wrong"], tmp_path / "wrong.xml")
+                "test_sum_dims_compiles_once_for_two_sizes"} <= passed, (name, sorted(outcomes))
+    # the wrong rule runs only the test that must catch it (every test passed on the right rule above)
+    outcomes = project_outcomes([tmp_path / "wrong"], tmp_path / "wrong.xml",
+                                "kernel_follows_the_semantics")["wrong"]
     failed = {name: r["message"] for name, r in outcomes.items() if r["outcome"] == "failed"}
     assert "ops[0].outputs.out0.shape" in failed.get("test_sum_dims_kernel_follows_the_semantics", ""), failed
 

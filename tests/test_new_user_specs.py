@@ -6,8 +6,9 @@ not tuned on these."""
 from __future__ import annotations
 
 import pytest
-from new_helpers import opgen, project_outcomes
+from new_helpers import NOT_FEATURES, opgen_in_one_process, project_outcomes
 
+CONTROL = "nu_control"  # the unplanted project; no other name of the run contains it
 SPEC = """\
 namespace: {namespace}
 style: library
@@ -69,30 +70,31 @@ PLANTED = {
 
 @pytest.mark.slow
 def test_a_new_users_spec_passes_and_unseen_kernel_bugs_fail_it(tmp_path):
-    projects = []
-    for number, bug in enumerate([None, *PLANTED]):
-        namespace = f"nu{number}"
-        spec = tmp_path / f"{namespace}.yaml"
-        spec.write_text(SPEC.format(namespace=namespace), encoding="utf-8")
-        done = opgen("new", str(spec), "-o", str(tmp_path / namespace))
-        assert done.returncode == 0, done.stderr
-        if bug is not None:
-            name, written, planted, _ = PLANTED[bug]
-            kernel = tmp_path / namespace / namespace / "kernels" / name
-            text = kernel.read_text(encoding="utf-8")
-            assert written in text, text
-            kernel.write_text(text.replace(written, planted), encoding="utf-8")
-        projects.append(tmp_path / namespace)
-    control = project_outcomes(projects[:1], tmp_path / "control.xml")["nu0"]
-    # each planted project runs only the test that must catch its bug (every test of the spec ran on the control)
+    names = [CONTROL, *(f"nu{number}" for number in range(1, len(PLANTED) + 1))]
+    for namespace in names:
+        (tmp_path / f"{namespace}.yaml").write_text(SPEC.format(namespace=namespace), encoding="utf-8")
+    codes = opgen_in_one_process(*(["new", str(tmp_path / f"{namespace}.yaml"), "-o", str(tmp_path / namespace)]
+                                   for namespace in names))
+    assert codes == [0] * len(names), codes
+    for namespace, bug in zip(names[1:], PLANTED, strict=True):
+        name, written, planted, _ = PLANTED[bug]
+        kernel = tmp_path / namespace / namespace / "kernels" / name
+        text = kernel.read_text(encoding="utf-8")
+        assert written in text, text
+        kernel.write_text(text.replace(written, planted), encoding="utf-8")
+    # one pytest process: the control's tests (-k matches its folder's name; all but the feature tiers, as
+    # project_outcomes runs by default), and on each planted project only the tests that must catch its bug
     caught_by = " or ".join(sorted({must_fail for _, _, _, must_fail in PLANTED.values()}))
-    by_project = project_outcomes(projects[1:], tmp_path / "planted.xml", caught_by)
+    found = project_outcomes([tmp_path / namespace for namespace in names], tmp_path / "junit.xml",
+                             f"({CONTROL} and {NOT_FEATURES}) or {caught_by}")
+    control = found[CONTROL]
     assert len(control) > 40, sorted(control)
     broken = {name: r["outcome"] for name, r in control.items() if r["outcome"] not in ("passed", "skipped")}
     assert not broken, {name: control[name]["message"][-2000:] for name in broken}
-    for number, bug in enumerate(PLANTED, start=1):
+    for namespace, bug in zip(names[1:], PLANTED, strict=True):
         name, _, _, must_fail = PLANTED[bug]
-        failed = {test for test, r in by_project[f"nu{number}"].items() if r["outcome"] == "failed"}
+        assert set(found[namespace]) == {must for _, _, _, must in PLANTED.values()}, sorted(found[namespace])
+        failed = {test for test, r in found[namespace].items() if r["outcome"] == "failed"}
         assert must_fail in failed, (bug, sorted(failed))
-        message = by_project[f"nu{number}"][must_fail]["message"]
+        message = found[namespace][must_fail]["message"]
         assert "ops[" in message or name in message, (bug, message[-2000:])

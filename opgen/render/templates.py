@@ -53,17 +53,12 @@ def render_templates(jobs: list[tuple[str, dict, str]], templates: Path | None =
 def _render_in(scratch: Path, jobs: list[tuple[str, dict, str]], templates: Path, skip_blank: bool) -> list:
     """Every job rendered into `scratch`, one output folder per template: the files of a job are read and
     removed before the next job (of the same template) renders into the same folders."""
-    from cookiecutter.main import cookiecutter
-
     from .write import PlannedFile
 
     files: dict[str, PlannedFile] = {}
-    config = {"replay_dir": str(scratch / "replay"), "cookiecutters_dir": str(scratch / "cookiecutters")}
     used: set[str] = set()
     for template, context, owner in jobs:
-        rendered = Path(cookiecutter(str(templates / template), no_input=True, extra_context=context,
-                                     output_dir=str(scratch / template), default_config=config,
-                                     accept_hooks=False, overwrite_if_exists=template in used))
+        rendered = _cookiecutter(templates / template, context, scratch / template, template in used)
         used.add(template)
         for path in sorted(rendered.rglob("*")):
             if not path.is_file() or TOOL_DIRS.intersection(path.parts):
@@ -77,6 +72,25 @@ def _render_in(scratch: Path, jobs: list[tuple[str, dict, str]], templates: Path
                 raise OpgenError(f"two ops would write {relative}", hint="give the ops distinct names")
             files[relative] = PlannedFile(relative, text, owner)
     return [files[path] for path in sorted(files)]
+
+
+def _cookiecutter(template: Path, extra_context: dict, output_dir: Path, overwrite: bool) -> Path:
+    """What `cookiecutter.main.cookiecutter(template, no_input=True, extra_context=..., accept_hooks=False)` does
+    for a local template, through cookiecutter's own steps: cookiecutter.main imports its repository fetching
+    (requests, git, zip), which costs every `opgen new` a tenth of a CPU-second, and writes a replay file opgen never
+    reads. The context is the one cookiecutter.main builds (`cookiecutter._repo_dir` included, for the hooks)."""
+    from cookiecutter.generate import generate_context, generate_files
+    from cookiecutter.prompt import prompt_for_config
+
+    context = generate_context(context_file=str(template / "cookiecutter.json"), default_context={},
+                               extra_context=extra_context)
+    context["_cookiecutter"] = {key: value for key, value in context["cookiecutter"].items()
+                                if not key.startswith("_")}
+    context["cookiecutter"].update(prompt_for_config(context, no_input=True))
+    context["cookiecutter"].update({"_template": str(template), "_output_dir": str(output_dir.absolute()),
+                                    "_repo_dir": str(template), "_checkout": None})
+    return Path(generate_files(repo_dir=str(template), context=context, overwrite_if_exists=overwrite,
+                               output_dir=str(output_dir), accept_hooks=False))
 
 
 def render_package(spec, templates: Path | None = None) -> list:
