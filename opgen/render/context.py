@@ -408,6 +408,7 @@ class TestModule:
     package_modules: tuple[str, ...]  # what the tests import from the package: patterns (`fusion:`), reference
     npu_unavailable: str
     cuda_unavailable: str
+    aliasing_tags: str  # the torch.Tag names the ops are defined with that older torch lines lack, as a tuple literal
 
 
 def _test_module(spec: ProjectSpec, ops: list[dict]) -> TestModule:
@@ -421,6 +422,8 @@ def _test_module(spec: ProjectSpec, ops: list[dict]) -> TestModule:
                               if used),
         npu_unavailable="checks.npu_unavailable()" if spec.device == "npu" else skipped["npu"],
         cuda_unavailable="checks.cuda_unavailable()" if spec.device == "cuda" else skipped["cuda"],
+        aliasing_tags=tuple_text([literal(t) for t in dict.fromkeys(op.aliasing_tag for op in spec.ops
+                                                                     if op.aliasing_tag)]),
     )
 
 

@@ -49,6 +49,7 @@ _MODULES = {
     "op": ("Op", "Expected", "Call"),
     "oracle": ("assert_matches_reference",),
     "registration": ("assert_registered", "assert_signature"),
+    "torch_compat": ("skip_module_without_tags",),
     "training": ("assert_fusion_trains",),
 }
 _HOMES = {name: module for module, names in _MODULES.items() for name in names}

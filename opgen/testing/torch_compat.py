@@ -151,3 +151,16 @@ def register_fake_over(qualname: str, fake, lib) -> None:
         holder.kernel = saved
 
     lib._registration_handles.append(RegistrationHandle(restore))
+
+
+def skip_module_without_tags(package: str, tags: tuple[str, ...]) -> None:
+    """At the top of a package's test module: skip it, naming this torch, where torch.Tag lacks a tag its ops are
+    defined with (`inplace` and `out` came in torch 2.13); the package itself refuses to import there."""
+    import pytest
+    import torch
+
+    missing = [tag for tag in tags if not hasattr(torch.Tag, tag)]
+    if missing:
+        pytest.skip(f"{package}'s ops are tagged {', '.join(f'torch.Tag.{t}' for t in missing)} (opgen.yaml), which "
+                    f"torch {torch.__version__} does not have (it came in torch 2.13): the package cannot register "
+                    "them on this torch", allow_module_level=True)

@@ -39,6 +39,9 @@ from opgen import testing as checks
 from torch.types import Number
 {% endif %}
 
+{% if t.aliasing_tags != "()" %}
+checks.skip_module_without_tags("{{ cookiecutter._opgen.package }}", {{ t.aliasing_tags }})
+{% endif %}
 import {{ cookiecutter._opgen.package }}  # registers the operators
 {% if t.package_modules %}
 from {{ cookiecutter._opgen.package }} import {{ t.package_modules | join(", ") }}
