@@ -138,7 +138,6 @@ def test_a_fake_registered_over_another_is_used_until_its_library_goes(style, ov
 def test_a_package_whose_tags_this_torch_lacks_is_skipped_naming_the_line_and_one_it_has_runs():
     """torch 2.6-2.12 have no torch.Tag.inplace / Tag.out: the tests of a package defined with one skip (the package
     refuses to import there); where torch has the tag, nothing is skipped."""
-
     torch_compat.skip_module_without_tags("inplace_ops", ("inplace",))  # torch 2.13 has it: returns
     with pytest.raises(pytest.skip.Exception, match=r"torch\.Tag\.no_such_tag .* torch 2\.\d+"):
         torch_compat.skip_module_without_tags("inplace_ops", ("inplace", "no_such_tag"))
