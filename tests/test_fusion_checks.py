@@ -380,6 +380,30 @@ def test_registering_with_npugraph_ex_says_why_training_graphs_keep_most_composi
     assert registration.notes["npugraph_ex"].startswith("in training graphs npugraph_ex splits forward and backward "
                                                         "with torch's default_partition")
     assert "  npugraph_ex: note: in training graphs" in str(registration)
+    assert "npugraph_ex offers no hook before that split" in registration.notes["npugraph_ex"]
+
+
+@needs_npugraph_ex
+def test_the_training_note_is_what_the_fetched_npugraph_ex_does():
+    """The note's claims, read in the npugraph_ex this machine runs: the partition is default_partition with no option
+    of CompilerConfig for another, the pattern pass and the post-grad hooks run in each graph's compiler (after the
+    split), and the joint-graph patch is never called. A later npugraph_ex offering a joint-graph hook fails here."""
+    import inspect
+    from pathlib import Path
+
+    with npugraph_ex_cpu.Session():
+        import npugraph_ex
+        from npugraph_ex import npu_fx_compiler
+        from npugraph_ex.configs.compiler_config import CompilerConfig
+
+        assert '"partition_fn": default_partition' in inspect.getsource(npu_fx_compiler._compile_graph_with_aot)
+        options = vars(CompilerConfig())
+        assert "post_grad_custom_pre_pass" in options and "pattern_fusion_pass" in options
+        assert not [name for name in options if "partition" in name or "joint" in name], sorted(options)
+        optimize = inspect.getsource(npu_fx_compiler._optimize_fx)
+        assert optimize.index("post_grad_custom_pre_pass") < optimize.index("_apply_pattern_passes")
+        sources = [path.read_text(encoding="utf-8") for path in Path(npugraph_ex.__file__).parent.rglob("*.py")]
+        assert sum(text.count("npu_patch_fx_pass(") for text in sources) == 1  # its definition only
 
 
 def test_register_fusions_keeps_a_fusion_to_the_targets_asked_for(norm, monkeypatch):
