@@ -490,6 +490,32 @@ def test_a_form_traced_in_float32_only_does_not_fire_in_bfloat16(norm, monkeypat
         checks.assert_fusion_fires(norm.op, planted, norm.registering(monkeypatch, planted), norm.first, route)
 
 
+@pytest.fixture(scope="module")
+def every_two(tmp_path_factory):
+    return Generated(tmp_path_factory.mktemp("fusion"), "rotary_pairs", "fz_pairs", "rotary_every_two")
+
+
+def test_ernies_rotary_fires_and_a_rotation_the_other_way_does_not(every_two):
+    """rotary_every_two's Ernie 4.5 form (bfloat16 queries, float32 cos and sin: the example written for it, not
+    examples[0]) fires on Ernie's composite. Planted: the same composite rotating each pair the other way
+    (`stack((x2, -x1))`, the conjugate rotation): a model writing it keeps its composite."""
+    ernie = every_two.forms[1]
+    checks.assert_fusion_fires(every_two.op, ernie, every_two.patterns.register_fusions,
+                               checks.first_fusion_call(ernie, every_two.examples), "inductor")
+
+    def other_way(x, cos, sin):
+        x1, x2 = x[..., 0::2], x[..., 1::2]
+        rotated = torch.stack((x2, -x1), dim=-1).flatten(-2)
+        return ((x.float() * cos) + (rotated.float() * sin)).to(x.dtype)
+    planted = dataclasses.replace(ernie, composite=other_way)
+    with pytest.raises(checks.CheckFailed, match=r"ops\[2\].fusion.forms\[1\] in opgen.yaml did not fire under inductor"):
+        checks.assert_fusion_fires(every_two.op, planted, every_two.patterns.register_fusions,
+                                   checks.first_fusion_call(ernie, every_two.examples), "inductor")
+    with pytest.raises(pytest.skip.Exception, match=r"ops\[2\].fusion.forms\[1\].when does not hold on "
+                                                     r"ops\[2\].examples\[0\]"):  # its bfloat16 cos and sin
+        checks.assert_fusion_fires(every_two.op, ernie, every_two.patterns.register_fusions, every_two.first, "inductor")
+
+
 # --- layouts and training --------------------------------------------------------------------------------------
 
 

@@ -39,6 +39,14 @@ def fusion_call(fusion, call: Call) -> Call:
     return {**call, **fusion.constants}
 
 
+def first_fusion_call(fusion, examples: Callable[[int], list[Call]]) -> Callable[[int], Call]:
+    """A call per seed of the first example the form applies to (its `when:`, its traced dtypes): a form written for
+    other dtypes than examples[0]'s (Ernie 4.5's float32 cos and sin beside bfloat16 queries) fires and trains on the
+    example written for it. Where it applies to none, examples[0] (whose check then skips, saying so)."""
+    calls = examples(0)
+    index = next((i for i, call in enumerate(calls) if fusion.holds(**fusion_call(fusion, call))), 0)
+    return lambda seed: examples(seed)[index]
+
 
 def _index_dtype_variants(call: Call, label: str) -> list[tuple[str, Call]]:
     """The call with each integer tensor in the other index dtype (int64 <-> int32): indexing takes both, a kernel
