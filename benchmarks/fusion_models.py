@@ -37,8 +37,8 @@ LAYERS = 2
 
 # What each family's modeling code writes (transformers 5.x), per shipped op: how many times a forward computes
 # that op's composite, L the number of layers. The RMS norms: `llama` (LlamaRMSNorm: weight * h.to(dtype)),
-# `olmo2` ((weight * h).to(dtype)), `helium` ((weight.to(float32) * h).to(dtype), a form no example lists: in
-# float32 its casts vanish and it is Llama's), `gemma` (h * (1 + weight)). add_rms_norm (residual + h, then a
+# `olmo2` ((weight * h).to(dtype)), `helium` ((weight.to(float32) * h).to(dtype), rms_norm's helium form: in
+# float32 its casts vanish and it is Llama's; add_rms_norm has no such form), `gemma` (h * (1 + weight)). add_rms_norm (residual + h, then a
 # Llama-form norm): 2L in a pre-norm decoder; in a post-norm one (OLMo 2) only the final norm follows an add. swiglu:
 # act(gate) * up with SiLU (Phi-3 and GLM chunk one projection and write up * act(gate)); gelu MLPs (Gemma) 0.
 # rotary: the rotate_half form, cos and sin in x's dtype (Llama) or float32 with a cast back (OLMo 2): "half";
@@ -94,7 +94,7 @@ def expected(architecture: str, op: str, dtype: str, static_layers: int) -> int 
     llama_norm = form == "llama" or (dtype == "float32" and form in ("olmo2", "helium"))
     if op in ROTARY_OPS:
         return 2 * LAYERS if rotary == ROTARY_OPS[op] else 0
-    return {"rms_norm": norms if llama_norm or form == "olmo2" else 0,
+    return {"rms_norm": norms if llama_norm or form in ("olmo2", "helium") else 0,
             "gemma_rms_norm": norms if form == "gemma" else 0,
             "add_rms_norm": (2 * LAYERS if pre_norm else 1) if llama_norm or form == "olmo2" else 0,
             "swiglu": None if swiglu is None else swiglu * LAYERS,

@@ -439,7 +439,7 @@ def test_each_form_of_an_op_fires_and_a_form_left_out_does_not(forms, monkeypatc
     Llama form registered alone, Olmo2's bfloat16 composite keeps its composite: the Llama form's float32 pattern
     would take its float32 middle (after the upcast of x, the weight still bfloat16), which two rules refuse, each
     alone: x is an upcast of a bfloat16 tensor (`upcast_from`), and the dtypes are no trace's (`applies`)."""
-    llama, olmo2 = forms.forms
+    llama, olmo2, _helium = forms.forms
     for form in (llama, olmo2):
         checks.assert_fusion_fires(forms.op, form, forms.patterns.register_fusions, forms.first, route)
     bf16 = {name: value.to(torch.bfloat16) if isinstance(value, torch.Tensor) else value  # a model's 1-D weight
