@@ -516,6 +516,31 @@ def test_ernies_rotary_fires_and_a_rotation_the_other_way_does_not(every_two):
         checks.assert_fusion_fires(every_two.op, ernie, every_two.patterns.register_fusions, every_two.first, "inductor")
 
 
+def test_under_plain_torch_compile_a_composite_that_flattens_is_matched_as_inductors_reshape(every_two, monkeypatch):
+    """Inductor turns every view into a reshape before its post-grad passes: Ernie's rotary (`.flatten(-2)`) gets the
+    op in the code plain torch.compile generates, values equal eager. Planted: the form traced with its view (as
+    before), which aot_eager's graphs matched and Inductor's never do."""
+    from torch._inductor.utils import run_and_get_code
+
+    ernie = every_two.forms[1]
+    call = checks.first_fusion_call(ernie, every_two.examples)(0)
+
+    def fused_code() -> tuple[bool, object]:
+        ernie.__dict__.pop("_traced", None)  # traced anew, as in a fresh process
+        register = every_two.registering(monkeypatch, ernie)
+        register(targets=("inductor",))
+        torch.compiler.reset()
+        with torch.no_grad():
+            out, code = run_and_get_code(torch.compile(ernie.composite, dynamic=False), **call)
+        return any("fz_pairs.rotary_every_two" in text for text in code), out
+    fused, out = fused_code()
+    assert fused
+    torch.testing.assert_close(out, ernie.composite(**call), rtol=0, atol=0)
+    monkeypatch.setattr(every_two.patterns, "view_to_reshape", lambda gm: None)  # planted: the form keeps its view
+    assert not fused_code()[0]
+    ernie.__dict__.pop("_traced", None)
+
+
 # --- layouts and training --------------------------------------------------------------------------------------
 
 
