@@ -16,7 +16,8 @@ npugraph_ex figures (else they are skipped, saying why).
 With transformers installed (`--model`, default Llama, Qwen3 and Gemma: 2 layers, hidden size 64, batch 2 x 8
 tokens), per model, dtype (bfloat16, float32), target (npugraph_ex's backend on CPU, plain torch.compile with
 Inductor) and registration (`register_fusions()`'s default, and the targets named: every device): the model compiled
-without and with add_rms_norm, rms_norm, gemma_rms_norm, swiglu and rotary registered, their forward calls
+without and with add_rms_norm, rms_norm, gemma_rms_norm, swiglu, rotary and rotary_pairs registered (Ernie 4.5 and
+GLM for rotary_pairs' rotary_every_two: `--model Ernie4_5ForCausalLM,GlmForCausalLM`), their forward calls
 interleaved, and fused/unfused of the median forward in the same run, with the fused ops the code calls. By default
 nothing is fused on CPU (the op's kernel there is its Python reference, slower than Inductor's code for the
 composite): the ratio must stay <= 1.0x within noise; the named targets show what a fusion on CPU would cost.
@@ -152,7 +153,10 @@ def main() -> int:
     return 0
 
 
-FUSED_EXAMPLES = ("add_rms_norm", "rms_norm", "gemma_rms_norm", "swiglu", "rotary")  # add_rms_norm first
+# example -> its fused ops (add_rms_norm first: its pattern holds rms_norm's)
+FUSED_EXAMPLES = {"add_rms_norm": ("add_rms_norm",), "rms_norm": ("rms_norm",), "gemma_rms_norm": ("gemma_rms_norm",),
+                  "swiglu": ("swiglu",), "rotary": ("rotary",),
+                  "rotary_pairs": ("rotary_halves", "rotary_interleaved", "rotary_every_two")}
 # How each target is registered: the default (what a user gets from `register_fusions()`: nothing on CPU, where the
 # ops' kernels are their Python references), and on every device (asked for by naming the targets): for comparison.
 REGISTRATIONS = (("npugraph_ex", "default", None), ("npugraph_ex", "asked", ("npugraph_ex",)),
@@ -178,7 +182,7 @@ def fused_ops(torch, graphs_or_code, packages) -> dict[str, int]:
     found = {}
     for patterns in packages:
         namespace = patterns.__name__.split(".")[0]
-        for name in FUSED_EXAMPLES:
+        for name in (op for ops in FUSED_EXAMPLES.values() for op in ops):
             count = text.count(f"{namespace}.{name}.default")
             if count:
                 found[f"{namespace}::{name}"] = count

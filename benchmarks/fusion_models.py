@@ -30,21 +30,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = {"rms_norm": ("myops", ("rms_norm",)), "gemma_rms_norm": ("gemma_ops", ("gemma_rms_norm",)),
             "add_rms_norm": ("fused", ("add_rms_norm",)), "swiglu": ("mlp_ops", ("swiglu",)),
-            "rotary": ("rope_ops", ("rotary",)), "rotary_pairs": ("rope_pairs", ("rotary_halves", "rotary_interleaved")),
+            "rotary": ("rope_ops", ("rotary",)), "rotary_pairs": ("rope_pairs", ("rotary_halves", "rotary_interleaved", "rotary_every_two")),
             "static_cache_update": ("static_cache_ops", ("static_cache_update",))}
 STATIC_CACHE = "static_cache_update"  # run with a transformers StaticCache passed in (past_key_values)
 LAYERS = 2
 
 # What each family's modeling code writes (transformers 5.x), per shipped op: how many times a forward computes
 # that op's composite, L the number of layers. The RMS norms: `llama` (LlamaRMSNorm: weight * h.to(dtype)),
-# `olmo2` ((weight * h).to(dtype)), `helium` ((weight.to(float32) * h).to(dtype), a form no example lists: in
-# float32 its casts vanish and it is Llama's), `gemma` (h * (1 + weight)). add_rms_norm (residual + h, then a
+# `olmo2` ((weight * h).to(dtype)), `helium` ((weight.to(float32) * h).to(dtype), rms_norm's helium form: in
+# float32 its casts vanish and it is Llama's; add_rms_norm has no such form), `gemma` (h * (1 + weight)). add_rms_norm (residual + h, then a
 # Llama-form norm): 2L in a pre-norm decoder; in a post-norm one (OLMo 2) only the final norm follows an add. swiglu:
 # act(gate) * up with SiLU (Phi-3 and GLM chunk one projection and write up * act(gate)); gelu MLPs (Gemma) 0.
 # rotary: the rotate_half form, cos and sin in x's dtype (Llama) or float32 with a cast back (OLMo 2): "half";
 # half-width cos and sin on torch.chunk halves (GPT-OSS): "chunk"; on even/odd pairs (DeepSeek-V3's rope_interleave):
-# "pairs"; GLM and Helium rotate interleaved pairs with full-width cos and sin (stack/flatten), a form no example
-# lists: "other". add_rms_norm takes the Llama and OLMo 2 norms after an add. static_cache_update: one per layer whose
+# "pairs"; interleaved pairs rotated in place with full-width cos and sin (stack/flatten: GLM, GLM-4, Helium in x's
+# dtype, Ernie 4.5 in float32 with casts): "every_two". add_rms_norm takes the Llama and OLMo 2 norms after an add. static_cache_update: one per layer whose
 # StaticCache layer is a transformers StaticLayer (counted from the cache object, not the graph; a sliding-window
 # layer writes with the same index_copy_ while the tokens fit its window, as the tiny inputs do).
 MLA = {"q_lora_rank": 32, "kv_lora_rank": 16, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 16,
@@ -63,16 +63,28 @@ FAMILIES = {
     "GraniteForCausalLM": ("llama", 2, True, 1, "half", {}),
     "Gemma2ForCausalLM": ("gemma", 4, True, 0, "half", {}),
     "Gemma3ForCausalLM": ("gemma", 6, True, 0, "half", {}),  # + q_norm, k_norm
-    "HeliumForCausalLM": ("helium", 2, True, 1, "other", {}),  # interleaved rotary
-    "GlmForCausalLM": ("llama", 2, True, 1, "other", {}),
+    "HeliumForCausalLM": ("helium", 2, True, 1, "every_two", {}),  # interleaved rotary
+    "GlmForCausalLM": ("llama", 2, True, 1, "every_two", {}),  # partial rotary: the op on q[..., :rotary_dim]
     # the new forms' families (MoE experts run batched_mm: npugraph_ex compiles the grouped default on CPU wrongly;
     # their expert MLPs are not counted as swiglu: None)
     "GptOssForCausalLM": ("olmo2", 2, True, 0, "chunk", {"num_local_experts": 4, "num_experts_per_tok": 2,
                                                            "experts_implementation": "batched_mm"}),
     "DeepseekV3ForCausalLM": ("llama", 4, True, None, "pairs", {**MLA, "experts_implementation": "batched_mm"}),
     "Glm4MoeLiteForCausalLM": ("llama", 4, True, None, "pairs", {**MLA, "experts_implementation": "batched_mm"}),
+    # round 3: Ernie 4.5's rotary (rotary_every_two's ernie form), and families of the issue's trial
+    "Ernie4_5ForCausalLM": ("llama", 2, True, 1, "every_two", {}),
+    "Ernie4_5_MoeForCausalLM": ("llama", 2, True, None, "every_two", {"moe_num_experts": 4, "moe_k": 2,
+                                                                       "moe_intermediate_size": 32,
+                                                                       "experts_implementation": "batched_mm"}),
+    "Glm4ForCausalLM": ("llama", 4, True, 1, "every_two", {}),  # + post_self_attn, post_mlp norms (before the adds)
+    "SmolLM3ForCausalLM": ("llama", 2, True, 1, "half", {}),  # rope in both tiny layers (no_rope_layer_interval 4)
+    "SeedOssForCausalLM": ("llama", 2, True, 1, "half", {}),
+    "Exaone4ForCausalLM": ("llama", 4, False, 1, "half", {}),  # post-norms, q_norm, k_norm; both layers sliding: rope
+    "ArceeForCausalLM": ("llama", 2, True, 0, "half", {}),  # ReLU^2 MLP: no swiglu
+    "MixtralForCausalLM": ("llama", 2, True, None, "half", {"num_local_experts": 4, "num_experts_per_tok": 2,
+                                                            "experts_implementation": "batched_mm"}),
 }
-ROTARY_OPS = {"rotary": "half", "rotary_halves": "chunk", "rotary_interleaved": "pairs"}
+ROTARY_OPS = {"rotary": "half", "rotary_halves": "chunk", "rotary_interleaved": "pairs", "rotary_every_two": "every_two"}
 
 
 def expected(architecture: str, op: str, dtype: str, static_layers: int) -> int | None:
@@ -82,19 +94,20 @@ def expected(architecture: str, op: str, dtype: str, static_layers: int) -> int 
     llama_norm = form == "llama" or (dtype == "float32" and form in ("olmo2", "helium"))
     if op in ROTARY_OPS:
         return 2 * LAYERS if rotary == ROTARY_OPS[op] else 0
-    return {"rms_norm": norms if llama_norm or form == "olmo2" else 0,
+    return {"rms_norm": norms if llama_norm or form in ("olmo2", "helium") else 0,
             "gemma_rms_norm": norms if form == "gemma" else 0,
             "add_rms_norm": (2 * LAYERS if pre_norm else 1) if llama_norm or form == "olmo2" else 0,
             "swiglu": None if swiglu is None else swiglu * LAYERS,
             "static_cache_update": static_layers}[op]
 
 
-def generate(root: Path) -> dict:
+def generate(root: Path, examples: list[str]) -> dict:
     """Each example generated (library style) and imported: example -> (patterns module, {op: overload})."""
     import torch
 
     found = {}
-    for example, (package, ops) in EXAMPLES.items():
+    for example in examples:
+        package, ops = EXAMPLES[example]
         project = root / example
         subprocess.run([sys.executable, "-m", "opgen", "new", str(ROOT / "examples" / f"{example}.yaml"), "-o",
                         str(project)], check=True, cwd=ROOT, capture_output=True)
@@ -142,6 +155,7 @@ def main() -> int:
     parser.add_argument("--models", default=",".join(FAMILIES))
     parser.add_argument("--dtypes", default="bfloat16,float32")
     parser.add_argument("--routes", default="npugraph_ex,inductor")
+    parser.add_argument("--examples", default=",".join(EXAMPLES), help="the fused examples to try (a subset is faster)")
     args = parser.parse_args()
     try:
         import transformers  # noqa: F401
@@ -153,7 +167,7 @@ def main() -> int:
     sys.path.insert(0, str(ROOT))
     bad = total = 0
     with tempfile.TemporaryDirectory(prefix="opgen-fusion-models-") as tmp:
-        projects = generate(Path(tmp))
+        projects = generate(Path(tmp), args.examples.split(","))
         from opgen.testing import capture, fusion, models
 
         checks = types.SimpleNamespace(npugraph_ex_cpu=capture.npugraph_ex_cpu, tiny_model=models.tiny_model,

@@ -380,6 +380,30 @@ def test_registering_with_npugraph_ex_says_why_training_graphs_keep_most_composi
     assert registration.notes["npugraph_ex"].startswith("in training graphs npugraph_ex splits forward and backward "
                                                         "with torch's default_partition")
     assert "  npugraph_ex: note: in training graphs" in str(registration)
+    assert "npugraph_ex offers no hook before that split" in registration.notes["npugraph_ex"]
+
+
+@needs_npugraph_ex
+def test_the_training_note_is_what_the_fetched_npugraph_ex_does():
+    """The note's claims, read in the npugraph_ex this machine runs: the partition is default_partition with no option
+    of CompilerConfig for another, the pattern pass and the post-grad hooks run in each graph's compiler (after the
+    split), and the joint-graph patch is never called. A later npugraph_ex offering a joint-graph hook fails here."""
+    import inspect
+    from pathlib import Path
+
+    with npugraph_ex_cpu.Session():
+        import npugraph_ex
+        from npugraph_ex import npu_fx_compiler
+        from npugraph_ex.configs.compiler_config import CompilerConfig
+
+        assert '"partition_fn": default_partition' in inspect.getsource(npu_fx_compiler._compile_graph_with_aot)
+        options = vars(CompilerConfig())
+        assert "post_grad_custom_pre_pass" in options and "pattern_fusion_pass" in options
+        assert not [name for name in options if "partition" in name or "joint" in name], sorted(options)
+        optimize = inspect.getsource(npu_fx_compiler._optimize_fx)
+        assert optimize.index("post_grad_custom_pre_pass") < optimize.index("_apply_pattern_passes")
+        sources = [path.read_text(encoding="utf-8") for path in Path(npugraph_ex.__file__).parent.rglob("*.py")]
+        assert sum(text.count("npu_patch_fx_pass(") for text in sources) == 1  # its definition only
 
 
 def test_register_fusions_keeps_a_fusion_to_the_targets_asked_for(norm, monkeypatch):
@@ -415,7 +439,7 @@ def test_each_form_of_an_op_fires_and_a_form_left_out_does_not(forms, monkeypatc
     Llama form registered alone, Olmo2's bfloat16 composite keeps its composite: the Llama form's float32 pattern
     would take its float32 middle (after the upcast of x, the weight still bfloat16), which two rules refuse, each
     alone: x is an upcast of a bfloat16 tensor (`upcast_from`), and the dtypes are no trace's (`applies`)."""
-    llama, olmo2 = forms.forms
+    llama, olmo2, _helium = forms.forms
     for form in (llama, olmo2):
         checks.assert_fusion_fires(forms.op, form, forms.patterns.register_fusions, forms.first, route)
     bf16 = {name: value.to(torch.bfloat16) if isinstance(value, torch.Tensor) else value  # a model's 1-D weight
@@ -464,6 +488,57 @@ def test_a_form_traced_in_float32_only_does_not_fire_in_bfloat16(norm, monkeypat
     planted = dataclasses.replace(norm.fusion, example_inputs=float32_only)
     with pytest.raises(checks.CheckFailed, match="did not fire under " + route):
         checks.assert_fusion_fires(norm.op, planted, norm.registering(monkeypatch, planted), norm.first, route)
+
+
+@pytest.fixture(scope="module")
+def every_two(tmp_path_factory):
+    return Generated(tmp_path_factory.mktemp("fusion"), "rotary_pairs", "fz_pairs", "rotary_every_two")
+
+
+def test_ernies_rotary_fires_and_a_rotation_the_other_way_does_not(every_two):
+    """rotary_every_two's Ernie 4.5 form (bfloat16 queries, float32 cos and sin: the example written for it, not
+    examples[0]) fires on Ernie's composite. Planted: the same composite rotating each pair the other way
+    (`stack((x2, -x1))`, the conjugate rotation): a model writing it keeps its composite."""
+    ernie = every_two.forms[1]
+    checks.assert_fusion_fires(every_two.op, ernie, every_two.patterns.register_fusions,
+                               checks.first_fusion_call(ernie, every_two.examples), "inductor")
+
+    def other_way(x, cos, sin):
+        x1, x2 = x[..., 0::2], x[..., 1::2]
+        rotated = torch.stack((x2, -x1), dim=-1).flatten(-2)
+        return ((x.float() * cos) + (rotated.float() * sin)).to(x.dtype)
+    planted = dataclasses.replace(ernie, composite=other_way)
+    with pytest.raises(checks.CheckFailed, match=r"ops\[2\].fusion.forms\[1\] in opgen.yaml did not fire under inductor"):
+        checks.assert_fusion_fires(every_two.op, planted, every_two.patterns.register_fusions,
+                                   checks.first_fusion_call(ernie, every_two.examples), "inductor")
+    with pytest.raises(pytest.skip.Exception, match=r"ops\[2\].fusion.forms\[1\].when does not hold on "
+                                                     r"ops\[2\].examples\[0\]"):  # its bfloat16 cos and sin
+        checks.assert_fusion_fires(every_two.op, ernie, every_two.patterns.register_fusions, every_two.first, "inductor")
+
+
+def test_under_plain_torch_compile_a_composite_that_flattens_is_matched_as_inductors_reshape(every_two, monkeypatch):
+    """Inductor turns every view into a reshape before its post-grad passes: Ernie's rotary (`.flatten(-2)`) gets the
+    op in the code plain torch.compile generates, values equal eager. Planted: the form traced with its view (as
+    before), which aot_eager's graphs matched and Inductor's never do."""
+    from torch._inductor.utils import run_and_get_code
+
+    ernie = every_two.forms[1]
+    call = checks.first_fusion_call(ernie, every_two.examples)(0)
+
+    def fused_code() -> tuple[bool, object]:
+        ernie.__dict__.pop("_traced", None)  # traced anew, as in a fresh process
+        register = every_two.registering(monkeypatch, ernie)
+        register(targets=("inductor",))
+        torch.compiler.reset()
+        with torch.no_grad():
+            out, code = run_and_get_code(torch.compile(ernie.composite, dynamic=False), **call)
+        return any("fz_pairs.rotary_every_two" in text for text in code), out
+    fused, out = fused_code()
+    assert fused
+    torch.testing.assert_close(out, ernie.composite(**call), rtol=0, atol=0)
+    monkeypatch.setattr(every_two.patterns, "view_to_reshape", lambda gm: None)  # planted: the form keeps its view
+    assert not fused_code()[0]
+    ernie.__dict__.pop("_traced", None)
 
 
 # --- layouts and training --------------------------------------------------------------------------------------

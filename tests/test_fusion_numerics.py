@@ -80,8 +80,8 @@ def test_each_shipped_op_computes_its_forms_results_in_the_dtypes_they_are_trace
 
 def test_an_op_that_scales_in_float32_then_casts_differs_from_llamas_norm_in_half_precision(tmp_path):
     """Planted: rms_norm's reference as it was (the weight multiplied in float32, then the cast), where the Llama form
-    casts back first and multiplies in x's dtype: caught in float16, not in float32. OLMo 2's form (the weight in
-    float32) is within the tolerances it states, and without them differs."""
+    casts back first and multiplies in x's dtype: caught in float16, not in float32. OLMo 2's and Helium's forms (the
+    weight in float32) are within the tolerances they state, and without them differ."""
     def float32_scale(text: str) -> str:
         new = "      y = (gamma * (xf * rstd).to(x.dtype)).to(x.dtype)\n"
         assert new in text
@@ -92,5 +92,19 @@ def test_an_op_that_scales_in_float32_then_casts_differs_from_llamas_norm_in_hal
     def no_tolerances(text: str) -> str:
         line = next(line for line in text.splitlines() if line.strip().startswith("tolerances: {float16"))
         return text.replace(line + "\n", "")
-    found = differences(*_generated(tmp_path, "rms_norm", no_tolerances))
-    assert found and all("forms[1] (olmo2) in torch.float16, output 0" in line for line in found), found
+    found = differences(*_generated(tmp_path, "rms_norm", no_tolerances))  # OLMo 2's and Helium's, alike
+    assert {line.split(", seed")[0] for line in found} == {"ops[0].fusion.forms[1] (olmo2) in torch.float16, output 0",
+                                                           "ops[0].fusion.forms[2] (helium) in torch.float16, output 0"}
+
+
+def test_a_rotation_that_leaves_the_pairs_de_interleaved_is_not_ernies_form(tmp_path):
+    """Planted: rotary_every_two's Ernie 4.5 form written with rotary_interleaved's output order (`torch.cat` of the
+    rotated halves where Ernie stacks each pair back in place): caught in both dtypes it is traced in; the shipped
+    form (stack, then flatten) is the op's, bit for bit (test_each_shipped_op_... above)."""
+    def concatenated(text: str) -> str:
+        old = "            rotated = torch.stack((-x2, x1), dim=-1).flatten(-2)\n"
+        assert old in text
+        return text.replace(old, "            rotated = torch.cat((-x2, x1), dim=-1)\n")
+    found = differences(*_generated(tmp_path, "rotary_pairs", concatenated))
+    assert found and {line.split(" in ")[0] for line in found} == {"ops[2].fusion.forms[1] (ernie)"}, found
+    assert {line.split(" in ")[1].split(",")[0] for line in found} == {"torch.bfloat16", "torch.float32"}, found

@@ -703,7 +703,8 @@ def rung_fusion(op: Op) -> str:
                 skipped.append(f"{route} ({reason})")
                 continue
             for form in op.fusion:
-                checks.assert_fusion_fires(target, form, op.register, lambda seed: calls(op, seed)[0], route)
+                first = checks.first_fusion_call(form, lambda seed: calls(op, seed))
+                checks.assert_fusion_fires(target, form, op.register, first, route)
             fired.append(route)
     except checks.CheckFailed as failed:
         raise RungFailed(failed.kind, str(failed).splitlines()[0], str(failed)) from None

@@ -16,7 +16,8 @@ file) and calls of it: a call is a dict of the op's arguments by name (`op.overl
                  assert_npugraph_ex_compiles_on_cpu [npugraph_ex_compiler], assert_npugraph_ex_capture_replay_on_cpu
                  [capture_cpu: npugraph_ex's AclGraph over the NPU graph emulation of npu_graph_cpu]
   npugraph_ex    CompileCache, assert_capture_limit, assert_on_a_second_stream [npugraph_ex_features]
-  fusion         assert_fusion_matches_the_op, assert_fusion_fires, assert_near_misses_stay_unfused [fusion],
+  fusion         assert_fusion_matches_the_op, assert_fusion_fires (on first_fusion_call),
+                 assert_near_misses_stay_unfused [fusion],
                  assert_fusion_keeps_layouts [layouts], assert_fusion_trains [training],
                  assert_fusion_fires_in_model [models]
 The inputs the checks try are input_variants'; npugraph_ex_cpu loads npugraph_ex on CPU.
@@ -38,7 +39,7 @@ _MODULES = {
     "failures": ("CheckFailed", "SkipCheck"),
     "fake": ("assert_enters_graph", "assert_follows_semantics"),
     "fusion": ("FUSION_ROUTES", "assert_fusion_fires", "assert_fusion_matches_the_op",
-               "assert_near_misses_stay_unfused"),
+               "assert_near_misses_stay_unfused", "first_fusion_call"),
     "input_variants": ("Domain", "Draw", "Variant", "SWEPT_DTYPES", "random_tensor", "variants"),
     "kernel": ("assert_expected", "assert_writes"),
     "layouts": ("assert_fusion_keeps_layouts",),

@@ -39,6 +39,14 @@ def fusion_call(fusion, call: Call) -> Call:
     return {**call, **fusion.constants}
 
 
+def first_fusion_call(fusion, examples: Callable[[int], list[Call]]) -> Callable[[int], Call]:
+    """A call per seed of the first example the form applies to (its `when:`, its traced dtypes): a form written for
+    other dtypes than examples[0]'s (Ernie 4.5's float32 cos and sin beside bfloat16 queries) fires and trains on the
+    example written for it. Where it applies to none, examples[0] (whose check then skips, saying so)."""
+    calls = examples(0)
+    index = next((i for i, call in enumerate(calls) if fusion.holds(**fusion_call(fusion, call))), 0)
+    return lambda seed: examples(seed)[index]
+
 
 def _index_dtype_variants(call: Call, label: str) -> list[tuple[str, Call]]:
     """The call with each integer tensor in the other index dtype (int64 <-> int32): indexing takes both, a kernel
@@ -165,8 +173,8 @@ def _snapshot(graph: torch.fx.Graph, composite: Callable, overload) -> dict:
 def _fusion_backend(route: str, register: Callable, before: Callable, after: Callable, session=None,
                     bw_compiler: Callable | None = None):
     """The backend compiling with the package's fusions under `route`: npugraph_ex's (pattern fusion on, the fusions
-    registered with it), or Inductor's pattern pass (FUSION_PASS) after its remove_noop_ops under aot_eager, training
-    graphs partitioned as Inductor partitions them (min-cut rematerialization).
+    registered with it), or Inductor's pattern pass (FUSION_PASS) after its view_to_reshape and remove_noop_ops under
+    aot_eager, training graphs partitioned as Inductor partitions them (min-cut rematerialization).
     `before` and `after` see each forward graph around the pattern pass; `bw_compiler`: Inductor's backward."""
     if route == "npugraph_ex":
         _forget_earlier_sessions(register)
@@ -175,11 +183,12 @@ def _fusion_backend(route: str, register: Callable, before: Callable, after: Cal
                                post_grad_custom_post_pass=lambda gm, *_: after(gm.graph))
     from torch._functorch.partitioners import min_cut_rematerialization_partition
     from torch._inductor.decomposition import select_decomp_table
-    from torch._inductor.fx_passes.post_grad import remove_noop_ops
+    from torch._inductor.fx_passes.post_grad import remove_noop_ops, view_to_reshape
 
     pattern_pass = register(install=False, targets=(route,)).inductor_pass
 
     def compiler(gm, _example_inputs):
+        view_to_reshape(gm)  # as Inductor's compile_fx does before its post-grad passes: its graphs hold no view
         remove_noop_ops(gm.graph)
         before(gm.graph)
         pattern_pass(gm.graph)

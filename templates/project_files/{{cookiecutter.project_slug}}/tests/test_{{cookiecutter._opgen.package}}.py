@@ -347,7 +347,7 @@ def test_{{ op.stem }}_npugraph_ex_on_a_second_stream():
 {% endif %}
 {% if op.fusion.constant %}
 {% set f = op.fusion.argument %}
-{% set first_call = "lambda seed: " ~ o.examples ~ "(seed)[0]" %}
+{% set first_call = "checks.first_fusion_call(" ~ f ~ ", " ~ o.examples ~ ")" %}
 {% set forms = (op.fusion.parametrize ~ "\n") if op.fusion.parametrize else "" %}
 
 
