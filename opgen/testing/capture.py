@@ -128,9 +128,10 @@ def npugraph_ex_cpu(capture: bool = False):
 
 
 
-# Reinplacing under npugraph_ex on torch 2.8 and 2.9 (2.8.0.post5, 2.9.1; not 2.7.1 or 2.12 on) turns the write-backs of an op it reinplaced into
-# `copy_(x, x)` and leaves them: a copy of a buffer onto itself, which ATen's copy_ returns from before any kernel
-# (self.is_same(src)); whether the NPU's copy_ launches one cannot be seen on CPU, so it is reported, not passed
+# Reinplacing under npugraph_ex on torch 2.8 and 2.9 (2.8.0.post5, 2.9.1; not 2.7.1, nor 2.12 and later) turns
+# the write-backs of an op it reinplaced into `copy_(x, x)` and leaves them: a copy of a buffer onto itself, which
+# ATen's copy_ returns from before any kernel (self.is_same(src)); whether the NPU's copy_ launches one cannot be
+# seen on CPU, so it is reported, not passed
 SELF_COPIES = ("npugraph_ex left write-backs of a buffer onto itself (copy_(x, x), npugraph_ex on torch 2.8/2.9): no "
                "copy on CPU, where ATen's copy_ returns early; not provable without an NPU")
 
