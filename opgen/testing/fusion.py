@@ -324,10 +324,10 @@ def assert_fusion_fires(op: Op, fusion, register: Callable, make_call: Callable[
             raise CheckFailed(f"{op.qualname} is not in the graph npugraph_ex captures:\n{final.code}",
                               "npugraph_ex-op-missing")
         leftovers = leftover_copies(final, op.overload, op.written)
+        where = "".join(f"\n  {n.format_node()}" for n in leftovers)
         if leftovers and all(is_self_copy(n) for n in leftovers):
-            xfail(f"{fusion.field} under npugraph_ex: {SELF_COPIES}:" + "".join(f"\n  {n.format_node()}" for n in leftovers))
+            xfail(f"{fusion.field} under npugraph_ex: {SELF_COPIES}:{where}")
         if leftovers:
-            where = "".join(f"\n  {n.format_node()}" for n in leftovers)
             raise CheckFailed(f"{fusion.field} under npugraph_ex: copies of the buffers {op.qualname} writes are left, "
                               f"paid at every replay:{where}\n{final.code}", "npugraph_ex-leftover-copy")
 
