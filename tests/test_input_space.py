@@ -152,9 +152,9 @@ def test_the_correct_twin_passes_every_variant_and_the_sweep_is_deterministic():
 
 def test_sizes_change_as_one_symbol_and_past_the_tile_sizes():
     found = labels(_norm("norm_labels", norm_reference), norm_examples)
-    for size in (1, 0, 97, 1537, 6145):
+    for size in (1, 0, 97, 1537, 9729):
         assert f"examples[0] with its size 96 as {size}" in found
-    assert "examples[1] with its size 3 as 1" in found and "examples[1] with its size 40 as 6145" in found
+    assert "examples[1] with its size 3 as 1" in found and "examples[1] with its size 40 as 9729" in found
     same = define("pair_same(Tensor a, Tensor b) -> Tensor", lambda a, b: a + b, lambda a, b: torch.empty_like(a))
     calls = checks.variants(same, lambda seed: [{"a": torch.randn(4, 6), "b": torch.randn(4, 6)}])
     resized = next(v.call for v in calls if v.label == "examples[0] with its size 6 as 1537")
@@ -515,3 +515,79 @@ def test_an_int_scalar_is_also_tried_doubled_where_one_more_is_no_input():
     with pytest.raises(checks.CheckFailed, match=r"examples\[0\] with groups=4: ops\[0\].outputs.out0: shape "
                                                  r"\(2, 2\), expected \(2, 4\)"):
         checks.assert_matches_reference(written_in, examples)
+
+
+# --- tiles and tails: a gated activation whose checks want an even last dim ----------------------------------------
+
+
+def _gelu_and_mul_reference(x):
+    d = x.shape[-1] // 2
+    return (torch.nn.functional.gelu(x[..., :d].float(), approximate="tanh") * x[..., d:].float()).to(x.dtype)
+
+
+def _gelu_and_mul_fake(x):
+    torch._check(x.shape[-1] % 2 == 0,
+                 lambda: "iv_test::gelu_and_mul: ops[0].checks[0] in opgen.yaml does not hold: x.shape[-1] % 2 == 0")
+    return x.new_empty([*x.shape[:-1], x.shape[-1] // 2])
+
+
+def _even_only_kernel(x):
+    torch._check(x.shape[-1] % 2 == 0, lambda: "gelu_and_mul: the last size must be even")  # as a real kernel refuses
+    return _gelu_and_mul_reference(x)
+
+
+def _zero_past_4096(x):  # one tile of 4096 output columns, the rest left zero
+    out = _even_only_kernel(x)
+    out[..., 4096:] = 0
+    return out
+
+
+def _last_partial_tile_wrong(x):  # tiles of 1024 output columns; the partial last one in erf's gelu, not tanh's
+    out, d = _even_only_kernel(x), x.shape[-1] // 2
+    tail = d - d % 1024 if d % 1024 else d
+    out[..., tail:] = (torch.nn.functional.gelu(x[..., tail:d].float()) * x[..., d + tail:].float()).to(x.dtype)
+    return out
+
+
+def _vector_tail_dropped(width: int):
+    def kernel(x):  # vectors of `width` output columns; a tail shorter than one left zero
+        out, d = _even_only_kernel(x), x.shape[-1] // 2
+        out[..., d - d % width:] = 0
+        return out
+    return kernel
+
+
+def gated_examples(seed: int = 0) -> list[dict]:
+    return [{"x": checks.random_tensor((4, 256), torch.float16, torch.Generator().manual_seed(seed))}]
+
+
+def _gated(name: str, kernel) -> checks.Op:
+    return define(f"{name}(Tensor x) -> Tensor", kernel, _gelu_and_mul_fake, _gelu_and_mul_reference, checked=True)
+
+
+def test_size_variants_keep_to_the_checks_and_reach_past_the_tile_sizes():
+    """gelu_and_mul's checks want an even last dim: each size variant of it that is odd moves to the next even size
+    (named in the label), so the kernel that refuses odd sizes, as real ones do, passes, and the output of the
+    largest one, half of 9730, is still past a tile of 4096 columns."""
+    twin = _gated("gelu_and_mul_twin", _even_only_kernel)
+    by_label = {v.label: v.call for v in checks.variants(twin, gated_examples)}
+    moved = {"examples[0] with its size 256 as 2 (1 is outside ops[0].checks[0])": 2,
+             "examples[0] with its size 256 as 258 (257 is outside ops[0].checks[0])": 258,
+             "examples[0] with its size 256 as 1538 (1537 is outside ops[0].checks[0])": 1538,
+             "examples[0] with its size 256 as 9730 (9729 is outside ops[0].checks[0])": 9730}
+    for label, last in moved.items():
+        assert by_label[label]["x"].shape == (4, last)
+    assert all(call["x"].shape[-1] % 2 == 0 for call in by_label.values())
+    checks.assert_matches_reference(twin, gated_examples)
+    checks.assert_follows_semantics(twin, gated_examples, lambda *, x: [(x.shape[:-1] + (x.shape[-1] // 2,), x.dtype)])
+
+
+@pytest.mark.parametrize(("name", "kernel", "variant"), [
+    ("past_4096", _zero_past_4096, r"with its size 256 as 9730 \(9729 is outside ops\[0\].checks\[0\]\)"),
+    ("partial_tile", _last_partial_tile_wrong, r"with its size 256 as 1538 \(1537 is outside"),
+    ("tail_of_8", _vector_tail_dropped(8), r"with its size 256 as 258 \(257 is outside"),
+    ("tail_of_32", _vector_tail_dropped(32), r"with its size 256 as 1538 \(1537 is outside"),
+])
+def test_a_kernel_wrong_past_a_tile_or_in_a_tail_fails_naming_the_size(name, kernel, variant):
+    with pytest.raises(checks.CheckFailed, match=variant):
+        checks.assert_matches_reference(_gated(f"gelu_and_mul_{name}", kernel), gated_examples)

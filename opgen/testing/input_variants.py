@@ -6,7 +6,9 @@ a `Domain` per argument):
 
   dtype      the floating inputs in each dtype of the sweep (`ops[i].dtypes`), and in float64
   size       each size (sizes equal in the example stay equal) at 1, at 0, odd and larger and, for a last dim, above
-             the tile sizes kernels use (1537 and 6145: half a tile of 1024 or 4096 more)
+             the tile sizes kernels use (1537 = 1024 + 513 and 9729 = 2 * 4096 + 1537: odd, partial last tiles of
+             1024 and of 4096; half of 9729 is still past 4096 with a partial tile); a size the spec's `checks:`
+             refuse moves to the nearest one above that they allow (an even last dim of a gated activation: 9730)
   value      the floating inputs scaled towards their dtype's range, with a NaN, with infinities, all negative, and
              each with a row of zeros
   dim        every valid value of an int dim argument (-rank .. rank-1)
@@ -16,13 +18,15 @@ a `Domain` per argument):
   promote    each input whose dtype the semantics promote (`promote(a, b)`) in another dtype than the others
   defaults   the defaulted arguments the example gives left out, so that each default is used once
 
-A variant is an input of the op when its reference (the oracle) accepts it; the checks skip the others. Nothing here
+A variant is an input of the op when its reference (the oracle) accepts it and its fake's `checks:` hold (a size, scalar
+or dim variant outside them is left out: the kernel need not take it); the checks skip the others. Nothing here
 is random beyond seeded generators: the same project tries the same inputs on every run.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,8 +40,13 @@ SWEPT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)  # every example r
 # arithmetic holds (65504 for float16, so bfloat16 through float16 overflows), but not so far that float32
 # arithmetic on them (a square, a sum of squares) would: a kernel then matches its reference, whatever the dtype.
 LARGE = {torch.float16: 1e4, torch.bfloat16: 1e5, torch.float32: 1e5, torch.float64: 1e5}
-TILE_SIZES = (1537, 6145)  # last dims well past the tile sizes kernels use (1024, 4096), odd
-MAX_ELEMENTS = 1 << 22  # a size variant making some tensor larger than this shrinks the other sizes, or is left out
+# last dims past the tile sizes kernels use (1024, 4096), odd, with a partial last tile of each; the half of 9729 (the
+# output of a gated activation, 4865) is still past 4096, with partial tiles too
+TILE_SIZES = (1537, 9729)
+MAX_ELEMENTS = 1 << 20  # a size variant making some tensor larger than this shrinks the other sizes, or is left out
+CHECKED_KINDS = ("size", "size-edge", "size-tile", "scalar", "default", "dim")  # may leave the spec's `checks:`
+# the message of a generated fake's `checks:` (opgen/render/fakes.py): the input is outside the op's declared contract
+DECLARED_CHECK = re.compile(r"(ops\[\d+\]\.checks\[\d+\]) in opgen\.yaml does not hold")
 DIM_NAMES = ("dim", "axis", "dimension")  # an int argument so named (or dim0, axis1, ...) indexes a dimension
 
 
@@ -204,7 +213,7 @@ class _Example:
         return name not in self.exact
 
     def add(self, kind: str, label: str, call: Call | None, names: Sequence[str] = (), hint: str = "") -> None:
-        if call is not None:
+        if call is not None and not (kind in CHECKED_KINDS and self.op.checked and refused_by_checks(self.op, call)):
             self.found.append(Variant(f"{self.where} {label}", call, kind, self.index, tuple(names), hint,
                                       frozenset(self.exact)))
 
@@ -236,6 +245,21 @@ class _Example:
         if domain is not None and domain.index_into is not None:
             return torch.zeros(shape, dtype=dtype)
         return draw(shape, dtype, torch.Generator().manual_seed(2000 + self.seed), domain, {})
+
+
+def refused_by_checks(op, call: Call) -> str:
+    """The field of the spec's check (`ops[0].checks[1]`) that the op's fake refuses `call` by, traced on fake tensors
+    (no kernel runs); "" when the fake takes it or fails otherwise (the fake tier reports that)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    with FakeTensorMode(shape_env=ShapeEnv()) as mode:
+        try:
+            op({name: _tensor_map(lambda t: mode.from_tensor(t, static_shapes=True), value)
+                for name, value in call.items()})
+        except Exception as error:  # noqa: BLE001  (only a declared check's message counts)
+            found = DECLARED_CHECK.search(str(error))
+            return found.group(1) if found else ""
+    return ""
 
 
 def _or(value, default):
@@ -340,11 +364,32 @@ def _size_targets(size: int, last_dim: bool) -> tuple[int, list[int]]:
 
 
 def _add_size_variant(example: _Example, size: int, new: int, odd: int) -> None:
+    """`size` as `new`, or where the spec's `checks:` refuse that, as the nearest size above it they allow (named
+    in the label); left out when none near it is allowed."""
     kind = "size" if new == odd else "size-edge" if new <= 1 else "size-tile"
     call = _resized(example, example.call, size, new)
+    label = f"with its size {size} as {new}"
+    refused = refused_by_checks(example.op, call) if call is not None and example.op.checked else ""
+    if refused:
+        call = None
+        for allowed in _sizes_above(new) if new else ():
+            if allowed == size:
+                continue
+            call = _resized(example, example.call, size, allowed)
+            if call is not None and not refused_by_checks(example.op, call):
+                label = f"with its size {size} as {allowed} ({new} is outside {refused})"
+                break
+            call = None
     hint = ("`{nonempty: true}` in " + ", ".join(f"{example.op.field}.inputs.{name}" for name in _with_size(
         example, size)) + " if the op never takes an empty one") if new == 0 else ""
-    example.add(kind, f"with its size {size} as {new}", call, _with_size(example, size), hint)
+    example.add(kind, label, call, _with_size(example, size), hint)
+
+
+def _sizes_above(size: int) -> list[int]:
+    """The sizes tried, in order, in place of a size the spec's checks refuse: the next 8 sizes, then the next
+    multiples of 16 to 128 (a check wants the size even, a multiple of a block, ...)."""
+    return list(dict.fromkeys([size + step for step in range(1, 9)]
+                              + [(size // block + 1) * block for block in (16, 32, 64, 128)]))
 
 
 def _with_size(example: _Example, size: int) -> list[str]:
@@ -354,11 +399,11 @@ def _with_size(example: _Example, size: int) -> list[str]:
 
 def _resized(example: _Example, call: Call, size: int, new: int) -> Call | None:
     """`call` with the size symbol `size` as `new` in every random tensor (drawn anew); when that makes a tensor
-    larger than MAX_ELEMENTS its other sizes above 8 become 8 (None if still too large)."""
+    larger than MAX_ELEMENTS its other sizes above 8 become 8, then above 2 become 2 (None if still too large)."""
     def shape_of(t: torch.Tensor, others: int | None) -> tuple[int, ...]:
         return tuple(new if s == size else (min(s, others) if others else s) for s in t.shape)
 
-    for others in (None, 8):
+    for others in (None, 8, 2):
         shapes = [shape_of(t, others) for name, value in call.items() if example.random(name) for t in _tensors(value)]
         if all(math.prod(shape) <= MAX_ELEMENTS for shape in shapes):
             break
