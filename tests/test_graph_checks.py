@@ -296,6 +296,25 @@ def test_a_derived_second_size_the_kernel_refuses_is_a_skip_naming_what_to_add()
         checks.assert_compiles_once(UPDATE, mismatched, derived=True)
 
 
+def _halves_fake(x, y):
+    torch._check(x.shape[-1] == 2 * y.shape[-1],
+                 lambda: "gc_test::halves: ops[0].checks[0] in opgen.yaml does not hold: x.shape[-1] == 2 * y.shape[-1]")
+    return torch.empty_like(y)
+
+
+def test_a_derived_second_size_outside_the_checks_is_a_skip_naming_the_check():
+    """The kernel takes x [4, 16] beside y [4, 16] (it reads half of x), but the spec's checks want x twice as wide:
+    a doubling that broke the relation is no call of the op, the tier skips naming the check (where it failed as
+    'the fake raises' before). A pair within the checks compiles (test_one_graph_for_two_sizes...)."""
+    op = define("halves(Tensor x, Tensor y) -> Tensor", lambda x, y: x[..., :y.shape[-1]] * y, _halves_fake)
+    g = torch.Generator().manual_seed(0)
+    calls = [{"x": torch.randn(4, 16, generator=g), "y": torch.randn(4, 8, generator=g)},
+             {"x": torch.randn(4, 16, generator=g), "y": torch.randn(4, 16, generator=g)}]
+    with pytest.raises(pytest.skip.Exception, match=r"opgen doubled the last size 8 of ops\[0\].examples\[0\] in y, "
+                       r"keeping x as they are, and ops\[0\].checks\[0\] in opgen.yaml refuses that call: add an"):
+        checks.assert_compiles_once(checks.Op(op.overload, field="ops[0]", checked=True), calls, derived=True)
+
+
 # --- the independent oracle ----------------------------------------------------------------------------------
 
 
