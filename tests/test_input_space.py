@@ -591,3 +591,31 @@ def test_size_variants_keep_to_the_checks_and_reach_past_the_tile_sizes():
 def test_a_kernel_wrong_past_a_tile_or_in_a_tail_fails_naming_the_size(name, kernel, variant):
     with pytest.raises(checks.CheckFailed, match=variant):
         checks.assert_matches_reference(_gated(f"gelu_and_mul_{name}", kernel), gated_examples)
+
+
+# --- index dtypes ----------------------------------------------------------------------------------------------
+
+
+def _int64_table_read_as_int32(cache, rows, slots):  # int32 words of an int64 table: its low words, little-endian
+    _dense_write_reference(cache, rows, slots.view(torch.int32)[::2])
+
+
+def slot_examples(seed: int = 0) -> list[dict]:
+    g = torch.Generator().manual_seed(seed)
+    return [{"cache": checks.random_tensor((4, 2, 8), torch.float16, g), "rows": checks.random_tensor((3, 8), torch.float16, g),
+             "slots": torch.tensor([5, 0, 2])}]
+
+
+def test_index_tensors_are_tried_in_the_other_index_dtype():
+    """The example's slots are int64; a kernel reading them as int32 words (right for int64, little-endian) writes
+    the wrong rows given int32 slots, which indexing takes. Its twin passes."""
+    schema = "(Tensor(a!) cache, Tensor rows, Tensor slots) -> ()"
+    twin = define("slots_twin_" + schema, _dense_write_reference, lambda cache, rows, slots: None,
+                  _dense_write_reference)
+    assert "examples[0] with slots as int32" in labels(twin, slot_examples)
+    checks.assert_matches_reference(twin, slot_examples)
+    planted = define("slots_as_int32_" + schema, _int64_table_read_as_int32, lambda cache, rows, slots: None,
+                     _dense_write_reference)
+    with pytest.raises(checks.CheckFailed, match=r"on 1 of .* calls \(by kind of input: index-dtype 1\):\n  .*"
+                                                 r"ops\[0\].examples\[0\] with slots as int32"):
+        checks.assert_matches_reference(planted, slot_examples)

@@ -17,6 +17,7 @@ a `Domain` per argument):
   optional   the `Tensor?` arguments the example gives left out (None), every subset of them
   promote    each input whose dtype the semantics promote (`promote(a, b)`) in another dtype than the others
   defaults   the defaulted arguments the example gives left out, so that each default is used once
+  index-dtype  each int64 or int32 tensor (indices, slots, block tables) in the other one
 
 A variant is an input of the op when its reference (the oracle) accepts it and its fake's `checks:` hold (a size, scalar
 or dim variant outside them is left out: the kernel need not take it); the checks skip the others. Nothing here
@@ -293,7 +294,7 @@ def _variants(op, examples: Callable[[int], list[Call]]) -> list[Variant]:
                                  exact=frozenset(exact)))
         example = _Example(op, index, base, exact)
         for kind in (_dtype_variants, _size_variants, _value_variants, _dim_variants, _scalar_variants,
-                     _optional_variants, _promote_variants, _defaults_used_variants):
+                     _optional_variants, _promote_variants, _defaults_used_variants, _index_dtype_variants):
             kind(example)
         found += example.found
     return found
@@ -659,3 +660,18 @@ def _defaults_used_variants(example: _Example) -> None:
     if given:
         call = {name: value for name, value in example.call.items() if name not in given}
         example.add("defaults", f"with {', '.join(given)} left out (their defaults)", call, given)
+
+
+INDEX_DTYPES = {torch.int64: torch.int32, torch.int32: torch.int64}
+
+
+def _index_dtype_variants(example: _Example) -> None:
+    """Each argument of int64 (int32) tensors, random or exact, with them in int32 (int64): indexing takes both, a
+    kernel that reads a block table as the example's dtype may not."""
+    for name, value in example.call.items():
+        found = [t.dtype for t in _tensors(value) if t.dtype in INDEX_DTYPES]
+        if found:
+            other = INDEX_DTYPES[found[0]]
+            call = {**example.call, name: _tensor_map(lambda t, o=other: t.to(o) if t.dtype in INDEX_DTYPES else t,
+                                                      value)}
+            example.add("index-dtype", f"with {name} as {_dtype_name(other)}", call, [name])
