@@ -619,3 +619,56 @@ def test_index_tensors_are_tried_in_the_other_index_dtype():
     with pytest.raises(checks.CheckFailed, match=r"on 1 of .* calls \(by kind of input: index-dtype 1\):\n  .*"
                                                  r"ops\[0\].examples\[0\] with slots as int32"):
         checks.assert_matches_reference(planted, slot_examples)
+
+
+# --- backward with a frozen weight and a non-contiguous grad_output ----------------------------------------------
+
+
+def _scaled_rows(x, w):
+    return x * w
+
+
+def _weight_backward_twin(ctx, grad):
+    x, w = ctx.saved_tensors
+    return grad * w if ctx.needs_input_grad[0] else None, (grad * x).sum(0) if ctx.needs_input_grad[1] else None
+
+
+def _frozen_weight_path(ctx, grad):  # a fast path for a frozen weight that forgets the weight
+    x, w = ctx.saved_tensors
+    if not ctx.needs_input_grad[1]:
+        return grad.clone(), None
+    return grad * w, (grad * x).sum(0)
+
+
+def _grad_viewed(ctx, grad):  # assumes a contiguous grad_output
+    x, w = ctx.saved_tensors
+    rows = grad.view(-1).view(x.shape)
+    return rows * w, (rows * x).sum(0)
+
+
+def _weighted(name: str, backward) -> checks.Op:
+    op = define(f"{name}(Tensor x, Tensor w) -> Tensor", _scaled_rows, lambda x, w: torch.empty_like(x), _scaled_rows)
+
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    torch.library.register_autograd(f"iv_test::{name}", backward, setup_context=setup_context, lib=lib)
+    return op
+
+
+@pytest.mark.parametrize(("name", "backward", "expected"), [
+    ("frozen_path", _frozen_weight_path, (r"gives another gradient of x on ops\[0\].examples\[0\] with a "
+                                          r"non-contiguous grad_output and only x requiring grad")),
+    ("grad_viewed", _grad_viewed, r"raises on ops\[0\].examples\[0\] with a non-contiguous grad_output.*view"),
+])
+def test_backward_with_a_frozen_input_or_a_non_contiguous_grad_output(name, backward, expected):
+    """Both planted formulas pass gradcheck (every input requiring grad, contiguous grad_outputs); each fails on the
+    subset or the layout it mishandles, naming it. The twin passes."""
+    examples = lambda seed: [{"x": torch.randn(3, 4, generator=torch.Generator().manual_seed(seed)),
+                              "w": torch.randn(4, generator=torch.Generator().manual_seed(seed + 7))}]
+    checks.gradcheck(_weighted(f"weighted_twin_{name}", _weight_backward_twin), examples)
+    planted = _weighted(f"weighted_{name}", backward)
+    for fn_inputs in [checks.autograd._gradcheck_inputs(planted, examples(0)[0])]:
+        torch.autograd.gradcheck(*fn_inputs)  # the formula is right where gradcheck looks
+    with pytest.raises(checks.CheckFailed, match=expected):
+        checks.gradcheck(planted, examples)

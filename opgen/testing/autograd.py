@@ -77,7 +77,9 @@ GRADCHECK_ELEMENTS = 4096  # the most floating elements of a variant gradcheck t
 def gradcheck(op: Op, examples: Callable[[int], list[Call]] | Sequence[Call]) -> None:
     """torch.autograd.gradcheck of the backward formula in float64, every floating-point tensor an input, on every
     example and (`examples` the examples function) on its variants with a defaulted scalar moved or a size changed
-    (input_variants) that the kernel takes: a formula ignoring a scalar, or right at one size only, fails."""
+    (input_variants) that the kernel takes: a formula ignoring a scalar, or right at one size only, fails. Then, on
+    each example, the backward with a non-contiguous grad_output and with each subset of the inputs requiring grad
+    (a frozen weight) must give the gradients it gives with all of them and a contiguous one."""
     if callable(examples):
         calls = [(f"examples[{number}]", call, False) for number, call in enumerate(examples(0))]
         calls += [(variant.label, variant.call, True) for variant in variants(op, examples)
@@ -95,6 +97,79 @@ def gradcheck(op: Op, examples: Callable[[int], list[Call]] | Sequence[Call]) ->
         except GradcheckError as error:
             raise CheckFailed(f"the backward formula of {op.field}.autograd in opgen.yaml disagrees with finite "
                               f"differences on {op.field}.{label}: {error}", "wrong-gradient") from error
+    for label, call, variant in calls:
+        if not variant and id(call) in differentiable:
+            _assert_backward_on_subsets(op, label, call)
+
+
+
+SUBSET_INPUTS = 4  # the most differentiable inputs whose subsets requiring grad are each tried
+
+
+
+def _assert_backward_on_subsets(op: Op, label: str, call: Call) -> None:
+    """The gradients with every floating input requiring grad and contiguous grad_outputs, against those with a
+    non-contiguous grad_output and each non-empty subset of the inputs requiring grad (the others frozen): a
+    backward that `.view`s its grad_output, or takes another path for a frozen weight, shows."""
+    fn, inputs = _gradcheck_inputs(op, call)
+    if len(inputs) > SUBSET_INPUTS:
+        return
+    g = torch.Generator().manual_seed(0)
+    outputs = tensors(fn(*inputs))
+    carried = [k for k, t in enumerate(outputs) if t.requires_grad]
+    if not carried:
+        return
+    strided = {k: _non_contiguous_like(outputs[k], g) for k in carried}
+    full = torch.autograd.grad([outputs[k] for k in carried], inputs, [strided[k].contiguous() for k in carried],
+                               allow_unused=True)
+    names = _input_names(call)
+    for mask in range(1, 2 ** len(inputs)):
+        chosen = [i for i in range(len(inputs)) if mask >> i & 1]
+        leaves = [t.detach().requires_grad_(i in chosen) for i, t in enumerate(inputs)]
+        where = (f"{op.field}.{label} with a non-contiguous grad_output and only "
+                 f"{', '.join(names[i] for i in chosen)} requiring grad" if len(chosen) < len(inputs)
+                 else f"{op.field}.{label} with a non-contiguous grad_output")
+        try:
+            found = tensors(fn(*leaves))
+            pairs = [(found[k], strided[k]) for k in carried if found[k].requires_grad]
+            got = torch.autograd.grad([out for out, _ in pairs], [leaves[i] for i in chosen],
+                                      [grad for _, grad in pairs], allow_unused=True) if pairs else [None] * len(chosen)
+        except Exception as error:
+            raise CheckFailed(f"the backward formula of {op.field}.autograd in opgen.yaml raises on {where}: "
+                              f"{type(error).__name__}: {error}", "wrong-gradient") from error
+        for i, grad in zip(chosen, got, strict=True):
+            if not _same_gradient(grad, full[i], inputs[i]):
+                raise CheckFailed(f"the backward formula of {op.field}.autograd in opgen.yaml gives another gradient "
+                                  f"of {names[i]} on {where} than with every input requiring grad "
+                                  "and a contiguous grad_output", "wrong-gradient")
+
+
+
+def _same_gradient(a: torch.Tensor | None, b: torch.Tensor | None, like: torch.Tensor) -> bool:
+    """None is a zero gradient."""
+    a = torch.zeros_like(like) if a is None else a
+    b = torch.zeros_like(like) if b is None else b
+    return a.shape == b.shape and torch.allclose(a, b, rtol=1e-7, atol=1e-9)
+
+
+
+def _input_names(call: Call) -> list[str]:
+    """The names of the differentiated tensors of `call`, in `_gradcheck_inputs`' order (`xs[1]` in a list)."""
+    names = [name for name, value in call.items() if isinstance(value, torch.Tensor) and value.is_floating_point()]
+    return names + [f"{name}[{position}]" for name, value in call.items() if isinstance(value, (list, tuple))
+                    for position, item in enumerate(value) if isinstance(item, torch.Tensor) and item.is_floating_point()]
+
+
+
+def _non_contiguous_like(t: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    """Random values of `t`'s shape and dtype, transposed in memory (its last two dims swapped), or for one dim in
+    every other element of a wider buffer; a scalar is contiguous."""
+    if not t.dim():
+        return torch.randn((), generator=g, dtype=torch.float64).to(t.dtype)
+    if t.dim() >= 2:
+        swapped = (*t.shape[:-2], t.shape[-1], t.shape[-2])
+        return torch.randn(swapped, generator=g, dtype=torch.float64).to(t.dtype).transpose(-1, -2)
+    return torch.randn(2 * t.shape[0], generator=g, dtype=torch.float64).to(t.dtype)[::2]
 
 
 
