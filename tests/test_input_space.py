@@ -672,3 +672,24 @@ def test_backward_with_a_frozen_input_or_a_non_contiguous_grad_output(name, back
         torch.autograd.gradcheck(*fn_inputs)  # the formula is right where gradcheck looks
     with pytest.raises(checks.CheckFailed, match=expected):
         checks.gradcheck(planted, examples)
+
+
+# --- storage offsets -------------------------------------------------------------------------------------------
+
+
+def _from_storage_start(x, eps=1e-6):  # reads x's storage from its start: right for a fresh tensor only
+    whole = x.new_empty(0).set_(x.untyped_storage(), 0, x.shape, x.stride())
+    return norm_reference(whole, eps)
+
+
+def test_inputs_at_a_storage_offset_catch_a_kernel_reading_from_the_storage_start():
+    """A view one element into a larger buffer (a slice of a batch): the kernel that ignores the storage offset
+    fails naming the variant; the twin passes on it."""
+    twin = _norm("norm_offset_twin", norm_reference)
+    offset = next(v.call for v in checks.variants(twin, norm_examples)
+                  if v.label == "examples[0] with every tensor at storage offset 1 (unaligned)")
+    assert offset["x"].storage_offset() == 1 and offset["x"].is_contiguous()
+    checks.assert_matches_reference(twin, norm_examples)
+    with pytest.raises(checks.CheckFailed, match=r"on 2 of .* calls \(by kind of input: offset 2\):\n  .*"
+                                                 r"ops\[0\].examples\[0\] with every tensor at storage offset 1"):
+        checks.assert_matches_reference(_norm("norm_storage_start", _from_storage_start), norm_examples)

@@ -18,6 +18,7 @@ a `Domain` per argument):
   promote    each input whose dtype the semantics promote (`promote(a, b)`) in another dtype than the others
   defaults   the defaulted arguments the example gives left out, so that each default is used once
   index-dtype  each int64 or int32 tensor (indices, slots, block tables) in the other one
+  offset     every tensor a view one element into a larger buffer (a storage offset, unaligned)
 
 A variant is an input of the op when its reference (the oracle) accepts it and its fake's `checks:` hold (a size, scalar
 or dim variant outside them is left out: the kernel need not take it); the checks skip the others. Nothing here
@@ -294,7 +295,8 @@ def _variants(op, examples: Callable[[int], list[Call]]) -> list[Variant]:
                                  exact=frozenset(exact)))
         example = _Example(op, index, base, exact)
         for kind in (_dtype_variants, _size_variants, _value_variants, _dim_variants, _scalar_variants,
-                     _optional_variants, _promote_variants, _defaults_used_variants, _index_dtype_variants):
+                     _optional_variants, _promote_variants, _defaults_used_variants, _index_dtype_variants,
+                     _offset_variants):
             kind(example)
         found += example.found
     return found
@@ -675,3 +677,19 @@ def _index_dtype_variants(example: _Example) -> None:
             call = {**example.call, name: _tensor_map(lambda t, o=other: t.to(o) if t.dtype in INDEX_DTYPES else t,
                                                       value)}
             example.add("index-dtype", f"with {name} as {_dtype_name(other)}", call, [name])
+
+
+def _offset_variants(example: _Example) -> None:
+    """Every contiguous tensor of the call one element into a larger buffer (a view at storage offset 1, as a slice
+    of a cache or a batch is): a kernel that reads from the storage's start, or assumes aligned memory, shows."""
+    moved = [name for name, value in example.call.items() if any(t.is_contiguous() for t in _tensors(value))]
+    if moved:
+        call = {name: _tensor_map(lambda t: at_offset(t) if t.is_contiguous() else t, value)
+                for name, value in example.call.items()}
+        example.add("offset", "with every tensor at storage offset 1 (unaligned)", call, moved)
+
+
+def at_offset(t: torch.Tensor, offset: int = 1) -> torch.Tensor:
+    """A contiguous copy of `t` that starts `offset` elements into a larger buffer (unaligned for vector loads)."""
+    buffer = torch.zeros(offset + t.numel(), dtype=t.dtype, device=t.device)  # no garbage read twice differs
+    return buffer[offset:].view(t.shape).copy_(t)
