@@ -693,3 +693,32 @@ def test_inputs_at_a_storage_offset_catch_a_kernel_reading_from_the_storage_star
     with pytest.raises(checks.CheckFailed, match=r"on 2 of .* calls \(by kind of input: offset 2\):\n  .*"
                                                  r"ops\[0\].examples\[0\] with every tensor at storage offset 1"):
         checks.assert_matches_reference(_norm("norm_storage_start", _from_storage_start), norm_examples)
+
+
+# --- equal sizes apart --------------------------------------------------------------------------------------------
+
+
+def _head_weighted_reference(x, w):
+    return (x * w[:, None]).sum(-1)
+
+
+def _tokens_for_heads(x, w):  # reads the token count where it wants the head count: equal in the example
+    return (x * w.reshape(x.shape[0], 1)).sum(-1)
+
+
+def test_two_equal_sizes_are_tried_apart_and_a_kernel_confusing_them_fails():
+    """x [tokens, heads, dim] with 4 tokens and 4 heads: every size variant moved both, so a kernel reading the
+    token count for the head count passed. The token dim alone as 5 fails it; the twin passes."""
+    schema = "(Tensor x, Tensor w) -> Tensor"
+    fake = lambda x, w: x.new_empty(x.shape[:-1])
+    examples = lambda seed: [{"x": checks.random_tensor((4, 4, 8), torch.float32, torch.Generator().manual_seed(seed)),
+                              "w": checks.random_tensor((4,), torch.float32, torch.Generator().manual_seed(seed + 9))}]
+    twin = define("heads_twin" + schema, _head_weighted_reference, fake, _head_weighted_reference)
+    found = labels(twin, examples)
+    assert "examples[0] with its size 4 as 5 at dim -3 of x only" in found
+    assert "examples[0] with its size 4 as 5 at dim -2 of x only" in found  # refused by the reference: w is 4 long
+    checks.assert_matches_reference(twin, examples)
+    planted = define("heads_confused" + schema, _tokens_for_heads, fake, _head_weighted_reference)
+    with pytest.raises(checks.CheckFailed, match=r"fails on ops\[0\].examples\[0\] with its size 4 as 5 at dim -3 of "
+                                                 r"x only, which ops\[0\].reference accepts"):
+        checks.assert_matches_reference(planted, examples)

@@ -5,7 +5,8 @@ seeds, then each example changed in one way at a time, within what the spec allo
 a `Domain` per argument):
 
   dtype      the floating inputs in each dtype of the sweep (`ops[i].dtypes`), and in float64
-  size       each size (sizes equal in the example stay equal) at 1, at 0, odd and larger and, for a last dim, above
+  size       each size (sizes equal in the example stay equal; `size-separate`: then apart, one dim position at a
+             time, counted from the last dim, so two sizes a kernel could confuse differ) at 1, at 0, odd and larger and, for a last dim, above
              the tile sizes kernels use (1537 = 1024 + 513 and 9729 = 2 * 4096 + 1537: odd, partial last tiles of
              1024 and of 4096; half of 9729 is still past 4096 with a partial tile); a size the spec's `checks:`
              refuse moves to the nearest one above that they allow (an even last dim of a gated activation: 9730)
@@ -46,7 +47,7 @@ LARGE = {torch.float16: 1e4, torch.bfloat16: 1e5, torch.float32: 1e5, torch.floa
 # output of a gated activation, 4865) is still past 4096, with partial tiles too
 TILE_SIZES = (1537, 9729)
 MAX_ELEMENTS = 1 << 20  # a size variant making some tensor larger than this shrinks the other sizes, or is left out
-CHECKED_KINDS = ("size", "size-edge", "size-tile", "scalar", "default", "dim")  # may leave the spec's `checks:`
+CHECKED_KINDS = ("size", "size-edge", "size-tile", "size-separate", "scalar", "default", "dim")  # may leave the spec's `checks:`
 # the message of a generated fake's `checks:` (opgen/render/fakes.py): the input is outside the op's declared contract
 DECLARED_CHECK = re.compile(r"(ops\[\d+\]\.checks\[\d+\]) in opgen\.yaml does not hold")
 DIM_NAMES = ("dim", "axis", "dimension")  # an int argument so named (or dim0, axis1, ...) indexes a dimension
@@ -357,6 +358,32 @@ def _size_variants(example: _Example) -> None:
             if new == 0 and any(size in t.shape for name in nonempty for t in _tensors(example.call.get(name))):
                 continue
             _add_size_variant(example, size, new, odd)
+        _separated_size_variants(example, size, odd)
+
+
+def _separated_size_variants(example: _Example, size: int, new: int) -> None:
+    """A size shared by several dims (counted from the last: heads in a key's dim -2 and a cache's, the block size in
+    the caches' dim -3) as `new` at one of those positions only, where there are two or more: equal in the example,
+    they always moved together, so a kernel reading one for the other passed. The reference says whether the op takes
+    the call (one that needs the sizes equal refuses it)."""
+    positions: dict[int, list[str]] = {}
+    for name, value in example.call.items():
+        if example.random(name):
+            for t in _tensors(value):
+                for dim, s in enumerate(t.shape):
+                    if s == size and name not in positions.setdefault(dim - t.dim(), []):
+                        positions[dim - t.dim()].append(name)
+    if len(positions) < 2 or size < 2:  # (a size of 1 is a broadcast dim more often than a size a kernel reads)
+        return
+    for dim, names in sorted(positions.items()):
+        def change(name, t, dim=dim, names=names):
+            if name not in names or t.dim() < -dim or t.shape[dim] != size:
+                return None
+            shape = list(t.shape)
+            shape[dim] = new
+            return example.fresh(name, tuple(shape), t.dtype)
+        example.add("size-separate", f"with its size {size} as {new} at dim {dim} of {', '.join(names)} only",
+                    example.redrawn(example.call, change), names)
 
 
 def _size_targets(size: int, last_dim: bool) -> tuple[int, list[int]]:
