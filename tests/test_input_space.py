@@ -722,3 +722,29 @@ def test_two_equal_sizes_are_tried_apart_and_a_kernel_confusing_them_fails():
     with pytest.raises(checks.CheckFailed, match=r"fails on ops\[0\].examples\[0\] with its size 4 as 5 at dim -3 of "
                                                  r"x only, which ops\[0\].reference accepts"):
         checks.assert_matches_reference(planted, examples)
+
+
+# --- a written buffer refused in other layouts ---------------------------------------------------------------
+
+
+def _viewed_cache(cache, rows, slots):  # real cache kernels take the cache dense: `.view` raises on a strided one
+    cache.view(-1, cache.shape[-1])[slots] = rows
+
+
+def _write_lost_on_a_copy(cache, rows, slots):  # .contiguous() copies a strided cache: the write never lands
+    cache.contiguous().view(-1, cache.shape[-1])[slots] = rows
+
+
+def test_a_kernel_refusing_a_strided_written_buffer_passes_with_a_note_naming_contiguous():
+    """A loud error on a transposed cache is a refusal, not corruption: the layout tier passes, noting
+    `contiguous: [cache]`; a kernel that loses its write on a strided cache still fails."""
+    schema = "(Tensor(a!) cache, Tensor rows, Tensor slots) -> ()"
+    call = {"cache": torch.randn(4, 2, 8), "rows": torch.randn(3, 8), "slots": torch.tensor([5, 0, 2])}
+    viewed = define("cache_viewed" + schema, _viewed_cache, lambda cache, rows, slots: None)
+    with pytest.warns(UserWarning, match=r"refuses a transposed 'cache', which it writes \(RuntimeError: view size is "
+                                         r".*declare `contiguous: \[cache\]` in ops\[0\] of opgen.yaml"):
+        checks.assert_non_contiguous_inputs(viewed, call)
+    lost = define("cache_lost" + schema, _write_lost_on_a_copy, lambda cache, rows, slots: None)
+    with pytest.raises(checks.CheckFailed, match=r"gives other values for transposed inputs than for contiguous ones: "
+                                                 r".*argument 'cache'"):
+        checks.assert_non_contiguous_inputs(lost, call)
