@@ -32,19 +32,31 @@ def _differentiable(op: Op, calls: Sequence[Call]) -> list[Call]:
 def assert_backward_raises_without_formula(op: Op, calls: Sequence[Call], writes_tracked: bool) -> None:
     """Without `autograd:`, backward from what a gradient reaches (the fresh outputs, and with `writes_tracked`
     (Library style) the written arguments) raises torch's "no autograd formula was registered": no kernel, CPU or
-    device, may be differentiated (a Python CPU kernel made of torch ops silently would be)."""
+    device, may be differentiated (a Python CPU kernel made of torch ops silently would be). Compiled with inputs
+    requiring grad, the op raises it too, as custom_op does (AOT autograd would otherwise detach its outputs)."""
     call = _differentiable(op, calls)[0]
+    if _backward_raises_in_eager(op, call, writes_tracked):
+        _assert_compiled_raises_without_formula(op, call)
 
+
+
+def _grad_leaves(op: Op, call: Call) -> Call:
     def grad_leaf(name: str, t: torch.Tensor) -> torch.Tensor:
         leaf = t.detach().clone().requires_grad_(t.is_floating_point() or t.is_complex())
         return leaf.clone() if name in op.written else leaf  # written in place: not a leaf
+    return {name: tensor_map(lambda t, name=name: grad_leaf(name, t), value) for name, value in call.items()}
 
-    call = {name: tensor_map(lambda t, name=name: grad_leaf(name, t), value) for name, value in call.items()}
+
+
+def _backward_raises_in_eager(op: Op, call: Call, writes_tracked: bool) -> bool:
+    """The eager half of assert_backward_raises_without_formula; whether a fresh output carried a gradient (then
+    the compiled op is tried too)."""
+    call = _grad_leaves(op, call)
     try:
         result = op(call)
     except RuntimeError as error:  # torch refuses the call itself: an out= op given inputs requiring grad
         if "don't support automatic differentiation" in str(error):
-            return
+            return False
         raise
     written = tensors([call[name] for name in op.written])
     outputs = [t for t in tensors(result) if not any(t is w for w in written)]  # not a returned argument
@@ -55,12 +67,34 @@ def assert_backward_raises_without_formula(op: Op, calls: Sequence[Call], writes
         torch.autograd.backward(reached, [torch.ones_like(t) for t in reached])
     except RuntimeError as error:
         if "no autograd formula was registered" in str(error):
-            return
+            return any(t.requires_grad for t in outputs)
         raise CheckFailed(f"backward through {op.qualname} raised {error}, not torch's \"no autograd formula was "
                           "registered\"") from error
     raise CheckFailed(f"{op.qualname} has no backward ({op.field}.autograd in opgen.yaml), but a backward through it "
                       "ran: its CPU kernel was differentiated through its torch ops, which a device kernel would not "
                       "be; regenerate ops.py with `opgen new`")
+
+
+def _assert_compiled_raises_without_formula(op: Op, call: Call) -> None:
+    """torch.compile (aot_eager, fullgraph) of the op on inputs requiring grad raises "no autograd formula was
+    registered", as the eager backward does: AOT autograd traces an op below a fallthrough at Autograd with no input
+    requiring grad, and would silently detach its outputs (no gradient, no error)."""
+    torch.compiler.reset()
+    compiled = torch.compile(lambda **kwargs: op.overload(**kwargs), backend="aot_eager", fullgraph=True)
+    try:
+        result = compiled(**_grad_leaves(op, call))
+    except Exception as error:  # Dynamo wraps it (TorchRuntimeError, BackendCompilerFailed)
+        if "no autograd formula was registered" in str(error):
+            return
+        raise CheckFailed(f"torch.compile of {op.qualname} on inputs requiring grad raised {type(error).__name__}: "
+                          f"{error}, not torch's \"no autograd formula was registered\"") from error
+    finally:
+        torch.compiler.reset()
+    detached = not any(t.requires_grad for t in tensors(result))
+    raise CheckFailed(f"{op.qualname} has no backward ({op.field}.autograd in opgen.yaml), but torch.compile of it on "
+                      "inputs requiring grad ran" + (" and detached its outputs (a silent zero gradient)" if detached
+                                                     else "") + ": regenerate the package with `opgen new`")
+
 
 
 def opcheck_with_requires_grad(op: Op, calls: Sequence[Call]) -> None:
