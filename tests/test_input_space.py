@@ -748,3 +748,42 @@ def test_a_kernel_refusing_a_strided_written_buffer_passes_with_a_note_naming_co
     with pytest.raises(checks.CheckFailed, match=r"gives other values for transposed inputs than for contiguous ones: "
                                                  r".*argument 'cache'"):
         checks.assert_non_contiguous_inputs(lost, call)
+
+
+# --- rank and repeated indices --------------------------------------------------------------------------------
+
+
+def _rows_of_2d(x):  # written for [rows, 2 * d]: a 3-D x is read as rows of its two trailing dims
+    return _gelu_and_mul_reference(x.reshape(x.shape[0], -1)).reshape(*x.shape[:-1], -1)
+
+
+def test_a_leading_dim_is_added_and_a_kernel_written_for_two_dims_fails():
+    twin = _gated("gelu_and_mul_rank_twin", _even_only_kernel)
+    assert "examples[0] with a leading dim of 2 on x" in labels(twin, gated_examples)
+    with pytest.raises(checks.CheckFailed, match=r"examples\[0\] with a leading dim of 2 on x"):
+        checks.assert_matches_reference(_gated("gelu_and_mul_2d", _rows_of_2d), gated_examples)
+
+
+def _index_add_reference(out, index, src):
+    return out.index_add(0, index, src)
+
+
+def _add_through_indexing(out, index, src):  # `out[index] += src` keeps one of two rows sent to one index
+    out = out.clone()
+    out[index] += src
+    return out
+
+
+def test_an_index_is_repeated_and_a_scatter_losing_one_of_two_fails():
+    schema = "(Tensor out, Tensor index, Tensor src) -> Tensor"
+    fake = lambda out, index, src: torch.empty_like(out)
+    examples = lambda seed: [{"out": checks.random_tensor((6, 4), torch.float32, torch.Generator().manual_seed(seed)),
+                              "index": torch.tensor([4, 1, 3]),
+                              "src": checks.random_tensor((3, 4), torch.float32, torch.Generator().manual_seed(seed + 3))}]
+    nonempty = {"out": checks.Domain(nonempty=True)}  # (torch's index_add takes indices into an empty out)
+    twin = define("index_add_twin" + schema, _index_add_reference, fake, _index_add_reference, inputs=nonempty)
+    checks.assert_matches_reference(twin, examples)
+    planted = define("index_add_lossy" + schema, _add_through_indexing, fake, _index_add_reference, inputs=nonempty)
+    with pytest.raises(checks.CheckFailed, match=r"on 1 of .* \(by kind of input: duplicate 1\):\n  .*examples\[0\] "
+                                                 r"with index repeating an index \(index\[1\] = index\[0\]\)"):
+        checks.assert_matches_reference(planted, examples)

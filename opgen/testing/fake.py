@@ -207,7 +207,7 @@ def _semantics_calls(op: Op, examples) -> list[tuple[str, Call, str, Any]]:
 
 # Variant kinds whose inputs the spec may constrain in ways `inputs:` cannot say (n divides a size, a head count
 # divides a width). The others (another dtype, promoted dtypes, other values) keep the shapes the semantics give.
-_MAY_LEAVE_THE_SEMANTICS = ("scalar", "default", "dim", "size", "size-edge", "size-tile", "size-separate")
+_MAY_LEAVE_THE_SEMANTICS = ("scalar", "default", "dim", "size", "size-edge", "size-tile", "size-separate", "rank")
 
 
 

@@ -20,6 +20,8 @@ a `Domain` per argument):
   defaults   the defaulted arguments the example gives left out, so that each default is used once
   index-dtype  each int64 or int32 tensor (indices, slots, block tables) in the other one
   offset     every tensor a view one element into a larger buffer (a storage offset, unaligned)
+  rank       one more leading dim (2) on the inputs of the highest rank, where the reference takes it
+  duplicate  an index tensor (exact, or drawn into a size) with its first index repeated, unless `unique`
 
 A variant is an input of the op when its reference (the oracle) accepts it and its fake's `checks:` hold (a size, scalar
 or dim variant outside them is left out: the kernel need not take it); the checks skip the others. Nothing here
@@ -47,7 +49,7 @@ LARGE = {torch.float16: 1e4, torch.bfloat16: 1e5, torch.float32: 1e5, torch.floa
 # output of a gated activation, 4865) is still past 4096, with partial tiles too
 TILE_SIZES = (1537, 9729)
 MAX_ELEMENTS = 1 << 20  # a size variant making some tensor larger than this shrinks the other sizes, or is left out
-CHECKED_KINDS = ("size", "size-edge", "size-tile", "size-separate", "scalar", "default", "dim")  # may leave the spec's `checks:`
+CHECKED_KINDS = ("size", "size-edge", "size-tile", "size-separate", "rank", "duplicate", "scalar", "default", "dim")  # may leave the spec's `checks:`
 # the message of a generated fake's `checks:` (opgen/render/fakes.py): the input is outside the op's declared contract
 DECLARED_CHECK = re.compile(r"(ops\[\d+\]\.checks\[\d+\]) in opgen\.yaml does not hold")
 DIM_NAMES = ("dim", "axis", "dimension")  # an int argument so named (or dim0, axis1, ...) indexes a dimension
@@ -297,7 +299,7 @@ def _variants(op, examples: Callable[[int], list[Call]]) -> list[Variant]:
         example = _Example(op, index, base, exact)
         for kind in (_dtype_variants, _size_variants, _value_variants, _dim_variants, _scalar_variants,
                      _optional_variants, _promote_variants, _defaults_used_variants, _index_dtype_variants,
-                     _offset_variants):
+                     _offset_variants, _rank_variants, _duplicate_index_variants):
             kind(example)
         found += example.found
     return found
@@ -720,3 +722,36 @@ def at_offset(t: torch.Tensor, offset: int = 1) -> torch.Tensor:
     """A contiguous copy of `t` that starts `offset` elements into a larger buffer (unaligned for vector loads)."""
     buffer = torch.zeros(offset + t.numel(), dtype=t.dtype, device=t.device)  # no garbage read twice differs
     return buffer[offset:].view(t.shape).copy_(t)
+
+
+def _rank_variants(example: _Example) -> None:
+    """The random tensors of the highest rank with one more leading dim of 2 (drawn anew): a kernel written for the
+    examples' rank (a reshape to 2-D, a loop over rows) shows where the reference is rank-generic; one that is not
+    refuses the call, and `checks:` can say so."""
+    random = {name: _tensors(value) for name, value in example.call.items() if example.random(name)}
+    rank = max((t.dim() for ts in random.values() for t in ts), default=0)
+    names = [name for name, ts in random.items() if any(t.dim() == rank for t in ts)]
+    if not rank or not names:
+        return
+
+    def change(name, t):
+        return example.fresh(name, (2, *t.shape), t.dtype) if name in names and t.dim() == rank else None
+    example.add("rank", f"with a leading dim of 2 on {', '.join(names)}", example.redrawn(example.call, change), names)
+
+
+def _duplicate_index_variants(example: _Example) -> None:
+    """Each index tensor, exact or drawn into a size (`index_into`), not declared `unique`, with its second index
+    equal to its first: a scatter that adds through `out[index] += src` loses one of the two."""
+    for name, value in example.call.items():
+        domain = example.domain(name)
+        indexes = example.random(name) is False or (domain is not None and domain.index_into is not None)
+        if not indexes or (domain is not None and domain.unique) or not isinstance(value, torch.Tensor):
+            continue
+        flat = value.reshape(-1)
+        if value.dtype not in INDEX_DTYPES or flat.numel() < 2 or int(flat[0]) == int(flat[1]):
+            continue
+        repeated = value.contiguous().clone()
+        repeated.view(-1)[1] = flat[0]
+        example.add("duplicate", f"with {name} repeating an index ({name}[1] = {name}[0])",
+                    {**example.call, name: repeated}, [name],
+                    f"`{{unique: true}}` in {example.op.field}.inputs.{name} if the op never takes an index twice")
