@@ -728,6 +728,8 @@ def _rank_variants(example: _Example) -> None:
     """The random tensors of the highest rank with one more leading dim of 2 (drawn anew): a kernel written for the
     examples' rank (a reshape to 2-D, a loop over rows) shows where the reference is rank-generic; one that is not
     refuses the call, and `checks:` can say so."""
+    if _out_arguments(example.op):  # an out= op: its out tensor's shape follows the inputs', resized otherwise
+        return
     random = {name: _tensors(value) for name, value in example.call.items() if example.random(name)}
     rank = max((t.dim() for ts in random.values() for t in ts), default=0)
     names = [name for name, ts in random.items() if any(t.dim() == rank for t in ts)]
