@@ -201,9 +201,11 @@ def _same_gradient(a: torch.Tensor | None, b: torch.Tensor | None, like: torch.T
 
 def _input_names(call: Call) -> list[str]:
     """The names of the differentiated tensors of `call`, in `_gradcheck_inputs`' order (`xs[1]` in a list)."""
-    names = [name for name, value in call.items() if isinstance(value, torch.Tensor) and value.is_floating_point()]
+    def floating(t) -> bool:
+        return isinstance(t, torch.Tensor) and t.is_floating_point()
+    names = [name for name, value in call.items() if floating(value)]
     return names + [f"{name}[{position}]" for name, value in call.items() if isinstance(value, (list, tuple))
-                    for position, item in enumerate(value) if isinstance(item, torch.Tensor) and item.is_floating_point()]
+                    for position, item in enumerate(value) if floating(item)]
 
 
 

@@ -5,11 +5,12 @@ seeds, then each example changed in one way at a time, within what the spec allo
 a `Domain` per argument):
 
   dtype      the floating inputs in each dtype of the sweep (`ops[i].dtypes`), and in float64
-  size       each size (sizes equal in the example stay equal; `size-separate`: then apart, one dim position at a
-             time, counted from the last dim, so two sizes a kernel could confuse differ) at 1, at 0, odd and larger and, for a last dim, above
+  size       each size (sizes equal in the example stay equal) at 1, at 0, odd and larger and, for a last dim, above
              the tile sizes kernels use (1537 = 1024 + 513 and 9729 = 2 * 4096 + 1537: odd, partial last tiles of
              1024 and of 4096; half of 9729 is still past 4096 with a partial tile); a size the spec's `checks:`
              refuse moves to the nearest one above that they allow (an even last dim of a gated activation: 9730)
+  size-separate  a size several dims share, changed at one dim position only (counted from the last dim), so
+             that two sizes a kernel could confuse differ
   value      the floating inputs scaled towards their dtype's range, with a NaN, with infinities, all negative, and
              each with a row of zeros
   dim        every valid value of an int dim argument (-rank .. rank-1)
@@ -49,7 +50,8 @@ LARGE = {torch.float16: 1e4, torch.bfloat16: 1e5, torch.float32: 1e5, torch.floa
 # output of a gated activation, 4865) is still past 4096, with partial tiles too
 TILE_SIZES = (1537, 9729)
 MAX_ELEMENTS = 1 << 20  # a size variant making some tensor larger than this shrinks the other sizes, or is left out
-CHECKED_KINDS = ("size", "size-edge", "size-tile", "size-separate", "rank", "duplicate", "scalar", "default", "dim")  # may leave the spec's `checks:`
+# the kinds of variant that may leave the spec's `checks:` (left out where they do)
+CHECKED_KINDS = ("size", "size-edge", "size-tile", "size-separate", "rank", "duplicate", "scalar", "default", "dim")
 # the message of a generated fake's `checks:` (opgen/render/fakes.py): the input is outside the op's declared contract
 DECLARED_CHECK = re.compile(r"(ops\[\d+\]\.checks\[\d+\]) in opgen\.yaml does not hold")
 DIM_NAMES = ("dim", "axis", "dimension")  # an int argument so named (or dim0, axis1, ...) indexes a dimension
