@@ -152,9 +152,9 @@ def test_the_correct_twin_passes_every_variant_and_the_sweep_is_deterministic():
 
 def test_sizes_change_as_one_symbol_and_past_the_tile_sizes():
     found = labels(_norm("norm_labels", norm_reference), norm_examples)
-    for size in (1, 0, 97, 1537, 6145):
+    for size in (1, 0, 97, 1537, 9729):
         assert f"examples[0] with its size 96 as {size}" in found
-    assert "examples[1] with its size 3 as 1" in found and "examples[1] with its size 40 as 6145" in found
+    assert "examples[1] with its size 3 as 1" in found and "examples[1] with its size 40 as 9729" in found
     same = define("pair_same(Tensor a, Tensor b) -> Tensor", lambda a, b: a + b, lambda a, b: torch.empty_like(a))
     calls = checks.variants(same, lambda seed: [{"a": torch.randn(4, 6), "b": torch.randn(4, 6)}])
     resized = next(v.call for v in calls if v.label == "examples[0] with its size 6 as 1537")
@@ -515,3 +515,275 @@ def test_an_int_scalar_is_also_tried_doubled_where_one_more_is_no_input():
     with pytest.raises(checks.CheckFailed, match=r"examples\[0\] with groups=4: ops\[0\].outputs.out0: shape "
                                                  r"\(2, 2\), expected \(2, 4\)"):
         checks.assert_matches_reference(written_in, examples)
+
+
+# --- tiles and tails: a gated activation whose checks want an even last dim ----------------------------------------
+
+
+def _gelu_and_mul_reference(x):
+    d = x.shape[-1] // 2
+    return (torch.nn.functional.gelu(x[..., :d].float(), approximate="tanh") * x[..., d:].float()).to(x.dtype)
+
+
+def _gelu_and_mul_fake(x):
+    torch._check(x.shape[-1] % 2 == 0,
+                 lambda: "iv_test::gelu_and_mul: ops[0].checks[0] in opgen.yaml does not hold: x.shape[-1] % 2 == 0")
+    return x.new_empty([*x.shape[:-1], x.shape[-1] // 2])
+
+
+def _even_only_kernel(x):
+    torch._check(x.shape[-1] % 2 == 0, lambda: "gelu_and_mul: the last size must be even")  # as a real kernel refuses
+    return _gelu_and_mul_reference(x)
+
+
+def _zero_past_4096(x):  # one tile of 4096 output columns, the rest left zero
+    out = _even_only_kernel(x)
+    out[..., 4096:] = 0
+    return out
+
+
+def _last_partial_tile_wrong(x):  # tiles of 1024 output columns; the partial last one in erf's gelu, not tanh's
+    out, d = _even_only_kernel(x), x.shape[-1] // 2
+    tail = d - d % 1024 if d % 1024 else d
+    out[..., tail:] = (torch.nn.functional.gelu(x[..., tail:d].float()) * x[..., d + tail:].float()).to(x.dtype)
+    return out
+
+
+def _vector_tail_dropped(width: int):
+    def kernel(x):  # vectors of `width` output columns; a tail shorter than one left zero
+        out, d = _even_only_kernel(x), x.shape[-1] // 2
+        out[..., d - d % width:] = 0
+        return out
+    return kernel
+
+
+def gated_examples(seed: int = 0) -> list[dict]:
+    return [{"x": checks.random_tensor((4, 256), torch.float16, torch.Generator().manual_seed(seed))}]
+
+
+def _gated(name: str, kernel) -> checks.Op:
+    return define(f"{name}(Tensor x) -> Tensor", kernel, _gelu_and_mul_fake, _gelu_and_mul_reference, checked=True)
+
+
+def test_size_variants_keep_to_the_checks_and_reach_past_the_tile_sizes():
+    """gelu_and_mul's checks want an even last dim: each size variant of it that is odd moves to the next even size
+    (named in the label), so the kernel that refuses odd sizes, as real ones do, passes, and the output of the
+    largest one, half of 9730, is still past a tile of 4096 columns."""
+    twin = _gated("gelu_and_mul_twin", _even_only_kernel)
+    by_label = {v.label: v.call for v in checks.variants(twin, gated_examples)}
+    moved = {"examples[0] with its size 256 as 2 (1 is outside ops[0].checks[0])": 2,
+             "examples[0] with its size 256 as 258 (257 is outside ops[0].checks[0])": 258,
+             "examples[0] with its size 256 as 1538 (1537 is outside ops[0].checks[0])": 1538,
+             "examples[0] with its size 256 as 9730 (9729 is outside ops[0].checks[0])": 9730}
+    for label, last in moved.items():
+        assert by_label[label]["x"].shape == (4, last)
+    assert all(call["x"].shape[-1] % 2 == 0 for call in by_label.values())
+    checks.assert_matches_reference(twin, gated_examples)
+    checks.assert_follows_semantics(twin, gated_examples, lambda *, x: [(x.shape[:-1] + (x.shape[-1] // 2,), x.dtype)])
+
+
+@pytest.mark.parametrize(("name", "kernel", "variant"), [
+    ("past_4096", _zero_past_4096, r"with its size 256 as 9730 \(9729 is outside ops\[0\].checks\[0\]\)"),
+    ("partial_tile", _last_partial_tile_wrong, r"with its size 256 as 1538 \(1537 is outside"),
+    ("tail_of_8", _vector_tail_dropped(8), r"with its size 256 as 258 \(257 is outside"),
+    ("tail_of_32", _vector_tail_dropped(32), r"with its size 256 as 1538 \(1537 is outside"),
+])
+def test_a_kernel_wrong_past_a_tile_or_in_a_tail_fails_naming_the_size(name, kernel, variant):
+    with pytest.raises(checks.CheckFailed, match=variant):
+        checks.assert_matches_reference(_gated(f"gelu_and_mul_{name}", kernel), gated_examples)
+
+
+# --- index dtypes ----------------------------------------------------------------------------------------------
+
+
+def _int64_table_read_as_int32(cache, rows, slots):  # int32 words of an int64 table: its low words, little-endian
+    _dense_write_reference(cache, rows, slots.view(torch.int32)[::2])
+
+
+def slot_examples(seed: int = 0) -> list[dict]:
+    g = torch.Generator().manual_seed(seed)
+    return [{"cache": checks.random_tensor((4, 2, 8), torch.float16, g), "rows": checks.random_tensor((3, 8), torch.float16, g),
+             "slots": torch.tensor([5, 0, 2])}]
+
+
+def test_index_tensors_are_tried_in_the_other_index_dtype():
+    """The example's slots are int64; a kernel reading them as int32 words (right for int64, little-endian) writes
+    the wrong rows given int32 slots, which indexing takes. Its twin passes."""
+    schema = "(Tensor(a!) cache, Tensor rows, Tensor slots) -> ()"
+    twin = define("slots_twin_" + schema, _dense_write_reference, lambda cache, rows, slots: None,
+                  _dense_write_reference)
+    assert "examples[0] with slots as int32" in labels(twin, slot_examples)
+    checks.assert_matches_reference(twin, slot_examples)
+    planted = define("slots_as_int32_" + schema, _int64_table_read_as_int32, lambda cache, rows, slots: None,
+                     _dense_write_reference)
+    with pytest.raises(checks.CheckFailed, match=r"on 1 of .* calls \(by kind of input: index-dtype 1\):\n  .*"
+                                                 r"ops\[0\].examples\[0\] with slots as int32"):
+        checks.assert_matches_reference(planted, slot_examples)
+
+
+# --- backward with a frozen weight and a non-contiguous grad_output ----------------------------------------------
+
+
+def _scaled_rows(x, w):
+    return x * w
+
+
+def _weight_backward_twin(ctx, grad):
+    x, w = ctx.saved_tensors
+    return grad * w if ctx.needs_input_grad[0] else None, (grad * x).sum(0) if ctx.needs_input_grad[1] else None
+
+
+def _frozen_weight_path(ctx, grad):  # a fast path for a frozen weight that forgets the weight
+    x, w = ctx.saved_tensors
+    if not ctx.needs_input_grad[1]:
+        return grad.clone(), None
+    return grad * w, (grad * x).sum(0)
+
+
+def _grad_viewed(ctx, grad):  # assumes a contiguous grad_output
+    x, w = ctx.saved_tensors
+    rows = grad.view(-1).view(x.shape)
+    return rows * w, (rows * x).sum(0)
+
+
+def _weighted(name: str, backward) -> checks.Op:
+    op = define(f"{name}(Tensor x, Tensor w) -> Tensor", _scaled_rows, lambda x, w: torch.empty_like(x), _scaled_rows)
+
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    torch.library.register_autograd(f"iv_test::{name}", backward, setup_context=setup_context, lib=lib)
+    return op
+
+
+@pytest.mark.parametrize(("name", "backward", "expected"), [
+    ("frozen_path", _frozen_weight_path, (r"gives another gradient of x on ops\[0\].examples\[0\] with a "
+                                          r"non-contiguous grad_output and only x requiring grad")),
+    ("grad_viewed", _grad_viewed, r"raises on ops\[0\].examples\[0\] with a non-contiguous grad_output.*view"),
+])
+def test_backward_with_a_frozen_input_or_a_non_contiguous_grad_output(name, backward, expected):
+    """Both planted formulas pass gradcheck (every input requiring grad, contiguous grad_outputs); each fails on the
+    subset or the layout it mishandles, naming it. The twin passes."""
+    examples = lambda seed: [{"x": torch.randn(3, 4, generator=torch.Generator().manual_seed(seed)),
+                              "w": torch.randn(4, generator=torch.Generator().manual_seed(seed + 7))}]
+    checks.gradcheck(_weighted(f"weighted_twin_{name}", _weight_backward_twin), examples)
+    planted = _weighted(f"weighted_{name}", backward)
+    for fn_inputs in [checks.autograd._gradcheck_inputs(planted, examples(0)[0])]:
+        torch.autograd.gradcheck(*fn_inputs)  # the formula is right where gradcheck looks
+    with pytest.raises(checks.CheckFailed, match=expected):
+        checks.gradcheck(planted, examples)
+
+
+# --- storage offsets -------------------------------------------------------------------------------------------
+
+
+def _from_storage_start(x, eps=1e-6):  # reads x's storage from its start: right for a fresh tensor only
+    whole = x.new_empty(0).set_(x.untyped_storage(), 0, x.shape, x.stride())
+    return norm_reference(whole, eps)
+
+
+def test_inputs_at_a_storage_offset_catch_a_kernel_reading_from_the_storage_start():
+    """A view one element into a larger buffer (a slice of a batch): the kernel that ignores the storage offset
+    fails naming the variant; the twin passes on it."""
+    twin = _norm("norm_offset_twin", norm_reference)
+    offset = next(v.call for v in checks.variants(twin, norm_examples)
+                  if v.label == "examples[0] with every tensor at storage offset 1 (unaligned)")
+    assert offset["x"].storage_offset() == 1 and offset["x"].is_contiguous()
+    checks.assert_matches_reference(twin, norm_examples)
+    with pytest.raises(checks.CheckFailed, match=r"on 2 of .* calls \(by kind of input: offset 2\):\n  .*"
+                                                 r"ops\[0\].examples\[0\] with every tensor at storage offset 1"):
+        checks.assert_matches_reference(_norm("norm_storage_start", _from_storage_start), norm_examples)
+
+
+# --- equal sizes apart --------------------------------------------------------------------------------------------
+
+
+def _head_weighted_reference(x, w):
+    return (x * w[:, None]).sum(-1)
+
+
+def _tokens_for_heads(x, w):  # reads the token count where it wants the head count: equal in the example
+    return (x * w.reshape(x.shape[0], 1)).sum(-1)
+
+
+def test_two_equal_sizes_are_tried_apart_and_a_kernel_confusing_them_fails():
+    """x [tokens, heads, dim] with 4 tokens and 4 heads: every size variant moved both, so a kernel reading the
+    token count for the head count passed. The token dim alone as 5 fails it; the twin passes."""
+    schema = "(Tensor x, Tensor w) -> Tensor"
+    fake = lambda x, w: x.new_empty(x.shape[:-1])
+    examples = lambda seed: [{"x": checks.random_tensor((4, 4, 8), torch.float32, torch.Generator().manual_seed(seed)),
+                              "w": checks.random_tensor((4,), torch.float32, torch.Generator().manual_seed(seed + 9))}]
+    twin = define("heads_twin" + schema, _head_weighted_reference, fake, _head_weighted_reference)
+    found = labels(twin, examples)
+    assert "examples[0] with its size 4 as 5 at dim -3 of x only" in found
+    assert "examples[0] with its size 4 as 5 at dim -2 of x only" in found  # refused by the reference: w is 4 long
+    checks.assert_matches_reference(twin, examples)
+    planted = define("heads_confused" + schema, _tokens_for_heads, fake, _head_weighted_reference)
+    with pytest.raises(checks.CheckFailed, match=r"fails on ops\[0\].examples\[0\] with its size 4 as 5 at dim -3 of "
+                                                 r"x only, which ops\[0\].reference accepts"):
+        checks.assert_matches_reference(planted, examples)
+
+
+# --- a written buffer refused in other layouts ---------------------------------------------------------------
+
+
+def _viewed_cache(cache, rows, slots):  # real cache kernels take the cache dense: `.view` raises on a strided one
+    cache.view(-1, cache.shape[-1])[slots] = rows
+
+
+def _write_lost_on_a_copy(cache, rows, slots):  # .contiguous() copies a strided cache: the write never lands
+    cache.contiguous().view(-1, cache.shape[-1])[slots] = rows
+
+
+def test_a_kernel_refusing_a_strided_written_buffer_passes_with_a_note_naming_contiguous():
+    """A loud error on a transposed cache is a refusal, not corruption: the layout tier passes, noting
+    `contiguous: [cache]`; a kernel that loses its write on a strided cache still fails."""
+    schema = "(Tensor(a!) cache, Tensor rows, Tensor slots) -> ()"
+    call = {"cache": torch.randn(4, 2, 8), "rows": torch.randn(3, 8), "slots": torch.tensor([5, 0, 2])}
+    viewed = define("cache_viewed" + schema, _viewed_cache, lambda cache, rows, slots: None)
+    with pytest.warns(UserWarning, match=r"refuses a transposed 'cache', which it writes \(RuntimeError: view size is "
+                                         r".*declare `contiguous: \[cache\]` in ops\[0\] of opgen.yaml"):
+        checks.assert_non_contiguous_inputs(viewed, call)
+    lost = define("cache_lost" + schema, _write_lost_on_a_copy, lambda cache, rows, slots: None)
+    with pytest.raises(checks.CheckFailed, match=r"gives other values for transposed inputs than for contiguous ones: "
+                                                 r".*argument 'cache'"):
+        checks.assert_non_contiguous_inputs(lost, call)
+
+
+# --- rank and repeated indices --------------------------------------------------------------------------------
+
+
+def _rows_of_2d(x):  # written for [rows, 2 * d]: a 3-D x is read as rows of its two trailing dims
+    return _gelu_and_mul_reference(x.reshape(x.shape[0], -1)).reshape(*x.shape[:-1], -1)
+
+
+def test_a_leading_dim_is_added_and_a_kernel_written_for_two_dims_fails():
+    twin = _gated("gelu_and_mul_rank_twin", _even_only_kernel)
+    assert "examples[0] with a leading dim of 2 on x" in labels(twin, gated_examples)
+    with pytest.raises(checks.CheckFailed, match=r"examples\[0\] with a leading dim of 2 on x"):
+        checks.assert_matches_reference(_gated("gelu_and_mul_2d", _rows_of_2d), gated_examples)
+
+
+def _index_add_reference(out, index, src):
+    return out.index_add(0, index, src)
+
+
+def _add_through_indexing(out, index, src):  # `out[index] += src` keeps one of two rows sent to one index
+    out = out.clone()
+    out[index] += src
+    return out
+
+
+def test_an_index_is_repeated_and_a_scatter_losing_one_of_two_fails():
+    schema = "(Tensor out, Tensor index, Tensor src) -> Tensor"
+    fake = lambda out, index, src: torch.empty_like(out)
+    examples = lambda seed: [{"out": checks.random_tensor((6, 4), torch.float32, torch.Generator().manual_seed(seed)),
+                              "index": torch.tensor([4, 1, 3]),
+                              "src": checks.random_tensor((3, 4), torch.float32, torch.Generator().manual_seed(seed + 3))}]
+    nonempty = {"out": checks.Domain(nonempty=True)}  # (torch's index_add takes indices into an empty out)
+    twin = define("index_add_twin" + schema, _index_add_reference, fake, _index_add_reference, inputs=nonempty)
+    checks.assert_matches_reference(twin, examples)
+    planted = define("index_add_lossy" + schema, _add_through_indexing, fake, _index_add_reference, inputs=nonempty)
+    with pytest.raises(checks.CheckFailed, match=r"on 1 of .* \(by kind of input: duplicate 1\):\n  .*examples\[0\] "
+                                                 r"with index repeating an index \(index\[1\] = index\[0\]\)"):
+        checks.assert_matches_reference(planted, examples)

@@ -1,6 +1,6 @@
 """The input variants in generated projects: a spec written as a new user would (a softmax over a dim, a promoting
 axpy, optional weight and bias, a paged-cache write declared contiguous with its slots drawn as unique rows, a
-rearranging in-place write, a cast with a dtype-code default) passes its generated tests out of the box in the
+rearranging in-place write, a gated activation whose checks want an even last size, a cast with a dtype-code default) passes its generated tests out of the box in the
 custom_op style, and a kernel bug of a kind only an input off the examples shows, one per op, fails them naming the
 variant; two more are planted in the bundled rms_norm example (library style). All projects run in one pytest
 process, their oracle, semantics, writes, layout and gradcheck tiers only (tests/test_input_space.py proves every
@@ -57,6 +57,15 @@ ops:
       x.copy_(x.flip(0))
     examples:
       - {{x: {{shape: [6, 4]}}}}
+  - schema: "gelu_and_mul(Tensor x) -> Tensor"
+    checks: ["x.shape[-1] % 2 == 0"]
+    outputs:
+      out0: {{shape: "x.shape[:-1] + [x.shape[-1] // 2]", dtype: "x.dtype"}}
+    reference: |
+      d = x.shape[-1] // 2
+      return (torch.nn.functional.gelu(x[..., :d].float(), approximate="tanh") * x[..., d:].float()).to(x.dtype)
+    examples:
+      - {{x: {{shape: [4, 256], dtype: float16}}}}
   - schema: "cast_to(Tensor x, ScalarType dst_type=39) -> Tensor"
     outputs:
       out0: {{shape: "x.shape", dtype: "dst_type"}}
@@ -76,7 +85,13 @@ NEW_SPEC_BUGS = {
     "affine": ("kernels/affine_cpu.py", "(y + bias if bias is not None else y)",
                "(y + bias if bias is not None and weight is not None else y)", "with weight None"),
     "cache_write_": ("ops.py", "cache.is_contiguous(),", "True,", "a non-contiguous 'cache' must be refused"),
+    "gelu_and_mul": ("kernels/gelu_and_mul_cpu.py", "* x[..., d:].float())",  # a tile of 4096 columns only
+                     "* x[..., d:].float() * (torch.arange(d) < 4096))",
+                     "with its size 256 as 9730 (9729 is outside ops[5].checks[0])"),
 }
+# the clean gelu_and_mul kernel refuses an odd last size, as real ones do (the spec's checks: say it is no input)
+EVEN_ONLY = ("kernels/gelu_and_mul_cpu.py", "d = x.shape[-1] // 2",
+             'torch._check(x.shape[-1] % 2 == 0, lambda: "the last size must be even")\n    d = x.shape[-1] // 2')
 # bugs in the bundled rms_norm example: a reduction over one tile of columns, a fake wrong for bfloat16
 RMS_NORM_BUGS = {
     "tile": ("kernels/rms_norm_cpu.py", "xf.pow(2).mean(dim=dims, keepdim=True)",
@@ -110,6 +125,7 @@ def test_new_specs_pass_their_variants_and_bugs_only_variants_show_fail_naming_t
     clean, planted, *rms_projects = _projects(tmp_path, {
         "iv_clean": SPEC.format(namespace="iv_clean"), "iv_planted": SPEC.format(namespace="iv_planted"),
         **{f"iv_rms_{name}": rms.replace("namespace: myops", f"namespace: iv_rms_{name}") for name in RMS_NORM_BUGS}})
+    _plant(clean, "iv_clean", *EVEN_ONLY)
     for file, old, new, _ in NEW_SPEC_BUGS.values():
         _plant(planted, "iv_planted", file, old, new)
     bundled = dict(zip(RMS_NORM_BUGS, rms_projects, strict=True))
@@ -118,7 +134,7 @@ def test_new_specs_pass_their_variants_and_bugs_only_variants_show_fail_naming_t
     found = project_outcomes([clean, planted, *bundled.values()], tmp_path / "junit.xml", TIERS)
     failures = {project: {test: result["message"] for test, result in tests.items() if result["outcome"] != "passed"}
                 for project, tests in found.items()}
-    assert len(found["iv_clean"]) >= 6 * 4 and failures["iv_clean"] == {}, failures["iv_clean"]  # out of the box
+    assert len(found["iv_clean"]) >= 7 * 4 and failures["iv_clean"] == {}, failures["iv_clean"]  # out of the box
     for op, (_, _, _, named) in NEW_SPEC_BUGS.items():
         messages = [message for test, message in failures["iv_planted"].items() if test.startswith(f"test_{op}_")]
         assert any(named in message for message in messages), (op, messages)

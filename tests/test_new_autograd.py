@@ -385,6 +385,43 @@ def test_generated_autograd_tests_pass_skip_and_fail_exactly(projects, style, tm
     assert wrong["test_scale_opcheck_with_requires_grad"]["outcome"] == "passed"  # opcheck is not numerics
 
 
+@pytest.mark.xdist_group("autograd_projects")  # the module's generated projects, built once
+def test_a_library_op_without_formula_compiled_on_inputs_requiring_grad_raises_as_eager(projects):
+    """The generated no_autograd.py, loaded here, on a Library op (fallthrough at Autograd, guarded kernel and fake):
+    torch.compile on inputs requiring grad raises torch's "no autograd formula was registered", as custom_op's
+    compiled op does. Planted: the fake without its compile check, which AOT autograd reaches below the fallthrough
+    with no input requiring grad: the compiled op silently detaches its outputs, and the tier says so."""
+    import torch
+
+    from opgen import testing as checks
+
+    source = (projects["spec", "library"] / "ag_ops" / "no_autograd.py").read_text(encoding="utf-8")
+    planted = source.replace("if TracingContext.try_get() is not None:", "if False:")
+    assert planted != source
+    lib = torch.library.Library("ag_compiled", "FRAGMENT")
+    for name, text in (("guarded", source), ("detaching", planted)):
+        module: dict = {}
+        exec(compile(text, f"no_autograd_{name}.py", "exec"), module)  # noqa: S102  (the generated module's text)
+        qualname = f"ag_compiled.{name}.default"
+
+        def kernel(x, module=module, qualname=qualname):
+            if torch.is_grad_enabled() and x.requires_grad:
+                return module["tied"](qualname, lambda: x * 2, (x,))
+            return x * 2
+
+        lib.define(f"{name}(Tensor x) -> Tensor")
+        lib.impl(name, kernel, "CPU")
+        lib.impl(name, torch.library.fallthrough_kernel, "Autograd")
+        torch.library.register_fake(f"ag_compiled::{name}", module["raising_on_backward"](qualname)(
+            lambda x: torch.empty_like(x)), lib=lib)
+    op = lambda name: checks.Op(getattr(torch.ops.ag_compiled, name).default, field="ops[0]")
+    calls = [{"x": torch.randn(4, 8)}]
+    checks.assert_backward_raises_without_formula(op("guarded"), calls, writes_tracked=True)
+    with pytest.raises(checks.CheckFailed, match=r"but torch.compile of it on inputs requiring grad ran and detached "
+                                                 r"its outputs \(a silent zero gradient\)"):
+        checks.assert_backward_raises_without_formula(op("detaching"), calls, writes_tracked=True)
+
+
 @pytest.mark.parametrize("style", STYLES)
 @pytest.mark.xdist_group("autograd_projects")  # the module's generated projects, built once
 def test_only_ops_with_a_formula_register_one(projects, style):

@@ -512,6 +512,8 @@ def _op_lines(spec: ProjectSpec, op: OpSpec, constant: str, files) -> list[str]:
         fields.append("promotes=" + tuple_text([tuple_text([literal(name) for name in group]) for group in promotes]))
     if op.contiguous:
         fields.append("contiguous=" + tuple_text([literal(name) for name in op.contiguous]))
+    if op.checks:
+        fields.append("checked=True")
     return [f"{constant} = checks.Op("] + [f"    {field}," for field in fields] + [")"]
 
 

@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch.fx.experimental import _config as symbolic_shapes_config
 
 from .failures import outputs_are_new_memory, skip
+from .input_variants import refused_by_checks
 from .op import OPCHECK_UTILS, OPCHECK_UTILS_DYNAMIC, Call, Op
 from .values import clone, tensors
 
@@ -53,7 +54,20 @@ def assert_compiled_matches_eager(op: Op, calls: Sequence[Call]) -> None:
 
 
 
-def refused_doubling(op: Op, calls: Sequence[Call], refuser: str, error: Exception) -> str:
+def skip_a_refused_doubling(op: Op, calls: Sequence[Call], refuser: str, run: Callable) -> None:
+    """Skip (saying why) when opgen's second call, the first with its last size doubled, is outside the spec's
+    `checks:` (a relation the doubling broke) or `run` (`refuser`: the CPU kernel, the reference) raises on it."""
+    refused = refused_by_checks(op, calls[1]) if op.checked else ""
+    if refused:
+        skip(refused_doubling(op, calls, f"{refused} in opgen.yaml", None))
+    try:
+        run(clone(calls[1]))
+    except (RuntimeError, IndexError, ValueError, TypeError) as error:  # torch's errors on mismatched sizes
+        skip(refused_doubling(op, calls, refuser, error))
+
+
+
+def refused_doubling(op: Op, calls: Sequence[Call], refuser: str, error: Exception | None) -> str:
     """Why a tier of two sizes skips when `refuser` (the CPU kernel, the reference) refuses opgen's second call, the
     first with its last size D doubled in the tensors whose last size is D: which were doubled and which kept their
     last size (a half-width cos and sin beside x is a relation opgen cannot see), and the fix."""
@@ -63,9 +77,9 @@ def refused_doubling(op: Op, calls: Sequence[Call], refuser: str, error: Excepti
             (doubled if calls[1][name].shape[-1] != value.shape[-1] else kept).append(name)
     last = calls[0][doubled[0]].shape[-1] if doubled else "?"
     return (f"opgen doubled the last size {last} of {op.field}.examples[0] in {', '.join(doubled)}, keeping "
-            + (', '.join(kept) or "no other tensor") + f" as they are, and {refuser} refuses that call "
-            f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}): add an example of the "
-            f"same dtypes with other sizes (none 0 or 1) to {op.field}.examples")
+            + (', '.join(kept) or "no other tensor") + f" as they are, and {refuser} refuses that call"
+            + (f" ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})" if error else "")
+            + f": add an example of the same dtypes with other sizes (none 0 or 1) to {op.field}.examples")
 
 
 
@@ -78,10 +92,7 @@ def assert_compiles_once(op: Op, calls: Sequence[Call], derived: bool) -> None:
     they differ in the other): a second graph is then the fake's doing. (The backend may be called more than once
     for the first call: Dynamo can restart its analysis.)"""
     if derived:
-        try:
-            op(clone(calls[1]))
-        except (RuntimeError, IndexError, ValueError, TypeError) as error:  # torch's errors on mismatched sizes
-            skip(refused_doubling(op, calls, "the CPU kernel", error))
+        skip_a_refused_doubling(op, calls, "the CPU kernel", op)
     torch.compiler.reset()
     graphs = []
     aot_eager = torch._dynamo.lookup_backend("aot_eager")

@@ -48,28 +48,12 @@ def first_fusion_call(fusion, examples: Callable[[int], list[Call]]) -> Callable
     return lambda seed: examples(seed)[index]
 
 
-def _index_dtype_variants(call: Call, label: str) -> list[tuple[str, Call]]:
-    """The call with each integer tensor in the other index dtype (int64 <-> int32): indexing takes both, a kernel
-    may not."""
-    found = []
-    for name, value in call.items():
-        if isinstance(value, torch.Tensor) and value.dtype in (torch.int64, torch.int32):
-            other = torch.int32 if value.dtype == torch.int64 else torch.int64
-            label_other = f"{label} with {name} as {str(other).removeprefix('torch.')}"
-            found.append((label_other, {**call, name: value.to(other)}))
-    return found
-
-
-
 def fusion_variants(op: Op, fusion, examples: Callable[[int], list[Call]]) -> list[tuple[str, Call]]:
     """(label, call): the oracle tier's variants of every example (seeds, the swept dtypes, odd sizes) with the
     fusion's constants, and each example with its integer tensors in the other index dtype. (A scalar moved off its
     value is a constant of the pattern; special values and edge sizes are the op's business, not the pattern's.)"""
-    found = [(variant.label, fusion_call(fusion, variant.call)) for variant in variants(op, examples)
-             if variant.kind in ("example", "dtype", "size")]
-    for number, call in enumerate(examples(0)):
-        found += _index_dtype_variants(fusion_call(fusion, call), f"examples[{number}]")
-    return found
+    return [(variant.label, fusion_call(fusion, variant.call)) for variant in variants(op, examples)
+            if variant.kind in ("example", "dtype", "size", "index-dtype")]
 
 
 

@@ -6,7 +6,11 @@ a `Domain` per argument):
 
   dtype      the floating inputs in each dtype of the sweep (`ops[i].dtypes`), and in float64
   size       each size (sizes equal in the example stay equal) at 1, at 0, odd and larger and, for a last dim, above
-             the tile sizes kernels use (1537 and 6145: half a tile of 1024 or 4096 more)
+             the tile sizes kernels use (1537 = 1024 + 513 and 9729 = 2 * 4096 + 1537: odd, partial last tiles of
+             1024 and of 4096; half of 9729 is still past 4096 with a partial tile); a size the spec's `checks:`
+             refuse moves to the nearest one above that they allow (an even last dim of a gated activation: 9730)
+  size-separate  a size several dims share, changed at one dim position only (counted from the last dim), so
+             that two sizes a kernel could confuse differ
   value      the floating inputs scaled towards their dtype's range, with a NaN, with infinities, all negative, and
              each with a row of zeros
   dim        every valid value of an int dim argument (-rank .. rank-1)
@@ -15,14 +19,20 @@ a `Domain` per argument):
   optional   the `Tensor?` arguments the example gives left out (None), every subset of them
   promote    each input whose dtype the semantics promote (`promote(a, b)`) in another dtype than the others
   defaults   the defaulted arguments the example gives left out, so that each default is used once
+  index-dtype  each int64 or int32 tensor (indices, slots, block tables) in the other one
+  offset     every tensor a view one element into a larger buffer (a storage offset, unaligned)
+  rank       one more leading dim (2) on the inputs of the highest rank, where the reference takes it
+  duplicate  an index tensor (exact, or drawn into a size) with its first index repeated, unless `unique`
 
-A variant is an input of the op when its reference (the oracle) accepts it; the checks skip the others. Nothing here
+A variant is an input of the op when its reference (the oracle) accepts it and its fake's `checks:` hold (a size, scalar
+or dim variant outside them is left out: the kernel need not take it); the checks skip the others. Nothing here
 is random beyond seeded generators: the same project tries the same inputs on every run.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,8 +46,14 @@ SWEPT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)  # every example r
 # arithmetic holds (65504 for float16, so bfloat16 through float16 overflows), but not so far that float32
 # arithmetic on them (a square, a sum of squares) would: a kernel then matches its reference, whatever the dtype.
 LARGE = {torch.float16: 1e4, torch.bfloat16: 1e5, torch.float32: 1e5, torch.float64: 1e5}
-TILE_SIZES = (1537, 6145)  # last dims well past the tile sizes kernels use (1024, 4096), odd
-MAX_ELEMENTS = 1 << 22  # a size variant making some tensor larger than this shrinks the other sizes, or is left out
+# last dims past the tile sizes kernels use (1024, 4096), odd, with a partial last tile of each; the half of 9729 (the
+# output of a gated activation, 4865) is still past 4096, with partial tiles too
+TILE_SIZES = (1537, 9729)
+MAX_ELEMENTS = 1 << 20  # a size variant making some tensor larger than this shrinks the other sizes, or is left out
+# the kinds of variant that may leave the spec's `checks:` (left out where they do)
+CHECKED_KINDS = ("size", "size-edge", "size-tile", "size-separate", "rank", "duplicate", "scalar", "default", "dim")
+# the message of a generated fake's `checks:` (opgen/render/fakes.py): the input is outside the op's declared contract
+DECLARED_CHECK = re.compile(r"(ops\[\d+\]\.checks\[\d+\]) in opgen\.yaml does not hold")
 DIM_NAMES = ("dim", "axis", "dimension")  # an int argument so named (or dim0, axis1, ...) indexes a dimension
 
 
@@ -204,7 +220,7 @@ class _Example:
         return name not in self.exact
 
     def add(self, kind: str, label: str, call: Call | None, names: Sequence[str] = (), hint: str = "") -> None:
-        if call is not None:
+        if call is not None and not (kind in CHECKED_KINDS and self.op.checked and refused_by_checks(self.op, call)):
             self.found.append(Variant(f"{self.where} {label}", call, kind, self.index, tuple(names), hint,
                                       frozenset(self.exact)))
 
@@ -238,6 +254,21 @@ class _Example:
         return draw(shape, dtype, torch.Generator().manual_seed(2000 + self.seed), domain, {})
 
 
+def refused_by_checks(op, call: Call) -> str:
+    """The field of the spec's check (`ops[0].checks[1]`) that the op's fake refuses `call` by, traced on fake tensors
+    (no kernel runs); "" when the fake takes it or fails otherwise (the fake tier reports that)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    with FakeTensorMode(shape_env=ShapeEnv()) as mode:
+        try:
+            op({name: _tensor_map(lambda t: mode.from_tensor(t, static_shapes=True), value)
+                for name, value in call.items()})
+        except Exception as error:  # noqa: BLE001  (only a declared check's message counts)
+            found = DECLARED_CHECK.search(str(error))
+            return found.group(1) if found else ""
+    return ""
+
+
 def _or(value, default):
     return default if value is None else value
 
@@ -269,7 +300,8 @@ def _variants(op, examples: Callable[[int], list[Call]]) -> list[Variant]:
                                  exact=frozenset(exact)))
         example = _Example(op, index, base, exact)
         for kind in (_dtype_variants, _size_variants, _value_variants, _dim_variants, _scalar_variants,
-                     _optional_variants, _promote_variants, _defaults_used_variants):
+                     _optional_variants, _promote_variants, _defaults_used_variants, _index_dtype_variants,
+                     _offset_variants, _rank_variants, _duplicate_index_variants):
             kind(example)
         found += example.found
     return found
@@ -330,6 +362,32 @@ def _size_variants(example: _Example) -> None:
             if new == 0 and any(size in t.shape for name in nonempty for t in _tensors(example.call.get(name))):
                 continue
             _add_size_variant(example, size, new, odd)
+        _separated_size_variants(example, size, odd)
+
+
+def _separated_size_variants(example: _Example, size: int, new: int) -> None:
+    """A size shared by several dims (counted from the last: heads in a key's dim -2 and a cache's, the block size in
+    the caches' dim -3) as `new` at one of those positions only, where there are two or more: equal in the example,
+    they always moved together, so a kernel reading one for the other passed. The reference says whether the op takes
+    the call (one that needs the sizes equal refuses it)."""
+    positions: dict[int, list[str]] = {}
+    for name, value in example.call.items():
+        if example.random(name):
+            for t in _tensors(value):
+                for dim, s in enumerate(t.shape):
+                    if s == size and name not in positions.setdefault(dim - t.dim(), []):
+                        positions[dim - t.dim()].append(name)
+    if len(positions) < 2 or size < 2:  # (a size of 1 is a broadcast dim more often than a size a kernel reads)
+        return
+    for dim, names in sorted(positions.items()):
+        def change(name, t, dim=dim, names=names):
+            if name not in names or t.dim() < -dim or t.shape[dim] != size:
+                return None
+            shape = list(t.shape)
+            shape[dim] = new
+            return example.fresh(name, tuple(shape), t.dtype)
+        example.add("size-separate", f"with its size {size} as {new} at dim {dim} of {', '.join(names)} only",
+                    example.redrawn(example.call, change), names)
 
 
 def _size_targets(size: int, last_dim: bool) -> tuple[int, list[int]]:
@@ -340,11 +398,32 @@ def _size_targets(size: int, last_dim: bool) -> tuple[int, list[int]]:
 
 
 def _add_size_variant(example: _Example, size: int, new: int, odd: int) -> None:
+    """`size` as `new`, or where the spec's `checks:` refuse that, as the nearest size above it they allow (named
+    in the label); left out when none near it is allowed."""
     kind = "size" if new == odd else "size-edge" if new <= 1 else "size-tile"
     call = _resized(example, example.call, size, new)
+    label = f"with its size {size} as {new}"
+    refused = refused_by_checks(example.op, call) if call is not None and example.op.checked else ""
+    if refused:
+        call = None
+        for allowed in _sizes_above(new) if new else ():
+            if allowed == size:
+                continue
+            call = _resized(example, example.call, size, allowed)
+            if call is not None and not refused_by_checks(example.op, call):
+                label = f"with its size {size} as {allowed} ({new} is outside {refused})"
+                break
+            call = None
     hint = ("`{nonempty: true}` in " + ", ".join(f"{example.op.field}.inputs.{name}" for name in _with_size(
         example, size)) + " if the op never takes an empty one") if new == 0 else ""
-    example.add(kind, f"with its size {size} as {new}", call, _with_size(example, size), hint)
+    example.add(kind, label, call, _with_size(example, size), hint)
+
+
+def _sizes_above(size: int) -> list[int]:
+    """The sizes tried, in order, in place of a size the spec's checks refuse: the next 8 sizes, then the next
+    multiples of 16 to 128 (a check wants the size even, a multiple of a block, ...)."""
+    return list(dict.fromkeys([size + step for step in range(1, 9)]
+                              + [(size // block + 1) * block for block in (16, 32, 64, 128)]))
 
 
 def _with_size(example: _Example, size: int) -> list[str]:
@@ -354,11 +433,11 @@ def _with_size(example: _Example, size: int) -> list[str]:
 
 def _resized(example: _Example, call: Call, size: int, new: int) -> Call | None:
     """`call` with the size symbol `size` as `new` in every random tensor (drawn anew); when that makes a tensor
-    larger than MAX_ELEMENTS its other sizes above 8 become 8 (None if still too large)."""
+    larger than MAX_ELEMENTS its other sizes above 8 become 8, then above 2 become 2 (None if still too large)."""
     def shape_of(t: torch.Tensor, others: int | None) -> tuple[int, ...]:
         return tuple(new if s == size else (min(s, others) if others else s) for s in t.shape)
 
-    for others in (None, 8):
+    for others in (None, 8, 2):
         shapes = [shape_of(t, others) for name, value in call.items() if example.random(name) for t in _tensors(value)]
         if all(math.prod(shape) <= MAX_ELEMENTS for shape in shapes):
             break
@@ -614,3 +693,69 @@ def _defaults_used_variants(example: _Example) -> None:
     if given:
         call = {name: value for name, value in example.call.items() if name not in given}
         example.add("defaults", f"with {', '.join(given)} left out (their defaults)", call, given)
+
+
+INDEX_DTYPES = {torch.int64: torch.int32, torch.int32: torch.int64}
+
+
+def _index_dtype_variants(example: _Example) -> None:
+    """Each argument of int64 (int32) tensors, random or exact, with them in int32 (int64): indexing takes both, a
+    kernel that reads a block table as the example's dtype may not."""
+    for name, value in example.call.items():
+        found = [t.dtype for t in _tensors(value) if t.dtype in INDEX_DTYPES]
+        if found:
+            other = INDEX_DTYPES[found[0]]
+            call = {**example.call, name: _tensor_map(lambda t, o=other: t.to(o) if t.dtype in INDEX_DTYPES else t,
+                                                      value)}
+            example.add("index-dtype", f"with {name} as {_dtype_name(other)}", call, [name])
+
+
+def _offset_variants(example: _Example) -> None:
+    """Every contiguous tensor of the call one element into a larger buffer (a view at storage offset 1, as a slice
+    of a cache or a batch is): a kernel that reads from the storage's start, or assumes aligned memory, shows."""
+    moved = [name for name, value in example.call.items() if any(t.is_contiguous() for t in _tensors(value))]
+    if moved:
+        call = {name: _tensor_map(lambda t: at_offset(t) if t.is_contiguous() else t, value)
+                for name, value in example.call.items()}
+        example.add("offset", "with every tensor at storage offset 1 (unaligned)", call, moved)
+
+
+def at_offset(t: torch.Tensor, offset: int = 1) -> torch.Tensor:
+    """A contiguous copy of `t` that starts `offset` elements into a larger buffer (unaligned for vector loads)."""
+    buffer = torch.zeros(offset + t.numel(), dtype=t.dtype, device=t.device)  # no garbage read twice differs
+    return buffer[offset:].view(t.shape).copy_(t)
+
+
+def _rank_variants(example: _Example) -> None:
+    """The random tensors of the highest rank with one more leading dim of 2 (drawn anew): a kernel written for the
+    examples' rank (a reshape to 2-D, a loop over rows) shows where the reference is rank-generic; one that is not
+    refuses the call, and `checks:` can say so."""
+    if _out_arguments(example.op):  # an out= op: its out tensor's shape follows the inputs', resized otherwise
+        return
+    random = {name: _tensors(value) for name, value in example.call.items() if example.random(name)}
+    rank = max((t.dim() for ts in random.values() for t in ts), default=0)
+    names = [name for name, ts in random.items() if any(t.dim() == rank for t in ts)]
+    if not rank or not names:
+        return
+
+    def change(name, t):
+        return example.fresh(name, (2, *t.shape), t.dtype) if name in names and t.dim() == rank else None
+    example.add("rank", f"with a leading dim of 2 on {', '.join(names)}", example.redrawn(example.call, change), names)
+
+
+def _duplicate_index_variants(example: _Example) -> None:
+    """Each index tensor, exact or drawn into a size (`index_into`), not declared `unique`, with its second index
+    equal to its first: a scatter that adds through `out[index] += src` loses one of the two."""
+    for name, value in example.call.items():
+        domain = example.domain(name)
+        indexes = example.random(name) is False or (domain is not None and domain.index_into is not None)
+        if not indexes or (domain is not None and domain.unique) or not isinstance(value, torch.Tensor):
+            continue
+        flat = value.reshape(-1)
+        if value.dtype not in INDEX_DTYPES or flat.numel() < 2 or int(flat[0]) == int(flat[1]):
+            continue
+        repeated = value.contiguous().clone()
+        repeated.view(-1)[1] = flat[0]
+        example.add("duplicate", f"with {name} repeating an index ({name}[1] = {name}[0])",
+                    {**example.call, name: repeated}, [name],
+                    f"`{{unique: true}}` in {example.op.field}.inputs.{name} if the op never takes an index twice")

@@ -4,6 +4,7 @@ the fake's strides are the kernel's.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 import torch
@@ -54,12 +55,12 @@ def non_contiguous(call: Call, keep: Sequence[str] = ()) -> Call:
 
 
 
-def layouts(op: Op, call: Call) -> list[tuple[str, Call, Call]]:
+def layouts(op: Op, call: Call, refused: Sequence[str] = ()) -> list[tuple[str, Call, Call]]:
     """(label, the call in that layout, the same values contiguous) for each layout some input of `call` can take:
     transposed, permuted (rank >= 3), channels_last (4-D), expanded (stride 0, floating inputs the op only reads).
     out= tensors stay as they are (Dynamo refuses non-contiguous ones), and so do written arguments declared
-    contiguous (the op refuses other layouts of them: `assert_refuses_non_contiguous`)."""
-    keep = _kept_contiguous(op)
+    contiguous (the op refuses other layouts of them: `assert_refuses_non_contiguous`) and those in `refused`."""
+    keep = _kept_contiguous(op) | set(refused)
     found = []
     for label, change, only_read in (("transposed", _transposed, False), ("permuted", _permuted, False),
                                      ("channels_last", _channels_last, False), ("expanded", _expanded, True)):
@@ -106,7 +107,8 @@ def assert_non_contiguous_inputs(op: Op, call: Call) -> None:
     compiled == eager on the transposed layout. Written arguments declared contiguous must be refused in other
     layouts instead."""
     assert_refuses_non_contiguous(op, call)
-    for label, strided, dense in layouts(op, call):
+    refused = _written_and_refused(op, call)
+    for label, strided, dense in layouts(op, call, refused):
         expected_call = clone(dense)
         expected = op.seeded(op)(expected_call)
         actual_call = {name: value if name not in op.written else clone(value) for name, value in strided.items()}
@@ -125,9 +127,32 @@ def assert_non_contiguous_inputs(op: Op, call: Call) -> None:
                               f"the strides, or declare the inputs it needs contiguous in {op.field}.contiguous",
                               "kernel-reads-layout")
         _assert_fake_strides(op, label, strided, actual)
-    transposed = non_contiguous(call, keep=_kept_contiguous(op))
+    transposed = non_contiguous(clone(call), keep=_kept_contiguous(op) | refused)  # kept ones written: copies
     opcheck(op, [transposed])
     assert_compiled_matches_eager(op, [transposed])
+
+
+
+def _written_and_refused(op: Op, call: Call) -> set[str]:
+    """The written arguments (not declared contiguous) that the kernel refuses, raising, when transposed: a refusal
+    (a KV-cache kernel `.view`s its cache, as real ones require it dense) is no silent corruption, so the layout tier
+    keeps them contiguous and notes, with a warning, the spec key that makes the refusal the op's contract. Wrong
+    values or a lost write on a strided buffer still fail."""
+    found = set()
+    for name in sorted(set(op.written) - _kept_contiguous(op)):
+        strided = {**clone(call), name: tensor_map(_transposed, clone(call[name]))}
+        if all(t.is_contiguous() for t in tensors(strided[name])):
+            continue
+        try:
+            op(strided)
+        except Exception as error:  # noqa: BLE001  (any loud refusal)
+            first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            warnings.warn(f"{op.kernel} refuses a transposed {name!r}, which it writes ({type(error).__name__}: "
+                          f"{first}): a refusal, not a wrong write, so the layout tier keeps {name!r} contiguous; "
+                          f"declare `contiguous: [{name}]` in {op.field} of opgen.yaml to make it the op's contract "
+                          "(the fake and the registration then check it)", stacklevel=3)
+            found.add(name)
+    return found
 
 
 

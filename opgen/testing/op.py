@@ -74,6 +74,7 @@ class Op:
     inputs: dict | None = None  # `ops[i].inputs`: argument name -> Domain, where its values live
     promotes: tuple[tuple[str, ...], ...] = ()  # the arguments each `promote(...)` of the semantics reads
     contiguous: tuple[str, ...] = ()  # `ops[i].contiguous`: the op makes these contiguous, or refuses them (written)
+    checked: bool = False  # the fake checks `ops[i].checks`: the input variants keep to them (input_variants)
 
     def __post_init__(self) -> None:
         if self.dynamic:

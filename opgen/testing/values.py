@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from .failures import CheckFailed
+from .input_variants import at_offset
 from .op import TOLERANCES, Call, Op
 
 
@@ -37,7 +38,18 @@ def tensors(value) -> list[torch.Tensor]:
 
 
 def clone(value):
-    return tensor_map(lambda t: t.clone(), value)
+    """A copy of every tensor in `value`; a contiguous one at a storage offset keeps its offset (the `offset` input
+    variant: an unaligned view into a larger buffer)."""
+    return tensor_map(_clone, value)
+
+
+
+def _clone(t: torch.Tensor) -> torch.Tensor:
+    offset = t.storage_offset()
+    if not offset or not t.is_contiguous():
+        return t.clone()
+    return at_offset(t, offset)
+
 
 
 
