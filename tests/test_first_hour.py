@@ -76,6 +76,11 @@ EXEMPT = {
     "python test/test_custom_ops/test_npu_rms_norm.py": "runs inside an op-plugin checkout on an NPU machine",
     "opgen npugraph-ex fetch --wheel torch_npu-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl":
         "needs the wheel on disk; tests/test_npugraph_ex.py runs fetch --wheel on wheels it builds",
+    "opgen import my_pkg -o specs": "needs the user's package; tests/test_import.py runs it on a toy package",
+    "opgen import my_pkg -o specs --inputs inputs.yaml":
+        "needs the user's package; tests/test_import.py runs it with --inputs on a toy package",
+    "opgen new specs/myops.yaml -o build/myops":
+        "an imported spec (adopt mode) of the user's package; tests/test_import.py runs it on the toy package's",
 }
 
 

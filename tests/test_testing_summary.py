@@ -57,16 +57,16 @@ def run_project(project: Path, *args: str) -> str:
 @pytest.mark.slow  # runs a generated project's tests (a few)
 @pytest.mark.skipif(TRANSFORMERS, reason="the opt-in case: transformers is installed here")
 def test_a_run_ends_in_the_summary_and_opt_in_tests_are_left_out_unless_asked(rms_norm_project):
-    """The main job's project (examples/rms_norm.yaml asks for Hugging Face models): without transformers its 12 model
+    """The main job's project (examples/rms_norm.yaml asks for Hugging Face models): without transformers its 18 model
     tests are not skips the user did not choose but left out, the summary saying how to run them; asked for with
     --opgen-tiers, they skip, saying why."""
     out = run_project(rms_norm_project, "-k", "is_registered or models")
-    assert "1 passed, 46 deselected" in out, out
+    assert "1 passed, 60 deselected" in out, out
     assert "  ran      registration  1 passed" in out
-    assert ('  not run   12 (models, opt-in): fusion.models needs transformers: pip install "transformers>=4.51" to '
+    assert ('  not run   18 (models, opt-in): fusion.models needs transformers: pip install "transformers>=4.51" to '
             "run them") in out, out
     asked = run_project(rms_norm_project, "--opgen-tiers", "registration,models")
-    assert "1 passed, 12 skipped" in asked, asked
-    for model in ("LlamaForCausalLM", "Olmo2ForCausalLM"):  # one line per reason: 2 routes x 3 dtypes each
+    assert "1 passed, 18 skipped" in asked, asked
+    for model in ("LlamaForCausalLM", "Olmo2ForCausalLM", "HeliumForCausalLM"):  # one line per reason: 2 routes x 3 dtypes each
         assert f"  skipped    6 (models 6): transformers is not installed: the test builds {model}" in asked, asked
     assert "not run" not in asked
