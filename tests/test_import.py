@@ -99,7 +99,7 @@ def test_writes_a_spec_per_namespace_that_opgen_new_accepts(imported, run_opgen,
     assert sorted(p.name for p in out.iterdir()) == ["buggy.yaml", "good.yaml"]
     good = load_spec(str(out / "good.yaml"))
     assert (good.style, good.device) == ("library", "cpu")
-    pairs, rms, scale, zero_into = good.ops
+    rms, scale, pairs, zero_into = good.ops  # in the order the package defines them
     assert str(zero_into.schema) == "good::zero_into(Tensor x, Tensor(a!) out) -> ()"  # a letter torch parses
     assert str(rms.schema) == "good::rms(Tensor x, Tensor gamma, float eps=1e-06) -> (Tensor y, Tensor rstd)"
     assert [(o.shape_rule.text, o.dtype_rule.text) for o in rms.outputs] == [
@@ -130,8 +130,8 @@ def test_a_schema_opgen_cannot_express_is_left_out_with_its_reason(imported):
     assert any(line.startswith("error: ") and "buggy::view: left out" in line and "OPG102" not in line.split(
         "left out")[0] for line in done.stderr.splitlines()), done.stderr
     buggy = load_spec(str(out / "buggy.yaml"))
-    assert [op.schema.name for op in buggy.ops] == ["copy", "crash", "scale"]  # the registry's order
-    assert buggy.ops[1].missing_semantics  # a TODO, with the reason in the file
+    assert [op.schema.name for op in buggy.ops] == ["scale", "copy", "crash"]  # the order the package defines them
+    assert buggy.ops[2].missing_semantics  # a TODO, with the reason in the file
     assert "# TODO examples: no inputs the fake accepts" in (out / "buggy.yaml").read_text(encoding="utf-8")
 
 
@@ -141,7 +141,7 @@ def test_inputs_file_gives_the_examples(toy, run_opgen, tmp_path):
                       encoding="utf-8")
     done = run_opgen("import", str(toy / "toyops"), "-o", str(tmp_path / "out"), "--inputs", str(inputs), timeout=600)
     assert done.returncode == 1, done.stderr
-    rms = load_spec(str(tmp_path / "out" / "good.yaml")).ops[1]
+    rms = load_spec(str(tmp_path / "out" / "good.yaml")).ops[0]
     assert rms.examples[0].values["x"].shape == (2, 3, 16)
     assert rms.outputs[1].shape_rule.text == "x.shape[:-1] + [1]"
 

@@ -41,6 +41,9 @@ def resolve(job: dict) -> tuple[list, str]:
                     "fix the import (run `python -c 'import " + job["module"] + "'` to see it), or stub what it "
                     "needs (a device library) on PYTHONPATH")
     names, _elsewhere = own_ops(module, sorted(_all_op_names() - before), defined)
+    # the spec lists the ops in the order the package defines them (ops defined from C++ last, by name)
+    order = {name: index for index, name in enumerate(defined)}
+    names.sort(key=lambda name: order.get(name, order.get(name.split(".")[0], len(order))))
     if not names:
         raise Usage(f"{job['text']}: importing {job['module']!r} registered no operator of its own",
                     "give the module that defines the ops (torch.library.Library / custom_op / TORCH_LIBRARY)")
