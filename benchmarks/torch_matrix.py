@@ -132,6 +132,7 @@ def run_line(path: str, examples: list[str], styles: list[str], wheels: Path | N
                 line.projects.append(project)
                 if verbose:
                     print(f"  {line.torch} {project.name}: {project.counts} {project.problem}", flush=True)
+                    print("".join(f"      {skip}\n" for skip in project.skips), end="", flush=True)
         line.check = check_op(line, Path(where))
     line.seconds = time.perf_counter() - start
     return line
