@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from ..records import is_entry_point
 from .context import FileContext
 from .source import covers, interesting_lines
-from .syntax import child_statements, is_function, is_main_guard
+from .syntax import child_statements, children, is_function, is_main_guard
 
 
 @dataclass
@@ -103,4 +103,4 @@ def _walk(ctx: FileContext, statement, gathered: Gathered, owner) -> None:
             gathered.assigns.append(node)
         elif (kind is ast.Import or kind is ast.ImportFrom) and node is not statement:
             gathered.nested_imports.append(node)
-        stack.extend((child, owner) for child in ast.iter_child_nodes(node))
+        stack.extend([(child, owner) for child in children(node)])
