@@ -435,8 +435,8 @@ def _make_unwritable(path: Path) -> bool:
 
 
 def test_lint_in_parallel_ends_its_workers_quietly(tmp_path):
-    """The pool's workers end with SIGTERM, which the command boundary turns into an unwind only in its own
-    process: a forked worker must not print the Terminated traceback."""
+    """The pool's workers end when told to (or, on an interrupted run, with SIGTERM, which the command boundary
+    turns into an unwind only in its own process): a forked worker must not print the Terminated traceback."""
     from opgen.lint.engine import PARALLEL_THRESHOLD
 
     for index in range(PARALLEL_THRESHOLD + 4):

@@ -291,8 +291,18 @@ def _read_paths(paths: list[str], jobs: int | None) -> list[FileRecord]:
     except ValueError:
         context = multiprocessing.get_context()
     chunks = [paths[i::workers * 4] for i in range(workers * 4)]
-    with context.Pool(workers) as pool:
+    pool = context.Pool(workers)
+    try:
         results = pool.map(_read_chunk, chunks)
+    except BaseException:
+        pool.terminate()
+        pool.join()
+        raise
+    # Idle workers are told to end (close), not killed: terminate's SIGTERM can kill a worker while it holds
+    # the task queue's lock and leave the other blocked on it for ever (seen on a loaded machine: the run hung
+    # after the last file was read).
+    pool.close()
+    pool.join()
     records = [record for chunk in results for record in chunk]
     records.sort(key=lambda r: r.path)
     return records
