@@ -81,9 +81,11 @@ def read_limited(path: str | os.PathLike, limit: int = MAX_INPUT_BYTES) -> bytes
         if info.st_size > limit:
             raise CannotRead(f"is {megabytes(info.st_size)}, above opgen's limit of {megabytes(limit)}",
                              too_large=True)
-        chunks, size = [], 0
+        # The first read asks for the size fstat gave, and one byte more (a file that grew): a fixed 1 MiB request
+        # allocates and returns 1 MiB of memory for every file read, most of them a few KiB.
+        chunks, size, wanted = [], 0, info.st_size + 1
         while size <= limit:
-            chunk = os.read(descriptor, min(1 << 20, limit + 1 - size))
+            chunk = os.read(descriptor, min(max(wanted - size, 1 << 16), limit + 1 - size))
             if not chunk:
                 break
             chunks.append(chunk)

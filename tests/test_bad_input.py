@@ -435,8 +435,8 @@ def _make_unwritable(path: Path) -> bool:
 
 
 def test_lint_in_parallel_ends_its_workers_quietly(tmp_path):
-    """The pool's workers end with SIGTERM, which the command boundary turns into an unwind only in its own
-    process: a forked worker must not print the Terminated traceback."""
+    """The pool's workers end when told to (or, on an interrupted run, with SIGTERM, which the command boundary
+    turns into an unwind only in its own process): a forked worker must not print the Terminated traceback."""
     from opgen.lint.engine import PARALLEL_THRESHOLD
 
     for index in range(PARALLEL_THRESHOLD + 4):
@@ -474,3 +474,17 @@ def _workers(scratch: Path) -> list[int]:
         if b"opgen.check.worker" in command and str(scratch).encode() in command:
             found.append(int(entry))
     return found
+
+
+def test_a_file_is_read_whole_at_any_size_and_refused_above_the_limit(tmp_path):
+    """read_limited asks for the size fstat gives, then reads on to the end (a file may grow meanwhile)."""
+    from opgen.files import CannotRead, read_limited
+
+    for size in (0, 1, 4095, 65536, 65537, (1 << 20) + 3):
+        path = tmp_path / f"f{size}"
+        data = bytes(i % 251 for i in range(size))
+        path.write_bytes(data)
+        assert read_limited(path, 2 << 20) == data
+    with pytest.raises(CannotRead) as refused:
+        read_limited(tmp_path / "f65537", 65536)
+    assert refused.value.too_large

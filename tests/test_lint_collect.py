@@ -39,6 +39,34 @@ def test_the_prefilter_passes_registration_code_and_skips_the_rest():
     assert not S.has_call_site(b"# see torch.library.custom_op for details\n")
 
 
+CALL_SITE_TEXTS = [
+    b"x = direct_register_custom_op(name, f)\ny = lib.impl('f', k)\n",
+    b"torch.library.register_fake('ns::f')(f)  # custom_op(\n",
+    b"c = torch.library.custom_op  # an alias\nd =\ttorch._library.fake_impl.x\nf = torch.library.a\n",
+    b"getattr(\n  torch.library, 'impl')\ngetattr(torch._library)\nagetattr(torch.library)\n",
+    b"from torch import library as L\n_scoped_library('ns', 'FRAGMENT')\nmy_impl(x)\nimpl (x)\n",
+    b"s = 'register_fake(' + '''\ndefine(x)\n'''  # impl_abstract(\ndef fallback(self): pass\n",
+    b"Library(\n=torch.library.impl\n.register_autograd\n.register_kernelx\n",
+]
+
+
+def test_call_sites_are_the_regex_matches_found_faster():
+    """`_call_sites` tries the regex only where a match can start: its matches (so the verdicts) are exactly
+    `finditer`'s, on each alternative of the pattern and on matches that overlap."""
+    for text in CALL_SITE_TEXTS:
+        expected = [m.span() for m in S.CALL_SITE.finditer(text)]
+        assert expected, text
+        assert [m.span() for m in S._call_sites(text)] == expected, text
+    assert S.has_call_site(CALL_SITE_TEXTS[0]) and not S.has_call_site(b"s = 'lib.impl(x)'  # impl(\n")
+
+
+def test_the_prefilter_looks_for_literals_that_share_a_substring_only_where_it_is():
+    for text, expected in ((b"torch.library", True), (b"Library(", True), (b"from torch import library", True),
+                           (b"register_fake", True), (b"register_kernel", True), (b"register_buffer", False),
+                           (b"my_library = 1", False), (b"x.impl(", True), (b"impl", False)):
+        assert S.may_register(text) is expected, text
+
+
 def test_only_lines_naming_an_api_or_a_local_alias_are_walked():
     text = "import torch\nc = torch.library.custom_op\n\n@c('ns::f')\ndef f(x): ...\ny = 1\n"
     assert S.interesting_lines(text, set()) == [2]

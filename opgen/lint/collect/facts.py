@@ -11,7 +11,7 @@ import re
 from ..records import UNKNOWN, Finding, Function, Param
 from .context import FileContext
 from .flow import Flow
-from .syntax import has_keyword, keyword, mentions, own_args
+from .syntax import children, has_keyword, keyword, mentions, own_args, walk
 
 TODO_MARKER = "# opgen: TODO-fake"
 KERNEL_METHODS_NOT_WRITING = frozenset({"requires_grad_", "share_memory_", "retain_grad_"})
@@ -240,8 +240,8 @@ class FunctionReader:
         if not 0 < name.lineno < first:
             return False
         if self.looped is None:
-            self.looped = {id(sub) for loop in ast.walk(self.node) if isinstance(loop, (ast.For, ast.While))
-                           for sub in ast.walk(loop) if isinstance(sub, ast.Name)}
+            self.looped = {id(sub) for loop in walk(self.node) if isinstance(loop, (ast.For, ast.While))
+                           for sub in walk(loop) if isinstance(sub, ast.Name)}
         return id(name) not in self.looped
 
     def _root(self, node: ast.AST) -> str | None:
@@ -475,7 +475,7 @@ def live_nodes(ctx: FileContext, node: ast.AST, compiling: bool = False, reader=
     text = ctx.source.text
     if "is_in_onnx_export" not in text and "is_scripting" not in text and "is_tracing" not in text \
             and "_get_tracing_state" not in text and "is_compiling" not in text:
-        return list(ast.walk(node))  # the common case: nothing to skip
+        return walk(node)  # the common case: nothing to skip
     found, todo = [], [node]
     while todo:
         current = todo.pop()
@@ -487,7 +487,7 @@ def live_nodes(ctx: FileContext, node: ast.AST, compiling: bool = False, reader=
                 taken = current.orelse if guard else current.body
                 todo.extend(reversed(taken if isinstance(taken, list) else [taken]))
                 continue
-        todo.extend(reversed(list(ast.iter_child_nodes(current))))
+        todo.extend(reversed(children(current)))
     return found
 
 

@@ -11,6 +11,7 @@ import ast
 
 from .context import FileContext
 from .names import Names
+from .syntax import walk
 
 SHAPE_ATTRS = frozenset({"shape", "size", "dim", "ndim", "numel", "stride", "dtype", "device", "is_contiguous",
                          "storage_offset", "layout", "element_size", "nelement", "get_device"})
@@ -150,7 +151,7 @@ class Flow:
         if not functions:
             return False
         helper = functions[-1]
-        nodes = list(ast.walk(helper))
+        nodes = walk(helper)
         returns = [n.value for n in nodes if isinstance(n, ast.Return) and n.value is not None]
         if not returns:
             return False

@@ -53,13 +53,40 @@ def own_args(node: ast.FunctionDef) -> list[ast.arg]:
     return own
 
 
+def children(node: ast.AST) -> list[ast.AST]:
+    """`ast.iter_child_nodes(node)` as a list, in its order (a plain loop: the generators over `iter_fields` cost
+    a third of reading a file's registrations)."""
+    found = []
+    for name in node._fields:
+        value = getattr(node, name, None)
+        if isinstance(value, ast.AST):
+            found.append(value)
+        elif isinstance(value, list):
+            found.extend(item for item in value if isinstance(item, ast.AST))
+    return found
+
+
+def walk(node: ast.AST) -> list[ast.AST]:
+    """`list(ast.walk(node))`: every node below `node` and itself, in its breadth-first order."""
+    found = [node]
+    append, extend, is_ast = found.append, found.extend, ast.AST
+    for current in found:  # visits what the loop appends, in order
+        for name in current._fields:
+            value = getattr(current, name, None)
+            if isinstance(value, is_ast):
+                append(value)
+            elif isinstance(value, list):
+                extend(item for item in value if isinstance(item, is_ast))
+    return found
+
+
 def mentions(node: ast.AST, name: str) -> bool:
-    return any(isinstance(sub, ast.Name) and sub.id == name for sub in ast.walk(node))
+    return any(isinstance(sub, ast.Name) and sub.id == name for sub in walk(node))
 
 
 def mentions_any(node: ast.AST, names: list[str]) -> bool:
     wanted = set(names)
-    return any(isinstance(sub, ast.Name) and sub.id in wanted for sub in ast.walk(node))
+    return any(isinstance(sub, ast.Name) and sub.id in wanted for sub in walk(node))
 
 
 def is_function(node: ast.AST) -> bool:

@@ -103,4 +103,24 @@ def _walk(ctx: FileContext, statement, gathered: Gathered, owner) -> None:
             gathered.assigns.append(node)
         elif (kind is ast.Import or kind is ast.ImportFrom) and node is not statement:
             gathered.nested_imports.append(node)
-        stack.extend((child, owner) for child in ast.iter_child_nodes(node))
+        for name in node._fields:  # the children, less the leaves (names, constants, contexts, operators)
+            value = getattr(node, name, None)
+            if isinstance(value, list):
+                stack.extend([(item, owner) for item in value
+                              if type(item) not in _LEAVES and isinstance(item, ast.AST)])
+            elif type(value) not in _LEAVES and isinstance(value, ast.AST):
+                stack.append((value, owner))
+
+
+def _leaves() -> frozenset[type]:
+    """Node types with no node below them that the walk gathers: nothing to push."""
+    found, todo = {ast.Name, ast.Constant}, [ast.AST]
+    while todo:
+        kind = todo.pop()
+        todo.extend(kind.__subclasses__())
+        if kind is not ast.AST and not kind._fields and not kind.__subclasses__():
+            found.add(kind)
+    return frozenset(found)
+
+
+_LEAVES = _leaves()

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from .context import FileContext
 from .names import LIB
-from .syntax import arg_names, keyword, mentions_any
+from .syntax import arg_names, keyword, mentions_any, walk
 
 KNOWN_HELPERS = frozenset({"direct_register_custom_op"})
 WRAPPED_APIS = frozenset({"register_fake", "impl_abstract", "_register_fake", "impl", "_impl", "register_kernel"})
@@ -83,7 +83,7 @@ def bind(wrapper: Wrapper, site: ast.Call, decorated: ast.AST | None) -> dict[st
 
 
 def _returns(function: ast.AST, call: ast.Call) -> bool:
-    return any(isinstance(n, ast.Return) and n.value is call for n in ast.walk(function))
+    return any(isinstance(n, ast.Return) and n.value is call for n in walk(function))
 
 
 def _returns_name(function: ast.AST, name: str) -> bool:
