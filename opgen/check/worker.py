@@ -343,12 +343,13 @@ def _mutated(op: Op) -> list[str]:
 
 def rung_static(op: Op) -> str:
     """opgen's contract rules on the schema, and `opgen lint` on the files that register the op."""
-    from ..contract import ERROR, check_schema
+    from ..contract import ERROR, NOT_INFERRABLE, check_schema
 
     if op.schema is None:
         raise RungSkipped("opgen cannot parse the schema torch reports: " + str(op.overload._schema))
     tags = tuple(str(t).split(".")[-1] for t in op.overload.tags)
-    contract = check_schema(op.schema, tags=tags, generating=False)
+    # OPG107 advises how to write a custom_op registration; this op is registered already, whatever its style
+    contract = [d for d in check_schema(op.schema, tags=tags, generating=False) if d.code != NOT_INFERRABLE.code]
     found = [d for d in contract if d.severity == ERROR]
     notes = [f"{d.code} {d.message}" for d in contract if d.severity != ERROR]
     lint_paths = [p for p in op.sources if p and p.endswith(".py") and os.path.isfile(p)]
