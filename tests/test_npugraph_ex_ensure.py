@@ -51,6 +51,19 @@ def test_offline_it_says_why_and_what_to_do_and_the_tiers_skip_as_before(fresh_c
     assert "Traceback" not in "".join(lines) and not (fresh_cache / "cache" / "npugraph_ex").exists()
 
 
+def test_a_torch_line_older_than_npugraph_ex_fetches_nothing_and_says_so(fresh_cache, monkeypatch):
+    """torch 2.6 has no torch-npu with npugraph_ex: pip would download a wheel without it; the skip names the line.
+    Its twin is the fetch above, on the installed torch's line."""
+    release = loader().torch_release()
+    monkeypatch.setenv("PIP_FIND_LINKS", str(index_of(fresh_cache / "published", f"{release}.post1")))
+    monkeypatch.setattr(loader(), "torch_release", lambda: "2.6.0")
+    lines, say = said()
+    reason = ensure_available(say)
+    assert reason is not None and reason.startswith("npugraph_ex does not exist for torch 2.6.0: "), reason
+    assert "run 'opgen npugraph-ex fetch'" not in reason and lines == []
+    assert not (fresh_cache / "cache" / "npugraph_ex").exists()
+
+
 def test_a_wheel_on_disk_is_used_without_pip(fresh_cache, monkeypatch):
     from test_npugraph_ex import make_wheel
 

@@ -30,7 +30,8 @@ def ensure_available(say: Callable[[str], None] = print) -> str | None:
     skip reason the tiers give). `say` gets the progress line and, on failure, the line saying why and what to do."""
     lib = loader()
     reason = lib.unavailable()
-    if reason is None or lib.find() is not None or lib.torch_release() is None or not fetch_wanted():
+    if reason is None or lib.find() is not None or lib.torch_release() is None or not fetch_wanted() \
+            or lib.line_lacks_npugraph_ex(lib.torch_release()):
         return reason
     wheel = os.environ.get(WHEEL) or None
     release = lib.torch_release()

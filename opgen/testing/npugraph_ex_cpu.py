@@ -68,6 +68,7 @@ PACKAGE = "npugraph_ex"
 EMULATION = ".npu_graph_cpu"  # opgen/testing/npu_graph_cpu.py
 RECORD = "opgen-fetch.json"
 RELEASE = re.compile(r"\d+\.\d+\.\d+")  # torch's X.Y.Z
+FIRST_LINE = (2, 7)  # torch-npu ships npugraph_ex from its 2.7.1 post releases on (opgen/npugraph_ex/fetch.py)
 _MISSING = object()
 
 
@@ -79,6 +80,12 @@ def torch_release() -> str | None:
         return None
     match = RELEASE.match(version)
     return match.group(0) if match else version
+
+
+def line_lacks_npugraph_ex(release: str) -> bool:
+    """torch `release` is older than every torch-npu line that has npugraph_ex: nothing to fetch, ever."""
+    match = re.match(r"(\d+)\.(\d+)", release)
+    return match is not None and (int(match.group(1)), int(match.group(2))) < FIRST_LINE
 
 
 def install_dir(version: str) -> Path:
@@ -144,6 +151,9 @@ def unavailable(capture: bool = False) -> str | None:
                 if capture else None)
     if torch_release() is None:
         return "torch is not installed"
+    if find() is None and line_lacks_npugraph_ex(torch_release()):
+        return (f"npugraph_ex does not exist for torch {torch_release()}: torch-npu ships it from its 2.7.1 post "
+                "releases on, so these tiers run on torch 2.7 or later")
     if find() is None:
         return f"npugraph_ex not found: {FETCH_HINT} (looked in {looked_in(torch_release())})"
     return None
