@@ -23,7 +23,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
-from new_helpers import REPO, STYLES, opgen, pythonpath
+from new_helpers import REPO, STYLES, opgen_in_one_process, pythonpath
 
 from opgen.npugraph_ex import loader
 
@@ -247,12 +247,11 @@ def build(root: Path, style: str) -> dict[str, Path]:
     that style's projects are generated."""
     mutants = {number: mutant for number, mutant in enumerate(MUTANTS) if style_of(number, mutant) == style}
     controls = [example for number, example in enumerate(EXAMPLES_USED) if control_style(number) == style]
-    base = {}
-    for example in sorted({m.example for m in mutants.values() if m.file != "spec"} | set(controls)):
-        base[example] = root / f"control_{style}_{example}"
-        done = opgen("new", str(REPO / "examples" / f"{example}.yaml"), "-o", str(base[example]), "--style", style)
-        assert done.returncode == 0, done.stderr
-    projects = {}
+    base = {example: root / f"control_{style}_{example}"
+            for example in sorted({m.example for m in mutants.values() if m.file != "spec"} | set(controls))}
+    generations = [["new", str(REPO / "examples" / f"{example}.yaml"), "-o", str(project), "--style", style]
+                   for example, project in base.items()]
+    projects, edits = {}, []
     for number, mutant in mutants.items():
         text = (REPO / "examples" / f"{mutant.example}.yaml").read_text(encoding="utf-8")
         namespace = namespace_of(text)
@@ -264,15 +263,19 @@ def build(root: Path, style: str) -> dict[str, Path]:
             spec.write_text(text.replace(mutant.old, mutant.new).replace(f"namespace: {namespace}",
                                                                          f"namespace: {new_namespace}"),
                             encoding="utf-8")
-            done = opgen("new", str(spec), "-o", str(project), "--style", style)
-            assert done.returncode == 0, done.stderr
+            generations.append(["new", str(spec), "-o", str(project), "--style", style])
         else:
-            shutil.copytree(base[mutant.example], project)
-            rename(project, namespace, new_namespace)
-            package = project / new_namespace
-            target = package / "ops.py" if mutant.file == "ops" else next((package / "kernels").glob("*_cpu.py"))
-            edit(target, mutant.old, mutant.new)
+            edits.append((mutant, project, namespace, new_namespace))
         projects[mutant.name] = project
+    # one process generates every project of the style: a process per `opgen new` cost a start and opgen's imports
+    # each, a third of this test's CPU (tests/test_examples.py proves that one process writes what separate ones do)
+    assert opgen_in_one_process(*generations) == [0] * len(generations)
+    for mutant, project, namespace, new_namespace in edits:
+        shutil.copytree(base[mutant.example], project)
+        rename(project, namespace, new_namespace)
+        package = project / new_namespace
+        target = package / "ops.py" if mutant.file == "ops" else next((package / "kernels").glob("*_cpu.py"))
+        edit(target, mutant.old, mutant.new)
     for example in controls:
         projects[f"control: {example}"] = base[example]
     return projects
