@@ -16,6 +16,10 @@ STYLES = ("library", "custom_op")
 # skips on CPU): proven on a few projects by tests/test_npugraph_ex_features.py, deselected in the other runs of
 # generated projects (`-k`), which cover dozens of ops
 NOT_FEATURES = "not npugraph_ex_compile_cache and not npugraph_ex_capture_limit and not npugraph_ex_on_a_second_stream"
+# What opgen's tests pass to a pytest run of generated projects that checks their outcomes (not a run as a user makes
+# it: those keep every plugin the user has): no cache folder in the projects, and no Hypothesis plugin (opgen's test
+# extra installs it; no generated test uses it, and loading it is about 1 CPU-s of each run)
+PYTEST_PLUGINS_OFF = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest")
 
 
 def opgen(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -65,7 +69,7 @@ def project_outcomes(projects: list[Path], junit: Path, select: str = NOT_FEATUR
     """Every project's tests (those `-k select` picks: default all but the feature tiers, NOT_FEATURES) in one pytest
     process (their test names are alike): project -> test -> {"outcome", "message"}."""
     env = {**os.environ, "PYTHONPATH": pythonpath(projects), "PYTHONDONTWRITEBYTECODE": "1"}
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--import-mode=importlib",
+    command = [sys.executable, "-m", "pytest", "-q", *PYTEST_PLUGINS_OFF, "--import-mode=importlib",
                "-c", os.devnull, "-o", "junit_family=xunit1", f"--junitxml={junit}", *(["-k", select] if select else []),
                *[str(p / "tests") for p in projects]]
     subprocess.run(command, env=env, capture_output=True, text=True, timeout=1200, cwd=junit.parent, check=False)
@@ -91,7 +95,7 @@ def run_generated_tests(projects: list[Path], junit: Path, select: str = NOT_FEA
     """
     # no __pycache__ in the projects: tests compare their files before and after
     env = {**os.environ, "PYTHONPATH": pythonpath(projects), "PYTHONDONTWRITEBYTECODE": "1", **(env or {})}
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--import-mode=importlib",
+    command = [sys.executable, "-m", "pytest", "-q", *PYTEST_PLUGINS_OFF, "--import-mode=importlib",
                "-c", os.devnull, f"--junitxml={junit}", *(["-k", select] if select else []),
                *[str(p / "tests") for p in projects]]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1200, cwd=junit.parent, check=False)

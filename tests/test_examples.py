@@ -221,7 +221,8 @@ def test_generated_code_is_ruff_clean_and_parses(generated):
 
 def test_generated_tests_read_as_hand_written(generated):
     """The test modules hold only the project's data and thin tests (the checks are opgen.testing's): no
-    unused parameter, no likely bug (ruff's ARG and B), and kv_cache_update's is under 250 lines."""
+    unused parameter, no likely bug (ruff's ARG and B), and kv_cache_update's is under 260 lines (250 before the
+    `patterns` fixture that keeps Inductor's import out of the runs that test no fusion)."""
     _, projects = generated
     ruff = shutil.which("ruff") or pytest.fail("ruff is not installed (it is part of the test extra)")
     tests = [str(project / "tests") for project in projects]
@@ -230,7 +231,7 @@ def test_generated_tests_read_as_hand_written(generated):
     assert done.returncode == 0, done.stdout + done.stderr
     kv = next(project for project in projects if project.name == "kv_cache_update")
     lines = (kv / "tests" / "test_attn_ops.py").read_text(encoding="utf-8").splitlines()
-    assert len(lines) < 250, len(lines)
+    assert len(lines) < 260, len(lines)
     private = [line for line in lines if "torch._" in line]  # every private torch API is in opgen.testing
     assert not private, private
 

@@ -93,6 +93,12 @@ def imported(toy, tmp_path_factory):
     return done, out
 
 
+# the tests that read `imported` run on one xdist worker, which imports the toy package once (a worker importing torch
+# and tracing every op: ~6 CPU-s), not once per worker
+ON_THE_IMPORTED_TOY = pytest.mark.xdist_group("imported_toy")
+
+
+@ON_THE_IMPORTED_TOY
 def test_writes_a_spec_per_namespace_that_opgen_new_accepts(imported, run_opgen, tmp_path):
     done, out = imported
     assert done.returncode == 1, done.stderr  # the planted bugs are findings
@@ -113,6 +119,7 @@ def test_writes_a_spec_per_namespace_that_opgen_new_accepts(imported, run_opgen,
         assert dry.returncode == 0, dry.stderr
 
 
+@ON_THE_IMPORTED_TOY
 def test_correct_fakes_pass_and_planted_fake_bugs_are_reported_per_op(imported):
     done, _out = imported
     lines = done.stderr.splitlines()
@@ -125,6 +132,7 @@ def test_correct_fakes_pass_and_planted_fake_bugs_are_reported_per_op(imported):
     assert any("AttributeError" in line and "no_such_method" in line for line in crash), done.stderr
 
 
+@ON_THE_IMPORTED_TOY
 def test_a_schema_opgen_cannot_express_is_left_out_with_its_reason(imported):
     done, out = imported
     assert any(line.startswith("error: ") and "buggy::view: left out" in line and "OPG102" not in line.split(
@@ -210,6 +218,7 @@ def _adopted_outcomes(spec: Path, project: Path, toy: Path, run_opgen) -> tuple[
     return written, tests.stdout + tests.stderr
 
 
+@ON_THE_IMPORTED_TOY
 def test_adopt_mode_writes_tests_only_that_pass_the_correct_ops_and_fail_the_planted_bug(imported, toy, run_opgen,
                                                                                           tmp_path):
     _done, out = imported

@@ -6,9 +6,10 @@ input's layout, generate projects that pass; a kernel that fails on strided inpu
 from __future__ import annotations
 
 import pytest
-from new_helpers import STYLES, opgen, run_generated_tests
+from new_helpers import STYLES, opgen, project_outcomes
 
-pytestmark = pytest.mark.slow  # generates projects and runs their tests
+# generates projects and runs their tests: every test of the module on one worker, where `layouts` runs them once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("layouts")]
 
 KEEPS_LAYOUT = """\
 namespace: {namespace}
@@ -48,24 +49,34 @@ def _project(tmp_path, text: str, name: str):
     return tmp_path / name, done
 
 
-def test_references_that_keep_an_inputs_layout_generate_passing_projects(tmp_path):
-    projects = [_project(tmp_path, KEEPS_LAYOUT.format(namespace=f"keep_{style}", style=style), style)[0]
-                for style in STYLES]
-    kernel = (projects[0] / "keep_library" / "kernels" / "first_cpu.py").read_text(encoding="utf-8")
+@pytest.fixture(scope="module")
+def layouts(tmp_path_factory):
+    """The projects of this module's tests, tested in ONE pytest process (its start, torch's import, is most of a
+    small project's run): (their folder, {project: {test: outcome}}, {project: what `opgen new` printed on stderr})."""
+    root = tmp_path_factory.mktemp("layouts")
+    specs = {f"keep_{style}": KEEPS_LAYOUT.format(namespace=f"keep_{style}", style=style) for style in STYLES}
+    specs["bare"] = VIEWS.format(namespace="views", op="put_rows", style="library", contiguous="")
+    specs["declared"] = VIEWS.format(namespace="views_ok", op="put_rows_ok", style="custom_op",
+                                     contiguous="    contiguous: [rows]\n")
+    said = {name: _project(root, text, name)[1].stderr for name, text in specs.items()}
+    return root, project_outcomes([root / name for name in specs], root / "junit.xml"), said
+
+
+def test_references_that_keep_an_inputs_layout_generate_passing_projects(layouts):
+    root, found, _ = layouts
+    kernel = (root / "keep_library" / "keep_library" / "kernels" / "first_cpu.py").read_text(encoding="utf-8")
     assert "return xs[0].clone().contiguous()" in kernel  # what the spec declares: no `like:`, a contiguous output
-    results = run_generated_tests(projects, tmp_path / "junit.xml")
-    failed = {name: result["message"][:600] for name, result in results.items() if result["outcome"] == "failed"}
-    assert not failed, failed
-    assert results["test_swiglu_non_contiguous_inputs"]["outcome"] == "passed"
+    for style in STYLES:
+        results = found[f"keep_{style}"]
+        failed = {name: result["message"][:600] for name, result in results.items() if result["outcome"] == "failed"}
+        assert not failed, (style, failed)
+        assert results["test_swiglu_non_contiguous_inputs"]["outcome"] == "passed", style
 
 
-def test_a_view_of_a_strided_input_is_told_both_fixes_and_the_declaration_makes_it_pass(tmp_path):
-    bare, done = _project(tmp_path, VIEWS.format(namespace="views", op="put_rows", style="library", contiguous=""),
-                          "bare")
-    assert "ops[0].reference calls .view(" in done.stderr  # said at generation, before any test runs
-    declared, _ = _project(tmp_path, VIEWS.format(namespace="views_ok", op="put_rows_ok", style="custom_op",
-                                                  contiguous="    contiguous: [rows]\n"), "declared")
-    results = run_generated_tests([bare, declared], tmp_path / "junit.xml")
+def test_a_view_of_a_strided_input_is_told_both_fixes_and_the_declaration_makes_it_pass(layouts):
+    _, found, said = layouts
+    assert "ops[0].reference calls .view(" in said["bare"]  # said at generation, before any test runs
+    results = {**found["bare"], **found["declared"]}
     failed = results["test_put_rows_non_contiguous_inputs"]
     assert failed["outcome"] == "failed", failed
     message = failed["message"]

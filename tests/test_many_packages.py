@@ -12,7 +12,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
-from new_helpers import REPO, opgen
+from new_helpers import REPO, opgen_in_one_process
 
 pytestmark = pytest.mark.slow  # four pytest runs of generated projects
 
@@ -39,9 +39,9 @@ def outcomes(target: Path, cwd: Path, junit: Path) -> dict[str, str]:
 
 def test_three_packages_side_by_side_test_in_one_run_as_in_three(tmp_path):
     ops = tmp_path / "ops"
-    for folder, example in PROJECTS.items():
-        done = opgen("new", str(REPO / "examples" / f"{example}.yaml"), "-o", str(ops / folder))
-        assert done.returncode == 0, done.stderr
+    generations = [["new", str(REPO / "examples" / f"{example}.yaml"), "-o", str(ops / folder)]
+                   for folder, example in PROJECTS.items()]
+    assert opgen_in_one_process(*generations) == [0] * len(PROJECTS)  # one process start, not three
     together = outcomes(ops, tmp_path, tmp_path / "all.xml")
     apart = {}
     for folder in PROJECTS:

@@ -23,7 +23,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
-from new_helpers import REPO, STYLES, opgen, pythonpath
+from new_helpers import PYTEST_PLUGINS_OFF, REPO, STYLES, opgen_in_one_process, pythonpath
 
 from opgen.npugraph_ex import loader
 
@@ -247,12 +247,11 @@ def build(root: Path, style: str) -> dict[str, Path]:
     that style's projects are generated."""
     mutants = {number: mutant for number, mutant in enumerate(MUTANTS) if style_of(number, mutant) == style}
     controls = [example for number, example in enumerate(EXAMPLES_USED) if control_style(number) == style]
-    base = {}
-    for example in sorted({m.example for m in mutants.values() if m.file != "spec"} | set(controls)):
-        base[example] = root / f"control_{style}_{example}"
-        done = opgen("new", str(REPO / "examples" / f"{example}.yaml"), "-o", str(base[example]), "--style", style)
-        assert done.returncode == 0, done.stderr
-    projects = {}
+    base = {example: root / f"control_{style}_{example}"
+            for example in sorted({m.example for m in mutants.values() if m.file != "spec"} | set(controls))}
+    generations = [["new", str(REPO / "examples" / f"{example}.yaml"), "-o", str(project), "--style", style]
+                   for example, project in base.items()]
+    projects, edits = {}, []
     for number, mutant in mutants.items():
         text = (REPO / "examples" / f"{mutant.example}.yaml").read_text(encoding="utf-8")
         namespace = namespace_of(text)
@@ -264,15 +263,19 @@ def build(root: Path, style: str) -> dict[str, Path]:
             spec.write_text(text.replace(mutant.old, mutant.new).replace(f"namespace: {namespace}",
                                                                          f"namespace: {new_namespace}"),
                             encoding="utf-8")
-            done = opgen("new", str(spec), "-o", str(project), "--style", style)
-            assert done.returncode == 0, done.stderr
+            generations.append(["new", str(spec), "-o", str(project), "--style", style])
         else:
-            shutil.copytree(base[mutant.example], project)
-            rename(project, namespace, new_namespace)
-            package = project / new_namespace
-            target = package / "ops.py" if mutant.file == "ops" else next((package / "kernels").glob("*_cpu.py"))
-            edit(target, mutant.old, mutant.new)
+            edits.append((mutant, project, namespace, new_namespace))
         projects[mutant.name] = project
+    # one process generates every project of the style: a process per `opgen new` cost a start and opgen's imports
+    # each, a third of this test's CPU (tests/test_examples.py proves that one process writes what separate ones do)
+    assert opgen_in_one_process(*generations) == [0] * len(generations)
+    for mutant, project, namespace, new_namespace in edits:
+        shutil.copytree(base[mutant.example], project)
+        rename(project, namespace, new_namespace)
+        package = project / new_namespace
+        target = package / "ops.py" if mutant.file == "ops" else next((package / "kernels").glob("*_cpu.py"))
+        edit(target, mutant.old, mutant.new)
     for example in controls:
         projects[f"control: {example}"] = base[example]
     return projects
@@ -295,7 +298,7 @@ def run_all(projects: dict[str, Path], root: Path) -> dict[str, dict[str, str]]:
     # -k matches a test's folder names too: each project's clause names its folder, then its tiers
     select = " or ".join(f"({project.name} and ({' or '.join(tiers_to_run(name))}))"
                          for name, project in projects.items())
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--import-mode=importlib",
+    command = [sys.executable, "-m", "pytest", "-q", *PYTEST_PLUGINS_OFF, "--import-mode=importlib",
                "-c", os.devnull, f"--rootdir={root}", f"--junitxml={junit}", "-k", select,
                *[str(p / "tests") for p in projects.values()]]
     subprocess.run(command, env=env, capture_output=True, text=True, timeout=1200, cwd=root, check=False)

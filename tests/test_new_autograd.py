@@ -9,7 +9,7 @@ import json
 import textwrap
 
 import pytest
-from new_helpers import NOT_FEATURES, STYLES, opgen, project_outcomes
+from new_helpers import NOT_FEATURES, STYLES, opgen, opgen_in_one_process, project_outcomes
 
 from opgen.errors import OpgenError
 from opgen.npugraph_ex import loader
@@ -331,12 +331,10 @@ def projects(tmp_path_factory):
     root = tmp_path_factory.mktemp("autograd")
     (root / "spec.yaml").write_text(SPEC, encoding="utf-8")
     (root / "wrong.yaml").write_text(WRONG.replace("ag_ops", "ag_wrong"), encoding="utf-8")
-    made = {}
-    for style in STYLES:
-        for name in ("spec", "wrong"):
-            done = opgen("new", str(root / f"{name}.yaml"), "-o", str(root / f"{name}_{style}"), "--style", style)
-            assert done.returncode == 0, done.stderr
-            made[name, style] = root / f"{name}_{style}"
+    made = {(name, style): root / f"{name}_{style}" for style in STYLES for name in ("spec", "wrong")}
+    generations = [["new", str(root / f"{name}.yaml"), "-o", str(project), "--style", style]
+                   for (name, style), project in made.items()]
+    assert opgen_in_one_process(*generations) == [0] * len(generations)  # one process start, not four
     ops = made["wrong", "library"] / "ag_wrong" / "ops.py"  # planted: plain's kernel registered unguarded
     text = ops.read_text(encoding="utf-8")
     planted = text.replace('lib.impl("plain", torch.library.fallthrough_kernel, "Autograd")\n', "").replace(

@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from new_helpers import REPO, opgen, project_outcomes, run_generated_tests, snapshot
+from new_helpers import NOT_FEATURES, REPO, opgen, opgen_in_one_process, project_outcomes, snapshot
 
 from opgen.npugraph_ex import loader
 
@@ -453,47 +453,28 @@ def test_the_package_never_makes_pip_replace_torch_and_refuses_a_torch_older_tha
 # tiers included; 10 without the fetch (those two skip, naming the fetch command)
 PASSED_PER_STYLE = 36 if loader().unavailable() is None else 30
 
-
-@pytest.mark.slow  # runs the generated tests
-@pytest.mark.npugraph_ex  # both states
-def test_scalar_optional_and_scalar_type_arguments_generate_working_tests(tmp_path):
-    """`Scalar` (annotated `Number`, which the test module must import too), `Tensor?`, `Tensor?[]` and
-    `ScalarType` arguments: every runnable tier of both styles passes."""
-    for style in ("library", "custom_op"):
-        spec = write(tmp_path / f"{style}.yaml", f"""
-            namespace: args_{style}
-            device: cuda
-            ops:
-              - schema: "opt_bias(Tensor x, Tensor? bias=None, *, Scalar alpha=1) -> Tensor"
-                outputs: {{out0: {{like: x}}}}
-                reference: |
-                  y = x * alpha
-                  return y if bias is None else y + bias
-                examples:
-                  - {{x: {{shape: [2, 3], dtype: float32}}, bias: {{shape: [3], dtype: float32}}, alpha: 2}}
-                  - {{x: {{shape: [2, 3], dtype: float32}}}}
-              - schema: "cast_to(Tensor x, ScalarType dtype) -> Tensor"
-                outputs: {{out0: {{shape: "x.shape", dtype: "dtype"}}}}
-                reference: "return x.to(dtype, copy=True)"  # x.to(x.dtype) is x: an aliased return
-                examples: [{{x: {{shape: [4], dtype: float32}}, dtype: float16}}]
-              - schema: "maybe_list(Tensor x, Tensor?[] extras) -> Tensor"
-                outputs: {{out0: {{like: x}}}}
-                reference: |
-                  return x + sum(e for e in extras if e is not None)
-                examples: [{{x: {{shape: [3], dtype: float32}}, extras: [{{shape: [3], dtype: float32}}, null]}}]
-            """)
-        done = opgen("new", str(spec), "-o", str(tmp_path / style), "--style", style)
-        assert done.returncode == 0, done.stderr
-    # both styles' tests in one pytest process (its start, torch's import, is most of a small project's run)
-    by_style = project_outcomes([tmp_path / style for style in ("library", "custom_op")], tmp_path / "junit.xml")
-    for style, results in by_style.items():
-        failed = {name: r["message"][-1500:] for name, r in results.items() if r["outcome"] not in ("passed", "skipped")}
-        assert not failed, (style, failed)
-        skipped = {r["message"].strip().splitlines()[0] for r in results.values() if r["outcome"] == "skipped"}
-        allowed = ("no CUDA", "the ops are generated for device 'cuda'", "no expected values", "npugraph_ex")
-        assert all(reason.startswith(allowed) for reason in skipped), (style, skipped)
-        assert sum(r["outcome"] == "passed" for r in results.values()) == PASSED_PER_STYLE, style
-
+SCALAR_ARGS = """
+    namespace: args_{style}
+    device: cuda
+    ops:
+      - schema: "opt_bias(Tensor x, Tensor? bias=None, *, Scalar alpha=1) -> Tensor"
+        outputs: {{out0: {{like: x}}}}
+        reference: |
+          y = x * alpha
+          return y if bias is None else y + bias
+        examples:
+          - {{x: {{shape: [2, 3], dtype: float32}}, bias: {{shape: [3], dtype: float32}}, alpha: 2}}
+          - {{x: {{shape: [2, 3], dtype: float32}}}}
+      - schema: "cast_to(Tensor x, ScalarType dtype) -> Tensor"
+        outputs: {{out0: {{shape: "x.shape", dtype: "dtype"}}}}
+        reference: "return x.to(dtype, copy=True)"  # x.to(x.dtype) is x: an aliased return
+        examples: [{{x: {{shape: [4], dtype: float32}}, dtype: float16}}]
+      - schema: "maybe_list(Tensor x, Tensor?[] extras) -> Tensor"
+        outputs: {{out0: {{like: x}}}}
+        reference: |
+          return x + sum(e for e in extras if e is not None)
+        examples: [{{x: {{shape: [3], dtype: float32}}, extras: [{{shape: [3], dtype: float32}}, null]}}]
+    """
 
 SUM_DIMS = """
     namespace: {namespace}
@@ -511,31 +492,84 @@ SUM_DIMS = """
             expect: {{out0: [3.0, 7.0]}}
     """
 
+SHARED_ALIAS_SET = """
+    namespace: shared_{style}
+    ops:
+      - schema: "bump_both(Tensor(a!) x, Tensor(a!) y, float s) -> ()"
+        reference: |
+          x.add_(s)
+          y.mul_(s)
+        examples:
+          - {{x: {{shape: [4, 8]}}, y: {{shape: [4, 8]}}, s: 2.0}}
+          - x: {{values: [[1.0, 2.0], [0.0, -1.0]]}}
+            y: {{values: [[3.0, 4.0], [0.5, 1.0]]}}
+            s: 2.0
+            expect: {{x: [[3.0, 4.0], [2.0, 1.0]], y: [[6.0, 8.0], [1.0, 2.0]]}}
+    """
+
+
+@pytest.fixture(scope="module")
+def working(tmp_path_factory) -> tuple[Path, dict[str, dict[str, dict]], dict[str, str]]:
+    """The projects of the three tests below (three specs in both styles, and the reduction whose rule ignores keepdim),
+    each in the folder named as its namespace, and their tests' outcomes from ONE pytest process (its start, torch's
+    import, is most of a small project's run): (their folder, {project: {test: outcome}}, {shared alias set's
+    project: what `opgen new` printed on stderr}). The wrong rule's project runs only the test that must catch it
+    (every test passed on the right rule)."""
+    root = tmp_path_factory.mktemp("working")
+    specs = {}
+    for style in ("library", "custom_op"):
+        specs[f"args_{style}"] = (SCALAR_ARGS.format(style=style), style)
+        specs[f"red_{style}"] = (SUM_DIMS.format(namespace=f"red_{style}", shape="reduce(x.shape, dims, keepdim)"),
+                                 style)
+    specs["red_wrong"] = (SUM_DIMS.format(namespace="red_wrong", shape="reduce(x.shape, dims)"), "library")
+    generations = [["new", str(write(root / f"{name}.yaml", text)), "-o", str(root / name), "--style", style]
+                   for name, (text, style) in specs.items()]
+    assert opgen_in_one_process(*generations) == [0] * len(generations)
+    said = {}
+    for style in ("library", "custom_op"):  # what `opgen new` says is part of this one's test: a process each
+        name = f"shared_{style}"
+        done = opgen("new", str(write(root / f"{name}.yaml", SHARED_ALIAS_SET.format(style=style))), "-o",
+                     str(root / name), "--style", style)
+        assert done.returncode == 0, done.stderr
+        said[name] = done.stderr
+    projects = [root / name for name in [*specs, *said]]
+    select = f"({NOT_FEATURES}) and not (red_wrong and not kernel_follows_the_semantics)"
+    return root, project_outcomes(projects, root / "junit.xml", select), said
+
 
 @pytest.mark.slow  # runs the generated tests
-def test_a_reduction_rule_generates_working_tests_and_a_wrong_one_is_named(tmp_path):
+@pytest.mark.npugraph_ex  # both states
+@pytest.mark.xdist_group("new_cli_working")  # the projects of `working`, built on one worker
+def test_scalar_optional_and_scalar_type_arguments_generate_working_tests(working):
+    """`Scalar` (annotated `Number`, which the test module must import too), `Tensor?`, `Tensor?[]` and
+    `ScalarType` arguments: every runnable tier of both styles passes."""
+    _, outcomes, _ = working
+    for style in ("library", "custom_op"):
+        results = outcomes[f"args_{style}"]
+        failed = {name: r["message"][-1500:] for name, r in results.items() if r["outcome"] not in ("passed", "skipped")}
+        assert not failed, (style, failed)
+        skipped = {r["message"].strip().splitlines()[0] for r in results.values() if r["outcome"] == "skipped"}
+        allowed = ("no CUDA", "the ops are generated for device 'cuda'", "no expected values", "npugraph_ex")
+        assert all(reason.startswith(allowed) for reason in skipped), (style, skipped)
+        assert sum(r["outcome"] == "passed" for r in results.values()) == PASSED_PER_STYLE, style
+
+
+@pytest.mark.slow  # runs the generated tests
+@pytest.mark.xdist_group("new_cli_working")
+def test_a_reduction_rule_generates_working_tests_and_a_wrong_one_is_named(working):
     """`reduce(x.shape, dims, keepdim)`, the sizes of torch's sum over an int[] argument: every runnable tier of
     both styles passes; the same op whose rule ignores keepdim fails a generated test naming the rule's field."""
-    projects = []
-    for style in ("library", "custom_op"):
-        spec = write(tmp_path / f"{style}.yaml", SUM_DIMS.format(namespace=f"red_{style}",
-                                                                 shape="reduce(x.shape, dims, keepdim)"))
-        done = opgen("new", str(spec), "-o", str(tmp_path / style), "--style", style)
-        assert done.returncode == 0, done.stderr
-        projects.append(tmp_path / style)
-    wrong = write(tmp_path / "wrong.yaml", SUM_DIMS.format(namespace="red_wrong", shape="reduce(x.shape, dims)"))
-    done = opgen("new", str(wrong), "-o", str(tmp_path / "wrong"), "--style", "library")
-    assert done.returncode == 0, done.stderr
-    for name, outcomes in project_outcomes(projects, tmp_path / "styles.xml").items():  # one pytest process
-        failed = {test: r["message"][-1500:] for test, r in outcomes.items() if r["outcome"] not in ("passed", "skipped")}
+    _, outcomes, _ = working
+    for name in ("red_library", "red_custom_op"):
+        failed = {test: r["message"][-1500:] for test, r in outcomes[name].items()
+                  if r["outcome"] not in ("passed", "skipped")}
         assert not failed, (name, failed)
-        passed = {test for test, r in outcomes.items() if r["outcome"] == "passed"}
+        passed = {test for test, r in outcomes[name].items() if r["outcome"] == "passed"}
         assert {"test_sum_dims_kernel_follows_the_semantics", "test_sum_dims_opcheck",
-                "test_sum_dims_compiles_once_for_two_sizes"} <= passed, (name, sorted(outcomes))
-    # the wrong rule runs only the test that must catch it (every test passed on the right rule above)
-    outcomes = project_outcomes([tmp_path / "wrong"], tmp_path / "wrong.xml",
-                                "kernel_follows_the_semantics")["wrong"]
-    failed = {name: r["message"] for name, r in outcomes.items() if r["outcome"] == "failed"}
+                "test_sum_dims_compiles_once_for_two_sizes"} <= passed, (name, sorted(outcomes[name]))
+    # the wrong rule ran only the test that must catch it (every test passed on the right rule above)
+    assert sorted(outcomes["red_wrong"]) == ["test_sum_dims_kernel_follows_the_semantics"], sorted(outcomes["red_wrong"])
+    failed = {name: r["message"] for name, r in outcomes["red_wrong"].items() if r["outcome"] == "failed"}
     assert "ops[0].outputs.out0.shape" in failed.get("test_sum_dims_kernel_follows_the_semantics", ""), failed
 
 
@@ -579,40 +613,24 @@ def test_schema_errors_point_into_the_schema_typed(tmp_path, schema, fragments):
 
 
 @pytest.mark.slow
-def test_a_shared_alias_set_is_generated_as_written_and_its_tests_pass(tmp_path):
+@pytest.mark.xdist_group("new_cli_working")
+def test_a_shared_alias_set_is_generated_as_written_and_its_tests_pass(working):
     """torch accepts `Tensor(a!) x, Tensor(a!) y` at every stage (OPG101, tests/test_contract.py), so opgen generates
     it in both styles, keeping the schema (custom_op gets it as schema=: its inference gives each tensor a letter)."""
-    projects = []
+    root, by_project, said = working
     for style in ("library", "custom_op"):
-        spec = write(tmp_path / f"{style}.yaml", f"""
-            namespace: shared_{style}
-            ops:
-              - schema: "bump_both(Tensor(a!) x, Tensor(a!) y, float s) -> ()"
-                reference: |
-                  x.add_(s)
-                  y.mul_(s)
-                examples:
-                  - {{x: {{shape: [4, 8]}}, y: {{shape: [4, 8]}}, s: 2.0}}
-                  - x: {{values: [[1.0, 2.0], [0.0, -1.0]]}}
-                    y: {{values: [[3.0, 4.0], [0.5, 1.0]]}}
-                    s: 2.0
-                    expect: {{x: [[3.0, 4.0], [2.0, 1.0]], y: [[6.0, 8.0], [1.0, 2.0]]}}
-            """)
-        project = tmp_path / style
-        done = opgen("new", str(spec), "-o", str(project), "--style", style)
-        assert done.returncode == 0, done.stderr
-        assert "OPG101" not in done.stderr  # a note (info), not a warning
-        ops = (project / f"shared_{style}" / "ops.py").read_text(encoding="utf-8")
+        name = f"shared_{style}"
+        assert "OPG101" not in said[name]  # a note (info), not a warning
+        ops = (root / name / name / "ops.py").read_text(encoding="utf-8")
         assert "(Tensor(a!) x, Tensor(a!) y, float s) -> ()" in ops
-        projects.append(project)
-    results = run_generated_tests(projects, tmp_path / "junit.xml")
-    outcomes = {name: r["outcome"] for name, r in results.items() if "capture_replay" not in name}
-    assert {"test_bump_both_opcheck", "test_bump_both_compiles_once_for_two_sizes",
-            "test_bump_both_matches_expected_values"} <= set(outcomes), sorted(outcomes)
-    assert set(outcomes.values()) <= {"passed", "skipped"} and "passed" in outcomes.values(), results
-    # (custom_op attaches no autograd to what an op writes: returning nothing else, it has no backward to refuse)
-    assert all(outcomes[name] == "passed" for name in outcomes if "npugraph_ex" not in name
-               and not name.endswith("backward_raises_without_formula")), outcomes
+        results = by_project[name]
+        outcomes = {test: r["outcome"] for test, r in results.items() if "capture_replay" not in test}
+        assert {"test_bump_both_opcheck", "test_bump_both_compiles_once_for_two_sizes",
+                "test_bump_both_matches_expected_values"} <= set(outcomes), sorted(outcomes)
+        assert set(outcomes.values()) <= {"passed", "skipped"} and "passed" in outcomes.values(), results
+        # (custom_op attaches no autograd to what an op writes: returning nothing else, it has no backward to refuse)
+        assert all(outcomes[test] == "passed" for test in outcomes if "npugraph_ex" not in test
+                   and not test.endswith("backward_raises_without_formula")), (style, outcomes)
 
 
 def test_schema_warnings_name_the_option_and_a_made_up_example_points_at_examples(tmp_path):

@@ -405,7 +405,10 @@ class TestModule:
 
     uses_number: bool  # a semantics function's parameter is a Scalar
     uses_reference: bool  # some op has `reference:`: the tests import <package>/reference.py
-    package_modules: tuple[str, ...]  # what the tests import from the package: patterns (`fusion:`), reference
+    package_modules: tuple[str, ...]  # what the tests import from the package at module level: reference
+    # some op has `fusion:`: the `patterns` fixture imports <package>/patterns.py for the fusion tests alone (it imports
+    # Inductor's pattern matcher, seconds that a run of the other tests need not pay)
+    uses_patterns: bool
     npu_unavailable: str
     cuda_unavailable: str
     aliasing_tags: str  # the torch.Tag names the ops are defined with that older torch lines lack, as a tuple literal
@@ -417,9 +420,8 @@ def _test_module(spec: ProjectSpec, ops: list[dict]) -> TestModule:
     return TestModule(
         uses_number=any("Number" in op["tests"]["semantics_def"] + op["tests"]["bounds_def"] for op in ops),
         uses_reference=any(op["reference"]["function"] for op in ops),
-        package_modules=tuple(name for name, used in (("patterns", any(op["fusion"]["constant"] for op in ops)),
-                                                      ("reference", any(op["reference"]["function"] for op in ops)))
-                              if used),
+        package_modules=("reference",) if any(op["reference"]["function"] for op in ops) else (),
+        uses_patterns=any(op["fusion"]["constant"] for op in ops),
         npu_unavailable="checks.npu_unavailable()" if spec.device == "npu" else skipped["npu"],
         cuda_unavailable="checks.cuda_unavailable()" if spec.device == "cuda" else skipped["cuda"],
         aliasing_tags=tuple_text([literal(t) for t in dict.fromkeys(op.aliasing_tag for op in spec.ops

@@ -29,11 +29,11 @@ class FusionCode:
     constant: str  # the op's tuple of its forms' records: ADD_RMS_NORM_FORMS
     records: tuple[str, ...]  # each form's `Fusion` record: ADD_RMS_NORM, or RMS_NORM_LLAMA, RMS_NORM_OLMO2
     code: str  # the forms' functions and records, then the tuple
-    # the fusion tests of one form are parametrized over the forms when there are several (`fusion` is the
-    # parameter); else they name the one record
+    # the fusion tests take the `patterns` fixture (the module imported on first use) and, when the op has several
+    # forms, are parametrized over their indices in `constant` (`form`); else they name the one record
     parametrize: str = ""
     argument: str = ""
-    parameter: str = ""
+    parameter: str = "patterns"
     models: tuple[str, ...] = ()  # `fusion.models`: (architecture, config[, cache]) literals, the models test's parameters
     models_parametrize: str = ""  # the models test's decorators: each model, under each route, in each dtype
 
@@ -59,8 +59,9 @@ def fusion_code(spec: ProjectSpec, op: OpSpec) -> FusionCode:
     several = len(forms) > 1
     ids = tuple_text([literal(form.name or f"form{number}") for number, form in enumerate(forms)])
     return FusionCode(constant, records, "\n\n\n".join(parts),
-                      f'@pytest.mark.parametrize("fusion", patterns.{constant}, ids={ids})' if several else "",
-                      "fusion" if several else f"patterns.{records[0]}", "fusion" if several else "",
+                      f'@pytest.mark.parametrize("form", range({len(forms)}), ids={ids})' if several else "",
+                      f"patterns.{constant}[form]" if several else f"patterns.{records[0]}",
+                      "patterns, form" if several else "patterns",
                       models, _models_parametrize(op, models) if models else "")
 
 

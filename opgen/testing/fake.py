@@ -8,7 +8,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from torch._dynamo.backends.common import aot_autograd
 from torch._higher_order_ops.auto_functionalize import auto_functionalized, auto_functionalized_v2
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv, free_unbacked_symbols
@@ -35,6 +34,10 @@ def trace(op: Op, call: Call) -> tuple[torch.fx.GraphModule, torch.fx.GraphModul
     def inference_compiler(gm, _example_inputs):
         graphs["aot"] = gm
         return never_run
+
+    # imported here, not with the module: every generated test module imports this one (through capture), and
+    # Dynamo's import is seconds that a run compiling nothing (`pytest -k is_registered`) need not pay
+    from torch._dynamo.backends.common import aot_autograd
 
     aot = aot_autograd(fw_compiler=inference_compiler)
 

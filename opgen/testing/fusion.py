@@ -11,7 +11,6 @@ import sys
 from collections.abc import Callable, Sequence
 
 import torch
-from torch._dynamo.backends.common import aot_autograd
 from torch._higher_order_ops.auto_functionalize import auto_functionalized, auto_functionalized_v2
 
 from .capture import SELF_COPIES, _calls_with_reused_buffers, is_self_copy, leftover_copies, npugraph_ex_cpu
@@ -165,6 +164,7 @@ def _fusion_backend(route: str, register: Callable, before: Callable, after: Cal
         register(install=False, targets=(route,))
         return session.backend(fusion=True, post_grad_custom_pre_pass=lambda gm, *_: before(gm.graph),
                                post_grad_custom_post_pass=lambda gm, *_: after(gm.graph))
+    from torch._dynamo.backends.common import aot_autograd
     from torch._functorch.partitioners import min_cut_rematerialization_partition
     from torch._inductor.decomposition import select_decomp_table
     from torch._inductor.fx_passes.post_grad import remove_noop_ops, view_to_reshape

@@ -32,6 +32,10 @@ code). Per op:
 Tiers that cannot run on this machine are skipped with the reason.
 """
 
+{% if t.uses_patterns %}
+import importlib
+
+{% endif %}
 import pytest
 import torch
 from opgen import testing as checks
@@ -50,6 +54,15 @@ import {{ cookiecutter._opgen.package }}  # registers the operators
 {% endif %}
 {% if t.package_modules %}
 from {{ cookiecutter._opgen.package }} import {{ t.package_modules | join(", ") }}
+{% endif %}
+{% if t.uses_patterns %}
+
+
+@pytest.fixture(scope="module")
+def patterns():
+    """The package's patterns.py for the fusion tests: its import (Inductor's) is seconds the others need not pay."""
+    return importlib.import_module("{{ cookiecutter._opgen.package }}.patterns")
+
 {% endif %}
 
 NPU_UNAVAILABLE = {{ t.npu_unavailable }}
@@ -364,7 +377,7 @@ def test_{{ op.stem }}_npugraph_ex_on_a_second_stream():
 {{ forms }}def test_{{ op.stem }}_fusion_keeps_layouts({{ op.fusion.parameter }}):
     """Where it applies, on inputs in other layouts too, the op's outputs have the strides of the composite's."""
     {{ call("checks.assert_fusion_keeps_layouts", [c, f, o.examples], "    ") }}
-{% set routed = (op.fusion.parameter ~ ", route") if op.fusion.parameter else "route" %}
+{% set routed = op.fusion.parameter ~ ", route" %}
 
 
 @pytest.mark.parametrize("route", checks.FUSION_ROUTES)
@@ -387,7 +400,7 @@ def test_{{ op.stem }}_npugraph_ex_on_a_second_stream():
 
 
 {{ op.fusion.models_parametrize }}
-def test_{{ op.stem }}_fusion_fires_in_models(model, route, dtype):
+def test_{{ op.stem }}_fusion_fires_in_models(patterns, model, route, dtype):
     """ops[{{ op.index }}].fusion.models: each model (tiny config) gets the op at every occurrence of the composite."""
     {{ call("checks.assert_fusion_fires_in_model", [c, "patterns." ~ op.fusion.constant, "patterns.register_fusions", "model", "route", "dtype"], "    ") }}
 {% endif %}
