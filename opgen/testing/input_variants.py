@@ -470,11 +470,20 @@ def smaller_calls(op, variant: Variant) -> list[tuple[str, Call]]:
 def _floating_random(example: _Example) -> list[str]:
     return [name for name, value in example.call.items() if example.random(name)
             and any(t.is_floating_point() and t.numel() for t in _tensors(value))
-            and name not in _out_arguments(example.op)]
+            and name not in out_arguments(example.op)]
 
 
-def _out_arguments(op) -> tuple[str, ...]:
-    return tuple(op.returned) if getattr(op, "tag", "") == "out" else ()
+OUT_NAMES = ("out", "output")  # a written argument so named (or out_*, *_out) is an out= argument, not a state buffer
+
+
+def out_arguments(op) -> tuple[str, ...]:
+    """The `out=` arguments: what a torch.Tag.out op returns, and the arguments an op writes that are keyword-only
+    (ATen's convention) or named as outputs (`out`, `out_y`, `y_out`: custom_op takes no keyword-only tensor). A KV
+    cache or a state buffer the op updates is neither."""
+    if getattr(op, "tag", "") == "out":
+        return tuple(op.returned)
+    return tuple(a.name for a in op.arguments if a.name in op.written and (
+        a.kwarg_only or a.name in OUT_NAMES or a.name.startswith("out_") or a.name.endswith("_out")))
 
 
 def _value_variants(example: _Example) -> None:
@@ -730,7 +739,7 @@ def _rank_variants(example: _Example) -> None:
     """The random tensors of the highest rank with one more leading dim of 2 (drawn anew): a kernel written for the
     examples' rank (a reshape to 2-D, a loop over rows) shows where the reference is rank-generic; one that is not
     refuses the call, and `checks:` can say so."""
-    if _out_arguments(example.op):  # an out= op: its out tensor's shape follows the inputs', resized otherwise
+    if out_arguments(example.op):  # an out= op: its out tensor's shape follows the inputs', resized otherwise
         return
     random = {name: _tensors(value) for name, value in example.call.items() if example.random(name)}
     rank = max((t.dim() for ts in random.values() for t in ts), default=0)
