@@ -23,6 +23,10 @@ a `Domain` per argument):
   offset     every tensor a view one element into a larger buffer (a storage offset, unaligned)
   rank       one more leading dim (2) on the inputs of the highest rank, where the reference takes it
   duplicate  an index tensor (exact, or drawn into a size) with its first index repeated, unless `unique`
+  extreme    the floating inputs with each row's largest value in its first element (the smallest in its last), and
+             the other way round at the example's size and at the odd and first tile size variants of the row: along
+             the `dim` argument, else the last dim (a row max or norm that skips a 1-element tail, or its head, shows;
+             random data puts the extreme there once in a row's length)
 
 A variant is an input of the op when its reference (the oracle) accepts it and its fake's `checks:` hold (a size, scalar
 or dim variant outside them is left out: the kernel need not take it); the checks skip the others. Nothing here
@@ -301,7 +305,7 @@ def _variants(op, examples: Callable[[int], list[Call]]) -> list[Variant]:
         example = _Example(op, index, base, exact)
         for kind in (_dtype_variants, _size_variants, _value_variants, _dim_variants, _scalar_variants,
                      _optional_variants, _promote_variants, _defaults_used_variants, _index_dtype_variants,
-                     _offset_variants, _rank_variants, _duplicate_index_variants):
+                     _offset_variants, _rank_variants, _duplicate_index_variants, _extreme_variants):
             kind(example)
         found += example.found
     return found
@@ -768,3 +772,44 @@ def _duplicate_index_variants(example: _Example) -> None:
         example.add("duplicate", f"with {name} repeating an index ({name}[1] = {name}[0])",
                     {**example.call, name: repeated}, [name],
                     f"`{{unique: true}}` in {example.op.field}.inputs.{name} if the op never takes an index twice")
+
+
+def _extreme_variants(example: _Example) -> None:
+    """The floating inputs with the extreme of each row (along the int `dim` argument given, else the last dim) at
+    its head (the opposite extreme at its tail), then at its tail, on the example and on the odd and first tile size
+    variants of the row's size: a reduction that skips a 1-element tail (or starts one element in) is wrong only
+    when the extreme is there, which random data makes one row length in a chance."""
+    names = _floating_random(example)
+    dim = next((example.call[a.name] for a in _scalar_arguments(example.op) if _is_int(a) and is_dim(a.name)
+                and isinstance(example.call.get(a.name), int)), -1)
+    rows = {t.shape[dim] for name in names for t in _tensors(example.call[name]) if -t.dim() <= dim < t.dim()}
+    if not names or not rows:
+        return
+    along = f"along dim {dim}" if dim != -1 else "along the last dim"
+    tails = [("", example.call)] + [(variant.label.removeprefix(f"{example.where} ") + ", ", variant.call)
+                                    for variant in example.found if variant.kind in ("size", "size-tile")
+                                    and _row_size(variant.call, names, dim) not in rows | {None}
+                                    and _row_size(variant.call, names, dim) != TILE_SIZES[-1]]
+    for head, (prefix, call) in [(True, ("", example.call)), *((False, tail) for tail in tails)]:
+        where = "first" if head else "last"
+        changed = {name: _tensor_map(lambda t, name=name, head=head: _extreme_at(t, dim, head, example.domain(name)),
+                                     call[name]) if name in names else call[name] for name in call}
+        example.add("extreme", f"{prefix}with the largest value of each row {along} in its {where} element", changed,
+                    names)
+
+
+def _row_size(call: Call, names: list[str], dim: int) -> int | None:
+    return next((t.shape[dim] for name in names for t in _tensors(call.get(name)) if -t.dim() <= dim < t.dim()), None)
+
+
+def _extreme_at(t: torch.Tensor, dim: int, head: bool, domain: Domain | None) -> torch.Tensor:
+    """`t` with each row's first (`head`) or last element above every other of the row, and the other end below."""
+    if not t.is_floating_point() or not -t.dim() <= dim < t.dim() or t.shape[dim] < 2 or not t.numel():
+        return t
+    t = t.clone()
+    big = t.float().abs().amax(dim).nan_to_num(0.0) + 1
+    high = torch.full_like(big, domain.high) if domain is not None and domain.high is not None else big
+    low = torch.full_like(big, domain.low) if domain is not None and domain.low is not None else -big
+    t.select(dim, 0 if head else -1).copy_(high)
+    t.select(dim, -1 if head else 0).copy_(low)
+    return t
