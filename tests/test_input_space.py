@@ -8,6 +8,8 @@ generated projects."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -826,10 +828,10 @@ def test_the_extreme_of_a_reduced_row_is_put_at_its_head_and_its_tail():
     found = [v.label for v in checks.variants(twin, row_max_examples) if v.kind == "extreme"]
     assert found == ["examples[0] with the largest value of each row along dim 1 in its first element",
                      "examples[0] with the largest value of each row along dim 1 in its last element",
-                     "examples[0] with its size 96 as 97, with the largest value of each row along dim 1 in its last "
-                     "element",
-                     "examples[0] with its size 96 as 1537, with the largest value of each row along dim 1 in its "
-                     "last element"]
+                     ("examples[0] with its size 96 as 97, with the largest value of each row along dim 1 in its "
+                      "last element"),
+                     ("examples[0] with its size 96 as 1537, with the largest value of each row along dim 1 in its "
+                      "last element")]
     checks.assert_matches_reference(twin, row_max_examples)
     with pytest.raises(checks.CheckFailed, match=r"\(by kind of input: [^)]*extreme 2[^)]*\):(.|\n)*with its size 96 "
                                                  r"as 97, with the largest value of each row along dim 1 in its last"):
@@ -837,3 +839,31 @@ def test_the_extreme_of_a_reduced_row_is_put_at_its_head_and_its_tail():
     with pytest.raises(checks.CheckFailed, match=r"examples\[0\] with the largest value of each row along dim 1 in its "
                                                  r"first element"):
         checks.assert_matches_reference(_row_max("row_max_head", _row_max_from_one), row_max_examples)
+
+
+# --- tile sizes on the leading dims ------------------------------------------------------------------------------
+
+
+def _row_blocks(drop_partial: bool):
+    def kernel(x, eps=1e-6):  # rows in blocks of 1024 (one block when fewer); the planted one drops a partial last
+        flat = x.reshape(math.prod(x.shape[:-1]), x.shape[-1])
+        out = torch.zeros_like(flat)
+        block = max(min(flat.shape[0], 1024), 1)
+        stop = flat.shape[0] - block + 1 if drop_partial else flat.shape[0]
+        for start in range(0, stop, block):
+            out[start:start + block] = norm_reference(flat[start:start + block], eps)
+        return out.reshape(x.shape)
+    return kernel
+
+
+def test_a_leading_dim_is_tried_at_a_tile_size_and_a_dropped_partial_row_block_fails():
+    """Rows in blocks of 1024 with the partial last block dropped pass every example and every other size (a row
+    count up to 1024 is one block); the leading dims at 1537 catch it. The twin passes."""
+    twin = _norm("norm_row_blocks_twin", _row_blocks(False))
+    found = labels(twin, norm_examples)
+    assert {"examples[0] with its size 4 as 1537", "examples[1] with its size 2 as 1537",
+            "examples[1] with its size 3 as 1537"} <= set(found)
+    checks.assert_matches_reference(twin, norm_examples)
+    with pytest.raises(checks.CheckFailed, match=r"\(by kind of input: size-tile 3\):\n  .*examples\[0\] with its size 4 "
+                                                 r"as 1537"):
+        checks.assert_matches_reference(_norm("norm_row_blocks_dropped", _row_blocks(True)), norm_examples)

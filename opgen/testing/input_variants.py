@@ -5,10 +5,11 @@ seeds, then each example changed in one way at a time, within what the spec allo
 a `Domain` per argument):
 
   dtype      the floating inputs in each dtype of the sweep (`ops[i].dtypes`), and in float64
-  size       each size (sizes equal in the example stay equal) at 1, at 0, odd and larger and, for a last dim, above
-             the tile sizes kernels use (1537 = 1024 + 513 and 9729 = 2 * 4096 + 1537: odd, partial last tiles of
-             1024 and of 4096; half of 9729 is still past 4096 with a partial tile); a size the spec's `checks:`
-             refuse moves to the nearest one above that they allow (an even last dim of a gated activation: 9730)
+  size       each size (sizes equal in the example stay equal) at 1, at 0, odd and larger, at 1537 (rows or
+             tokens in blocks of 1024 get a partial last block) and, for a last dim, above the tile sizes kernels use
+             (1537 = 1024 + 513 and 9729 = 2 * 4096 + 1537: odd, partial last tiles of 1024 and of 4096; half of 9729
+             is still past 4096 with a partial tile); a size the spec's `checks:` refuse moves to the nearest one
+             above that they allow (an even last dim of a gated activation: 9730)
   size-separate  a size several dims share, changed at one dim position only (counted from the last dim), so
              that two sizes a kernel could confuse differ
   value      the floating inputs scaled towards their dtype's range, with a NaN, with infinities, all negative, and
@@ -305,7 +306,8 @@ def _variants(op, examples: Callable[[int], list[Call]]) -> list[Variant]:
         example = _Example(op, index, base, exact)
         for kind in (_dtype_variants, _size_variants, _value_variants, _dim_variants, _scalar_variants,
                      _optional_variants, _promote_variants, _defaults_used_variants, _index_dtype_variants,
-                     _offset_variants, _rank_variants, _duplicate_index_variants, _extreme_variants):
+                     _offset_variants, _rank_variants, _duplicate_index_variants, _extreme_variants,
+                     _leading_tile_variants):  # (new kinds go last: the draws of the others stay as they were)
             kind(example)
         found += example.found
     return found
@@ -367,6 +369,17 @@ def _size_variants(example: _Example) -> None:
                 continue
             _add_size_variant(example, size, new, odd)
         _separated_size_variants(example, size, odd)
+
+
+def _leading_tile_variants(example: _Example) -> None:
+    """Each size of the random tensors that no last dim has at the first of TILE_SIZES (or the nearest size the checks
+    allow): a kernel taking rows or tokens in blocks of 1024 gets a partial last block, which no example reaches."""
+    frozen = {size for name in example.exact for t in _tensors(example.call[name]) for size in t.shape}
+    random = [t for name, value in example.call.items() if example.random(name) for t in _tensors(value)]
+    last = {t.shape[-1] for t in random if t.dim()}
+    for size in sorted({size for t in random for size in t.shape} - frozen - last - {0}):
+        if size < TILE_SIZES[0]:
+            _add_size_variant(example, size, TILE_SIZES[0], -1)
 
 
 def _separated_size_variants(example: _Example, size: int, new: int) -> None:
