@@ -326,7 +326,13 @@ def _permuted_indices(call: Call, exact: set, seed: int) -> Call:
 
 
 def main_dtype(call: Call) -> torch.dtype | None:
-    return next((t.dtype for t in _tensors(list(call.values())) if t.is_floating_point()), None)
+    return next((t.dtype for t in _tensors(list(call.values())) if arithmetic(t)), None)
+
+
+def arithmetic(t: torch.Tensor) -> bool:
+    """A floating tensor torch computes with on CPU: float8 ones (a quantised result buffer) are only cast to and
+    from, so no value or dtype variant changes them."""
+    return t.is_floating_point() and t.element_size() > 1
 
 
 def _dtype_variants(example: _Example) -> None:
@@ -486,17 +492,17 @@ def smaller_calls(op, variant: Variant) -> list[tuple[str, Call]]:
 
 def _floating_random(example: _Example) -> list[str]:
     return [name for name, value in example.call.items() if example.random(name)
-            and any(t.is_floating_point() and t.numel() for t in _tensors(value))
+            and any(arithmetic(t) and t.numel() for t in _tensors(value))
             and name not in out_arguments(example.op)]
 
 
-OUT_NAMES = ("out", "output")  # a written argument so named (or out_*, *_out) is an out= argument, not a state buffer
+OUT_NAMES = ("out", "output", "result")  # a written argument so named (or out_*, *_out) is an out=, not a state buffer
 
 
 def out_arguments(op) -> tuple[str, ...]:
     """The `out=` arguments: what a torch.Tag.out op returns, and the arguments an op writes that are keyword-only
-    (ATen's convention) or named as outputs (`out`, `out_y`, `y_out`: custom_op takes no keyword-only tensor). A KV
-    cache or a state buffer the op updates is neither."""
+    (ATen's convention) or named as outputs (`out`, `result` as vLLM names them, `out_y`, `y_out`: custom_op takes
+    no keyword-only tensor). A KV cache or a state buffer the op updates is neither."""
     if getattr(op, "tag", "") == "out":
         return tuple(op.returned)
     return tuple(a.name for a in op.arguments if a.name in op.written and (
