@@ -222,3 +222,27 @@ def test_a_tagged_out_op_is_tried_the_same_way():
     planted = define(schema, kernel, None, reference, tags=(torch.Tag.out,), returned=("out",), tag="out")
     with pytest.raises(checks.CheckFailed, match=r"with out given x itself"):
         checks.assert_matches_reference(planted, axpy_examples)
+
+
+def test_custom_op_style_out_arguments_are_tried_the_same_way():
+    """custom_op takes no keyword-only tensor: vLLM's positional `result` buffer is the out= argument there. The
+    zeroed-first kernel fails given x as its result; the kernel computing first passes."""
+    def zeroed(result: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> None:
+        result.zero_()
+        result.add_(x).add_(y)
+
+    def computed_first(result: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> None:
+        result.copy_(x + y)
+
+    def reference(result, x, y):
+        result.copy_(x + y)
+
+    def examples(seed):
+        return [{"result": torch.zeros(4, 8), "x": rows(seed, dtype=torch.float32),
+                 "y": rows(seed + 5, dtype=torch.float32)}]
+
+    twin = custom("add_result_twin", computed_first, lambda result, x, y: None, reference, mutates_args=("result",))
+    checks.assert_matches_reference(twin, examples)
+    planted = custom("add_result_zeroed", zeroed, lambda result, x, y: None, reference, mutates_args=("result",))
+    with pytest.raises(checks.CheckFailed, match=r"with result given x itself: argument 'result' \(written\)"):
+        checks.assert_matches_reference(planted, examples)
