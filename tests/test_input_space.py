@@ -822,12 +822,11 @@ def _row_max(name: str, kernel) -> checks.Op:
 def test_the_extreme_of_a_reduced_row_is_put_at_its_head_and_its_tail():
     """A row max that drops a 1-element tail past its vectors of 8 is wrong only where the max is in the tail: one
     row in the row's length with random data, so the odd size and the tile size pass by chance; the extreme placed
-    in the last element of the odd and tile-sized rows catches it. One that skips the head is caught by the head
+    in the last element of the odd and tile-sized rows (the first example's) catches it. One that skips the head is caught by the head
     variant. The reduced dim is the `dim` argument's; the twin passes."""
     twin = _row_max("row_max_twin", _row_max_reference)
     found = [v.label for v in checks.variants(twin, row_max_examples) if v.kind == "extreme"]
     assert found == ["examples[0] with the largest value of each row along dim 1 in its first element",
-                     "examples[0] with the largest value of each row along dim 1 in its last element",
                      ("examples[0] with its size 96 as 97, with the largest value of each row along dim 1 in its "
                       "last element"),
                      ("examples[0] with its size 96 as 1537, with the largest value of each row along dim 1 in its "
@@ -861,9 +860,9 @@ def test_a_leading_dim_is_tried_at_a_tile_size_and_a_dropped_partial_row_block_f
     count up to 1024 is one block); the leading dims at 1537 catch it. The twin passes."""
     twin = _norm("norm_row_blocks_twin", _row_blocks(False))
     found = labels(twin, norm_examples)
-    assert {"examples[0] with its size 4 as 1537", "examples[1] with its size 2 as 1537",
-            "examples[1] with its size 3 as 1537"} <= set(found)
+    assert [label for label in found if "(other leading sizes" in label] == [
+        "examples[0] with its size 4 as 1537 (other leading sizes at 2 at most)"]
     checks.assert_matches_reference(twin, norm_examples)
-    with pytest.raises(checks.CheckFailed, match=r"\(by kind of input: size-tile 3\):\n  .*examples\[0\] with its size 4 "
+    with pytest.raises(checks.CheckFailed, match=r"\(by kind of input: size-tile 1\):\n  .*examples\[0\] with its size 4 "
                                                  r"as 1537"):
         checks.assert_matches_reference(_norm("norm_row_blocks_dropped", _row_blocks(True)), norm_examples)

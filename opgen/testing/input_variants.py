@@ -5,8 +5,8 @@ seeds, then each example changed in one way at a time, within what the spec allo
 a `Domain` per argument):
 
   dtype      the floating inputs in each dtype of the sweep (`ops[i].dtypes`), and in float64
-  size       each size (sizes equal in the example stay equal) at 1, at 0, odd and larger, at 1537 (rows or
-             tokens in blocks of 1024 get a partial last block) and, for a last dim, above the tile sizes kernels use
+  size       each size (sizes equal in the example stay equal) at 1, at 0, odd and larger, a leading one of the first
+             example at 1537 (rows or tokens in blocks of 1024 get a partial last block) and, for a last dim, above the tile sizes kernels use
              (1537 = 1024 + 513 and 9729 = 2 * 4096 + 1537: odd, partial last tiles of 1024 and of 4096; half of 9729
              is still past 4096 with a partial tile); a size the spec's `checks:` refuse moves to the nearest one
              above that they allow (an even last dim of a gated activation: 9730)
@@ -24,8 +24,8 @@ a `Domain` per argument):
   offset     every tensor a view one element into a larger buffer (a storage offset, unaligned)
   rank       one more leading dim (2) on the inputs of the highest rank, where the reference takes it
   duplicate  an index tensor (exact, or drawn into a size) with its first index repeated, unless `unique`
-  extreme    the floating inputs with each row's largest value in its first element (the smallest in its last), and
-             the other way round at the example's size and at the odd and first tile size variants of the row: along
+  extreme    the first example's floating inputs with each row's largest value in its first element (the smallest in
+             its last), and the other way round at the odd and first tile size variants of the row's size: along
              the `dim` argument, else the last dim (a row max or norm that skips a 1-element tail, or its head, shows;
              random data puts the extreme there once in a row's length)
 
@@ -378,14 +378,25 @@ def _size_variants(example: _Example) -> None:
 
 
 def _leading_tile_variants(example: _Example) -> None:
-    """Each size of the random tensors that no last dim has at the first of TILE_SIZES (or the nearest size the checks
-    allow): a kernel taking rows or tokens in blocks of 1024 gets a partial last block, which no example reaches."""
+    """On the first example, each size of the random tensors that no last dim has at the first of TILE_SIZES, the
+    other leading sizes at 2 at most (rows stay as wide): a kernel taking rows or tokens in blocks of 1024 gets a
+    partial last block, which no example reaches. (One example suffices: the block is the kernel's, not the data's.)"""
+    if example.index:
+        return
     frozen = {size for name in example.exact for t in _tensors(example.call[name]) for size in t.shape}
     random = [t for name, value in example.call.items() if example.random(name) for t in _tensors(value)]
-    last = {t.shape[-1] for t in random if t.dim()}
-    for size in sorted({size for t in random for size in t.shape} - frozen - last - {0}):
-        if size < TILE_SIZES[0]:
-            _add_size_variant(example, size, TILE_SIZES[0], -1)
+    keep = frozen | {t.shape[-1] for t in random if t.dim()}
+    for size in sorted({size for t in random for size in t.shape} - keep - {0, 1}):
+        def shape_of(t: torch.Tensor, size=size) -> tuple[int, ...]:
+            return tuple(TILE_SIZES[0] if s == size else s if s in keep else min(s, 2) for s in t.shape)
+
+        if size >= TILE_SIZES[0] or any(math.prod(shape_of(t)) > MAX_ELEMENTS for t in random):
+            continue
+
+        def change(name, t, shape_of=shape_of):
+            return example.fresh(name, shape_of(t), t.dtype) if shape_of(t) != tuple(t.shape) else None
+        example.add("size-tile", f"with its size {size} as {TILE_SIZES[0]} (other leading sizes at 2 at most)",
+                    example.redrawn(example.call, change), _with_size(example, size))
 
 
 def _separated_size_variants(example: _Example, size: int, new: int) -> None:
@@ -794,9 +805,9 @@ def _duplicate_index_variants(example: _Example) -> None:
 
 
 def _extreme_variants(example: _Example) -> None:
-    """The floating inputs with the extreme of each row (along the int `dim` argument given, else the last dim) at
-    its head (the opposite extreme at its tail), then at its tail, on the example and on the odd and first tile size
-    variants of the row's size: a reduction that skips a 1-element tail (or starts one element in) is wrong only
+    """The first example's floating inputs with the extreme of each row (along the int `dim` argument given, else the
+    last dim) at its head (the opposite extreme at its tail), then at its tail on the odd and first tile size variants
+    of the row's size (a tail past whole vectors): a reduction that skips a 1-element tail (or starts one element in) is wrong only
     when the extreme is there, which random data makes one row length in a chance."""
     names = _floating_random(example)
     dim = next((example.call[a.name] for a in _scalar_arguments(example.op) if _is_int(a) and is_dim(a.name)
@@ -805,10 +816,11 @@ def _extreme_variants(example: _Example) -> None:
     if not names or not rows:
         return
     along = f"along dim {dim}" if dim != -1 else "along the last dim"
-    tails = [("", example.call)] + [(variant.label.removeprefix(f"{example.where} ") + ", ", variant.call)
-                                    for variant in example.found if variant.kind in ("size", "size-tile")
-                                    and _row_size(variant.call, names, dim) not in rows | {None}
-                                    and _row_size(variant.call, names, dim) != TILE_SIZES[-1]]
+    if example.index:  # the first example only: where the extreme lies is the data's, not the example's
+        return
+    tails = [(variant.label.removeprefix(f"{example.where} ") + ", ", variant.call) for variant in example.found if variant.kind in ("size", "size-tile")
+             and _row_size(variant.call, names, dim) not in rows | {None}
+             and _row_size(variant.call, names, dim) != TILE_SIZES[-1]]
     for head, (prefix, call) in [(True, ("", example.call)), *((False, tail) for tail in tails)]:
         where = "first" if head else "last"
         changed = {name: _tensor_map(lambda t, name=name, head=head: _extreme_at(t, dim, head, example.domain(name)),
