@@ -6,10 +6,10 @@ a `Domain` per argument):
 
   dtype      the floating inputs in each dtype of the sweep (`ops[i].dtypes`), and in float64
   size       each size (sizes equal in the example stay equal) at 1, at 0, odd and larger, a leading one of the first
-             example at 1537 (rows or tokens in blocks of 1024 get a partial last block) and, for a last dim, above the tile sizes kernels use
-             (1537 = 1024 + 513 and 9729 = 2 * 4096 + 1537: odd, partial last tiles of 1024 and of 4096; half of 9729
-             is still past 4096 with a partial tile); a size the spec's `checks:` refuse moves to the nearest one
-             above that they allow (an even last dim of a gated activation: 9730)
+             example at 1537 (rows or tokens in blocks of 1024 get a partial last block) and, for a last dim, above
+             the tile sizes kernels use (1537 = 1024 + 513 and 9729 = 2 * 4096 + 1537: odd, partial last tiles of 1024
+             and of 4096; half of 9729 is still past 4096 with a partial tile); a size the spec's `checks:` refuse
+             moves to the nearest one above that they allow (an even last dim of a gated activation: 9730)
   size-separate  a size several dims share, changed at one dim position only (counted from the last dim), so
              that two sizes a kernel could confuse differ
   value      the floating inputs scaled towards their dtype's range, with a NaN, with infinities, all negative, and
@@ -807,8 +807,10 @@ def _duplicate_index_variants(example: _Example) -> None:
 def _extreme_variants(example: _Example) -> None:
     """The first example's floating inputs with the extreme of each row (along the int `dim` argument given, else the
     last dim) at its head (the opposite extreme at its tail), then at its tail on the odd and first tile size variants
-    of the row's size (a tail past whole vectors): a reduction that skips a 1-element tail (or starts one element in) is wrong only
-    when the extreme is there, which random data makes one row length in a chance."""
+    of the row's size (a tail past whole vectors): a reduction that skips a 1-element tail (or starts one element
+    in) is wrong only when the extreme is there, which random data makes one row length in a chance."""
+    if example.index:  # the first example only: where the extreme lies is the data's, not the example's
+        return
     names = _floating_random(example)
     dim = next((example.call[a.name] for a in _scalar_arguments(example.op) if _is_int(a) and is_dim(a.name)
                 and isinstance(example.call.get(a.name), int)), -1)
@@ -816,10 +818,8 @@ def _extreme_variants(example: _Example) -> None:
     if not names or not rows:
         return
     along = f"along dim {dim}" if dim != -1 else "along the last dim"
-    if example.index:  # the first example only: where the extreme lies is the data's, not the example's
-        return
-    tails = [(variant.label.removeprefix(f"{example.where} ") + ", ", variant.call) for variant in example.found if variant.kind in ("size", "size-tile")
-             and _row_size(variant.call, names, dim) not in rows | {None}
+    tails = [(variant.label.removeprefix(f"{example.where} ") + ", ", variant.call) for variant in example.found
+             if variant.kind in ("size", "size-tile") and _row_size(variant.call, names, dim) not in rows | {None}
              and _row_size(variant.call, names, dim) != TILE_SIZES[-1]]
     for head, (prefix, call) in [(True, ("", example.call)), *((False, tail) for tail in tails)]:
         where = "first" if head else "last"
