@@ -87,9 +87,6 @@ def _written_in(op: Op, number: int, call: Call, sentinel: bool) -> set[str]:
               for name in written}
     versions = {name: [t._version for t in tensors(value)] for name, value in call.items() if name not in written}
     result = run(op, call, _example(op, number, f" (written arguments filled with {SENTINEL})" if sentinel else ""))
-    aliased = aliased_outputs(op, call, result)
-    if aliased:
-        raise CheckFailed(f"{op.kernel} on {op.field}.examples[{number}]: {aliased[0]}: {ALIAS_FIX}", "view-return")
     changed = set()
     for name, value in call.items():
         if all(same(a, b) for a, b in zip(tensors(value), tensors(before[name]), strict=True)):
@@ -101,6 +98,9 @@ def _written_in(op: Op, number: int, call: Call, sentinel: bool) -> set[str]:
                 "it alone", "undeclared-mutation")
         changed.add(name)
     _assert_same_memory(op, number, call, memory, versions)
+    aliased = aliased_outputs(op, call, result)  # after the writes: an undeclared write is the cause to name first
+    if aliased:
+        raise CheckFailed(f"{op.kernel} on {op.field}.examples[{number}]: {aliased[0]}: {ALIAS_FIX}", "view-return")
     return changed
 
 
