@@ -8,6 +8,8 @@ generated projects."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -787,3 +789,80 @@ def test_an_index_is_repeated_and_a_scatter_losing_one_of_two_fails():
     with pytest.raises(checks.CheckFailed, match=r"on 1 of .* \(by kind of input: duplicate 1\):\n  .*examples\[0\] "
                                                  r"with index repeating an index \(index\[1\] = index\[0\]\)"):
         checks.assert_matches_reference(planted, examples)
+
+
+# --- the extreme of a reduced row at its head and its tail ------------------------------------------------------
+
+
+def _row_max_reference(x, dim=-1):
+    return x.amax(dim)
+
+
+def _row_max_vector_tail_skipped(x, dim=-1):  # vectors of 8 along the row, the scalar tail loop forgotten
+    x = x.movedim(dim, -1)
+    n = x.shape[-1]
+    return x[..., : n - n % 8 if n > 8 else n].amax(-1)
+
+
+def _row_max_from_one(x, dim=-1):  # the running max starts from element 1 once a row holds two vectors
+    x = x.movedim(dim, -1)
+    return x[..., 1:].amax(-1) if x.shape[-1] > 16 else x.amax(-1)
+
+
+def row_max_examples(seed: int = 0) -> list[dict]:
+    return [{"x": checks.random_tensor((4, 96), torch.float32, torch.Generator().manual_seed(seed)), "dim": 1}]
+
+
+def _row_max(name: str, kernel) -> checks.Op:
+    return define(f"{name}(Tensor x, int dim=-1) -> Tensor", kernel,
+                  lambda x, dim=-1: x.new_empty(x.shape[:dim % x.dim()] + x.shape[dim % x.dim() + 1:]),
+                  _row_max_reference)
+
+
+def test_the_extreme_of_a_reduced_row_is_put_at_its_head_and_its_tail():
+    """A row max that drops a 1-element tail past its vectors of 8 is wrong only where the max is in the tail: one
+    row in the row's length with random data, so the odd size and the tile size pass by chance; the extreme placed
+    in the last element of the odd and tile-sized rows (the first example's) catches it. One that skips the head is caught by the head
+    variant. The reduced dim is the `dim` argument's; the twin passes."""
+    twin = _row_max("row_max_twin", _row_max_reference)
+    found = [v.label for v in checks.variants(twin, row_max_examples) if v.kind == "extreme"]
+    assert found == ["examples[0] with the largest value of each row along dim 1 in its first element",
+                     ("examples[0] with its size 96 as 97, with the largest value of each row along dim 1 in its "
+                      "last element"),
+                     ("examples[0] with its size 96 as 1537, with the largest value of each row along dim 1 in its "
+                      "last element")]
+    checks.assert_matches_reference(twin, row_max_examples)
+    with pytest.raises(checks.CheckFailed, match=r"\(by kind of input: [^)]*extreme 2[^)]*\):(.|\n)*with its size 96 "
+                                                 r"as 97, with the largest value of each row along dim 1 in its last"):
+        checks.assert_matches_reference(_row_max("row_max_tail", _row_max_vector_tail_skipped), row_max_examples)
+    with pytest.raises(checks.CheckFailed, match=r"examples\[0\] with the largest value of each row along dim 1 in its "
+                                                 r"first element"):
+        checks.assert_matches_reference(_row_max("row_max_head", _row_max_from_one), row_max_examples)
+
+
+# --- tile sizes on the leading dims ------------------------------------------------------------------------------
+
+
+def _row_blocks(drop_partial: bool):
+    def kernel(x, eps=1e-6):  # rows in blocks of 1024 (one block when fewer); the planted one drops a partial last
+        flat = x.reshape(math.prod(x.shape[:-1]), x.shape[-1])
+        out = torch.zeros_like(flat)
+        block = max(min(flat.shape[0], 1024), 1)
+        stop = flat.shape[0] - block + 1 if drop_partial else flat.shape[0]
+        for start in range(0, stop, block):
+            out[start:start + block] = norm_reference(flat[start:start + block], eps)
+        return out.reshape(x.shape)
+    return kernel
+
+
+def test_a_leading_dim_is_tried_at_a_tile_size_and_a_dropped_partial_row_block_fails():
+    """Rows in blocks of 1024 with the partial last block dropped pass every example and every other size (a row
+    count up to 1024 is one block); the leading dims at 1537 catch it. The twin passes."""
+    twin = _norm("norm_row_blocks_twin", _row_blocks(False))
+    found = labels(twin, norm_examples)
+    assert [label for label in found if "(other leading sizes" in label] == [
+        "examples[0] with its size 4 as 1537 (other leading sizes at 2 at most)"]
+    checks.assert_matches_reference(twin, norm_examples)
+    with pytest.raises(checks.CheckFailed, match=r"\(by kind of input: size-tile 1\):\n  .*examples\[0\] with its size 4 "
+                                                 r"as 1537"):
+        checks.assert_matches_reference(_norm("norm_row_blocks_dropped", _row_blocks(True)), norm_examples)

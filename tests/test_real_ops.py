@@ -197,3 +197,27 @@ def test_each_spec_generates_a_project_that_passes_its_own_tests(tmp_path, style
     assert results["test__npu_dropout_compiles_once_for_two_sizes"]["outcome"] == "passed"
     if style == "library":  # expect: on a Tensor[] return
         assert results["test_npu_grouped_matmul_matches_expected_values"]["outcome"] == "passed"
+
+
+NEW_SPECS = sorted((REPO / "tests" / "fixtures" / "real_ops41").glob("*.yaml"))
+
+
+@pytest.mark.slow
+@pytest.mark.stress  # two minutes a style: .ci/run's stress step (issue 41's count of real ops passing out of the box)
+@pytest.mark.parametrize("style", ["library", "custom_op"])
+def test_issue_41s_real_op_specs_pass_out_of_the_box(tmp_path, style):
+    """Eight specs of real vLLM and torch_npu ops (tests/fixtures/real_ops41), written as a user writes them, against
+    the tiers of issue 41 (aliasing, out= given an input or a wrong size, extremes at a row's ends, tile sizes on the
+    leading dims): every project passes in both styles, no failure, no error."""
+    assert len(NEW_SPECS) == 8
+    projects = []
+    for spec in NEW_SPECS:
+        done = opgen("new", str(spec), "-o", str(tmp_path / spec.stem), "--style", style)
+        assert done.returncode == 0, done.stderr
+        projects.append(tmp_path / spec.stem)
+    results = run_generated_tests(projects, tmp_path / "junit.xml")
+    bad = {name: r["message"][:600] for name, r in results.items() if r["outcome"] in ("failed", "error")}
+    assert not bad, bad
+    for spec in NEW_SPECS:  # the oracle ran on each op, with the new variants
+        op = load_spec(str(spec)).ops[0]
+        assert results[f"test_{op.schema.name}_matches_the_reference"]["outcome"] == "passed"

@@ -5,10 +5,11 @@ seeds, then each example changed in one way at a time, within what the spec allo
 a `Domain` per argument):
 
   dtype      the floating inputs in each dtype of the sweep (`ops[i].dtypes`), and in float64
-  size       each size (sizes equal in the example stay equal) at 1, at 0, odd and larger and, for a last dim, above
-             the tile sizes kernels use (1537 = 1024 + 513 and 9729 = 2 * 4096 + 1537: odd, partial last tiles of
-             1024 and of 4096; half of 9729 is still past 4096 with a partial tile); a size the spec's `checks:`
-             refuse moves to the nearest one above that they allow (an even last dim of a gated activation: 9730)
+  size       each size (sizes equal in the example stay equal) at 1, at 0, odd and larger, a leading one of the first
+             example at 1537 (rows or tokens in blocks of 1024 get a partial last block) and, for a last dim, above
+             the tile sizes kernels use (1537 = 1024 + 513 and 9729 = 2 * 4096 + 1537: odd, partial last tiles of 1024
+             and of 4096; half of 9729 is still past 4096 with a partial tile); a size the spec's `checks:` refuse
+             moves to the nearest one above that they allow (an even last dim of a gated activation: 9730)
   size-separate  a size several dims share, changed at one dim position only (counted from the last dim), so
              that two sizes a kernel could confuse differ
   value      the floating inputs scaled towards their dtype's range, with a NaN, with infinities, all negative, and
@@ -23,6 +24,10 @@ a `Domain` per argument):
   offset     every tensor a view one element into a larger buffer (a storage offset, unaligned)
   rank       one more leading dim (2) on the inputs of the highest rank, where the reference takes it
   duplicate  an index tensor (exact, or drawn into a size) with its first index repeated, unless `unique`
+  extreme    the first example's floating inputs with each row's largest value in its first element (the smallest in
+             its last), and the other way round at the odd and first tile size variants of the row's size: along
+             the `dim` argument, else the last dim (a row max or norm that skips a 1-element tail, or its head, shows;
+             random data puts the extreme there once in a row's length)
 
 A variant is an input of the op when its reference (the oracle) accepts it and its fake's `checks:` hold (a size, scalar
 or dim variant outside them is left out: the kernel need not take it); the checks skip the others. Nothing here
@@ -301,7 +306,8 @@ def _variants(op, examples: Callable[[int], list[Call]]) -> list[Variant]:
         example = _Example(op, index, base, exact)
         for kind in (_dtype_variants, _size_variants, _value_variants, _dim_variants, _scalar_variants,
                      _optional_variants, _promote_variants, _defaults_used_variants, _index_dtype_variants,
-                     _offset_variants, _rank_variants, _duplicate_index_variants):
+                     _offset_variants, _rank_variants, _duplicate_index_variants, _extreme_variants,
+                     _leading_tile_variants):  # (new kinds go last: the draws of the others stay as they were)
             kind(example)
         found += example.found
     return found
@@ -320,7 +326,13 @@ def _permuted_indices(call: Call, exact: set, seed: int) -> Call:
 
 
 def main_dtype(call: Call) -> torch.dtype | None:
-    return next((t.dtype for t in _tensors(list(call.values())) if t.is_floating_point()), None)
+    return next((t.dtype for t in _tensors(list(call.values())) if arithmetic(t)), None)
+
+
+def arithmetic(t: torch.Tensor) -> bool:
+    """A floating tensor torch computes with on CPU: float8 ones (a quantised result buffer) are only cast to and
+    from, so no value or dtype variant changes them."""
+    return t.is_floating_point() and t.element_size() > 1
 
 
 def _dtype_variants(example: _Example) -> None:
@@ -363,6 +375,28 @@ def _size_variants(example: _Example) -> None:
                 continue
             _add_size_variant(example, size, new, odd)
         _separated_size_variants(example, size, odd)
+
+
+def _leading_tile_variants(example: _Example) -> None:
+    """On the first example, each size of the random tensors that no last dim has at the first of TILE_SIZES, the
+    other leading sizes at 2 at most (rows stay as wide): a kernel taking rows or tokens in blocks of 1024 gets a
+    partial last block, which no example reaches. (One example suffices: the block is the kernel's, not the data's.)"""
+    if example.index:
+        return
+    frozen = {size for name in example.exact for t in _tensors(example.call[name]) for size in t.shape}
+    random = [t for name, value in example.call.items() if example.random(name) for t in _tensors(value)]
+    keep = frozen | {t.shape[-1] for t in random if t.dim()}
+    for size in sorted({size for t in random for size in t.shape} - keep - {0, 1}):
+        def shape_of(t: torch.Tensor, size=size) -> tuple[int, ...]:
+            return tuple(TILE_SIZES[0] if s == size else s if s in keep else min(s, 2) for s in t.shape)
+
+        if size >= TILE_SIZES[0] or any(math.prod(shape_of(t)) > MAX_ELEMENTS for t in random):
+            continue
+
+        def change(name, t, shape_of=shape_of):
+            return example.fresh(name, shape_of(t), t.dtype) if shape_of(t) != tuple(t.shape) else None
+        example.add("size-tile", f"with its size {size} as {TILE_SIZES[0]} (other leading sizes at 2 at most)",
+                    example.redrawn(example.call, change), _with_size(example, size))
 
 
 def _separated_size_variants(example: _Example, size: int, new: int) -> None:
@@ -469,12 +503,21 @@ def smaller_calls(op, variant: Variant) -> list[tuple[str, Call]]:
 
 def _floating_random(example: _Example) -> list[str]:
     return [name for name, value in example.call.items() if example.random(name)
-            and any(t.is_floating_point() and t.numel() for t in _tensors(value))
-            and name not in _out_arguments(example.op)]
+            and any(arithmetic(t) and t.numel() for t in _tensors(value))
+            and name not in out_arguments(example.op)]
 
 
-def _out_arguments(op) -> tuple[str, ...]:
-    return tuple(op.returned) if getattr(op, "tag", "") == "out" else ()
+OUT_NAMES = ("out", "output", "result")  # a written argument so named (or out_*, *_out) is an out=, not a state buffer
+
+
+def out_arguments(op) -> tuple[str, ...]:
+    """The `out=` arguments: what a torch.Tag.out op returns, and the arguments an op writes that are keyword-only
+    (ATen's convention) or named as outputs (`out`, `result` as vLLM names them, `out_y`, `y_out`: custom_op takes
+    no keyword-only tensor). A KV cache or a state buffer the op updates is neither."""
+    if getattr(op, "tag", "") == "out":
+        return tuple(op.returned)
+    return tuple(a.name for a in op.arguments if a.name in op.written and (
+        a.kwarg_only or a.name in OUT_NAMES or a.name.startswith("out_") or a.name.endswith("_out")))
 
 
 def _value_variants(example: _Example) -> None:
@@ -730,7 +773,7 @@ def _rank_variants(example: _Example) -> None:
     """The random tensors of the highest rank with one more leading dim of 2 (drawn anew): a kernel written for the
     examples' rank (a reshape to 2-D, a loop over rows) shows where the reference is rank-generic; one that is not
     refuses the call, and `checks:` can say so."""
-    if _out_arguments(example.op):  # an out= op: its out tensor's shape follows the inputs', resized otherwise
+    if out_arguments(example.op):  # an out= op: its out tensor's shape follows the inputs', resized otherwise
         return
     random = {name: _tensors(value) for name, value in example.call.items() if example.random(name)}
     rank = max((t.dim() for ts in random.values() for t in ts), default=0)
@@ -759,3 +802,45 @@ def _duplicate_index_variants(example: _Example) -> None:
         example.add("duplicate", f"with {name} repeating an index ({name}[1] = {name}[0])",
                     {**example.call, name: repeated}, [name],
                     f"`{{unique: true}}` in {example.op.field}.inputs.{name} if the op never takes an index twice")
+
+
+def _extreme_variants(example: _Example) -> None:
+    """The first example's floating inputs with the extreme of each row (along the int `dim` argument given, else the
+    last dim) at its head (the opposite extreme at its tail), then at its tail on the odd and first tile size variants
+    of the row's size (a tail past whole vectors): a reduction that skips a 1-element tail (or starts one element
+    in) is wrong only when the extreme is there, which random data makes one row length in a chance."""
+    if example.index:  # the first example only: where the extreme lies is the data's, not the example's
+        return
+    names = _floating_random(example)
+    dim = next((example.call[a.name] for a in _scalar_arguments(example.op) if _is_int(a) and is_dim(a.name)
+                and isinstance(example.call.get(a.name), int)), -1)
+    rows = {t.shape[dim] for name in names for t in _tensors(example.call[name]) if -t.dim() <= dim < t.dim()}
+    if not names or not rows:
+        return
+    along = f"along dim {dim}" if dim != -1 else "along the last dim"
+    tails = [(variant.label.removeprefix(f"{example.where} ") + ", ", variant.call) for variant in example.found
+             if variant.kind in ("size", "size-tile") and _row_size(variant.call, names, dim) not in rows | {None}
+             and _row_size(variant.call, names, dim) != TILE_SIZES[-1]]
+    for head, (prefix, call) in [(True, ("", example.call)), *((False, tail) for tail in tails)]:
+        where = "first" if head else "last"
+        changed = {name: _tensor_map(lambda t, name=name, head=head: _extreme_at(t, dim, head, example.domain(name)),
+                                     call[name]) if name in names else call[name] for name in call}
+        example.add("extreme", f"{prefix}with the largest value of each row {along} in its {where} element", changed,
+                    names)
+
+
+def _row_size(call: Call, names: list[str], dim: int) -> int | None:
+    return next((t.shape[dim] for name in names for t in _tensors(call.get(name)) if -t.dim() <= dim < t.dim()), None)
+
+
+def _extreme_at(t: torch.Tensor, dim: int, head: bool, domain: Domain | None) -> torch.Tensor:
+    """`t` with each row's first (`head`) or last element above every other of the row, and the other end below."""
+    if not t.is_floating_point() or not -t.dim() <= dim < t.dim() or t.shape[dim] < 2 or not t.numel():
+        return t
+    t = t.clone()
+    big = t.float().abs().amax(dim).nan_to_num(0.0) + 1
+    high = torch.full_like(big, domain.high) if domain is not None and domain.high is not None else big
+    low = torch.full_like(big, domain.low) if domain is not None and domain.low is not None else -big
+    t.select(dim, 0 if head else -1).copy_(high)
+    t.select(dim, -1 if head else 0).copy_(low)
+    return t

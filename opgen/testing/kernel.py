@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import torch
 
+from .aliasing import ALIAS_FIX, aliased_outputs
 from .failures import CheckFailed
 from .op import SENTINEL, TOLERANCES, Call, Expected, Op
 from .values import _example, clone, mismatch, run, same, tensor_map, tensors
@@ -59,7 +60,8 @@ def assert_writes(op: Op, calls: Sequence[Call]) -> None:
     """Every argument the schema marks written is changed on some example, judged on the caller's own data and on
     its buffer filled with SENTINEL first (so that any write shows, and a write that only rearranges the buffer's
     own values shows on real data), in its own memory (no `set_` to other storage); no other tensor argument is ever
-    changed, not even and back (its version counter stays)."""
+    changed, not even and back (its version counter stays); no output shares an argument's memory where the schema
+    declares no alias (aliasing)."""
     written, changed = op.written, set()
     for number, call in enumerate(calls):
         for sentinel in (True, False):
@@ -84,7 +86,7 @@ def _written_in(op: Op, number: int, call: Call, sentinel: bool) -> set[str]:
     memory = {name: [(t.untyped_storage().data_ptr(), t.untyped_storage().nbytes()) for t in tensors(call[name])]
               for name in written}
     versions = {name: [t._version for t in tensors(value)] for name, value in call.items() if name not in written}
-    run(op, call, _example(op, number, f" (written arguments filled with {SENTINEL})" if sentinel else ""))
+    result = run(op, call, _example(op, number, f" (written arguments filled with {SENTINEL})" if sentinel else ""))
     changed = set()
     for name, value in call.items():
         if all(same(a, b) for a, b in zip(tensors(value), tensors(before[name]), strict=True)):
@@ -96,6 +98,9 @@ def _written_in(op: Op, number: int, call: Call, sentinel: bool) -> set[str]:
                 "it alone", "undeclared-mutation")
         changed.add(name)
     _assert_same_memory(op, number, call, memory, versions)
+    aliased = aliased_outputs(op, call, result)  # after the writes: an undeclared write is the cause to name first
+    if aliased:
+        raise CheckFailed(f"{op.kernel} on {op.field}.examples[{number}]: {aliased[0]}: {ALIAS_FIX}", "view-return")
     return changed
 
 

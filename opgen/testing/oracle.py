@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from .aliasing import ALIAS_FIX, aliased_outputs, out_problems
 from .failures import CheckFailed, skip
 from .input_variants import Variant, smaller_calls, variants
 from .op import Call, Op
@@ -43,10 +44,9 @@ def assert_matches_reference(op: Op, examples: Callable[[int], list[Call]]) -> N
             failing.append((variant, problems))
         kept.append((variant.label, actual, clone(actual)))
     assert ran, f"{op.field}.reference refused every example: check the examples in opgen.yaml"
+    failing += _out_failures(op, reference, examples)
     if failing:
-        raised = all(problems[0].startswith(f"{op.kernel} fails on ") for _, problems in failing)
-        raise CheckFailed(_reference_failure(op, reference, failing, ran),
-                          "kernel-raised" if raised else "wrong-values")
+        raise CheckFailed(_reference_failure(op, reference, failing, ran), _failure_kind(op, failing))
     for label, actual, copy in kept:
         if not same_values(actual, copy):
             raise CheckFailed(f"{op.kernel} disagrees with {op.field}.reference in opgen.yaml "
@@ -54,6 +54,28 @@ def assert_matches_reference(op: Op, examples: Callable[[int], list[Call]]) -> N
                               f"changed during later calls: {op.kernel} returns memory it reuses (a module-level "
                               "workspace or cache); return a new tensor each call", "wrong-values")
     _assert_no_shared_state(op, reference, examples)
+
+
+
+def _failure_kind(op: Op, failing: list) -> str:
+    if all(problems[0].startswith(f"{op.kernel} fails on ") for _, problems in failing):
+        return "kernel-raised"
+    return "view-return" if all(ALIAS_FIX in problems[0] for _, problems in failing) else "wrong-values"
+
+
+
+def _out_failures(op: Op, reference: Callable, examples: Callable[[int], list[Call]]) -> list:
+    """(variant, problems) of each example whose `out=` argument, given an input's memory or a wrong size, the kernel
+    writes silently wrong (aliasing.out_problems)."""
+    def compare(where: str, got: list, want: list) -> list[str]:
+        return _differences(op, where, got, want, "the reference")
+
+    found = []
+    for index, call in enumerate(examples(0)):
+        for kind, label, problem in out_problems(op, reference, call, f"{op.field}.examples[{index}]", compare,
+                                                 _results):
+            found.append((Variant(f"examples[{index}] {label}", call, kind, index), [problem]))
+    return found
 
 
 
@@ -69,6 +91,9 @@ def _against_reference(op: Op, reference: Callable, variant: Variant) -> tuple[A
         return None, [(f"{op.kernel} fails on {op.field}.{variant.label}, which {op.field}.reference accepts: "
                        f"{type(error).__name__}: {_one_line(error)}")]
     where = f"{op.field}.{variant.label}"
+    aliased = aliased_outputs(op, kernel_call, actual)
+    if aliased:
+        return actual, [f"{where}: {line}: {ALIAS_FIX}" for line in aliased]
     got, want = _results(op, actual, kernel_call), _results(op, expected, reference_call)
     found = _differences(op, where, got, want, "the reference")
     if found and op.random:  # another way of drawing: compare what many draws of each look like
