@@ -170,8 +170,8 @@ def interleaved_times(compiled: dict, inputs: dict, calls: int) -> dict:
         for model in compiled.values():
             model(**inputs)
     times: dict = {name: [] for name in compiled}
-    for _ in range(calls):
-        for name, model in compiled.items():
+    for call in range(calls):  # in turn first and second: neither always runs on the other's warm caches
+        for name, model in list(compiled.items())[::1 if call % 2 else -1]:
             times[name].append(timed(lambda model=model: model(**inputs)))
     return {name: statistics.median(values) for name, values in times.items()}
 
@@ -201,6 +201,7 @@ def hugging_face_cost(torch, root: Path, args) -> None:
         return
     checks = importlib.import_module("opgen.testing.models")
     loader = importlib.import_module("opgen.testing.npugraph_ex_cpu")
+    from torch._dynamo.utils import counters
     from torch._inductor.utils import run_and_get_code
 
     torch.set_num_threads(args.threads)
@@ -225,7 +226,7 @@ def hugging_face_cost(torch, root: Path, args) -> None:
                     patterns.FUSION_PASS = patterns.FusionPass()
                     patterns._DEVICES.clear()
                 torch.compiler.reset()
-                twin = copy.deepcopy(network)  # compiled with the fusions (a module of its own: its own graphs)
+                twin = copy.deepcopy(network)  # compiled with the fusions
                 with contextlib.ExitStack() as stack:
                     stack.enter_context(torch.no_grad())
                     stack.enter_context(torch._inductor.config.patch(post_grad_custom_post_pass=None))
@@ -236,15 +237,23 @@ def hugging_face_cost(torch, root: Path, args) -> None:
                         unfused = torch.compile(network, backend=session.backend(), dynamic=False)
                         unfused(**inputs)
                         fused = torch.compile(twin, backend=session.backend(fusion=True), dynamic=False)
+                        graphs = counters["stats"]["unique_graphs"]
                         fused(**inputs)
+                        assert counters["stats"]["unique_graphs"] == graphs + 1, "the fused model reused the baseline"
                         code = [session.graphs[-1].graph]
                     else:
-                        unfused = torch.compile(network, dynamic=False)
-                        unfused(**inputs)
+                        # the fused model first: run_and_get_code resets Dynamo, which would drop a model compiled
+                        # before it; the unfused one is compiled after it by a backend of its own (Dynamo guards on
+                        # the backend, not on which module: with the same backend the twin's fused graph would run for
+                        # both), with no post-grad pass at all
                         for patterns in packages:
                             patterns.register_fusions(targets=targets)
                         fused = torch.compile(twin, dynamic=False)
                         code = run_and_get_code(fused, **inputs)[1]
+                        unfused = torch.compile(network, dynamic=False, options={"post_grad_custom_post_pass": None})
+                        graphs = counters["stats"]["unique_graphs"]
+                        unfused(**inputs)
+                        assert counters["stats"]["unique_graphs"] == graphs + 1, "the baseline reused the fused graph"
                     ops = fused_ops(torch, code, packages)
                     median = interleaved_times({False: unfused, True: fused}, inputs, args.calls)
                 unfused_time, fused_time = median[False], median[True]
