@@ -18,9 +18,13 @@ tokens), per model, dtype (bfloat16, float32), target (npugraph_ex's backend on 
 Inductor) and registration (`register_fusions()`'s default, and the targets named: every device): the model compiled
 without and with add_rms_norm, rms_norm, gemma_rms_norm, swiglu, rotary and rotary_pairs registered (Ernie 4.5 and
 GLM for rotary_pairs' rotary_every_two: `--model Ernie4_5ForCausalLM,GlmForCausalLM`), their forward calls
-interleaved, and fused/unfused of the median forward in the same run, with the fused ops the code calls. By default
-nothing is fused on CPU (the op's kernel there is its Python reference, slower than Inductor's code for the
-composite): the ratio must stay <= 1.0x within noise; the named targets show what a fusion on CPU would cost.
+interleaved, and fused/unfused of the median forward in the same run, with the fused ops the code calls and whether
+the fused model compiled to the same code (Inductor) or graph (npugraph_ex) as the unfused one. By default nothing is
+fused on CPU (the op's kernel there is its Python reference, slower than Inductor's code for the composite): the code
+is the same and the ratio 1.0x within noise; the named targets show what a fusion on CPU would cost. The unfused
+model is compiled after the fused one (run_and_get_code resets Dynamo) by a backend of its own, with no post-grad pass:
+Dynamo's cache entries for a model's forward are not guarded on which module, so with one backend both models would
+run the graph compiled last (the source of earlier rows 30-100x slower unfused).
 
     python benchmarks/bench_fusion.py [--rounds 5] [--model LlamaForCausalLM,...] [--calls 200] [--threads 1]
                                       [--models-only]
@@ -32,12 +36,14 @@ import argparse
 import contextlib
 import copy
 import importlib
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from unittest import mock
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -170,8 +176,8 @@ def interleaved_times(compiled: dict, inputs: dict, calls: int) -> dict:
         for model in compiled.values():
             model(**inputs)
     times: dict = {name: [] for name in compiled}
-    for _ in range(calls):
-        for name, model in compiled.items():
+    for call in range(calls):  # in turn first and second: neither always runs on the other's warm caches
+        for name, model in list(compiled.items())[::1 if call % 2 else -1]:
             times[name].append(timed(lambda model=model: model(**inputs)))
     return {name: statistics.median(values) for name, values in times.items()}
 
@@ -201,6 +207,7 @@ def hugging_face_cost(torch, root: Path, args) -> None:
         return
     checks = importlib.import_module("opgen.testing.models")
     loader = importlib.import_module("opgen.testing.npugraph_ex_cpu")
+    from torch._dynamo.utils import counters
     from torch._inductor.utils import run_and_get_code
 
     torch.set_num_threads(args.threads)
@@ -225,10 +232,12 @@ def hugging_face_cost(torch, root: Path, args) -> None:
                     patterns.FUSION_PASS = patterns.FusionPass()
                     patterns._DEVICES.clear()
                 torch.compiler.reset()
-                twin = copy.deepcopy(network)  # compiled with the fusions (a module of its own: its own graphs)
+                twin = copy.deepcopy(network)  # compiled with the fusions
                 with contextlib.ExitStack() as stack:
                     stack.enter_context(torch.no_grad())
-                    stack.enter_context(torch._inductor.config.patch(post_grad_custom_post_pass=None))
+                    # no FX graph cache: a hit would load the code, not generate it, and leave nothing to compare
+                    stack.enter_context(torch._inductor.config.patch(post_grad_custom_post_pass=None,
+                                                                     fx_graph_cache=False))
                     session = stack.enter_context(loader.Session()) if target == "npugraph_ex" else None
                     if session is not None:
                         for patterns in packages:
@@ -236,21 +245,50 @@ def hugging_face_cost(torch, root: Path, args) -> None:
                         unfused = torch.compile(network, backend=session.backend(), dynamic=False)
                         unfused(**inputs)
                         fused = torch.compile(twin, backend=session.backend(fusion=True), dynamic=False)
+                        graphs = counters["stats"]["unique_graphs"]
                         fused(**inputs)
+                        assert counters["stats"]["unique_graphs"] == graphs + 1, "the fused model reused the baseline"
                         code = [session.graphs[-1].graph]
+                        unfused_graph, fused_graph = (str(g.graph) for g in session.graphs[-2:])
+                        same = "the same graph as unfused" if fused_graph == unfused_graph else "graph differs"
                     else:
-                        unfused = torch.compile(network, dynamic=False)
-                        unfused(**inputs)
+                        # the fused model first: run_and_get_code resets Dynamo, which would drop a model compiled
+                        # before it; the unfused one is compiled after it by a backend of its own (Dynamo guards on
+                        # the backend, not on which module: with the same backend the twin's fused graph would run for
+                        # both), with no post-grad pass at all
                         for patterns in packages:
                             patterns.register_fusions(targets=targets)
                         fused = torch.compile(twin, dynamic=False)
                         code = run_and_get_code(fused, **inputs)[1]
+                        unfused = torch.compile(network, dynamic=False, options={"post_grad_custom_post_pass": None})
+                        graphs = counters["stats"]["unique_graphs"]
+                        unfused_code = code_of_first_call(unfused, inputs)
+                        assert counters["stats"]["unique_graphs"] == graphs + 1, "the baseline reused the fused graph"
+                        same = "the same code as unfused" if same_code(code, unfused_code) else "code differs"
                     ops = fused_ops(torch, code, packages)
                     median = interleaved_times({False: unfused, True: fused}, inputs, args.calls)
                 unfused_time, fused_time = median[False], median[True]
                 print(f"fusion_cpu_forward_{architecture}_{name}_{target}_{how}: {fused_time * 1e3:.2f} ms fused, "
                       f"{unfused_time * 1e3:.2f} ms unfused, ratio {fused_time / unfused_time:.2f}x; fused ops: "
-                      + (", ".join(f"{op} x{n}" for op, n in ops.items()) or "none"), flush=True)
+                      + (", ".join(f"{op} x{n}" for op, n in ops.items()) or "none") + f"; {same}", flush=True)
+
+
+def code_of_first_call(model, inputs: dict) -> list[str]:
+    """The code Inductor generates at the model's first call, without run_and_get_code's Dynamo reset (which would
+    drop the models compiled before)."""
+    from torch._inductor.graph import GraphLowering
+
+    codes: list[str] = []
+    with mock.patch.object(GraphLowering, "save_output_code", codes.append):
+        model(**inputs)
+    return codes
+
+
+def same_code(fused: list[str], unfused: list[str]) -> bool:
+    """Whether both compiled to the same code (its AOT ids and the paths of its compiled kernels aside)."""
+    def plain(codes):
+        return [re.sub(r"AOT ID: \[.*?\]|/\S+\.(?:py|so|cpp)", "", code) for code in codes]
+    return bool(fused) and plain(fused) == plain(unfused)
 
 
 if __name__ == "__main__":

@@ -37,14 +37,15 @@ LAYERS = 2
 
 # What each family's modeling code writes (transformers 5.x), per shipped op: how many times a forward computes
 # that op's composite, L the number of layers. The RMS norms: `llama` (LlamaRMSNorm: weight * h.to(dtype)),
-# `olmo2` ((weight * h).to(dtype)), `helium` ((weight.to(float32) * h).to(dtype), rms_norm's helium form: in
-# float32 its casts vanish and it is Llama's; add_rms_norm has no such form), `gemma` (h * (1 + weight)). add_rms_norm (residual + h, then a
-# Llama-form norm): 2L in a pre-norm decoder; in a post-norm one (OLMo 2) only the final norm follows an add. swiglu:
-# act(gate) * up with SiLU (Phi-3 and GLM chunk one projection and write up * act(gate)); gelu MLPs (Gemma) 0.
+# `olmo2` ((weight * h).to(dtype)), `helium` ((weight.to(float32) * h).to(dtype), a form of rms_norm and of
+# add_rms_norm: in float32 its casts vanish and it is Llama's), `gemma` (h * (1 + weight)). add_rms_norm (residual + h,
+# then a Llama, OLMo 2 or Helium-form norm): 2L in a pre-norm decoder; in a post-norm one (OLMo 2) only the final norm
+# follows an add. swiglu: act(gate) * up with SiLU (Phi-3 and GLM chunk one projection and write up * act(gate));
+# gelu MLPs (Gemma) 0.
 # rotary: the rotate_half form, cos and sin in x's dtype (Llama) or float32 with a cast back (OLMo 2): "half";
 # half-width cos and sin on torch.chunk halves (GPT-OSS): "chunk"; on even/odd pairs (DeepSeek-V3's rope_interleave):
 # "pairs"; interleaved pairs rotated in place with full-width cos and sin (stack/flatten: GLM, GLM-4, Helium in x's
-# dtype, Ernie 4.5 in float32 with casts): "every_two". add_rms_norm takes the Llama and OLMo 2 norms after an add. static_cache_update: one per layer whose
+# dtype, Ernie 4.5 in float32 with casts): "every_two". static_cache_update: one per layer whose
 # StaticCache layer is a transformers StaticLayer (counted from the cache object, not the graph; a sliding-window
 # layer writes with the same index_copy_ while the tokens fit its window, as the tiny inputs do).
 MLA = {"q_lora_rank": 32, "kv_lora_rank": 16, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 16,
@@ -96,7 +97,7 @@ def expected(architecture: str, op: str, dtype: str, static_layers: int) -> int 
         return 2 * LAYERS if rotary == ROTARY_OPS[op] else 0
     return {"rms_norm": norms if llama_norm or form in ("olmo2", "helium") else 0,
             "gemma_rms_norm": norms if form == "gemma" else 0,
-            "add_rms_norm": (2 * LAYERS if pre_norm else 1) if llama_norm or form == "olmo2" else 0,
+            "add_rms_norm": (2 * LAYERS if pre_norm else 1) if llama_norm or form in ("olmo2", "helium") else 0,
             "swiglu": None if swiglu is None else swiglu * LAYERS,
             "static_cache_update": static_layers}[op]
 
