@@ -232,14 +232,13 @@ def _assert_no_shared_state(op: Op, reference: Callable, examples: Callable[[int
             pairs.append((seed, call, _results(op, expected, reference_call)))
     if not pairs:
         return
-    for _attempt in range(3):  # a run whose threads stopped taking turns proves nothing: run it again
-        wrong, lockstep = _two_threads(op, pairs)
+    # three runs: on a loaded machine the threads' lines did not interleave in about 1 run in 18 (cause not found)
+    for _attempt in range(3):
+        wrong = _two_threads(op, pairs)
         if wrong:
             raise CheckFailed(f"{op.kernel} gives wrong results when called from two threads at once: {wrong[0]}; it "
                               "keeps state across calls (a module-level scratch buffer or cache, reused for an "
                               "intermediate): allocate what a call needs in that call", "wrong-values")
-        if not lockstep.lost:
-            break
     seed, call, want = pairs[0]
     default = torch.get_default_dtype()
     other = torch.float64 if default != torch.float64 else torch.float32
@@ -257,7 +256,7 @@ def _assert_no_shared_state(op: Op, reference: Callable, examples: Callable[[int
                           "(dtype=x.dtype)", "wrong-values")
 
 
-def _two_threads(op: Op, pairs: list) -> tuple[list[str], _Lockstep]:
+def _two_threads(op: Op, pairs: list) -> list[str]:
     """Each thread calls the op on its half of `pairs` (seed, call, expected), in lockstep; what came out wrong."""
     wrong: list[str] = []
     lockstep = _Lockstep()
@@ -279,7 +278,7 @@ def _two_threads(op: Op, pairs: list) -> tuple[list[str], _Lockstep]:
         thread.start()
     for thread in threads:
         thread.join()
-    return wrong, lockstep
+    return wrong
 
 
 class _Lockstep:
@@ -291,13 +290,11 @@ class _Lockstep:
     def __init__(self) -> None:
         self.turn, self.done = 0, set()
         self.condition = threading.Condition()
-        self.lost = False  # a turn was given up: the lines did not interleave as planned
 
     def step(self, me: int) -> None:
         with self.condition:
             while self.turn != me and 1 - me not in self.done:
                 if not self.condition.wait(timeout=5.0):  # a loaded machine can hold a turn past 1 s
-                    self.lost = True
                     break
             self.turn = 1 - me
             self.condition.notify_all()
