@@ -269,6 +269,34 @@ def test_compiled_must_equal_eager():
         checks.assert_compiled_matches_eager(STATEFUL, [x_call()])
 
 
+def _written_out_kernel(out, x):
+    out.copy_(x * 2)
+
+
+WRITTEN_OUT = define("written_out(Tensor(a!) out, Tensor x) -> ()", _written_out_kernel, lambda out, x: None)
+
+
+class _RecordedCall:
+    """Stands for an overload: what `call_as_declared` passes it, positionally and by keyword."""
+
+    _schema = torch._C.parse_schema("f(Tensor(a!) out, Tensor x, float s=1.0, *, Tensor? bias=None) -> ()")
+
+    def __call__(self, *args, **kwargs):
+        return args, kwargs
+
+
+def test_compiled_calls_pass_positional_arguments_by_position():
+    call = checks.Op(_RecordedCall()).as_declared()
+    assert call(x=2, out=1, bias=3) == ((1, 2), {"bias": 3})  # the keyword-only one by keyword
+    assert call(out=1, x=2, s=0.5) == ((1, 2, 0.5), {})
+    assert call(out=1, x=2, bias=3, s=0.5) == ((1, 2, 0.5), {"bias": 3})
+    assert call(out=1, bias=3) == ((1,), {"bias": 3})
+    # Dynamo refuses a non-contiguous tensor given as `out=`: a positional `out` given by keyword would be one
+    transposed = {"out": torch.zeros(8, 4).t(), "x": torch.randn(4, 8)}
+    checks.assert_compiled_matches_eager(WRITTEN_OUT, [transposed])
+    checks.assert_non_contiguous_inputs(WRITTEN_OUT, {"out": torch.zeros(4, 8), "x": torch.randn(4, 8)})
+
+
 def test_strides_of_the_fake_must_be_the_kernels_on_non_contiguous_inputs():
     checks.assert_non_contiguous_inputs(LIKE, x_call())  # empty_like keeps the input's layout, as the kernel does
     with pytest.raises(checks.CheckFailed, match=r"opgen.yaml: ops\[0\].outputs.out0: on transposed inputs the fake "

@@ -81,7 +81,7 @@ def _assert_compiled_raises_without_formula(op: Op, call: Call) -> None:
     registered", as the eager backward does: AOT autograd traces an op below a fallthrough at Autograd with no input
     requiring grad, and would silently detach its outputs (no gradient, no error)."""
     torch.compiler.reset()
-    compiled = torch.compile(lambda **kwargs: op.overload(**kwargs), backend="aot_eager", fullgraph=True)
+    compiled = torch.compile(op.as_declared(), backend="aot_eager", fullgraph=True)
     try:
         result = compiled(**_grad_leaves(op, call))
     except Exception as error:  # Dynamo wraps it (TorchRuntimeError, BackendCompilerFailed)

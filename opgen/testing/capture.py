@@ -78,7 +78,7 @@ def assert_capture_replay(op: Op, make_call: Callable[[int], Call], device: str,
     Outputs and written buffers are compared with the spec's reference (else the CPU kernel) on the same inputs."""
     torch.compiler.reset()
     torch._dynamo.utils.counters.clear()
-    compiled = torch.compile(lambda **kwargs: op.overload(**kwargs), fullgraph=True, dynamic=False, **compile_options)
+    compiled = torch.compile(op.as_declared(), fullgraph=True, dynamic=False, **compile_options)
     # on CUDA, as a user must: else Inductor skips CUDA graphs for a mutated input
     static = torch._dynamo.mark_static_address if device == "cuda" else None
 

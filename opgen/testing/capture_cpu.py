@@ -398,7 +398,7 @@ def assert_npugraph_ex_capture_replay_on_cpu(op: Op, make_call: Callable[[int], 
         torch.compiler.reset()
         torch._dynamo.utils.counters.clear()
         with loader.Session(capture=True, one_launch=one_launch) as session, torch.no_grad():
-            compiled = torch.compile(lambda **kwargs: op.overload(**kwargs),
+            compiled = torch.compile(op.as_declared(),
                                      backend=session.backend(**(options or {})), fullgraph=True, dynamic=False)
             run = _CaptureRun(op, session, compiled, reference, allow_random)
             try:

@@ -37,7 +37,7 @@ def assert_compiled_matches_eager(op: Op, calls: Sequence[Call]) -> None:
     """torch.compile(backend="aot_eager", fullgraph=True): outputs and mutated inputs equal eager; a tagged op
     returns its mutated argument (the very tensor in eager, its new value when compiled)."""
     torch.compiler.reset()
-    compiled = op.seeded(torch.compile(lambda **kwargs: op.overload(**kwargs), backend="aot_eager", fullgraph=True,
+    compiled = op.seeded(torch.compile(op.as_declared(), backend="aot_eager", fullgraph=True,
                                        dynamic=False))
     for call in calls:
         eager_call = clone(call)
@@ -101,7 +101,7 @@ def assert_compiles_once(op: Op, calls: Sequence[Call], derived: bool) -> None:
         graphs.append(gm)
         return aot_eager(gm, example_inputs)
 
-    compiled = op.seeded(torch.compile(lambda **kwargs: op.overload(**kwargs), backend=backend, fullgraph=True,
+    compiled = op.seeded(torch.compile(op.as_declared(), backend=backend, fullgraph=True,
                                        dynamic=True))
     compiled_first = None
     with symbolic_shapes_config.patch(use_duck_shape=False):  # no public switch: the config `dynamic=True` reads

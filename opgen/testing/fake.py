@@ -46,7 +46,7 @@ def trace(op: Op, call: Call) -> tuple[torch.fx.GraphModule, torch.fx.GraphModul
         return aot(gm, example_inputs)
 
     torch.compiler.reset()
-    compiled = torch.compile(lambda **kwargs: op.overload(**kwargs), backend=backend, fullgraph=True, dynamic=False)
+    compiled = torch.compile(op.as_declared(), backend=backend, fullgraph=True, dynamic=False)
     try:
         with torch.no_grad():
             compiled(**call)

@@ -26,11 +26,11 @@ def assert_npugraph_ex_compiles_on_cpu(op: Op, make_call: Callable[[int], Call],
     """npugraph_ex's own backend on CPU (fullgraph, static shapes), three calls with new values and reused written
     buffers, each compared with eager (outputs and every input); one graph, the op in it, called in place.
 
-    `fn` (default: the op itself, called with the call's arguments by name) and `options` (CompilerConfig fields)
+    `fn` (default: the op itself, `Op.as_declared`) and `options` (CompilerConfig fields)
     exist for opgen's own tests."""
     loader = npugraph_ex_cpu()
     direct = fn is None
-    fn = fn or (lambda **kwargs: op.overload(**kwargs))
+    fn = fn or (op.as_declared())
     torch.compiler.reset()
     with loader.Session() as session, torch.no_grad():
         compiled = op.seeded(torch.compile(fn, backend=session.backend(**(options or {})), fullgraph=True,

@@ -43,7 +43,7 @@ from .capture import _assert_matches_reference, _calls_with_reused_buffers, npu_
 from .capture_cpu import _new_values
 from .compiled import skip_a_refused_doubling
 from .failures import CheckFailed, outputs_are_new_memory, skip
-from .op import Op
+from .op import Op, call_as_declared
 from .values import clone, copy_into, tensor_map
 
 Call = dict
@@ -61,6 +61,7 @@ class OpModule(torch.nn.Module):
     def __init__(self, overload, call: Call) -> None:
         super().__init__()
         self.overload = overload
+        self.call_op = call_as_declared(overload)
         leaves, self.spec = pytree.tree_flatten(call)
         self.tensor_at = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
         self.constants = [None if isinstance(leaf, torch.Tensor) else leaf for leaf in leaves]
@@ -76,7 +77,7 @@ class OpModule(torch.nn.Module):
         leaves = list(self.constants)
         for index, tensor in zip(self.tensor_at, tensors, strict=True):
             leaves[index] = tensor
-        return self.overload(**pytree.tree_unflatten(leaves, self.spec))
+        return self.call_op(**pytree.tree_unflatten(leaves, self.spec))
 
 
 def _config(npugraph_ex, **options):
@@ -502,7 +503,7 @@ def _capture_limit(op: Op, loader, reference: Callable, calls: list[Call]) -> st
             # npugraph_ex (imported by the session) names the option by its CompilerConfig field when it falls back
             limit_field = torch_compat.npugraph_ex_option_field(sys.modules["npugraph_ex"].CompilerConfig(),
                                                                 "capture_limit")
-            compiled = torch.compile(lambda **kwargs: op.overload(**kwargs),
+            compiled = torch.compile(op.as_declared(),
                                      backend=session.backend(capture_limit=limit), fullgraph=True, dynamic=True)
             buffers = {}  # a written argument stays one buffer per size (a new one would recapture)
             python_runs = 0  # of the kernel's Python in calls 3 and 4: none when they replay, some when eager
@@ -574,7 +575,7 @@ def assert_on_a_second_stream(op: Op, make_call: Callable[[int], Call]) -> str:
     def on_a_second_stream(**kwargs):
         side.wait_stream(torch.npu.current_stream())
         with torch.npu.stream(side):
-            result = op.overload(**kwargs)
+            result = op.as_declared()(**kwargs)
         torch.npu.current_stream().wait_stream(side)
         return result
 

@@ -121,6 +121,10 @@ class Op:
     def __call__(self, call: Call):
         return self.overload(**call)
 
+    def as_declared(self) -> Callable[..., Any]:
+        """The op as a function of its arguments by name for `torch.compile` to trace: `call_as_declared`."""
+        return call_as_declared(self.overload)
+
     def drawn(self, calls: list[Call], g: torch.Generator) -> list[Call]:
         """The examples `calls` with each `Draw` placeholder drawn from its argument's domain (`ops[i].inputs`)."""
         return drawn(self.inputs or {}, calls, g)
@@ -138,6 +142,25 @@ class Op:
     def tolerance(self, dtype: torch.dtype) -> tuple[float, float]:
         """(rtol, atol) of a kernel against the reference for `dtype` (other dtypes compare exactly)."""
         return {**DEVICE_TOLERANCES, **(self.tolerances or {})}.get(dtype, (0.0, 0.0))
+
+
+
+def call_as_declared(overload: torch._ops.OpOverload) -> Callable[..., Any]:
+    """`overload` as a function of its arguments by name that passes them as its schema declares them: positional ones
+    by position, keyword-only ones by keyword. Every compiled call of the checks goes through it: Dynamo takes any
+    keyword named `out` for an `out=` tensor and refuses a non-contiguous one ("Attempted to call op with
+    non-contiguous `out=` tensor"), which a positional written argument named `out` (vLLM's
+    `silu_and_mul(Tensor(a!) out, Tensor x)`) is when passed by keyword: a false alarm on a correct kernel. A
+    positional argument left to its default ends the positional ones (those after it go by keyword)."""
+    positional = tuple(argument.name for argument in overload._schema.arguments if not argument.kwarg_only)
+
+    def call(**arguments):
+        count = 0  # the schema's names are read here, outside the trace: Dynamo sees a loop over constants
+        while count < len(positional) and positional[count] in arguments:
+            count += 1
+        by_keyword = {name: value for name, value in arguments.items() if name not in positional[:count]}
+        return overload(*[arguments[name] for name in positional[:count]], **by_keyword)
+    return call
 
 
 
