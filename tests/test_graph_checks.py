@@ -262,6 +262,49 @@ def test_opcheck_catches_a_wrong_fake_and_names_the_files():
         checks.opcheck(WRONG_SHAPE, [x_call()])
 
 
+FP8 = torch.float8_e4m3fn
+
+
+def _fp8_quant(result, x, scale):
+    result.copy_((x.float() / scale).clamp(-448.0, 448.0).to(FP8))
+
+
+def _fp8_quant_and_sign(result, x, scale, sign):
+    _fp8_quant(result, x, scale)
+    sign.copy_(sign.abs())  # an undeclared write: -0.0 becomes 0.0, equal values with other bits
+
+
+def _fp8_identity(x):
+    return x  # the input's memory, where the schema promises a new tensor
+
+
+FP8_QUANT = define("fp8_quant(Tensor(a!) result, Tensor x, Tensor scale) -> ()", _fp8_quant, lambda r, x, s: None)
+FP8_SIGN = define("fp8_sign(Tensor(a!) result, Tensor x, Tensor scale, Tensor sign) -> ()", _fp8_quant_and_sign,
+                  lambda r, x, s, sign: None)
+FP8_IDENTITY = define("fp8_identity(Tensor x) -> Tensor", _fp8_identity, lambda x: torch.empty_like(x))
+
+
+def fp8_call(seed: int = 0) -> dict:
+    g = torch.Generator().manual_seed(seed)
+    return {"result": torch.zeros(4, 8, dtype=FP8), "x": torch.randn(4, 8, generator=g), "scale": torch.tensor([0.5])}
+
+
+def test_opcheck_asks_test_schemas_questions_bit_for_bit_on_float8():
+    """torch's test_schema raises on any float8 argument (torch.allclose has no float8 kernel on CPU): opcheck runs
+    torch's other test_utils and asks test_schema's questions itself, comparing float8 bits."""
+    with pytest.raises(Exception, match="not implemented for 'Float8_e4m3fn'"):  # torch's limitation, as it stands
+        torch.library.opcheck(FP8_QUANT.overload, (), fp8_call(), test_utils=["test_schema"])
+    checks.opcheck(FP8_QUANT, [fp8_call(), fp8_call(1)])
+    sign = {**fp8_call(), "sign": torch.full((4,), -0.0).to(FP8)}
+    with pytest.raises(checks.CheckFailed, match=r"kernels/fp8_sign_cpu.py changed argument 'sign' \(compared bit "
+                                                 r"for bit.*declare it `Tensor\(a!\) sign`") as caught:
+        checks.opcheck(FP8_SIGN, [sign])
+    assert caught.value.kind == "undeclared-mutation"
+    with pytest.raises(checks.CheckFailed, match=r"is argument 'x' or a view of it") as caught:
+        checks.opcheck(FP8_IDENTITY, [{"x": torch.randn(4, 8).to(FP8)}])
+    assert caught.value.kind == "view-return"
+
+
 def test_compiled_must_equal_eager():
     checks.assert_compiled_matches_eager(DOUBLE, [x_call(), x_call(1)])
     checks.assert_compiled_matches_eager(UPDATE, [xy_call()])

@@ -141,3 +141,19 @@ def test_a_package_whose_tags_this_torch_lacks_is_skipped_naming_the_line_and_on
     torch_compat.skip_module_without_tags("inplace_ops", ("inplace",))  # torch 2.13 has it: returns
     with pytest.raises(pytest.skip.Exception, match=r"torch\.Tag\.no_such_tag .* torch 2\.\d+"):
         torch_compat.skip_module_without_tags("inplace_ops", ("inplace", "no_such_tag"))
+
+
+def test_float8_calls_get_opgens_schema_check_only_where_torch_cannot_compare_float8(monkeypatch):
+    from opgen.testing.schema_check import needs_own_schema_check
+
+    sample = torch.zeros(2, dtype=torch.float8_e4m3fn)
+    try:
+        torch.allclose(sample, sample, equal_nan=True)  # what opcheck's test_schema compares arguments with
+        compares = True
+    except (RuntimeError, NotImplementedError):
+        compares = False
+    assert torch_compat.schema_check_compares_float8() is compares
+    assert needs_own_schema_check({"x": sample, "n": 3}) is not compares
+    assert not needs_own_schema_check({"x": sample.float()})
+    monkeypatch.setattr(torch_compat, "schema_check_compares_float8", lambda: True)  # a line that can: torch's own
+    assert not needs_own_schema_check({"x": sample})

@@ -11,19 +11,24 @@ from torch.fx.experimental import _config as symbolic_shapes_config
 from .failures import outputs_are_new_memory, skip
 from .input_variants import refused_by_checks
 from .op import OPCHECK_UTILS, OPCHECK_UTILS_DYNAMIC, Call, Op
+from .schema_check import assert_schema_holds_bitwise, needs_own_schema_check
 from .values import clone, tensors
 
 
 def opcheck(op: Op, calls: Sequence[Call], test_utils: Sequence[str] | None = None) -> None:
     """torch.library.opcheck on every call, its failure saying where to look (`test_utils`: default, all of
-    OPCHECK_UTILS that apply to the op)."""
+    OPCHECK_UTILS that apply to the op). A call holding float8 tensors gets test_schema's checks from
+    `schema_check` instead of torch's, which cannot compare float8 values."""
     test_utils = test_utils or (OPCHECK_UTILS_DYNAMIC if op.dynamic else OPCHECK_UTILS)
     for call in calls:
         utils = test_utils
+        if "test_schema" in utils and needs_own_schema_check(call):
+            assert_schema_holds_bitwise(op, call)
+            utils = [name for name in utils if name != "test_schema"]
         if any(t.is_floating_point() and bool(t.isnan().any()) for t in tensors(op.seeded(op)(clone(call)))):
             # opcheck compares the compiled outputs with eager ones with NaN unequal to NaN: the other tiers
             # compare them here (equal_nan)
-            utils = [name for name in test_utils if not name.startswith("test_aot_dispatch")]
+            utils = [name for name in utils if not name.startswith("test_aot_dispatch")]
         try:
             torch.library.opcheck(op.overload, (), call, test_utils=utils)
         except Exception as error:
