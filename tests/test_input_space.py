@@ -8,7 +8,10 @@ generated projects."""
 
 from __future__ import annotations
 
+import itertools
 import math
+import threading
+import time
 
 import pytest
 import torch
@@ -50,6 +53,7 @@ def norm_examples(seed: int = 0) -> list[dict]:
 
 
 SCRATCH: dict = {}
+CALLS = itertools.count()
 
 
 def _clamped(x, eps=1e-6):
@@ -100,6 +104,17 @@ def _scratch_buffer(x, eps=1e-6):
     return (buffer + 0).to(x.dtype)
 
 
+def _slow_scratch_buffer(x, eps=1e-6):
+    # every other call from the two threads (the second thread's, as the lockstep runs them); none in the sweep
+    late = threading.current_thread() is not threading.main_thread() and next(CALLS) % 2 == 1
+    xf = x.to(torch.promote_types(x.dtype, torch.float32))
+    buffer = SCRATCH.setdefault((tuple(x.shape), xf.dtype, "slow"), torch.empty_like(xf))
+    # one line whose write lands late (a large kernel, or a thread the machine sets aside): the other thread's read
+    # of the buffer must still come after it
+    time.sleep(0.05 if late else 0) or torch.mul(xf, torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps), out=buffer)
+    return (buffer + 0).to(x.dtype)
+
+
 def _norm(name: str, kernel, **fields) -> checks.Op:
     return define(f"{name}(Tensor x, float eps=1e-06) -> Tensor", kernel, lambda x, eps=1e-6: torch.empty_like(x),
                   norm_reference, **fields)
@@ -134,6 +149,10 @@ def test_the_smallest_failing_input_is_found_and_the_first_difference_shown():
 def test_state_across_calls_and_the_default_dtype_are_caught_and_named():
     with pytest.raises(checks.CheckFailed, match=r"called from two threads at once: .* it keeps state across calls"):
         checks.assert_matches_reference(_norm("norm_scratch", _scratch_buffer), norm_examples)
+    # a turn lasts until the line has finished: a write that lands late is still seen (it went unseen on every run
+    # while the turn passed as the line began, the threads' lines then running at once)
+    with pytest.raises(checks.CheckFailed, match=r"called from two threads at once: .* it keeps state across calls"):
+        checks.assert_matches_reference(_norm("norm_slow_scratch", _slow_scratch_buffer), norm_examples)
     float32 = _norm("norm_default_dtype", _default_dtype_buffer, dtypes=(torch.float32,))  # a float32-only op
     with pytest.raises(checks.CheckFailed, match=r"depends on the global default dtype: ops\[0\].examples\[0\] under "
                                                  r"torch.set_default_dtype\(torch.float64\)"):

@@ -232,13 +232,14 @@ def _assert_no_shared_state(op: Op, reference: Callable, examples: Callable[[int
             pairs.append((seed, call, _results(op, expected, reference_call)))
     if not pairs:
         return
-    # three runs: on a loaded machine the threads' lines did not interleave in about 1 run in 18 (cause not found)
-    for _attempt in range(3):
-        wrong = _two_threads(op, pairs)
+    for _attempt in range(3):  # a run in which a thread lost its turn (blocked elsewhere) proves nothing: again
+        wrong, lockstep = _two_threads(op, pairs)
         if wrong:
             raise CheckFailed(f"{op.kernel} gives wrong results when called from two threads at once: {wrong[0]}; it "
                               "keeps state across calls (a module-level scratch buffer or cache, reused for an "
                               "intermediate): allocate what a call needs in that call", "wrong-values")
+        if not lockstep.lost:
+            break
     seed, call, want = pairs[0]
     default = torch.get_default_dtype()
     other = torch.float64 if default != torch.float64 else torch.float32
@@ -256,8 +257,9 @@ def _assert_no_shared_state(op: Op, reference: Callable, examples: Callable[[int
                           "(dtype=x.dtype)", "wrong-values")
 
 
-def _two_threads(op: Op, pairs: list) -> list[str]:
-    """Each thread calls the op on its half of `pairs` (seed, call, expected), in lockstep; what came out wrong."""
+def _two_threads(op: Op, pairs: list) -> tuple[list[str], _Lockstep]:
+    """Each thread calls the op on its half of `pairs` (seed, call, expected), in lockstep; what came out wrong, and
+    the lockstep (whether a turn was lost)."""
     wrong: list[str] = []
     lockstep = _Lockstep()
 
@@ -278,30 +280,41 @@ def _two_threads(op: Op, pairs: list) -> list[str]:
         thread.start()
     for thread in threads:
         thread.join()
-    return wrong
+    return wrong, lockstep
 
 
 class _Lockstep:
     """Two threads taking turns, one line of code outside torch, the standard library and these test modules at a
-    time (a trace function): a kernel's lines then interleave the same way on every run, so state shared between
-    two calls shows every time, not once in a while. A thread that does not come back within five seconds (blocked
-    elsewhere) gives up its turn: nothing waits forever."""
+    time (a trace function): a thread runs a line only while it holds the turn, and hands the turn over when it
+    reaches its next line, that is once the line has finished. A kernel's lines then interleave the same way on every
+    run (thread 0's line k, thread 1's line k, thread 0's line k + 1, ...), so state shared between two calls shows
+    every time. (Handing the turn over as a line began, as before, let both threads' lines run at once: a torch op
+    releases the GIL, and a scratch buffer's write in one thread could land after the other's read of it, which then
+    read its own values: the planted scratch-buffer kernel went uncaught in about 1 run in 8 with 64 x 4096 inputs.)
+    A thread that does not hand the turn back within five seconds (blocked elsewhere, on a lock the waiting thread
+    holds, say) loses it, and `lost` says so: nothing waits forever, and such a run proves nothing."""
 
     def __init__(self) -> None:
         self.turn, self.done = 0, set()
         self.condition = threading.Condition()
+        self.lost = False
 
     def step(self, me: int) -> None:
+        """At each line of `me`'s: its previous line has finished, so the other thread runs its line; then this one."""
         with self.condition:
+            if self.turn == me:
+                self.turn = 1 - me
+                self.condition.notify_all()
             while self.turn != me and 1 - me not in self.done:
                 if not self.condition.wait(timeout=5.0):  # a loaded machine can hold a turn past 1 s
+                    self.lost = True
                     break
-            self.turn = 1 - me
-            self.condition.notify_all()
+            self.turn = me
 
     def finish(self, me: int) -> None:
         with self.condition:
             self.done.add(me)
+            self.turn = 1 - me
             self.condition.notify_all()
 
     def tracer(self, me: int) -> Callable:
