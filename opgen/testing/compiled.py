@@ -12,7 +12,7 @@ from .failures import outputs_are_new_memory, skip
 from .input_variants import refused_by_checks
 from .op import OPCHECK_UTILS, OPCHECK_UTILS_DYNAMIC, Call, Op
 from .schema_check import assert_schema_holds_bitwise, needs_own_schema_check
-from .values import clone, tensors
+from .values import assert_same_results, clone, tensors
 
 
 def opcheck(op: Op, calls: Sequence[Call], test_utils: Sequence[str] | None = None) -> None:
@@ -50,12 +50,12 @@ def assert_compiled_matches_eager(op: Op, calls: Sequence[Call]) -> None:
         expected = clone(returned)  # before the compiled call: a kernel returning reused memory must not hide
         with outputs_are_new_memory():
             actual = compiled(**call)
-        torch.testing.assert_close(actual, expected, equal_nan=True)
-        torch.testing.assert_close(tensors(call), tensors(eager_call), equal_nan=True)  # inputs mutated the same way
+        assert_same_results(actual, expected)
+        assert_same_results(tensors(call), tensors(eager_call))  # inputs mutated the same way
         assert len(tensors(actual)) == len(op.returned) or not op.returned
         for output, eager_output, name in zip(tensors(actual), tensors(returned), op.returned, strict=False):
             assert eager_output is eager_call[name], f"eager output is not argument {name!r}"
-            torch.testing.assert_close(output, call[name], equal_nan=True)
+            assert_same_results(output, call[name])
 
 
 
@@ -114,8 +114,8 @@ def assert_compiles_once(op: Op, calls: Sequence[Call], derived: bool) -> None:
             eager_call = clone(call)
             with outputs_are_new_memory():
                 actual = compiled(**call)
-            torch.testing.assert_close(actual, op.seeded(op)(eager_call), equal_nan=True)
-            torch.testing.assert_close(tensors(call), tensors(eager_call), equal_nan=True)
+            assert_same_results(actual, op.seeded(op)(eager_call))
+            assert_same_results(tensors(call), tensors(eager_call))
             compiled_first = len(graphs) if compiled_first is None else compiled_first
     sizes = [[tuple(t.shape) for t in tensors(call)] for call in calls]
     described = (f"it is generated from {op.field}.outputs in opgen.yaml" if op.outputs and not op.returned

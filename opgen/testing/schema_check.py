@@ -15,15 +15,9 @@ from . import torch_compat
 from .aliasing import ALIAS_FIX, aliased_outputs
 from .failures import CheckFailed
 from .op import Call, Op
-from .values import clone, tensors
+from .values import clone, float8, tensors
 
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-
-
-
-def float8(t: torch.Tensor) -> bool:
-    """A floating tensor of one byte an element: float8 (a quantised buffer), which torch only casts to and from."""
-    return t.is_floating_point() and t.element_size() == 1
 
 
 

@@ -37,6 +37,27 @@ def tensors(value) -> list[torch.Tensor]:
 
 
 
+def float8(t: torch.Tensor) -> bool:
+    """A floating tensor of one byte an element: float8 (a quantised buffer), which torch only casts to and from."""
+    return t.is_floating_point() and t.element_size() == 1
+
+
+
+def assert_same_results(actual, expected) -> None:
+    """torch.testing.assert_close(actual, expected, equal_nan=True) over nested results, float8 tensors compared bit
+    for bit (as uint8): torch 2.7's assert_close raises its own error ("add_stub" not implemented for
+    'Float8_e4m3fn') on float8 values that differ, instead of saying where."""
+    if not any(float8(t) for t in tensors(actual) + tensors(expected)):
+        torch.testing.assert_close(actual, expected, equal_nan=True)
+        return
+    def as_bits(value):
+        return tensor_map(lambda t: t.view(torch.uint8) if float8(t) else t, value)
+
+    torch.testing.assert_close(as_bits(actual), as_bits(expected), equal_nan=True,
+                               msg=lambda message: f"{message}\n(float8 values compared as their bits, uint8)")
+
+
+
 def clone(value):
     """A copy of every tensor in `value`; a contiguous one at a storage offset keeps its offset (the `offset` input
     variant: an unaligned view into a larger buffer)."""
