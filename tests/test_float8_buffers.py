@@ -30,10 +30,11 @@ def outcomes(tmp_path_factory):
     source = kernel.read_text(encoding="utf-8")
     assert CORRECT in source
     kernel.write_text(source.replace(CORRECT, WRONG_SCALE), encoding="utf-8")
-    return project_outcomes([root / name for name in (*STYLES, "planted")], root / "junit.xml")
+    return root, project_outcomes([root / name for name in (*STYLES, "planted")], root / "junit.xml")
 
 
 def test_a_float8_quant_kernel_passes_every_tier_in_both_styles(outcomes):
+    _, outcomes = outcomes
     for style in STYLES:
         results = outcomes[style]
         failed = {name: result["message"][:600] for name, result in results.items() if result["outcome"] == "failed"}
@@ -44,8 +45,16 @@ def test_a_float8_quant_kernel_passes_every_tier_in_both_styles(outcomes):
 
 
 def test_a_float8_quant_kernel_with_a_wrong_scale_fails_the_reference_tier(outcomes):
-    results = outcomes["planted"]
+    results = outcomes[1]["planted"]
     failed = results["test_static_scaled_fp8_quant_matches_the_reference"]
     assert failed["outcome"] == "failed", failed
     assert "float8_e4m3fn" in failed["message"] and "values differ" in failed["message"], failed["message"][:800]
     assert results["test_static_scaled_fp8_quant_opcheck"]["outcome"] == "passed"  # no tier fails for another reason
+
+
+def test_opgen_check_passes_the_float8_op_saying_whose_schema_check_ran(outcomes):
+    root, _ = outcomes
+    done = opgen("check", "--skip", "npugraph_ex", "--skip", "capture", "--skip", "compile_cache", "--skip",
+                 "capture_limit", "--skip", "streams", str(root / "library"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "opcheck: schema (opgen's: float8 values, bit for bit), fake tensors, AOT dispatch" in done.stdout, done.stdout

@@ -510,11 +510,13 @@ def rung_opcheck(op: Op, train: bool) -> str:
     import torch
 
     from ..testing.op import OPCHECK_UTILS_DYNAMIC
+    from ..testing.schema_check import needs_own_schema_check
     from ..testing.values import tensor_map, tensors
 
     checks = _checks()
     target = _target(op)
-    for call in calls(op):
+    examples = calls(op)
+    for call in examples:
         try:
             checks.opcheck(target, [call], test_utils=None if op.project else OPCHECK_UTILS_DYNAMIC)
         except Exception as error:  # re-raised; an undeclared write is named with its schema line
@@ -527,7 +529,9 @@ def rung_opcheck(op: Op, train: bool) -> str:
             if outputs:
                 torch.autograd.grad(sum(t.float().sum() for t in outputs), [
                     t for t in tensors(grad_call) if t.requires_grad], allow_unused=True)
-    return "opcheck: schema, fake tensors, AOT dispatch" + (" (with requires_grad=True)" if train else "")
+    schema = ("schema (opgen's: float8 values, bit for bit)" if any(map(needs_own_schema_check, examples))
+              else "schema")
+    return f"opcheck: {schema}, fake tensors, AOT dispatch" + (" (with requires_grad=True)" if train else "")
 
 
 _SCHEMA_WRITE = re.compile(r"Argument (\w+) is not defined (?:as mutable but was mutated|to alias output but was "
