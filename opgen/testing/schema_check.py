@@ -1,6 +1,6 @@
 """torch.library.opcheck's `test_schema` for a call holding float8 tensors (a quant kernel's `Tensor(a!)` result):
 torch's SchemaCheckMode compares every argument before and after the call with `torch.allclose`, which CPU torch does
-not implement for float8 (`"mul_cpu_reduced_float" not implemented for 'Float8_e4m3fn'`, torch 2.7 and 2.13 alike:
+not implement for float8 (`"mul_cpu_reduced_float" not implemented for 'Float8_e4m3fn'`, torch 2.6 to 2.15 alike:
 `torch_compat.schema_check_compares_float8`), so opcheck raises on a correct kernel. The same questions are asked
 here, values compared bit for bit (float8 viewed as uint8): no argument the schema does not mark written changes (its
 values, strides or memory), and no output is an argument's memory or another output's where the schema declares no

@@ -45,7 +45,7 @@ def float8(t: torch.Tensor) -> bool:
 
 def assert_same_results(actual, expected) -> None:
     """torch.testing.assert_close(actual, expected, equal_nan=True) over nested results, float8 tensors compared bit
-    for bit (as uint8): torch 2.7's assert_close raises its own error ("add_stub" not implemented for
+    for bit (as uint8): torch 2.6 and 2.7's assert_close raise their own error ("add_stub" not implemented for
     'Float8_e4m3fn') on float8 values that differ, instead of saying where."""
     if not any(float8(t) for t in tensors(actual) + tensors(expected)):
         torch.testing.assert_close(actual, expected, equal_nan=True)
