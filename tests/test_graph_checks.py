@@ -305,6 +305,21 @@ def test_opcheck_asks_test_schemas_questions_bit_for_bit_on_float8():
     assert caught.value.kind == "view-return"
 
 
+def _fp8_stateful(x):
+    STATE["calls"] += 1
+    return (x.float() * STATE["calls"]).to(FP8)  # another value on every call
+
+
+FP8_STATEFUL = define("fp8_stateful(Tensor x) -> Tensor", _fp8_stateful, lambda x: torch.empty_like(x, dtype=FP8))
+
+
+def test_compiled_and_eager_float8_results_are_compared_bit_for_bit():
+    """torch 2.6 and 2.7's assert_close raise their own error on float8 values that differ: the bits are compared."""
+    checks.assert_compiled_matches_eager(FP8_QUANT, [fp8_call(), fp8_call(1)])
+    with pytest.raises(AssertionError, match=r"(?s)Tensor-likes are not equal.*float8 values compared as their bits"):
+        checks.assert_compiled_matches_eager(FP8_STATEFUL, [{"x": torch.ones(4, 8)}])
+
+
 def test_compiled_must_equal_eager():
     checks.assert_compiled_matches_eager(DOUBLE, [x_call(), x_call(1)])
     checks.assert_compiled_matches_eager(UPDATE, [xy_call()])
