@@ -623,6 +623,31 @@ def test_index_tensors_are_tried_in_the_other_index_dtype():
         checks.assert_matches_reference(planted, slot_examples)
 
 
+def _int64_slots_only(cache, rows, slots):  # a kernel taking the int64 slot table its op declares, refusing int32
+    torch._check(slots.dtype == torch.int64, lambda: "slots must be int64")
+    _dense_write_reference(cache, rows, slots)
+
+
+def _fake_checking_int64_slots(cache, rows, slots):  # as opgen renders `checks: ["slots.dtype == int64"]`
+    torch._check(slots.dtype == torch.int64,
+                 lambda: "iv_test::slots_checked: ops[0].checks[0] in opgen.yaml does not hold: slots.dtype == int64")
+
+
+def test_an_index_dtype_the_checks_refuse_is_left_out_and_one_they_allow_is_still_tried():
+    """AWQ's qweight must be int32, a slot table int64: with the dtype in `checks:` the other index dtype is outside the
+    op's contract, so a kernel refusing it passes (it failed, as a kernel refusing what the reference takes, and the
+    fake tier failed it as a fake refusing what the kernel takes). Without the check, the same kernel fails."""
+    schema = "(Tensor(a!) cache, Tensor rows, Tensor slots) -> ()"
+    declared = define("slots_checked" + schema, _int64_slots_only, _fake_checking_int64_slots, _dense_write_reference,
+                      checked=True)
+    assert "examples[0] with slots as int32" not in labels(declared, slot_examples)
+    checks.assert_matches_reference(declared, slot_examples)
+    undeclared = define("slots_unchecked" + schema, _int64_slots_only, lambda cache, rows, slots: None,
+                        _dense_write_reference)
+    with pytest.raises(checks.CheckFailed, match=r"ops\[0\].examples\[0\] with slots as int32"):
+        checks.assert_matches_reference(undeclared, slot_examples)
+
+
 # --- backward with a frozen weight and a non-contiguous grad_output ----------------------------------------------
 
 
