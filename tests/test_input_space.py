@@ -642,6 +642,31 @@ def test_index_tensors_are_tried_in_the_other_index_dtype():
         checks.assert_matches_reference(planted, slot_examples)
 
 
+def _int64_slots_only(cache, rows, slots):  # a kernel taking the int64 slot table its op declares, refusing int32
+    torch._check(slots.dtype == torch.int64, lambda: "slots must be int64")
+    _dense_write_reference(cache, rows, slots)
+
+
+def _fake_checking_int64_slots(cache, rows, slots):  # as opgen renders `checks: ["slots.dtype == int64"]`
+    torch._check(slots.dtype == torch.int64,
+                 lambda: "iv_test::slots_checked: ops[0].checks[0] in opgen.yaml does not hold: slots.dtype == int64")
+
+
+def test_an_index_dtype_the_checks_refuse_is_left_out_and_one_they_allow_is_still_tried():
+    """AWQ's qweight must be int32, a slot table int64: with the dtype in `checks:` the other index dtype is outside the
+    op's contract, so a kernel refusing it passes (it failed, as a kernel refusing what the reference takes, and the
+    fake tier failed it as a fake refusing what the kernel takes). Without the check, the same kernel fails."""
+    schema = "(Tensor(a!) cache, Tensor rows, Tensor slots) -> ()"
+    declared = define("slots_checked" + schema, _int64_slots_only, _fake_checking_int64_slots, _dense_write_reference,
+                      checked=True)
+    assert "examples[0] with slots as int32" not in labels(declared, slot_examples)
+    checks.assert_matches_reference(declared, slot_examples)
+    undeclared = define("slots_unchecked" + schema, _int64_slots_only, lambda cache, rows, slots: None,
+                        _dense_write_reference)
+    with pytest.raises(checks.CheckFailed, match=r"ops\[0\].examples\[0\] with slots as int32"):
+        checks.assert_matches_reference(undeclared, slot_examples)
+
+
 # --- backward with a frozen weight and a non-contiguous grad_output ----------------------------------------------
 
 
@@ -762,10 +787,38 @@ def test_a_kernel_refusing_a_strided_written_buffer_passes_with_a_note_naming_co
     schema = "(Tensor(a!) cache, Tensor rows, Tensor slots) -> ()"
     call = {"cache": torch.randn(4, 2, 8), "rows": torch.randn(3, 8), "slots": torch.tensor([5, 0, 2])}
     viewed = define("cache_viewed" + schema, _viewed_cache, lambda cache, rows, slots: None)
-    with pytest.warns(UserWarning, match=r"refuses a transposed 'cache', which it writes \(RuntimeError: view size is "
+    with pytest.warns(UserWarning, match=r"refuses a transposed or permuted 'cache', which it writes \(RuntimeError: view size is "
                                          r".*declare `contiguous: \[cache\]` in ops\[0\] of opgen.yaml"):
         checks.assert_non_contiguous_inputs(viewed, call)
     lost = define("cache_lost" + schema, _write_lost_on_a_copy, lambda cache, rows, slots: None)
+    with pytest.raises(checks.CheckFailed, match=r"gives other values for transposed inputs than for contiguous ones: "
+                                                 r".*argument 'cache'"):
+        checks.assert_non_contiguous_inputs(lost, call)
+
+
+def _viewed_token_rows(cache, rows, slots):  # [blocks, block_size, heads, dim] as token rows: takes a transposed
+    cache.view(-1, *cache.shape[2:])[slots] = rows  # cache (its last two dims), refuses a permuted one
+
+
+def _token_rows_lost_when_transposed(cache, rows, slots):  # refuses a permuted cache, loses a transposed one's write
+    flat = cache.view(-1, *cache.shape[2:])
+    if cache.stride(-1) != 1:
+        flat = flat.clone()
+    flat[slots] = rows
+
+
+def test_a_refusal_in_a_layout_other_than_transposed_is_a_refusal_and_the_other_layouts_are_still_checked():
+    """A paged KV cache viewed as token rows (vLLM's reshape_and_cache layout) takes a transposed cache and refuses a
+    permuted or channels-last one: only the transposed probe was tried, so the refusal failed the tier as a broken
+    kernel. Now it passes with the note; a kernel refusing the permuted cache but losing the transposed one's write
+    still fails."""
+    schema = "(Tensor(a!) cache, Tensor rows, Tensor slots) -> ()"
+    call = {"cache": torch.randn(2, 4, 2, 8), "rows": torch.randn(3, 2, 8), "slots": torch.tensor([5, 0, 2])}
+    viewed = define("token_rows_viewed" + schema, _viewed_token_rows, lambda cache, rows, slots: None)
+    with pytest.warns(UserWarning, match=r"refuses a permuted or channels_last 'cache', which it writes "
+                                         r"\(RuntimeError: view size is .*declare `contiguous: \[cache\]`"):
+        checks.assert_non_contiguous_inputs(viewed, call)
+    lost = define("token_rows_lost" + schema, _token_rows_lost_when_transposed, lambda cache, rows, slots: None)
     with pytest.raises(checks.CheckFailed, match=r"gives other values for transposed inputs than for contiguous ones: "
                                                  r".*argument 'cache'"):
         checks.assert_non_contiguous_inputs(lost, call)

@@ -484,3 +484,29 @@ def test_lint_reports_a_formula_on_a_mutable_op_with_the_same_rule(tmp_path):
     clean = LINTED.replace('torch.library.register_autograd("agl::bump_", lambda ctx, g: g, lib=lib)\n', "")
     path.write_text(clean.replace("cbump_.register_autograd(lambda ctx, g: g)\n", ""), encoding="utf-8")
     assert opgen("lint", str(path)).returncode == 0
+
+
+def test_the_skip_of_an_op_no_gradient_can_reach_says_why():
+    """An op returning only an int8 tensor (a quantizer) skips its backward check naming the dtype; one that only
+    writes an argument, under custom_op (writes not tracked), naming custom_op. Before, both said the second."""
+    import torch
+
+    from opgen import testing as checks
+
+    lib = torch.library.Library("ag_nograd", "FRAGMENT")
+    lib.define("quant(Tensor x) -> Tensor")
+    lib.impl("quant", lambda x: x.round().to(torch.int8), "CPU")
+    lib.define("scale_(Tensor(a!) x) -> ()")
+
+    def scale_(x):
+        x.mul_(2)
+
+    lib.impl("scale_", scale_, "CPU")
+    quant = checks.Op(torch.ops.ag_nograd.quant.default, field="ops[0]")
+    with pytest.raises(pytest.skip.Exception, match=r"can carry a gradient \(it returns int8 tensors, which carry "
+                                                    r"none\)"):
+        checks.assert_backward_raises_without_formula(quant, [{"x": torch.randn(4)}], writes_tracked=True)
+    scale = checks.Op(torch.ops.ag_nograd.scale_.default, field="ops[0]")
+    with pytest.raises(pytest.skip.Exception, match=r"can carry a gradient \(custom_op attaches none to written "
+                                                    r"arguments\)"):
+        checks.assert_backward_raises_without_formula(scale, [{"x": torch.randn(4)}], writes_tracked=False)

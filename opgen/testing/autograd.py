@@ -63,7 +63,7 @@ def _backward_raises_in_eager(op: Op, call: Call, writes_tracked: bool) -> bool:
     outputs = [t for t in tensors(result) if not any(t is w for w in written)]  # not a returned argument
     reached = [t for t in outputs + (written if writes_tracked else []) if t.requires_grad]
     if not reached:
-        skip(f"no output of {op.qualname} can carry a gradient (custom_op attaches none to written arguments)")
+        skip(f"no output of {op.qualname} can carry a gradient ({_why_no_gradient(outputs, written, writes_tracked)})")
     try:
         torch.autograd.backward(reached, [torch.ones_like(t) for t in reached])
     except RuntimeError as error:
@@ -74,6 +74,17 @@ def _backward_raises_in_eager(op: Op, call: Call, writes_tracked: bool) -> bool:
     raise CheckFailed(f"{op.qualname} has no backward ({op.field}.autograd in opgen.yaml), but a backward through it "
                       "ran: its CPU kernel was differentiated through its torch ops, which a device kernel would not "
                       "be; regenerate ops.py with `opgen new`")
+
+
+def _why_no_gradient(outputs: list, written: list, writes_tracked: bool) -> str:
+    why = []
+    untracked = sorted({str(t.dtype).removeprefix("torch.") for t in outputs
+                        if not (t.is_floating_point() or t.is_complex())})
+    if untracked:
+        why.append(f"it returns {' and '.join(untracked)} tensors, which carry none")
+    if written and not writes_tracked:
+        why.append("custom_op attaches none to written arguments")
+    return "; ".join(why) or "none of its outputs requires grad"
 
 
 def _assert_compiled_raises_without_formula(op: Op, call: Call) -> None:

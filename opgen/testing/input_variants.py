@@ -55,8 +55,10 @@ LARGE = {torch.float16: 1e4, torch.bfloat16: 1e5, torch.float32: 1e5, torch.floa
 # output of a gated activation, 4865) is still past 4096, with partial tiles too
 TILE_SIZES = (1537, 9729)
 MAX_ELEMENTS = 1 << 20  # a size variant making some tensor larger than this shrinks the other sizes, or is left out
-# the kinds of variant that may leave the spec's `checks:` (left out where they do)
-CHECKED_KINDS = ("size", "size-edge", "size-tile", "size-separate", "rank", "duplicate", "scalar", "default", "dim")
+# the kinds of variant that may leave the spec's `checks:` (left out where they do): a dtype check
+# (`qweight.dtype == int32`, AWQ's packed weight) is as much the op's contract as a size check
+CHECKED_KINDS = ("size", "size-edge", "size-tile", "size-separate", "rank", "duplicate", "scalar", "default", "dim",
+                 "dtype", "float64", "promote", "index-dtype")
 # the message of a generated fake's `checks:` (opgen/render/fakes.py): the input is outside the op's declared contract
 DECLARED_CHECK = re.compile(r"(ops\[\d+\]\.checks\[\d+\]) in opgen\.yaml does not hold")
 DIM_NAMES = ("dim", "axis", "dimension")  # an int argument so named (or dim0, axis1, ...) indexes a dimension

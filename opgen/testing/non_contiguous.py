@@ -5,7 +5,7 @@ the fake's strides are the kernel's.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -55,16 +55,21 @@ def non_contiguous(call: Call, keep: Sequence[str] = ()) -> Call:
 
 
 
-def layouts(op: Op, call: Call, refused: Sequence[str] = ()) -> list[tuple[str, Call, Call]]:
+WRITTEN_LAYOUTS = (("transposed", _transposed), ("permuted", _permuted), ("channels_last", _channels_last))
+
+
+def layouts(op: Op, call: Call, refused: Collection[tuple[str, str]] = ()) -> list[tuple[str, Call, Call]]:
     """(label, the call in that layout, the same values contiguous) for each layout some input of `call` can take:
     transposed, permuted (rank >= 3), channels_last (4-D), expanded (stride 0, floating inputs the op only reads).
     out= tensors stay as they are (Dynamo refuses non-contiguous ones), and so do written arguments declared
-    contiguous (the op refuses other layouts of them: `assert_refuses_non_contiguous`) and those in `refused`."""
-    keep = _kept_contiguous(op) | set(refused)
+    contiguous (the op refuses other layouts of them: `assert_refuses_non_contiguous`) and, in the layouts named,
+    the (layout, argument) pairs in `refused`."""
+    keep = _kept_contiguous(op)
     found = []
-    for label, change, only_read in (("transposed", _transposed, False), ("permuted", _permuted, False),
-                                     ("channels_last", _channels_last, False), ("expanded", _expanded, True)):
-        skipped = keep | (set(op.written) if only_read else set())
+    for label, change, only_read in (*((label, change, False) for label, change in WRITTEN_LAYOUTS),
+                                     ("expanded", _expanded, True)):
+        skipped = keep | {name for layout, name in refused if layout == label}
+        skipped |= set(op.written) if only_read else set()
         changed = {name: value if name in skipped else tensor_map(change, value) for name, value in call.items()}
         if any(a is not b for name in call for a, b in zip(tensors(changed[name]), tensors(call[name]), strict=True)):
             dense = tensor_map(lambda t: t.contiguous(), changed)
@@ -127,31 +132,39 @@ def assert_non_contiguous_inputs(op: Op, call: Call) -> None:
                               f"the strides, or declare the inputs it needs contiguous in {op.field}.contiguous",
                               "kernel-reads-layout")
         _assert_fake_strides(op, label, strided, actual)
-    transposed = non_contiguous(clone(call), keep=_kept_contiguous(op) | refused)  # kept ones written: copies
+    kept = _kept_contiguous(op) | {name for layout, name in refused if layout == "transposed"}
+    transposed = non_contiguous(clone(call), keep=kept)  # kept ones written: copies
     opcheck(op, [transposed])
     assert_compiled_matches_eager(op, [transposed])
 
 
 
-def _written_and_refused(op: Op, call: Call) -> set[str]:
-    """The written arguments (not declared contiguous) that the kernel refuses, raising, when transposed: a refusal
-    (a KV-cache kernel `.view`s its cache, as real ones require it dense) is no silent corruption, so the layout tier
-    keeps them contiguous and notes, with a warning, the spec key that makes the refusal the op's contract. Wrong
-    values or a lost write on a strided buffer still fail."""
+def _written_and_refused(op: Op, call: Call) -> set[tuple[str, str]]:
+    """(layout, argument) for the written arguments (not declared contiguous) that the kernel refuses, raising, in
+    that layout: a refusal (a KV-cache kernel `.view`s its cache, as real ones require it dense) is no silent
+    corruption, so the layout tier keeps them contiguous in that layout and notes, with a warning, the spec key that
+    makes the refusal the op's contract. Each layout is tried: a 4-D cache viewed as rows of its last two dims takes
+    a transposed cache and refuses a permuted one. Wrong values or a lost write on a strided buffer still fail."""
     found = set()
     for name in sorted(set(op.written) - _kept_contiguous(op)):
-        strided = {**clone(call), name: tensor_map(_transposed, clone(call[name]))}
-        if all(t.is_contiguous() for t in tensors(strided[name])):
-            continue
-        try:
-            op(strided)
-        except Exception as error:  # noqa: BLE001  (any loud refusal)
+        refusals = []
+        for label, change in WRITTEN_LAYOUTS:
+            strided = {**clone(call), name: tensor_map(change, clone(call[name]))}
+            if all(t.is_contiguous() for t in tensors(strided[name])):
+                continue
+            try:
+                op(strided)
+            except Exception as error:  # noqa: BLE001  (any loud refusal)
+                refusals.append((label, error))
+                found.add((label, name))
+        if refusals:
+            error = refusals[0][1]
             first = str(error).strip().splitlines()[0] if str(error).strip() else ""
-            warnings.warn(f"{op.kernel} refuses a transposed {name!r}, which it writes ({type(error).__name__}: "
-                          f"{first}): a refusal, not a wrong write, so the layout tier keeps {name!r} contiguous; "
-                          f"declare `contiguous: [{name}]` in {op.field} of opgen.yaml to make it the op's contract "
-                          "(the fake and the registration then check it)", stacklevel=3)
-            found.add(name)
+            named = " or ".join(label for label, _ in refusals)
+            warnings.warn(f"{op.kernel} refuses a {named} {name!r}, which it writes ({type(error).__name__}: "
+                          f"{first}): a refusal, not a wrong write, so the layout tier keeps {name!r} contiguous "
+                          f"there; declare `contiguous: [{name}]` in {op.field} of opgen.yaml to make it the op's "
+                          "contract (the fake and the registration then check it)", stacklevel=3)
     return found
 
 
