@@ -33,9 +33,14 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
 
 
 
-def _unchanged(before: torch.Tensor, after: torch.Tensor) -> bool:
-    return (before.shape == after.shape and before.stride() == after.stride()
-            and bool((_bits(before) == _bits(after)).all()))
+def _same_bits(before: torch.Tensor, after: torch.Tensor) -> bool:
+    return before.shape == after.shape and bool((_bits(before) == _bits(after)).all())
+
+
+
+def _place(t: torch.Tensor) -> tuple:
+    """Where and how `t` lies in memory (a copy's strides may differ: an expanded tensor's are not kept)."""
+    return t.untyped_storage().data_ptr(), t.storage_offset(), t.stride()
 
 
 
@@ -43,14 +48,14 @@ def assert_schema_holds_bitwise(op: Op, call: Call) -> None:
     """test_schema's checks on one call, bit for bit: undeclared writes, then undeclared aliasing."""
     call = clone(call)
     before = clone(call)
-    memory = {name: [t.untyped_storage().data_ptr() for t in tensors(value)] for name, value in call.items()}
+    places = {name: [_place(t) for t in tensors(value)] for name, value in call.items()}
     result = op(call)
     for name, value in call.items():
         if name in op.written:
             continue
         now = tensors(value)
-        if (any(not _unchanged(a, b) for a, b in zip(tensors(before[name]), now, strict=True))
-                or [t.untyped_storage().data_ptr() for t in now] != memory[name]):
+        if (not all(_same_bits(a, b) for a, b in zip(tensors(before[name]), now, strict=True))
+                or [_place(t) for t in now] != places[name]):
             raise CheckFailed(f"{op.kernel} changed argument {name!r} (compared bit for bit: opcheck's test_schema, "
                               "which torch cannot run on float8 values), but "
                               f"{op.spec('.schema')} does not mark it written: declare it `Tensor(a!) {name}`, or "
