@@ -667,6 +667,49 @@ def test_an_index_dtype_the_checks_refuse_is_left_out_and_one_they_allow_is_stil
         checks.assert_matches_reference(undeclared, slot_examples)
 
 
+# --- ties among the scores an index output picks from --------------------------------------------------------
+
+
+def _route_reference(weights, ids, logits):
+    w, i = torch.topk(torch.softmax(logits.float(), -1), weights.shape[-1], dim=-1)
+    weights.copy_(w)
+    ids.copy_(i)
+
+
+def _route_stable(weights, ids, logits):  # the lowest expert first among equal probabilities, as a sort gives
+    w, i = torch.sort(torch.softmax(logits.float(), -1), dim=-1, descending=True, stable=True)
+    weights.copy_(w[..., :weights.shape[-1]])
+    ids.copy_(i[..., :weights.shape[-1]])
+
+
+def _route_ids_shifted(weights, ids, logits):  # right weights, each id one expert too far
+    _route_reference(weights, ids, logits)
+    ids.copy_((ids + 1) % logits.shape[-1])
+
+
+def route_examples(seed: int = 0) -> list[dict]:
+    g = torch.Generator().manual_seed(seed)
+    return [{"weights": torch.zeros(5, 2), "ids": torch.zeros(5, 2, dtype=torch.int64),
+             "logits": checks.random_tensor((5, 8), torch.float32, g)}]
+
+
+def test_an_index_output_declared_with_ties_may_break_them_otherwise_and_a_wrong_index_still_fails():
+    """MoE routing (vLLM's topk_softmax): torch.topk leaves the order of equal scores unspecified, and the variants
+    make ties (a row of zeros, saturated softmax). A kernel breaking them another way failed; with `ties:` naming the
+    scores it passes, and a kernel picking the wrong experts with the right weights still fails."""
+    schema = "(Tensor(a!) weights, Tensor(b!) ids, Tensor logits) -> ()"
+    fake = lambda weights, ids, logits: None
+    scores = {"ids": lambda *, logits, **_: torch.softmax(logits.float(), -1)}
+    undeclared = define("route_stable" + schema, _route_stable, fake, _route_reference)
+    with pytest.raises(checks.CheckFailed, match=r"with a row of zeros in logits: argument 'ids' \(written\)"):
+        checks.assert_matches_reference(undeclared, route_examples)
+    declared = define("route_stable_ties" + schema, _route_stable, fake, _route_reference, ties=scores)
+    checks.assert_matches_reference(declared, route_examples)
+    shifted = define("route_shifted" + schema, _route_ids_shifted, fake, _route_reference, ties=scores)
+    with pytest.raises(checks.CheckFailed, match=r"examples\[0\], seed 0: argument 'ids' \(written\)"):
+        checks.assert_matches_reference(shifted, route_examples)
+
+
 # --- backward with a frozen weight and a non-contiguous grad_output ----------------------------------------------
 
 

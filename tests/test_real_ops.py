@@ -206,13 +206,13 @@ NEW_SPECS = sorted((REPO / "tests" / "fixtures" / "real_ops41").glob("*.yaml"))
 @pytest.mark.stress  # two minutes a style: .ci/run's stress step (issue 41's count of real ops passing out of the box)
 @pytest.mark.parametrize("style", ["library", "custom_op"])
 def test_issue_41s_real_op_specs_pass_out_of_the_box(tmp_path, style):
-    """Eleven specs of real vLLM and torch_npu ops (tests/fixtures/real_ops41), written as a user writes them, against
+    """Twelve specs of real vLLM and torch_npu ops (tests/fixtures/real_ops41), written as a user writes them, against
     the tiers of issue 41 (aliasing, out= given an input or a wrong size, extremes at a row's ends, tile sizes on the
     leading dims): every project passes in both styles, no failure, no error. reshape_and_cache_flash's 4-D paged
     cache, viewed as token rows, takes a transposed cache and refuses a permuted one (a refusal, not a failure);
     rotary_embedding writes an optional `Tensor(b!)? key`, None in its second example; awq_dequantize declares its
-    int32 packed inputs in `checks:`, so the int64 variant is outside its contract."""
-    assert len(NEW_SPECS) == 11
+    int32 packed inputs in `checks:`, so the int64 variant is outside its contract; topk_softmax declares `ties:`."""
+    assert len(NEW_SPECS) == 12
     projects = []
     for spec in NEW_SPECS:
         done = opgen("new", str(spec), "-o", str(tmp_path / spec.stem), "--style", style)

@@ -126,3 +126,42 @@ def test_a_scalar_listed_values_reach_the_generated_tests_and_an_int_takes_ints_
     found = error(text)
     assert found.line == 9 and "ops[0].inputs.block.values: 32.5 is not a 64-bit int" in found.message
     assert "[16, 32, 64]" in found.hint
+
+
+TOPK = """
+namespace: ns
+ops:
+  - schema: "route(Tensor(a!) weights, Tensor(b!) ids, Tensor logits) -> ()"
+    ties: {ids: "torch.softmax(logits.float(), -1)"}
+    reference: |
+      w, i = torch.topk(torch.softmax(logits.float(), -1), weights.shape[-1], dim=-1)
+      weights.copy_(w)
+      ids.copy_(i)
+    examples:
+      - weights: {shape: [4, 2]}
+        ids: {shape: [4, 2], dtype: int64}
+        logits: {shape: [4, 8]}
+"""
+
+
+def test_ties_are_read_and_reach_the_generated_tests_as_a_function_of_the_arguments():
+    op = load(TOPK).ops[0]
+    assert op.ties == (("ids", "torch.softmax(logits.float(), -1)", ("logits",)),)
+    lines = "\n".join(project_context(load(TOPK))["_opgen"]["ops"][0]["tests"]["op_lines"])
+    assert 'ties={"ids": lambda *, logits, **_: torch.softmax(logits.float(), -1)}' in lines
+    plain = load(TOPK.replace('"torch.softmax(logits.float(), -1)"', "logits")).ops[0]
+    assert plain.ties == (("ids", "logits", ("logits",)),)
+
+
+@pytest.mark.parametrize(("ties", "where", "message"), [
+    ("{idx: logits}", "spec.yaml:4:12:", "'idx' is neither a return nor a written argument of ns::route"),
+    ("{ids: weights}", "spec.yaml:4:17:", "'weights' reads weights, which the op writes"),
+    ("{ids: scores}", "spec.yaml:4:17:", "'scores' names scores, not an argument"),
+    ('{ids: "logits +"}', "spec.yaml:4:17:", "'logits +' is not a Python expression"),
+    ("[ids]", "spec.yaml:4:11:", "ops[0].ties must map an index output to the scores it picks from"),
+])
+def test_a_wrong_ties_entry_is_a_located_error_with_a_hint(ties, where, message):
+    text = TOPK.replace('{ids: "torch.softmax(logits.float(), -1)"}', ties)
+    found = error(text)
+    assert str(found).startswith(f"error: {where}") and message in str(found), str(found)
+    assert "= hint: " in str(found), str(found)

@@ -516,7 +516,16 @@ def _op_lines(spec: ProjectSpec, op: OpSpec, constant: str, files) -> list[str]:
         fields.append("contiguous=" + tuple_text([literal(name) for name in op.contiguous]))
     if op.checks:
         fields.append("checked=True")
+    fields += _ties_field(op)
     return [f"{constant} = checks.Op("] + [f"    {field}," for field in fields] + [")"]
+
+
+def _ties_field(op: OpSpec) -> list[str]:
+    """`ties={"ids": lambda *, logits, **_: torch.softmax(logits.float(), -1)}` from `ops[i].ties`, or nothing."""
+    if not op.ties:
+        return []
+    return ["ties={" + ", ".join(f"{literal(name)}: lambda *, {', '.join(used)}, **_: {scores}"
+                                 for name, scores, used in op.ties) + "}"]
 
 
 def _inputs_field(op: OpSpec) -> str:

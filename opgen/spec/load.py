@@ -74,7 +74,7 @@ __all__ = ["derive_example", "load_inputs_text", "load_spec", "load_spec_text", 
 
 SPEC_KEYS = ("namespace", "style", "device", "package", "adopt", "target", "dtype_codes", "ops")
 OP_KEYS = ("schema", "doc", "tags", "let", "outputs", "reference", "autograd", "examples", "inputs", "tolerances",
-           "dtypes", "contiguous", "checks", "fusion", "op_plugin")
+           "dtypes", "contiguous", "ties", "checks", "fusion", "op_plugin")
 AUTOGRAD_KEYS = ("setup_context", "backward")
 # Names the generated modules use themselves; an argument with one of them would shadow it.
 
@@ -226,12 +226,13 @@ def _op(source: _Source, node: Node, index: int, project: _Project) -> OpSpec:
     contiguous = _contiguous(source, fields["contiguous"][1], schema, f"{where}.contiguous") \
         if "contiguous" in fields else ()
     inputs = parse_inputs(source, fields["inputs"][1], schema, where) if "inputs" in fields else ()
+    ties = _ties(source, fields["ties"][1], schema, f"{where}.ties") if "ties" in fields else ()
     dtype_defaults = _dtype_defaults(source, fields["schema"][1], schema, project.dtype_codes, where)
     if reference is not None and not contiguous and re.search(r"\.view\(", reference):
         notes.append(_view_note(schema, contiguous, where))
     op = OpSpec(index, schema, doc, described, reference, calls, tuple(notes), tags, autograd, tolerances, op_plugin,
                 tuple(binding for binding, _ in let), dtypes, contiguous, inputs=inputs, dtype_defaults=dtype_defaults,
-                checks=checks)
+                checks=checks, ties=ties)
     if "fusion" in fields:
         reference_node = fields["reference"][1] if "reference" in fields else None
         op = with_fusion(source, fields["fusion"], op, reference_node, fields["schema"][1], project.namespace)
@@ -522,6 +523,49 @@ def _contiguous(source: _Source, node: Node, schema: Schema, field: str) -> tupl
         if name not in found:
             found.append(name)
     return tuple(found)
+
+
+def _ties(source: _Source, node: Node, schema: Schema, field: str) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
+    """`ties: {topk_ids: scores}`: an index tensor (a return or a written argument) picking along the last dim of the
+    scores: a tensor the op reads, or a Python expression of its arguments (`torch.softmax(logits.float(), -1)`).
+    Where the scores tie, a kernel may pick another of the tied indices (torch.topk leaves that order unspecified).
+    Each entry: (index name, expression, the arguments it reads)."""
+    written = {a.name for a in schema.mutated_args}
+    picks = [*schema.return_names, *(a.name for a in schema.mutated_args)]
+    if not isinstance(node, MappingNode) or not node.value:
+        read = [a.name for a in schema.arguments if a.name not in written]
+        raise source.error(node, f"{field} must map an index output to the scores it picks from",
+                           f"e.g. `ties: {{{(picks or ['indices'])[0]}: {(read or ['scores'])[0]}}}`")
+    found: list[tuple[str, str, tuple[str, ...]]] = []
+    for key_node, value_node in node.value:
+        name = _scalar(key_node)
+        if name not in picks:
+            raise source.error(key_node, f"{field}: {name!r} is neither a return nor a written argument of "
+                               f"{schema.qualified_name}", "index outputs: " + (", ".join(picks) or "none"))
+        scores = _scalar(value_node)
+        found.append((name, str(scores), _scores_reads(source, value_node, scores, schema, f"{field}.{name}")))
+    return tuple(found)
+
+
+def _scores_reads(source: _Source, node: Node, scores, schema: Schema, field: str) -> tuple[str, ...]:
+    """The arguments a `ties:` scores expression reads: some, none of them written (else a located error)."""
+    written = {a.name for a in schema.mutated_args}
+    read = [a.name for a in schema.arguments if base_name(a.type) == "Tensor" and not isinstance(
+        strip_alias(a.type), ListType) and a.name not in written]
+    hint = ("the name of a tensor it reads (" + (", ".join(read) or "none") + "), or a Python expression of its "
+            "arguments and torch")
+    try:
+        tree = ast.parse(str(scores), mode="eval")
+    except SyntaxError:
+        raise source.error(node, f"{field}: {scores!r} is not a Python expression", hint) from None
+    used = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - {"torch"})
+    unknown = [n for n in used if schema.argument(n) is None]
+    if not isinstance(scores, str) or unknown or written & set(used) or not used:
+        problem = (f"names {', '.join(unknown)}, not an argument" if unknown else
+                   f"reads {', '.join(sorted(written & set(used)))}, which the op writes" if written & set(used) else
+                   "reads no argument")
+        raise source.error(node, f"{field}: {scores!r} {problem}", hint)
+    return tuple(used)
 
 
 def _view_note(schema: Schema, contiguous: tuple[str, ...], where: str) -> str:

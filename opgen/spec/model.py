@@ -185,6 +185,9 @@ class OpSpec:
     # ScalarType arguments whose schema default is a number of `dtype_codes:`: (argument, dtype name)
     dtype_defaults: tuple[tuple[str, str], ...] = ()
     checks: tuple = ()  # `ops[i].checks`: conditions on the inputs (opgen.spec.semantics.ConditionRule) the fake checks
+    # `ops[i].ties`: (index output or written argument, the scores it picks from along their last dim: an expression,
+    # the arguments it reads): where the scores tie, the kernel's pick may differ from the reference's
+    ties: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
 
     def input_spec(self, name: str):
         """`ops[i].inputs.<name>`, or None."""

@@ -240,10 +240,10 @@ class _CaptureRun:
                         "kernel writes but the schema does not mark Tensor(a!) is written into npugraph_ex's private "
                         f"copy of it): {mismatch(value, reference_value)}", "npugraph_ex-private-input-copy")
         try:
-            _assert_matches_reference(self.op, actual, expected, f"{where}: output", "cpu")
+            _assert_matches_reference(self.op, actual, expected, f"{where}: output", "cpu", reference_call)
             for name in self.op.written:
                 _assert_matches_reference(self.op, call[name], reference_call[name],
-                                          f"{where}: mutated argument {name!r}, tensor", "cpu")
+                                          f"{where}: mutated argument {name!r}, tensor", "cpu", reference_call, name)
         except AssertionError as differs:
             self.assert_nothing_frozen(call, f"{differs}")
             raise CheckFailed(f"{differs}\n(npugraph_ex replayed what {self.kernel()} recorded at capture)",

@@ -407,10 +407,10 @@ def _serve_one(loader, request: dict) -> dict:
 
 
 def _compare(op: Op, where: str, actual, expected, call: Call, reference_call: Call) -> None:
-    _assert_matches_reference(op, actual, expected, f"{where}: output", "cpu")
+    _assert_matches_reference(op, actual, expected, f"{where}: output", "cpu", reference_call)
     for name in op.written:
         _assert_matches_reference(op, call[name], reference_call[name], f"{where}: mutated argument {name!r}",
-                                         "cpu")
+                                  "cpu", reference_call, name)
 
 
 def _load_one(loader, saved: dict, cache_dir: str, out: str) -> dict:
@@ -588,8 +588,10 @@ def assert_on_a_second_stream(op: Op, make_call: Callable[[int], Call]) -> str:
             expected = reference(cpu_call)
             with outputs_are_new_memory():
                 actual = clone(compiled(**call))
-            _assert_matches_reference(op, actual, expected, f"on a second stream, call {number}: output", "npu")
+            _assert_matches_reference(op, actual, expected, f"on a second stream, call {number}: output", "npu",
+                                      cpu_call)
             for name in op.written:
                 _assert_matches_reference(op, call[name], cpu_call[name],
-                                                 f"on a second stream, call {number}: mutated argument {name!r}", "npu")
+                                          f"on a second stream, call {number}: mutated argument {name!r}", "npu",
+                                          cpu_call, name)
     return f"{op.qualname}: called on a second stream inside npugraph_ex's graph, 3 calls equal to the reference"

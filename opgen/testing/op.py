@@ -75,6 +75,7 @@ class Op:
     promotes: tuple[tuple[str, ...], ...] = ()  # the arguments each `promote(...)` of the semantics reads
     contiguous: tuple[str, ...] = ()  # `ops[i].contiguous`: the op makes these contiguous, or refuses them (written)
     checked: bool = False  # the fake checks `ops[i].checks`: the input variants keep to them (input_variants)
+    ties: dict | None = None  # `ops[i].ties`: index output or written argument -> fn(**call): the scores it picks from
 
     def __post_init__(self) -> None:
         if self.dynamic:
@@ -98,6 +99,10 @@ class Op:
     @property
     def kernel(self) -> str:
         return self.cpu_kernel or f"the CPU kernel of {self.overload}"
+
+    def result_name(self, index: int) -> str:
+        """The name of output `index` (`out0` for an unnamed one), as `ops[i].ties` keys it."""
+        return self.outputs[index] if index < len(self.outputs) else f"out{index}"
 
     def spec(self, part: str) -> str:
         """`opgen.yaml: ops[0]<part>`, or the operator's name outside a generated project."""

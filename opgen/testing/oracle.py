@@ -17,7 +17,7 @@ from .aliasing import ALIAS_FIX, aliased_outputs, out_problems
 from .failures import CheckFailed, skip
 from .input_variants import Variant, smaller_calls, variants
 from .op import Call, Op
-from .values import clone, distribution_mismatch, mismatch, same, same_values, tensor_map, tensors
+from .values import clone, distribution_mismatch, mismatch, picks_tied_values, same, same_values, tensor_map, tensors
 
 
 def assert_matches_reference(op: Op, examples: Callable[[int], list[Call]]) -> None:
@@ -95,7 +95,8 @@ def _against_reference(op: Op, reference: Callable, variant: Variant) -> tuple[A
     if aliased:
         return actual, [f"{where}: {line}: {ALIAS_FIX}" for line in aliased]
     got, want = _results(op, actual, kernel_call), _results(op, expected, reference_call)
-    found = _differences(op, where, got, want, "the reference")
+    found = _differences(op, where, got, want, "the reference", ties=(_result_names(op, actual, kernel_call),
+                                                                      reference_call))
     if found and op.random:  # another way of drawing: compare what many draws of each look like
         found = _distribution_differences(op, where, (op, variant.call), (reference, variant.call), "the reference")
     elif found and _same_dtypes(got, want) and _float64_agrees(op, reference, variant.call, got):
@@ -364,18 +365,29 @@ def _results(op: Op, result, call: Call) -> list[tuple[str, torch.Tensor]]:
     return found + [(f"argument {name!r} (written)", t) for name in op.written for t in tensors(call[name])]
 
 
+def _result_names(op: Op, result, call: Call) -> list[str]:
+    """The name of each tensor `_results` lists (an output's, or the written argument's), as `ops[i].ties` keys them."""
+    names = [op.result_name(i) for i, _ in enumerate(tensors(result))]
+    return names + [name for name in op.written for _ in tensors(call[name])]
+
+
 
 def _differences(op: Op, where: str, got: list, want: list, other: str,
-                 tolerance: Callable[[torch.dtype], tuple[float, float]] | None = None) -> list[str]:
+                 tolerance: Callable[[torch.dtype], tuple[float, float]] | None = None,
+                 ties: tuple[list[str], Call] | None = None) -> list[str]:
     """How the tensors of `got` differ from those of `want` (`other` names where `want` comes from), within
-    `tolerance(dtype)` (default: the op's, a kernel against the reference)."""
+    `tolerance(dtype)` (default: the op's, a kernel against the reference). `ties`: (the tensors' names, the call),
+    where `want` comes from another implementation: an index tensor in `ops[i].ties` that picks tied values otherwise
+    does not differ."""
     tolerance = tolerance or op.tolerance
     if len(got) != len(want):
         return [f"{where}: {len(got)} tensors out, {other} {len(want)}"]
     found = []
-    for (what, a), (_, b) in zip(got, want, strict=True):
+    for index, ((what, a), (_, b)) in enumerate(zip(got, want, strict=True)):
         problem = (f"dtype {a.dtype}, {other} gives {b.dtype}" if a.dtype != b.dtype else
                    mismatch(a, b, tolerance(a.dtype)))
+        if problem and ties and picks_tied_values(op, ties[0][index], a, b, ties[1]):
+            problem = None
         if problem:
             found.append(f"{where}: {what}: {problem}")
     return found

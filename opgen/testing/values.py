@@ -155,3 +155,29 @@ def run(op: Op, call: Call, where: str):
 
 def _example(op: Op, number: int, note: str = "") -> str:
     return f"{op.spec(f'.examples[{number}]')}{note}"
+
+
+def picks_tied_values(op: Op, name: str, got, want, call: Call) -> bool:
+    """Whether index tensor `name`, which `ops[i].ties` says picks along the last dim of scores (a function of the
+    call's arguments), picks scores equal to those `want` picks wherever the two differ (a tie broken another way:
+    torch.topk leaves that order unspecified), with no index picked twice in a row where `want` picks none twice.
+    False when `name` has no `ties:` entry."""
+    picked = (op.ties or {}).get(name)
+    if picked is None or not isinstance(got, torch.Tensor) or got.shape != want.shape or got.dtype != want.dtype:
+        return False
+    if got.is_floating_point() or got.is_complex() or got.dim() == 0:
+        return False
+    source = picked(**call).detach().cpu()
+    got, want = got.detach().cpu().long(), want.detach().cpu().long()
+    try:
+        chosen, expected = source.gather(-1, got), source.gather(-1, want)
+    except (RuntimeError, IndexError):  # out of range or shapes gather refuses: not a tie
+        return False
+    same = (chosen == expected) | (chosen.isnan() & expected.isnan()) if chosen.is_floating_point() else \
+        chosen == expected
+    return bool(same.all()) and _distinct_rows(want) <= _distinct_rows(got)
+
+
+def _distinct_rows(indices: torch.Tensor) -> int:
+    ordered = indices.sort(dim=-1).values
+    return int((ordered.diff(dim=-1) != 0).all(dim=-1).sum()) if indices.shape[-1] > 1 else indices.numel()
