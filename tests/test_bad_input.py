@@ -445,6 +445,19 @@ def test_lint_in_parallel_ends_its_workers_quietly(tmp_path):
     assert done.returncode == 1 and "Traceback" not in done.stderr and "Terminated" not in done.stderr, done.stderr
 
 
+def test_lint_stops_its_workers_when_a_later_path_does_not_exist(tmp_path):
+    """The workers start reading while discovery goes on: a path given after a big directory that turns out not
+    to exist is still the usual located error, and the run ends (its workers stopped, not left waiting)."""
+    from opgen.lint.engine import PARALLEL_THRESHOLD
+
+    (tmp_path / "big").mkdir()
+    for index in range(PARALLEL_THRESHOLD + 4):
+        (tmp_path / "big" / f"f{index}.py").write_text(GOOD.replace("myops", f"ns{index}"))
+    done = run_opgen_command("lint", "-j", "2", str(tmp_path / "big"), str(tmp_path / "missing"))
+    assert done.returncode == 2 and "no such file or directory" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and not done.stdout
+
+
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="finds the worker through /proc")
 def test_check_stopped_by_sigterm_stops_its_worker_and_removes_its_folder(tmp_path):
     scratch = tmp_path / "tmp"

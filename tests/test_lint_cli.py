@@ -279,12 +279,15 @@ def test_exclude_and_extend_exclude_on_the_command_line(tmp_path):
 def test_many_files_run_in_parallel_with_the_same_result(tmp_path):
     """Above the parallel threshold the work is spread over processes; the result must not change."""
     bad = 'from torch.library import Library\nlib = Library("p{i}", "IMPL", "npu")\n'
-    for i in range(300):
-        (tmp_path / f"m{i:03}.py").write_text(bad.format(i=i) if i % 50 == 0 else "x = 1\n")
+    for i in range(300):  # files of many sizes: the workers get them dealt by size
+        (tmp_path / f"m{i:03}.py").write_text(bad.format(i=i) if i % 50 == 0 else "x = 1\n" * (i % 7 + 1))
+    # op YAML is linted by the parent while the workers read the Python files
+    (tmp_path / "op_plugin_functions.yaml").write_text("- func: broken(Tensor x -> Tensor\n")
     serial = run_lint(".", "-j", "1", cwd=tmp_path)
     parallel = run_lint(".", "-j", "2", cwd=tmp_path)
     assert serial.stdout == parallel.stdout
-    assert len(findings(parallel.stdout)) == 6
+    assert len(findings(parallel.stdout)) == 7
+    assert "op_plugin_functions.yaml:1:" in parallel.stdout
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")

@@ -63,7 +63,8 @@ def test_call_sites_are_the_regex_matches_found_faster():
 def test_the_prefilter_looks_for_literals_that_share_a_substring_only_where_it_is():
     for text, expected in ((b"torch.library", True), (b"Library(", True), (b"from torch import library", True),
                            (b"register_fake", True), (b"register_kernel", True), (b"register_buffer", False),
-                           (b"my_library = 1", False), (b"x.impl(", True), (b"impl", False)):
+                           (b"my_library = 1", False), (b"x.impl(", True), (b"impl", False),
+                           (b"lib.define(s)", True), (b"x.define (", False), (b"impl(", False), (b".impl", False)):
         assert S.may_register(text) is expected, text
 
 

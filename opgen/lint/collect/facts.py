@@ -11,7 +11,7 @@ import re
 from ..records import UNKNOWN, Finding, Function, Param
 from .context import FileContext
 from .flow import Flow
-from .syntax import children, has_keyword, keyword, mentions, own_args, walk
+from .syntax import FIELDLESS, body_nodes, children, has_keyword, keyword, mentions, own_args, walk
 
 TODO_MARKER = "# opgen: TODO-fake"
 KERNEL_METHODS_NOT_WRITING = frozenset({"requires_grad_", "share_memory_", "retain_grad_"})
@@ -475,7 +475,7 @@ def live_nodes(ctx: FileContext, node: ast.AST, compiling: bool = False, reader=
     text = ctx.source.text
     if "is_in_onnx_export" not in text and "is_scripting" not in text and "is_tracing" not in text \
             and "_get_tracing_state" not in text and "is_compiling" not in text:
-        return walk(node)  # the common case: nothing to skip
+        return body_nodes(node)  # the common case: nothing to skip
     found, todo = [], [node]
     while todo:
         current = todo.pop()
@@ -485,9 +485,10 @@ def live_nodes(ctx: FileContext, node: ast.AST, compiling: bool = False, reader=
             if guard is not None:
                 found.append(current.test)
                 taken = current.orelse if guard else current.body
-                todo.extend(reversed(taken if isinstance(taken, list) else [taken]))
+                taken = taken if isinstance(taken, list) else [taken]
+                todo.extend(reversed([child for child in taken if type(child) not in FIELDLESS]))
                 continue
-        todo.extend(reversed(children(current)))
+        todo.extend(reversed([child for child in children(current) if type(child) not in FIELDLESS]))
     return found
 
 

@@ -19,7 +19,11 @@ PREFILTER_LITERALS = (b"custom_op", b"torch.library", b"register_fake", b"regist
 # substring are looked for only in files that hold it (`ibrary`: a fifth of a corpus' bytes; `register_`: a third).
 _IN_IBRARY = (b"torch.library", b"Library(")
 _IN_REGISTER = (b"register_fake", b"register_kernel")
-_ALONE = tuple(literal for literal in PREFILTER_LITERALS if literal not in _IN_IBRARY + _IN_REGISTER)
+# `.impl(` and `.define(` in one regex pass: its leading `.` (1.4% of a corpus' bytes) lets the engine skip to
+# the few places worth trying, where the two `find`s it replaces cost a pass each (0.44 -> 0.33 s on the corpus)
+_METHOD_CALL = re.compile(rb"\.impl\(|\.define\(")
+_ALONE = tuple(literal for literal in PREFILTER_LITERALS
+               if literal not in _IN_IBRARY + _IN_REGISTER + (b".impl(", b".define("))
 LIBRARY_IMPORT = re.compile(rb"library\s+import|import\s+library")
 # ... and, of those, the ones that call (or alias) one: mentions in comments and docs are common.
 CALL_SITE = re.compile(
@@ -59,6 +63,8 @@ def may_register(data: bytes) -> bool:
     for literal in _ALONE:
         if data.find(literal) != -1:
             return True
+    if _METHOD_CALL.search(data) is not None:
+        return True
     return ibrary and data.find(b"library") != -1 and LIBRARY_IMPORT.search(data) is not None
 
 

@@ -80,6 +80,40 @@ def walk(node: ast.AST) -> list[ast.AST]:
     return found
 
 
+def _fieldless() -> frozenset[type]:
+    """Node types with nothing below them and nothing to read but their type: contexts (`Load`, `Store`) and
+    operators (`Add`, `Not`, `Eq`), read through their parent (`name.ctx`, `binop.op`), and `pass`, `break`,
+    `continue`."""
+    found, todo = set(), [ast.AST]
+    while todo:
+        kind = todo.pop()
+        todo.extend(kind.__subclasses__())
+        if kind is not ast.AST and not kind._fields and not kind.__subclasses__():
+            found.add(kind)
+    return frozenset(found)
+
+
+FIELDLESS = _fieldless()
+
+
+def body_nodes(node: ast.AST) -> list[ast.AST]:
+    """`walk(node)` less the FIELDLESS nodes (a third of a function body's nodes), in the same order: for readers
+    that look at each node's own type and fields only."""
+    found = [node]
+    append, is_ast, fieldless = found.append, ast.AST, FIELDLESS
+    for current in found:
+        for name in current._fields:
+            value = getattr(current, name, None)
+            if isinstance(value, is_ast):
+                if type(value) not in fieldless:
+                    append(value)
+            elif isinstance(value, list):
+                for item in value:
+                    if isinstance(item, is_ast) and type(item) not in fieldless:
+                        append(item)
+    return found
+
+
 def mentions(node: ast.AST, name: str) -> bool:
     return any(isinstance(sub, ast.Name) and sub.id == name for sub in walk(node))
 

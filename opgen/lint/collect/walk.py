@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from ..records import is_entry_point
 from .context import FileContext
 from .source import covers, interesting_lines
-from .syntax import child_statements, is_function, is_main_guard
+from .syntax import FIELDLESS, child_statements, is_function, is_main_guard
 
 
 @dataclass
@@ -112,15 +112,4 @@ def _walk(ctx: FileContext, statement, gathered: Gathered, owner) -> None:
                 stack.append((value, owner))
 
 
-def _leaves() -> frozenset[type]:
-    """Node types with no node below them that the walk gathers: nothing to push."""
-    found, todo = {ast.Name, ast.Constant}, [ast.AST]
-    while todo:
-        kind = todo.pop()
-        todo.extend(kind.__subclasses__())
-        if kind is not ast.AST and not kind._fields and not kind.__subclasses__():
-            found.add(kind)
-    return frozenset(found)
-
-
-_LEAVES = _leaves()
+_LEAVES = FIELDLESS | {ast.Name, ast.Constant}  # nothing below them that the walk gathers
