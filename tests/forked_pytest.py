@@ -86,12 +86,16 @@ _server_failed = False
 _lock = threading.Lock()
 
 
-def _close_server() -> None:
+def close_server() -> None:
+    """Stop this process's server, waiting for it: its CPU time and its children's then count in this process's
+    (conftest.py calls it at the session's end; atexit is the fallback)."""
+    global _server
     if _server is not None:
         _server.close()
+        _server = None
 
 
-atexit.register(_close_server)
+atexit.register(close_server)
 
 
 def _get_server() -> _Server | None:
