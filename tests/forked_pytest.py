@@ -27,9 +27,10 @@ import tempfile
 import threading
 from pathlib import Path
 
-# Imported once by the server: what a run of generated tests imports before and while its tests compile
+# Imported once by the server: what a run of generated tests imports before and while its tests compile. No pytest
+# plugin from an entry point (xdist, opgen's): pytest rewrites their asserts on import, and warns when it cannot
 PRELOAD = ("torch", "torch._dynamo", "torch._functorch.aot_autograd", "torch._inductor.compile_fx",
-           "torch.testing._internal.optests", "pytest", "_pytest.pytester", "xdist.plugin")
+           "torch.testing._internal.optests", "pytest")
 # Environment variables the server's imports or the interpreter's start read: a run that changes one gets a subprocess
 START_TIME_VARIABLES = ("PYTHON", "TORCH", "PYTORCH", "CUDA", "OMP_", "MKL", "KMP_", "OPENBLAS", "LD_", "HOME",
                         "XDG_", "TMPDIR", "TEMP", "TMP", "TRITON", "LC_", "LANG")

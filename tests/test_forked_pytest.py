@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -40,7 +41,8 @@ def _report(tmp_path, runner, name, **extra_env):
     done = runner(args, project, env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed" in done.stdout
-    return json.loads(target.read_text())
+    printed = re.sub(r" in [0-9.]+s", "", done.stdout + done.stderr)
+    return {**json.loads(target.read_text()), "printed": printed}
 
 
 def _real(args, cwd, env):
@@ -57,7 +59,7 @@ def test_a_forked_run_sees_what_a_fresh_python_m_pytest_sees(tmp_path):
     forked = _report(tmp_path, _forked, "forked")
     assert forked["parent"] != os.getpid()  # it did run in the server's child
     assert real["parent"] == os.getpid()
-    for key in ("cwd", "env", "path", "argv", "main", "bytecode", "sigpipe", "python_threads"):
+    for key in ("cwd", "env", "path", "argv", "main", "bytecode", "sigpipe", "python_threads", "printed"):
         assert forked[key] == real[key], key
 
 
