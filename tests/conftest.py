@@ -26,6 +26,14 @@ def run_opgen_command(*args: str, input: str | None = None, env: dict | None = N
                           env=full_env, cwd=cwd, timeout=timeout, check=False)
 
 
+def pytest_sessionfinish(session):
+    """The pytest fork server of this process (tests/forked_pytest.py), if one started, stops with the session: a
+    server left to outlive its worker would take its runs' CPU time out of the suite's count."""
+    forked = sys.modules.get("forked_pytest")
+    if forked is not None:
+        forked.close_server()
+
+
 @pytest.fixture
 def run_opgen():
     return run_opgen_command

@@ -1,4 +1,5 @@
-"""Shared helpers for the `opgen new` tests: run the real CLI and pytest in subprocesses."""
+"""Shared helpers for the `opgen new` tests: run the real CLI in subprocesses, and generated projects' tests in
+forked runs of pytest (tests/forked_pytest.py: what a fresh `python -m pytest` would do, without its imports)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 from xml.etree import ElementTree
+
+from forked_pytest import run_pytest
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
@@ -69,10 +72,9 @@ def project_outcomes(projects: list[Path], junit: Path, select: str = NOT_FEATUR
     """Every project's tests (those `-k select` picks: default all but the feature tiers, NOT_FEATURES) in one pytest
     process (their test names are alike): project -> test -> {"outcome", "message"}."""
     env = {**os.environ, "PYTHONPATH": pythonpath(projects), "PYTHONDONTWRITEBYTECODE": "1"}
-    command = [sys.executable, "-m", "pytest", "-q", *PYTEST_PLUGINS_OFF, "--import-mode=importlib",
-               "-c", os.devnull, "-o", "junit_family=xunit1", f"--junitxml={junit}", *(["-k", select] if select else []),
-               *[str(p / "tests") for p in projects]]
-    subprocess.run(command, env=env, capture_output=True, text=True, timeout=1200, cwd=junit.parent, check=False)
+    arguments = ["-q", *PYTEST_PLUGINS_OFF, "--import-mode=importlib", "-c", os.devnull, "-o", "junit_family=xunit1",
+                 f"--junitxml={junit}", *(["-k", select] if select else []), *[str(p / "tests") for p in projects]]
+    run_pytest(arguments, env=env, timeout=1200, cwd=junit.parent)
     found: dict[str, dict[str, dict]] = {p.name: {} for p in projects}
     for case in ElementTree.parse(junit).getroot().iter("testcase"):
         project = next(part for part in Path(case.get("file")).parts if part in found)
@@ -95,10 +97,9 @@ def run_generated_tests(projects: list[Path], junit: Path, select: str = NOT_FEA
     """
     # no __pycache__ in the projects: tests compare their files before and after
     env = {**os.environ, "PYTHONPATH": pythonpath(projects), "PYTHONDONTWRITEBYTECODE": "1", **(env or {})}
-    command = [sys.executable, "-m", "pytest", "-q", *PYTEST_PLUGINS_OFF, "--import-mode=importlib",
-               "-c", os.devnull, f"--junitxml={junit}", *(["-k", select] if select else []),
-               *[str(p / "tests") for p in projects]]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1200, cwd=junit.parent, check=False)
+    arguments = ["-q", *PYTEST_PLUGINS_OFF, "--import-mode=importlib", "-c", os.devnull, f"--junitxml={junit}",
+                 *(["-k", select] if select else []), *[str(p / "tests") for p in projects]]
+    done = run_pytest(arguments, env=env, timeout=1200, cwd=junit.parent)
     results = {}
     for case in ElementTree.parse(junit).getroot().iter("testcase"):
         outcome, message = "passed", ""

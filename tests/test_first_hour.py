@@ -125,7 +125,7 @@ def fresh(tmp_path_factory) -> dict:
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     bin_dir = venv / ("Scripts" if os.name == "nt" else "bin")
-    link_torch(bin_dir / "python")
+    link_installed_requirements(bin_dir / "python")
     env = {key: value for key, value in os.environ.items()
            if key not in ("PYTHONPATH", "PYTHONHOME", "PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "OPGEN_NPUGRAPH_EX_FETCH")}
     env.update(VIRTUAL_ENV=str(venv), PATH=os.pathsep.join([str(bin_dir), "/usr/bin", "/bin"]),
@@ -133,18 +133,66 @@ def fresh(tmp_path_factory) -> dict:
     return {"checkout": checkout, "venv": venv, "bin": bin_dir, "env": env}
 
 
-def link_torch(python: Path) -> None:
-    """This process's torch linked into the new venv (its package folders and its dist-info), so that the README's
-    `pip install "torch==2.13.0" ...` finds the pin satisfied instead of unpacking a GB (most of this test's time).
-    pip still resolves and installs everything else as written, torch's own requirements included; `.ci/run`'s
-    first step installs torch itself from nothing, as the README says."""
-    site_packages = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                        capture_output=True, text=True, check=True).stdout.strip())
-    torch = importlib.metadata.distribution("torch")
-    where = Path(torch.locate_file(""))
-    for name in sorted({Path(file).parts[0] for file in torch.files} - {".."}):  # not its scripts in ../bin
-        if (where / name).exists() and not (site_packages / name).exists():
-            (site_packages / name).symlink_to(where / name)
+VENV_STATE = """import importlib.metadata, json, re, sysconfig
+installed = [re.sub(r"[-_.]+", "-", d.metadata["Name"]).lower() for d in importlib.metadata.distributions()]
+print(json.dumps({**sysconfig.get_paths(), "installed": installed}))"""
+
+
+def link_installed_requirements(python: Path) -> None:
+    """Every distribution opgen and its test extra need (torch and numpy among them, and their own requirements),
+    linked from this process's environment into the new venv: package folders, dist-info and scripts, so that the
+    README's `pip install "torch==2.13.0" -e ".[test]"` finds them all satisfied and installs opgen alone (unpacking
+    torch alone was most of this test's time, and resolving and unpacking the ~50 others most of the rest). pip
+    still reads the command as written; `.ci/run`'s first step installs it all from nothing, as the README says."""
+    from packaging.utils import canonicalize_name
+
+    venv = json.loads(subprocess.run([str(python), "-c", VENV_STATE], capture_output=True, text=True, check=True).stdout)
+    site_packages, scripts = Path(venv["purelib"]), Path(venv["scripts"])
+    for distribution in requirement_closure("opgen", extras={"test"}):
+        if canonicalize_name(distribution.metadata["Name"]) in venv["installed"]:  # its own setuptools, pip
+            continue
+        where = Path(distribution.locate_file(""))
+        for file in distribution.files or ():
+            parts = Path(file).parts
+            if parts[0] != "..":
+                if (where / parts[0]).exists() and not (site_packages / parts[0]).exists():
+                    (site_packages / parts[0]).symlink_to(where / parts[0])
+            elif Path(file).parent.name == "bin":  # a script: ours names this interpreter, theirs the new one
+                link_script(Path(distribution.locate_file(file)).resolve(), scripts / Path(file).name, python)
+
+
+def requirement_closure(name: str, extras: set[str]) -> list[importlib.metadata.Distribution]:
+    """The installed distributions `name[extras]` requires, directly or not (without `name` itself)."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    found: dict[str, importlib.metadata.Distribution] = {}
+    pending = [(name, frozenset(extras))]
+    while pending:
+        current, wanted = pending.pop()
+        distribution = importlib.metadata.distribution(current)
+        for text in distribution.requires or ():
+            requirement = Requirement(text)
+            if requirement.marker and not any(requirement.marker.evaluate({"extra": extra}) for extra in {"", *wanted}):
+                continue
+            key = canonicalize_name(requirement.name)
+            if key not in found:
+                found[key] = importlib.metadata.distribution(requirement.name)
+                pending.append((requirement.name, frozenset(requirement.extras)))
+    found.pop(canonicalize_name(name), None)
+    return list(found.values())
+
+
+def link_script(source: Path, target: Path, python: Path) -> None:
+    if target.exists() or not source.is_file():
+        return
+    content = source.read_bytes()
+    first, _, rest = content.partition(b"\n")
+    if first.startswith(b"#!") and b"python" in first:  # as pip writes it for the new venv
+        target.write_bytes(b"#!" + str(python).encode() + b"\n" + rest)
+        target.chmod(0o755)
+    else:  # a program of its own (ruff)
+        target.symlink_to(source)
 
 
 def shell(command: str, fresh: dict, timeout: float = 900) -> subprocess.CompletedProcess:

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 import torch
+from forked_pytest import run_pytest
 from npugraph_ex_state import needs_npugraph_ex
 
 from opgen import testing as checks
@@ -988,10 +989,8 @@ def test_generated_tests_and_opgen_check_run_this_very_module(tmp_path):
                            str(project)], env=env, cwd=tmp_path, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert not (project / "tests" / "compiled.py").exists()  # the project's tests import the library
-    tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k",
-                            "compiled_matches_eager", str(project)],
-                           env={**env, "PYTHONPATH": os.pathsep.join([str(copy), pythonpath([project])])}, cwd=tmp_path,
-                           capture_output=True, text=True, check=False)
+    tests = run_pytest(["-q", "-p", "no:cacheprovider", "-k", "compiled_matches_eager", str(project)],
+                       env={**env, "PYTHONPATH": os.pathsep.join([str(copy), pythonpath([project])])}, cwd=tmp_path)
     assert tests.returncode == 1 and "1 failed" in tests.stdout, tests.stdout[-2000:]
     checked = subprocess.run([sys.executable, "-m", "opgen", "check", str(project), "--skip", "static", "--skip",
                               "npugraph_ex", "--json"], env=env, cwd=tmp_path, capture_output=True, text=True,

@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from forked_pytest import run_pytest
 from import_helpers import evaluated, inputs_text
 from new_helpers import EXAMPLES
 
@@ -204,17 +205,14 @@ def _adopted_outcomes(spec: Path, project: Path, toy: Path, run_opgen) -> tuple[
     """`opgen new` of an imported spec (adopt mode), then its tests of the fake and the kernel against the semantics
     and opcheck, with the toy package importable: (the files written, pytest's output)."""
     import os
-    import subprocess
-    import sys
 
     done = run_opgen("new", str(spec), "-o", str(project))
     assert done.returncode == 0, done.stderr
     written = sorted(p.relative_to(project).as_posix() for p in project.rglob("*") if p.is_file()
                      and ".opgen" not in p.parts)
     env = {**os.environ, "PYTHONPATH": str(toy), "PYTHONDONTWRITEBYTECODE": "1"}
-    tests = subprocess.run([sys.executable, "-m", "pytest", str(project / "tests"), "-q", "-p", "no:cacheprovider",
-                            "-k", "follows_the_semantics or is_registered or opcheck"],
-                           capture_output=True, text=True, env=env, cwd=project, timeout=600, check=False)
+    tests = run_pytest([str(project / "tests"), "-q", "-p", "no:cacheprovider",
+                        "-k", "follows_the_semantics or is_registered or opcheck"], env=env, cwd=project, timeout=600)
     return written, tests.stdout + tests.stderr
 
 

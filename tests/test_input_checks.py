@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from forked_pytest import run_pytest
 from new_helpers import STYLES, opgen
 
 SPEC = """
@@ -113,8 +114,7 @@ def test_a_size_variant_outside_the_checks_is_left_out_but_an_example_outside_th
     spec.write_text(GATED.format(last=last), encoding="utf-8")
     done = opgen("new", str(spec), "-o", str(tmp_path / "p"))
     assert done.returncode == 0, done.stderr
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", "-k",
-                          "follows_the_semantics"], cwd=tmp_path / "p", capture_output=True, text=True, check=False)
+    run = run_pytest(["-q", "-p", "no:cacheprovider", "-n", "0", "-k", "follows_the_semantics"], cwd=tmp_path / "p")
     assert (run.returncode == 0) == passes, run.stdout[-3000:]
     if not passes:  # (here the kernel raises first, on the example itself)
         assert "ops[0].examples[0]" in run.stdout, run.stdout[-3000:]

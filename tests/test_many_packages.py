@@ -6,12 +6,11 @@ project on sys.path before its tests are imported (README, "What gets generated"
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
+from forked_pytest import run_pytest
 from new_helpers import REPO, opgen_in_one_process
 
 pytestmark = pytest.mark.slow  # four pytest runs of generated projects
@@ -24,9 +23,8 @@ def outcomes(target: Path, cwd: Path, junit: Path) -> dict[str, str]:
     """`python -m pytest <target>` as a user runs it (no PYTHONPATH): test id -> outcome."""
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
     env["PYTHONDONTWRITEBYTECODE"] = "1"
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
-                           f"--opgen-tiers={TIERS}", f"--junitxml={junit}", str(target)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=900, check=False)
+    done = run_pytest(["-p", "no:cacheprovider", "-q", f"--opgen-tiers={TIERS}", f"--junitxml={junit}", str(target)],
+                      cwd=cwd, env=env, timeout=900)
     assert junit.is_file(), done.stdout + done.stderr
     found = {}
     for case in ElementTree.parse(junit).getroot().iter("testcase"):

@@ -16,13 +16,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
+from forked_pytest import run_pytest
 from new_helpers import PYTEST_PLUGINS_OFF, REPO, STYLES, opgen_in_one_process, pythonpath
 
 from opgen.npugraph_ex import loader
@@ -298,10 +297,9 @@ def run_all(projects: dict[str, Path], root: Path) -> dict[str, dict[str, str]]:
     # -k matches a test's folder names too: each project's clause names its folder, then its tiers
     select = " or ".join(f"({project.name} and ({' or '.join(tiers_to_run(name))}))"
                          for name, project in projects.items())
-    command = [sys.executable, "-m", "pytest", "-q", *PYTEST_PLUGINS_OFF, "--import-mode=importlib",
-               "-c", os.devnull, f"--rootdir={root}", f"--junitxml={junit}", "-k", select,
-               *[str(p / "tests") for p in projects.values()]]
-    subprocess.run(command, env=env, capture_output=True, text=True, timeout=1200, cwd=root, check=False)
+    arguments = ["-q", *PYTEST_PLUGINS_OFF, "--import-mode=importlib", "-c", os.devnull, f"--rootdir={root}",
+                 f"--junitxml={junit}", "-k", select, *[str(p / "tests") for p in projects.values()]]
+    run_pytest(arguments, env=env, timeout=1200, cwd=root)
     results: dict[str, dict[str, str]] = {}
     for case in ElementTree.parse(junit).getroot().iter("testcase"):
         project = case.get("classname").split(".")[0]

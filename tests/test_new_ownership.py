@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from forked_pytest import run_pytest
 from new_helpers import REPO, opgen, snapshot
 
 from opgen.render.context import opgen_requirement
@@ -119,7 +120,6 @@ def test_a_project_of_the_old_layout_is_migrated_in_place_with_no_user_byte_lost
     assert "create     tests/test_myops.py" in done.stdout
     assert "keep       pyproject.toml  (now yours; your edits kept)" in done.stdout
     # and the migrated project's tests run on the library (its pyproject, the user's, still names tests/ on the path)
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--opgen-tiers=registration",
-                          str(target)], cwd=tmp_path, capture_output=True, text=True, check=False,
-                         env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    run = run_pytest(["-q", "-p", "no:cacheprovider", "--opgen-tiers=registration", str(target)], cwd=tmp_path,
+                     env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
     assert run.returncode == 0 and "1 passed" in run.stdout, run.stdout[-2000:]

@@ -21,6 +21,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
+from forked_pytest import run_pytest
 from new_helpers import PYTEST_PLUGINS_OFF, REPO, opgen, pythonpath
 from npugraph_ex_state import NPUGRAPH_EX, needs_npugraph_ex
 
@@ -446,11 +447,10 @@ def run_tier(project: Path, junit: Path, env: dict | None = None,
              tier: str = "npugraph_ex_compiles_on_cpu") -> dict[str, tuple[str, str]]:
     """Run the project's npugraph_ex tier (and the look-alikes) in one pytest process: name -> (outcome, text, the
     test's printed output)."""
-    command = [sys.executable, "-m", "pytest", "-q", *PYTEST_PLUGINS_OFF, "-c", os.devnull, f"--junitxml={junit}",
-               "-o", "junit_logging=system-out", "-k", tier, str(project / "tests")]
+    arguments = ["-q", *PYTEST_PLUGINS_OFF, "-c", os.devnull, f"--junitxml={junit}", "-o", "junit_logging=system-out",
+                 "-k", tier, str(project / "tests")]
     full_env = {**os.environ, "PYTHONPATH": pythonpath([project]), **(env or {})}
-    done = subprocess.run(command, env=full_env, capture_output=True, text=True, timeout=900, cwd=junit.parent,
-                          check=False)
+    done = run_pytest(arguments, env=full_env, timeout=900, cwd=junit.parent)
     results = {}
     for case in ElementTree.parse(junit).getroot().iter("testcase"):
         outcome, text, printed = "passed", "", ""

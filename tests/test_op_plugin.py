@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from forked_pytest import run_pytest
 from new_helpers import REPO, opgen, opgen_in_one_process, snapshot
 from op_plugin_helpers import (
     EXAMPLES,
@@ -99,8 +100,7 @@ def test_generated_python_is_ruff_clean_and_parses_and_yaml_loads(generated):
 @pytest.mark.slow
 def test_opgen_checks_run_the_meta_functions_on_cpu(generated):
     for name, root in generated.items():
-        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "opgen_checks"],
-                              cwd=root, capture_output=True, text=True, timeout=600, check=False)
+        done = run_pytest(["-q", "-rs", "-p", "no:cacheprovider", "opgen_checks"], cwd=root, timeout=600)
         assert done.returncode == 0, f"{name}:\n{done.stdout[-3000:]}"
         assert "3 passed" in done.stdout, f"{name}: the Meta tests did not all run:\n{done.stdout[-2000:]}"
 
@@ -112,16 +112,14 @@ def test_generated_meta_test_catches_a_planted_wrong_shape(generated, tmp_path):
     text = meta.read_text()
     assert "*([1] * gamma.dim())" in text
     meta.write_text(text.replace("*([1] * gamma.dim())", "*([1] * (gamma.dim() - 1))"))
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "opgen_checks"], cwd=root,
-                          capture_output=True, text=True, timeout=600, check=False)
+    done = run_pytest(["-q", "-p", "no:cacheprovider", "opgen_checks"], cwd=root, timeout=600)
     assert done.returncode == 1 and "test_meta_matches_reference_on_examples" in done.stdout, done.stdout[-2000:]
     assert "test_meta_signature_equals_schema" not in done.stdout
     # a default that differs from the schema's
     meta.write_text(text.replace("def npu_rms_norm_meta(self, gamma, epsilon=1e-06):",
                                  "def npu_rms_norm_meta(self, gamma, epsilon=1e-05):"))
     assert meta.read_text() != text
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "opgen_checks"], cwd=root,
-                          capture_output=True, text=True, timeout=600, check=False)
+    done = run_pytest(["-q", "-p", "no:cacheprovider", "opgen_checks"], cwd=root, timeout=600)
     assert done.returncode == 1 and "FAILED" in done.stdout and "test_meta_signature_equals_schema" in done.stdout
 
 
@@ -446,8 +444,7 @@ def test_in_place_op_gets_its_functional_twin(tmp_path):
     kernel = (root / "op_plugin/ops/opapi/ScaleKernelNpuOpApi.cpp").read_text()
     assert "EXEC_NPU_CMD(aclnnInplaceScale, self, s);\n  return self;" in kernel
     assert "at::Tensor self_out = self.clone(at::MemoryFormat::Contiguous);\n  EXEC_NPU_CMD(aclnnInplaceScale, self_out, s);" in kernel
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "opgen_checks"], cwd=root,
-                          capture_output=True, text=True, timeout=600, check=False)
+    done = run_pytest(["-q", "-p", "no:cacheprovider", "opgen_checks"], cwd=root, timeout=600)
     assert done.returncode == 0 and "3 passed" in done.stdout, done.stdout[-3000:]
 
 

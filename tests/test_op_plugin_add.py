@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from forked_pytest import run_pytest
 from new_helpers import REPO, opgen, snapshot
 from op_plugin_helpers import EXAMPLES, extract_torchnpugen, needs_wheel, run_torchnpugen
 
@@ -99,9 +100,8 @@ def test_opgen_checks_run_the_added_meta_functions_on_cpu(root, tmp_path):
         assert opgen("new", str(spec), "--target", "op_plugin", "-o", str(tmp_path / spec.stem)).returncode == 0
         shutil.copytree(tmp_path / spec.stem / "opgen_checks", checks, dirs_exist_ok=True)
     assert not (root / "opgen_checks").exists()
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(checks)], cwd=tmp_path,
-                          env={**os.environ, "OPGEN_OP_PLUGIN_ROOT": str(root)}, capture_output=True, text=True,
-                          timeout=600, check=False)
+    done = run_pytest(["-q", "-p", "no:cacheprovider", str(checks)], cwd=tmp_path,
+                      env={**os.environ, "OPGEN_OP_PLUGIN_ROOT": str(root)}, timeout=600)
     assert done.returncode == 0 and "9 passed" in done.stdout, done.stdout[-3000:]
 
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from forked_pytest import run_pytest
 from new_helpers import REPO, opgen
 
 from opgen.testing.summary import WIDTH, Result, skip_reason, summary_lines
@@ -48,8 +47,7 @@ def rms_norm_project(tmp_path_factory) -> Path:
 
 def run_project(project: Path, *args: str) -> str:
     env = {key: value for key, value in os.environ.items() if key not in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER")}
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(project), *args],
-                          cwd=project.parent, env=env, capture_output=True, text=True, timeout=600, check=False)
+    done = run_pytest(["-q", "-p", "no:cacheprovider", str(project), *args], cwd=project.parent, env=env, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done.stdout
 

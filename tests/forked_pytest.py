@@ -1,0 +1,219 @@
+"""`python -m pytest ARGS` for opgen's tests, run as a fork of a server that has already imported torch.
+
+Each run of a generated project's tests in a new interpreter pays ~3-4 CPU-s before its first test: torch, Dynamo,
+Inductor and pytest's imports. The suite makes well over a hundred such runs. `run_pytest` sends the run to a helper
+process (one per xdist worker, started on first use) that imported those modules once; it forks a child per run, and
+the child sets up what a fresh `python -m pytest` with that cwd and environment would see (os.environ, cwd, sys.path,
+sys.argv, `__main__`, stdio) and calls `pytest.main`. A run whose environment differs from the server's in a variable
+read at interpreter start or at torch's import (PYTHON*, TORCH*, HOME, ...) gets a real subprocess, and so does every
+run when the server cannot start. What a fresh interpreter itself proves (what is imported at collection, a user's
+start-up output, another Python) keeps calling subprocess at its call site.
+
+Fork safety: after these imports the server runs no Python thread; its one other thread is OpenBLAS's pool (numpy's
+import starts it), which OpenBLAS shuts down around fork itself (pthread_atfork). tests/test_forked_pytest.py checks
+both, and that a child sees what a real subprocess sees.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+# Imported once by the server: what a run of generated tests imports before and while its tests compile. No pytest
+# plugin from an entry point (xdist, opgen's): pytest rewrites their asserts on import, and warns when it cannot
+PRELOAD = ("torch", "torch._dynamo", "torch._functorch.aot_autograd", "torch._inductor.compile_fx",
+           "torch.testing._internal.optests", "pytest")
+# Environment variables the server's imports or the interpreter's start read: a run that changes one gets a subprocess
+START_TIME_VARIABLES = ("PYTHON", "TORCH", "PYTORCH", "CUDA", "OMP_", "MKL", "KMP_", "OPENBLAS", "LD_", "HOME",
+                        "XDG_", "TMPDIR", "TEMP", "TMP", "TRITON", "LC_", "LANG")
+# ...except these, which the child applies itself
+APPLIED_BY_CHILD = ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE")
+
+
+def _matters_at_start(name: str) -> bool:
+    return name not in APPLIED_BY_CHILD and name.startswith(START_TIME_VARIABLES)
+
+
+def forkable(env: dict[str, str], server_env: dict[str, str]) -> bool:
+    """Whether a child forked from a server started with `server_env` sees what a fresh interpreter given `env`
+    would: the variables read at start-up or at torch's import are the same."""
+    names = {name for name in {*env, *server_env} if _matters_at_start(name)}
+    return all(env.get(name) == server_env.get(name) for name in names)
+
+
+class _Server:
+    """The client's handle on one server process (of this process: each xdist worker has its own)."""
+
+    def __init__(self) -> None:
+        self.env = dict(os.environ)
+        self.process = subprocess.Popen([sys.executable, __file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.DEVNULL, env=self.env, text=True)
+        ready = self.process.stdout.readline()
+        if not ready.startswith("ready "):
+            self.close()
+            raise OSError(f"pytest fork server did not start: {ready!r}")
+        self.threads = json.loads(ready[len("ready "):])  # {"python": ..., "os": ...} once it had imported PRELOAD
+
+    def ask(self, request: dict) -> dict:
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        answer = self.process.stdout.readline()
+        if not answer:
+            raise OSError("pytest fork server died")
+        return json.loads(answer)
+
+    def close(self) -> None:
+        try:
+            self.process.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+_server: _Server | None = None
+_server_failed = False
+_lock = threading.Lock()
+
+
+def close_server() -> None:
+    """Stop this process's server, waiting for it: its CPU time and its children's then count in this process's
+    (conftest.py calls it at the session's end; atexit is the fallback)."""
+    global _server
+    if _server is not None:
+        _server.close()
+        _server = None
+
+
+atexit.register(close_server)
+
+
+def _get_server() -> _Server | None:
+    global _server, _server_failed
+    if _server is None and not _server_failed:
+        try:
+            _server = _Server()
+        except OSError:
+            _server_failed = True
+    return _server
+
+
+def run_pytest(args: list[str], *, cwd: Path | str | None = None, env: dict[str, str] | None = None,
+               timeout: float | None = None) -> subprocess.CompletedProcess:
+    """What `subprocess.run([sys.executable, "-m", "pytest", *args], cwd=cwd, env=env, timeout=timeout,
+    capture_output=True, text=True)` returns (TimeoutExpired too), from a forked child where it can."""
+    global _server
+    command = [sys.executable, "-m", "pytest", *map(str, args)]
+    env = dict(os.environ if env is None else env)
+    cwd = str(Path(cwd if cwd is not None else os.getcwd()).resolve())
+    with _lock:
+        server = _get_server()
+        if server is None or not forkable(env, server.env):
+            return subprocess.run(command, cwd=cwd, env=env, timeout=timeout, capture_output=True, text=True,
+                                  check=False)
+        with tempfile.TemporaryDirectory(prefix="forked-pytest-") as folder:
+            out, err = Path(folder, "stdout"), Path(folder, "stderr")
+            request = {"args": command[3:], "cwd": cwd, "env": env, "timeout": timeout,
+                       "stdout": str(out), "stderr": str(err)}
+            try:
+                answer = server.ask(request)
+            except (OSError, ValueError):  # the server died: a new one next time, a real subprocess now
+                server.close()
+                _server = None
+                return subprocess.run(command, cwd=cwd, env=env, timeout=timeout, capture_output=True, text=True,
+                                      check=False)
+            stdout = out.read_text(errors="replace") if out.exists() else ""
+            stderr = err.read_text(errors="replace") if err.exists() else ""
+    if answer["timed_out"]:
+        raise subprocess.TimeoutExpired(command, timeout, output=stdout, stderr=stderr)
+    return subprocess.CompletedProcess(command, answer["returncode"], stdout, stderr)
+
+
+# --- the server (this file run as a script) ---
+
+def _child(request: dict) -> None:
+    """In the forked child: become `python -m pytest ARGS` as started in request's cwd and env, run, exit."""
+    os.setpgid(0, 0)  # the server kills the whole group on timeout: the run's own subprocesses too
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        target = os.open(request[name], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(target, fd)
+        os.close(target)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    sys.dont_write_bytecode = bool(os.environ.get("PYTHONDONTWRITEBYTECODE"))
+    # a fresh `python -m` puts the cwd first, then PYTHONPATH's entries (empty ones dropped), then the rest
+    python_path = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
+    sys.path[:] = [request["cwd"], *python_path, *_BASE_PATH]
+    import pytest.__main__ as main  # `python -m pytest` runs this module as __main__
+    sys.modules["__main__"] = main
+    sys.argv = [main.__file__, *request["args"]]
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # as Python sets it at start
+    code = 1
+    try:
+        import pytest
+
+        code = int(pytest.main(request["args"]))
+    except SystemExit as done:
+        code = done.code if isinstance(done.code, int) else 1
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
+
+
+def _wait(pid: int, timeout: float | None) -> tuple[int, bool]:
+    """Wait for the child, killing its process group at the timeout: (returncode as subprocess has it, timed out)."""
+    pidfd = os.pidfd_open(pid)
+    try:
+        ready, _, _ = select.select([pidfd], [], [], timeout)
+    finally:
+        os.close(pidfd)
+    timed_out = not ready
+    if timed_out:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), timed_out
+
+
+def _serve() -> None:
+    import gc
+    import importlib
+
+    for name in PRELOAD:
+        importlib.import_module(name)
+    gc.collect()
+    gc.freeze()  # the children's collections leave the server's objects (and their shared pages) alone
+    threads = {"python": threading.active_count(), "os": len(os.listdir("/proc/self/task"))}
+    print("ready", json.dumps(threads), flush=True)
+    for line in sys.stdin:
+        request = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            _child(request)
+        returncode, timed_out = _wait(pid, request["timeout"])
+        print(json.dumps({"returncode": returncode, "timed_out": timed_out}), flush=True)
+
+
+if __name__ == "__main__":
+    _BASE_PATH = sys.path[1:]  # without this script's folder, which a `python -m pytest` does not have
+    _serve()

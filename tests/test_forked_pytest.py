@@ -1,0 +1,158 @@
+"""tests/forked_pytest.py: a forked run is what a fresh `python -m pytest` would be, a hung one is killed at its
+timeout, a crashed one reports its exit code, and the server survives both."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+import forked_pytest
+import pytest
+from forked_pytest import forkable, run_pytest
+
+pytestmark = pytest.mark.xdist_group("forked_pytest")  # one server for the module's runs
+
+REPORT = '''
+import json, os, signal, sys, threading
+
+def test_report():
+    main = sys.modules["__main__"]
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_CURRENT_TEST", "REPORT_TO")}
+    with open(os.environ["REPORT_TO"], "w") as out:
+        json.dump({"cwd": os.getcwd(), "env": env, "path": sys.path, "argv": sys.argv,
+                   "main": getattr(main.__spec__, "name", None), "bytecode": sys.dont_write_bytecode,
+                   "sigpipe": int(signal.getsignal(signal.SIGPIPE)),
+                   "python_threads": threading.active_count(), "parent": os.getppid()}, out)
+'''
+
+
+def _report(tmp_path, runner, name, **extra_env):
+    project = tmp_path / "project"
+    (project / "tests").mkdir(parents=True, exist_ok=True)
+    (project / "tests" / "test_report.py").write_text(REPORT)
+    target = tmp_path / f"{name}.json"
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path / 'lib'}{os.pathsep}{tmp_path / 'other'}",
+           "PYTHONDONTWRITEBYTECODE": "1", "REPORT_TO": str(target), **extra_env}
+    args = ["-q", "-p", "no:cacheprovider", "tests"]
+    done = runner(args, project, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout
+    printed = re.sub(r" in [0-9.]+s", "", done.stdout + done.stderr)
+    return {**json.loads(target.read_text()), "printed": printed}
+
+
+def _real(args, cwd, env):
+    return subprocess.run([sys.executable, "-m", "pytest", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=120, check=False)
+
+
+def _forked(args, cwd, env):
+    return run_pytest(args, cwd=cwd, env=env, timeout=120)
+
+
+def test_a_forked_run_sees_what_a_fresh_python_m_pytest_sees(tmp_path):
+    real = _report(tmp_path, _real, "real")
+    forked = _report(tmp_path, _forked, "forked")
+    assert forked["parent"] != os.getpid()  # it did run in the server's child
+    assert real["parent"] == os.getpid()
+    for key in ("cwd", "env", "path", "argv", "main", "bytecode", "sigpipe", "python_threads", "printed"):
+        assert forked[key] == real[key], key
+
+
+def test_a_run_changing_a_start_time_variable_gets_a_real_subprocess(tmp_path):
+    assert forkable({**os.environ, "PYTHONPATH": "x", "OPGEN_Y": "1"}, dict(os.environ))
+    assert not forkable({**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path)}, dict(os.environ))
+    assert not forkable({key: value for key, value in os.environ.items() if key != "HOME"}, {**os.environ, "HOME": "/"})
+    report = _report(tmp_path, _forked, "inductor", TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"))
+    assert report["parent"] == os.getpid()
+
+
+def test_the_server_runs_no_thread_but_openblas_pool_when_it_forks():
+    server = forked_pytest._get_server()
+    assert server is not None
+    assert server.threads["python"] == 1
+    plain = subprocess.run([sys.executable, "-c", "import numpy, os; print(len(os.listdir('/proc/self/task')))"],
+                           capture_output=True, text=True, check=True)
+    assert server.threads["os"] == int(plain.stdout)  # the pool numpy's import starts, nothing of torch's
+
+
+HANGS = '''
+import os, subprocess, sys, time
+
+def test_hangs():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    with open(os.environ["PID_TO"], "w") as out:
+        out.write(str(child.pid))
+    time.sleep(600)
+'''
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_hung_run_is_killed_at_its_timeout_with_its_subprocesses_and_the_server_goes_on(tmp_path):
+    (tmp_path / "test_hangs.py").write_text(HANGS)
+    pid_file = tmp_path / "pid"
+    started = time.monotonic()
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_pytest(["-q", "-p", "no:cacheprovider", "test_hangs.py"], cwd=tmp_path,
+                   env={**os.environ, "PID_TO": str(pid_file)}, timeout=8)
+    assert time.monotonic() - started < 60
+    grandchild = int(pid_file.read_text())
+    for _ in range(50):
+        if not _alive(grandchild):
+            break
+        time.sleep(0.1)
+    assert not _alive(grandchild)
+    _assert_server_still_runs(tmp_path)
+
+
+CRASHES = '''
+import os, signal
+
+def test_exits():
+    os._exit(7)
+
+def test_crashes():
+    os.kill(os.getpid(), signal.SIGSEGV)
+'''
+
+
+@pytest.mark.parametrize(("test", "code"), [("test_exits", 7), ("test_crashes", -11)])
+def test_a_crashed_run_reports_its_exit_code_and_the_server_goes_on(tmp_path, test, code):
+    (tmp_path / "test_crash.py").write_text(CRASHES)
+    done = run_pytest(["-q", "-p", "no:cacheprovider", "-p", "no:faulthandler", f"test_crash.py::{test}"],
+                      cwd=tmp_path, timeout=120)
+    real = _real(["-q", "-p", "no:cacheprovider", "-p", "no:faulthandler", f"test_crash.py::{test}"], tmp_path,
+                 dict(os.environ))
+    assert done.returncode == real.returncode == code
+    _assert_server_still_runs(tmp_path)
+
+
+def _assert_server_still_runs(tmp_path):
+    server = forked_pytest._server
+    (tmp_path / "test_fine.py").write_text("def test_fine():\n    pass\n")
+    done = run_pytest(["-q", "-p", "no:cacheprovider", "test_fine.py"], cwd=tmp_path, timeout=120)
+    assert done.returncode == 0 and "1 passed" in done.stdout
+    assert forked_pytest._server is server
+
+
+def test_a_dead_server_is_replaced(tmp_path):
+    server = forked_pytest._get_server()
+    server.process.kill()
+    server.process.wait()
+    (tmp_path / "test_fine.py").write_text("def test_fine():\n    pass\n")
+    done = run_pytest(["-q", "-p", "no:cacheprovider", "test_fine.py"], cwd=tmp_path, timeout=120)
+    assert done.returncode == 0 and "1 passed" in done.stdout  # the run that found it dead: a real subprocess
+    assert forked_pytest._get_server() is not server
+    done = run_pytest(["-q", "-p", "no:cacheprovider", "test_fine.py"], cwd=tmp_path, timeout=120)
+    assert done.returncode == 0 and "1 passed" in done.stdout
