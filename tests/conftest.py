@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import forked_pytest  # noqa: F401  (its SESSION_ENV: the environment before any test changes it)
 import pytest
 
 # tests/fixtures holds other projects' files (an op-plugin checkout's own tests, which import torch_npu): inputs of

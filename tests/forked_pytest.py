@@ -49,11 +49,17 @@ def forkable(env: dict[str, str], server_env: dict[str, str]) -> bool:
     return all(env.get(name) == server_env.get(name) for name in names)
 
 
+# The environment the session started with (conftest.py imports this module before any test runs): the server starts
+# with it, not with the environment of the test that first needs it, which may have changed a start-time variable
+# (monkeypatch.setenv("HOME", ...)); else every later run, in the session's own environment, would get a subprocess.
+SESSION_ENV = dict(os.environ)
+
+
 class _Server:
     """The client's handle on one server process (of this process: each xdist worker has its own)."""
 
     def __init__(self) -> None:
-        self.env = dict(os.environ)
+        self.env = dict(SESSION_ENV)
         self.process = subprocess.Popen([sys.executable, __file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.DEVNULL, env=self.env, text=True)
         ready = self.process.stdout.readline()

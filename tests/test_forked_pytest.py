@@ -156,3 +156,17 @@ def test_a_dead_server_is_replaced(tmp_path):
     assert forked_pytest._get_server() is not server
     done = run_pytest(["-q", "-p", "no:cacheprovider", "test_fine.py"], cwd=tmp_path, timeout=120)
     assert done.returncode == 0 and "1 passed" in done.stdout
+
+
+def test_a_server_first_needed_by_a_test_that_changed_the_environment_starts_with_the_sessions(tmp_path, monkeypatch):
+    """In CI the server was first started inside a test that had changed HOME: it kept that environment, so every later
+    run, in the session's own environment, differed from it and fell back to a subprocess. It now starts with the
+    session's environment."""
+    forked_pytest.close_server()
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "test_fine.py").write_text("def test_fine():\n    pass\n")
+    done = run_pytest(["-q", "-p", "no:cacheprovider", "test_fine.py"], cwd=tmp_path, timeout=120)
+    assert done.returncode == 0 and "1 passed" in done.stdout  # another HOME than the server's: a real subprocess
+    monkeypatch.undo()
+    assert forked_pytest._get_server().env == forked_pytest.SESSION_ENV
+    assert _report(tmp_path, _forked, "after")["parent"] != os.getpid()
