@@ -35,7 +35,9 @@ PRELOAD = ("torch", "torch._dynamo", "torch._functorch.aot_autograd", "torch._in
 START_TIME_VARIABLES = ("PYTHON", "TORCH", "PYTORCH", "CUDA", "OMP_", "MKL", "KMP_", "OPENBLAS", "LD_", "HOME",
                         "XDG_", "TMPDIR", "TEMP", "TMP", "TRITON", "LC_", "LANG")
 # ...except these, which the child applies itself
-APPLIED_BY_CHILD = ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE")
+# (Inductor reads its cache directories on each compile, never at import, and sets TORCHINDUCTOR_CACHE_DIR itself on
+# first use: the worker's environment gains it mid-session, so comparing it would send every later run to a subprocess)
+APPLIED_BY_CHILD = ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 
 
 def _matters_at_start(name: str) -> bool:

@@ -65,9 +65,9 @@ def test_a_forked_run_sees_what_a_fresh_python_m_pytest_sees(tmp_path):
 
 def test_a_run_changing_a_start_time_variable_gets_a_real_subprocess(tmp_path):
     assert forkable({**os.environ, "PYTHONPATH": "x", "OPGEN_Y": "1"}, dict(os.environ))
-    assert not forkable({**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path)}, dict(os.environ))
+    assert not forkable({**os.environ, "TORCHINDUCTOR_COMPILE_THREADS": "1"}, dict(os.environ))  # read at import
     assert not forkable({key: value for key, value in os.environ.items() if key != "HOME"}, {**os.environ, "HOME": "/"})
-    report = _report(tmp_path, _forked, "inductor", TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"))
+    report = _report(tmp_path, _forked, "inductor", TORCHINDUCTOR_COMPILE_THREADS="1")
     assert report["parent"] == os.getpid()
 
 
@@ -170,3 +170,13 @@ def test_a_server_first_needed_by_a_test_that_changed_the_environment_starts_wit
     monkeypatch.undo()
     assert forked_pytest._get_server().env == forked_pytest.SESSION_ENV
     assert _report(tmp_path, _forked, "after")["parent"] != os.getpid()
+
+
+def test_the_inductor_cache_directory_inductor_sets_mid_session_still_forks(tmp_path, monkeypatch):
+    """Inductor's first compile in a worker sets TORCHINDUCTOR_CACHE_DIR in its environment (cache_dir()), and in CI
+    (no such variable at the start) every later run then differed from the server and went to a subprocess. The
+    variable is read on each compile, so the child applies it: the run forks and sees it."""
+    forked_pytest._get_server()
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    report = _report(tmp_path, _forked, "cache_dir")
+    assert report["parent"] != os.getpid() and report["env"]["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "inductor")
