@@ -213,6 +213,8 @@ def test_issue_41s_real_op_specs_pass_out_of_the_box(tmp_path, style):
     rotary_embedding writes an optional `Tensor(b!)? key`, None in its second example; awq_dequantize declares its
     int32 packed inputs in `checks:`, so the int64 variant is outside its contract; topk_softmax declares `ties:`."""
     assert len(NEW_SPECS) == 12
+    namespaces = [load_spec(str(spec)).namespace for spec in NEW_SPECS]  # one package each: run together, a shared
+    assert len(set(namespaces)) == len(namespaces), namespaces            # name imports only one of them
     projects = []
     for spec in NEW_SPECS:
         done = opgen("new", str(spec), "-o", str(tmp_path / spec.stem), "--style", style)
