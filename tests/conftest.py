@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-import forked_pytest  # noqa: F401  (its SESSION_ENV: the environment before any test changes it)
+import forked_python  # noqa: F401  (its SESSION_ENV: the environment before any test changes it)
 import pytest
 
 # tests/fixtures holds other projects' files (an op-plugin checkout's own tests, which import torch_npu): inputs of
@@ -28,9 +28,9 @@ def run_opgen_command(*args: str, input: str | None = None, env: dict | None = N
 
 
 def pytest_sessionfinish(session):
-    """The pytest fork server of this process (tests/forked_pytest.py), if one started, stops with the session: a
+    """The pytest fork server of this process (tests/forked_python.py), if one started, stops with the session: a
     server left to outlive its worker would take its runs' CPU time out of the suite's count."""
-    forked = sys.modules.get("forked_pytest")
+    forked = sys.modules.get("forked_python")
     if forked is not None:
         forked.close_server()
 

@@ -1,5 +1,5 @@
 """Shared helpers for the `opgen new` tests: run the real CLI in subprocesses, and generated projects' tests in
-forked runs of pytest (tests/forked_pytest.py: what a fresh `python -m pytest` would do, without its imports)."""
+forked runs of pytest (tests/forked_python.py: what a fresh `python -m pytest` would do, without its imports)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from xml.etree import ElementTree
 
-from forked_pytest import run_pytest
+from forked_python import run_pytest
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))

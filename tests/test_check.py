@@ -14,12 +14,11 @@ import inspect
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import run_opgen_command
+from forked_python import run_python
 from new_helpers import REPO, opgen
 
 from opgen.check.signatures import BY_ID, causes_for, classify
@@ -540,8 +539,7 @@ def test_backend_compile_failed_is_proven_on_torchs_own_exception():
         "    torch.compile(lambda x: x + 1, backend=failing, fullgraph=True)(torch.ones(2))\n"
         "except Exception as error:\n"
         "    print(json.dumps(_error_info(error)))\n")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=300,
-                          check=False)
+    done = run_python(["-c", script], cwd=REPO, timeout=300)
     error = json.loads(done.stdout)
     assert error["type"] == "torch._dynamo.exc.BackendCompilerFailed", error
     assert classify("aot_eager", error).id == "backend-compile-failed"

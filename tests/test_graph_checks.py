@@ -9,7 +9,7 @@ import sys
 
 import pytest
 import torch
-from forked_pytest import run_pytest
+from forked_python import run_pytest
 from npugraph_ex_state import needs_npugraph_ex
 
 from opgen import testing as checks

@@ -10,7 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from forked_pytest import run_pytest
+from forked_python import run_pytest
 from import_helpers import evaluated, inputs_text
 from new_helpers import EXAMPLES
 

@@ -4,11 +4,8 @@ spec's field; its correct twin traces; bad `checks:` are located errors that wri
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
-from forked_pytest import run_pytest
+from forked_python import run_pytest, run_python
 from new_helpers import STYLES, opgen
 
 SPEC = """
@@ -51,8 +48,7 @@ def test_the_fake_refuses_what_the_checks_refuse_and_traces_the_twin(tmp_path, s
     spec.write_text(SPEC.format(style=style), encoding="utf-8")
     done = opgen("new", str(spec), "-o", str(tmp_path / "p"))
     assert done.returncode == 0, done.stderr
-    run = subprocess.run([sys.executable, "-c", TRACE.format(style=style)], cwd=tmp_path / "p", capture_output=True,
-                         text=True, timeout=300, check=False)
+    run = run_python(["-c", TRACE.format(style=style)], cwd=tmp_path / "p", timeout=300)
     assert run.returncode == 0, run.stderr
     planted, odd, twin = run.stdout.splitlines()
     # the kernel refuses gamma [64] against x [4, 128]: so does the fake, naming the spec's field

@@ -4,11 +4,10 @@ opcheck fails on it and passes on its twin, so the finding is what torch says.""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 
 import pytest
+from forked_python import run_python
 
 NEW_STYLE_IMPORTS = "import torch\nfrom torch._custom_ops import custom_op, impl, impl_abstract\n"
 OLD_STYLE_IMPORTS = "import torch\nfrom torch._custom_op.impl import custom_op\n"
@@ -98,7 +97,7 @@ def test_torch_runs_the_older_api_and_opcheck_agrees(tmp_path, name):
             op = next(getattr(torch.ops.legacy, n) for n in ("scale", "norm", "shift") if hasattr(torch.ops.legacy, n))
             torch.library.opcheck(op.default, (torch.ones(3),))
         """)
-        ran = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=300)
+        ran = run_python(["-c", script], timeout=300)
         if planted:
             assert "is not defined as mutable but was mutated" in ran.stderr, (op, ran.stderr[-2000:])
         else:

@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from forked_python import run_python
 
 from opgen.lint import dispatch_keys
 from opgen.lint.config import LintConfig
@@ -37,8 +38,7 @@ def lint(root: Path, files: dict[str, str], paths=None, select=()) -> list[tuple
 
 
 def python(code: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=cwd, capture_output=True, text=True,
-                          timeout=300, check=False)
+    return run_python(["-c", textwrap.dedent(code)], cwd=cwd, timeout=300)
 
 
 # -- torch's own lists ---------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from forked_python import run_python
 
 from opgen.lint.config import LintConfig
 from opgen.lint.engine import lint_paths
@@ -216,7 +217,7 @@ def test_npu_key_is_a_key_in_files_that_import_torch_npu(tmp_path):
         torch.library.Library("t11_npu_b", "IMPL", "NPU")
         print("after: ok")
     """)
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False, timeout=120)
+    done = run_python(["-c", probe], timeout=120)
     assert "before: could not parse dispatch key: NPU" in done.stdout, done.stderr
     assert "after: ok" in done.stdout
 

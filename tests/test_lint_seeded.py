@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from forked_python import run_python
 
 from opgen.lint.config import LintConfig
 from opgen.lint.engine import lint_paths
@@ -75,13 +76,10 @@ for path in sys.argv[1:]:
 
 
 def test_torch_imports_every_correct_variant_and_refuses_the_import_time_bugs():
-    import subprocess
-    import sys
 
     oks = [str(b.with_name(b.stem + "_ok.py")) for b in BUGS]
     bugs = [str(b) for b in BUGS if b.stem in IMPORT_TIME_BUGS]
-    done = subprocess.run([sys.executable, "-c", _PROBE, *oks, *bugs], capture_output=True, text=True,
-                          check=False, timeout=300)
+    done = run_python(["-c", _PROBE, *oks, *bugs], timeout=300)
     outcome = dict(line.split(" ", 1) for line in done.stdout.splitlines())
     assert {Path(p).stem: outcome.get(Path(p).stem) for p in oks} == {Path(p).stem: "ok" for p in oks}, done.stderr
     for path in bugs:

@@ -10,7 +10,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
-from forked_pytest import run_pytest
+from forked_python import run_pytest
 from new_helpers import REPO, opgen_in_one_process
 
 pytestmark = pytest.mark.slow  # four pytest runs of generated projects

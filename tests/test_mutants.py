@@ -21,7 +21,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
-from forked_pytest import run_pytest
+from forked_python import run_pytest
 from new_helpers import PYTEST_PLUGINS_OFF, REPO, STYLES, opgen_in_one_process, pythonpath
 
 from opgen.npugraph_ex import loader

@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from forked_python import run_python
 from new_helpers import NOT_FEATURES, REPO, opgen, opgen_in_one_process, project_outcomes, snapshot
 
 from opgen.npugraph_ex import loader
@@ -415,13 +416,11 @@ def test_tagged_op_refuses_to_import_on_a_torch_without_the_tag(tmp_path):
         done = opgen("new", str(spec), "-o", str(target), "--style", style)
         assert done.returncode == 0, done.stderr
         assert "OPG102" not in done.stderr  # nothing rewritten: the tag keeps the return
-        refused = subprocess.run([sys.executable, "-c", without_tag], cwd=target, capture_output=True, text=True,
-                                 check=False)
+        refused = run_python(["-c", without_tag], cwd=target)
         assert refused.returncode == 1
         assert ("RuntimeError: tagged::scale_ is tagged torch.Tag.inplace (ops[0].tags in opgen.yaml), but this "
                 "torch has no torch.Tag.inplace") in refused.stderr, refused.stderr
-        works = subprocess.run([sys.executable, "-c", with_tag], cwd=target, capture_output=True, text=True,
-                               check=False)
+        works = run_python(["-c", with_tag], cwd=target)
         assert works.returncode == 0, works.stderr
 
 
@@ -439,12 +438,10 @@ def test_the_package_never_makes_pip_replace_torch_and_refuses_a_torch_older_tha
         assert done.returncode == 0, done.stderr
         project = tomllib.loads((target / "pyproject.toml").read_text())["project"]
         assert project["dependencies"] == [] and project["optional-dependencies"]["torch"] == ["torch>=2.6"]
-        refused = subprocess.run([sys.executable, "-c", old_torch], cwd=target, capture_output=True, text=True,
-                                 check=False)
+        refused = run_python(["-c", old_torch], cwd=target)
         assert ("ImportError: list_ops is generated for torch 2.6 or later (the lines opgen proves), but this is "
                 "torch 2.1.2") in refused.stderr, refused.stderr
-        works = subprocess.run([sys.executable, "-c", "import torch, list_ops"], cwd=target, capture_output=True,
-                               text=True, check=False)
+        works = run_python(["-c", "import torch, list_ops"], cwd=target)
         assert works.returncode == 0, works.stderr
     assert 'schema="(Tensor[] xs, float scale=1.0) -> Tensor",' in (tmp_path / "custom_op/list_ops/ops.py").read_text()
 

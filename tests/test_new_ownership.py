@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from forked_pytest import run_pytest
+from forked_python import run_pytest
 from new_helpers import REPO, opgen, snapshot
 
 from opgen.render.context import opgen_requirement

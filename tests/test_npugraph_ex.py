@@ -21,7 +21,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
-from forked_pytest import run_pytest
+from forked_python import run_pytest, run_python
 from new_helpers import PYTEST_PLUGINS_OFF, REPO, opgen, pythonpath
 from npugraph_ex_state import NPUGRAPH_EX, needs_npugraph_ex
 
@@ -348,7 +348,7 @@ def test_the_loader_leaves_the_process_as_it_found_it():
             assert not hasattr(torch.Tensor, "is_npu") and torch.Tensor.tolist is torch._C.TensorBase.tolist
         print("ok")
     """)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=False)
+    done = run_python(["-c", code], timeout=600)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "ok\n" and "Exception ignored" not in done.stderr, done.stderr
 
@@ -389,7 +389,7 @@ def test_the_stand_in_is_minimal():
                 raise AssertionError("pattern fusion ran without torch_npu")
         print("ok")
     """)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=False)
+    done = run_python(["-c", code], timeout=600)
     assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr[-3000:]
 
 

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from forked_pytest import run_pytest
+from forked_python import run_pytest
 from new_helpers import REPO, opgen, opgen_in_one_process, snapshot
 from op_plugin_helpers import (
     EXAMPLES,

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from forked_pytest import run_pytest
+from forked_python import run_pytest
 from new_helpers import REPO, opgen, snapshot
 from op_plugin_helpers import EXAMPLES, extract_torchnpugen, needs_wheel, run_torchnpugen
 

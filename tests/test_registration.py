@@ -4,10 +4,8 @@ torch_npu's dispatch key without importing torch_npu and without private torch A
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
+from forked_python import run_python
 from new_helpers import REPO, opgen, run_generated_tests
 
 CHECK = """
@@ -42,8 +40,7 @@ def test_custom_op_npu_kernel_needs_no_torch_npu_and_no_private_api(project):
 @pytest.mark.parametrize("first, second", [("import act_ops", RENAME), (RENAME, "import act_ops")],
                          ids=["package first", "backend first"])
 def test_custom_op_npu_kernel_is_registered_in_either_import_order(project, first, second):
-    done = subprocess.run([sys.executable, "-c", CHECK.format(first=first, second=second)], cwd=project,
-                          capture_output=True, text=True, timeout=120, check=False)
+    done = run_python(["-c", CHECK.format(first=first, second=second)], cwd=project, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
 
 

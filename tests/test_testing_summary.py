@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-from forked_pytest import run_pytest
+from forked_python import run_pytest
 from new_helpers import REPO, opgen
 
 from opgen.testing.summary import WIDTH, Result, skip_reason, summary_lines

@@ -1,4 +1,4 @@
-"""tests/forked_pytest.py: a forked run is what a fresh `python -m pytest` would be, a hung one is killed at its
+"""tests/forked_python.py: a forked run is what a fresh `python -m pytest` or `python -c` would be, a hung one is killed at its
 timeout, a crashed one reports its exit code, and the server survives both."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import subprocess
 import sys
 import time
 
-import forked_pytest
+import forked_python
 import pytest
-from forked_pytest import forkable, run_pytest
+from forked_python import forkable, run_pytest, run_python
 
-pytestmark = pytest.mark.xdist_group("forked_pytest")  # one server for the module's runs
+pytestmark = pytest.mark.xdist_group("forked_python")  # one server for the module's runs
 
 REPORT = '''
 import json, os, signal, sys, threading
@@ -63,6 +63,46 @@ def test_a_forked_run_sees_what_a_fresh_python_m_pytest_sees(tmp_path):
         assert forked[key] == real[key], key
 
 
+CODE_REPORT = """
+import json, os, sys, threading
+main = sys.modules["__main__"]
+print(json.dumps({"cwd": os.getcwd(), "path": sys.path, "argv": sys.argv, "name": __name__,
+                  "main": sorted(k for k in vars(main) if k != "__builtins__"), "parent": os.getppid(),
+                  "env": {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}}))
+def late():
+    import time
+    time.sleep(0.3)
+    print("a thread's last line")
+threading.Thread(target=late).start()
+{ending}
+"""
+
+
+@pytest.mark.parametrize(("ending", "code", "stderr"), [
+    ("", 0, ""), ("sys.exit(3)", 3, ""), ("sys.exit('bye')", 1, "bye"),
+    ("raise KeyError('planted')", 1, "KeyError: 'planted'")])
+def test_python_c_forked_sees_what_a_fresh_python_c_sees(tmp_path, ending, code, stderr):
+    """`-c`: cwd, sys.path (an empty first entry, PYTHONPATH's next), argv, `__main__`, the exit code of a normal end,
+    a SystemExit and an uncaught exception (its traceback on stderr), and the wait for a non-daemon thread."""
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path / 'lib'}{os.pathsep}{tmp_path / 'other'}"}
+    args = ["-c", CODE_REPORT.replace("{ending}", ending), "one", "two"]
+    real = subprocess.run([sys.executable, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+                          check=False)
+    forked = run_python(args, cwd=tmp_path, env=env, timeout=120)
+    reports = []
+    for done in (real, forked):
+        assert done.returncode == code, done.stderr
+        first, last = done.stdout.splitlines()
+        assert last == "a thread's last line"
+        assert stderr in done.stderr and ("Traceback (most recent call last)" in done.stderr) == ("raise" in ending)
+        reports.append(json.loads(first))
+    real_report, forked_report = reports
+    assert real_report.pop("parent") == os.getpid() != forked_report.pop("parent")
+    assert forked_report == real_report
+    with pytest.raises(ValueError, match="not"):
+        run_python(["-m", "opgen"])
+
+
 def test_a_run_changing_a_start_time_variable_gets_a_real_subprocess(tmp_path):
     assert forkable({**os.environ, "PYTHONPATH": "x", "OPGEN_Y": "1"}, dict(os.environ))
     assert not forkable({**os.environ, "TORCHINDUCTOR_COMPILE_THREADS": "1"}, dict(os.environ))  # read at import
@@ -72,7 +112,7 @@ def test_a_run_changing_a_start_time_variable_gets_a_real_subprocess(tmp_path):
 
 
 def test_the_server_runs_no_thread_but_openblas_pool_when_it_forks():
-    server = forked_pytest._get_server()
+    server = forked_python._get_server()
     assert server is not None
     assert server.threads["python"] == 1
     plain = subprocess.run([sys.executable, "-c", "import numpy, os; print(len(os.listdir('/proc/self/task')))"],
@@ -139,21 +179,21 @@ def test_a_crashed_run_reports_its_exit_code_and_the_server_goes_on(tmp_path, te
 
 
 def _assert_server_still_runs(tmp_path):
-    server = forked_pytest._server
+    server = forked_python._server
     (tmp_path / "test_fine.py").write_text("def test_fine():\n    pass\n")
     done = run_pytest(["-q", "-p", "no:cacheprovider", "test_fine.py"], cwd=tmp_path, timeout=120)
     assert done.returncode == 0 and "1 passed" in done.stdout
-    assert forked_pytest._server is server
+    assert forked_python._server is server
 
 
 def test_a_dead_server_is_replaced(tmp_path):
-    server = forked_pytest._get_server()
+    server = forked_python._get_server()
     server.process.kill()
     server.process.wait()
     (tmp_path / "test_fine.py").write_text("def test_fine():\n    pass\n")
     done = run_pytest(["-q", "-p", "no:cacheprovider", "test_fine.py"], cwd=tmp_path, timeout=120)
     assert done.returncode == 0 and "1 passed" in done.stdout  # the run that found it dead: a real subprocess
-    assert forked_pytest._get_server() is not server
+    assert forked_python._get_server() is not server
     done = run_pytest(["-q", "-p", "no:cacheprovider", "test_fine.py"], cwd=tmp_path, timeout=120)
     assert done.returncode == 0 and "1 passed" in done.stdout
 
@@ -162,13 +202,13 @@ def test_a_server_first_needed_by_a_test_that_changed_the_environment_starts_wit
     """In CI the server was first started inside a test that had changed HOME: it kept that environment, so every later
     run, in the session's own environment, differed from it and fell back to a subprocess. It now starts with the
     session's environment."""
-    forked_pytest.close_server()
+    forked_python.close_server()
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     (tmp_path / "test_fine.py").write_text("def test_fine():\n    pass\n")
     done = run_pytest(["-q", "-p", "no:cacheprovider", "test_fine.py"], cwd=tmp_path, timeout=120)
     assert done.returncode == 0 and "1 passed" in done.stdout  # another HOME than the server's: a real subprocess
     monkeypatch.undo()
-    assert forked_pytest._get_server().env == forked_pytest.SESSION_ENV
+    assert forked_python._get_server().env == forked_python.SESSION_ENV
     assert _report(tmp_path, _forked, "after")["parent"] != os.getpid()
 
 
@@ -176,7 +216,7 @@ def test_the_inductor_cache_directory_inductor_sets_mid_session_still_forks(tmp_
     """Inductor's first compile in a worker sets TORCHINDUCTOR_CACHE_DIR in its environment (cache_dir()), and in CI
     (no such variable at the start) every later run then differed from the server and went to a subprocess. The
     variable is read on each compile, so the child applies it: the run forks and sees it."""
-    forked_pytest._get_server()
+    forked_python._get_server()
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     report = _report(tmp_path, _forked, "cache_dir")
     assert report["parent"] != os.getpid() and report["env"]["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "inductor")

@@ -1,22 +1,26 @@
-"""`python -m pytest ARGS` for opgen's tests, run as a fork of a server that has already imported torch.
+"""`python -m pytest ARGS` and `python -c CODE ARGS` for opgen's tests, run as forks of a server that has already
+imported torch.
 
 Each run of a generated project's tests in a new interpreter pays ~3-4 CPU-s before its first test: torch, Dynamo,
-Inductor and pytest's imports. The suite makes well over a hundred such runs. `run_pytest` sends the run to a helper
-process (one per xdist worker, started on first use) that imported those modules once; it forks a child per run, and
-the child sets up what a fresh `python -m pytest` with that cwd and environment would see (os.environ, cwd, sys.path,
-sys.argv, `__main__`, stdio) and calls `pytest.main`. A run whose environment differs from the server's in a variable
-read at interpreter start or at torch's import (PYTHON*, TORCH*, HOME, ...) gets a real subprocess, and so does every
-run when the server cannot start. What a fresh interpreter itself proves (what is imported at collection, a user's
-start-up output, another Python) keeps calling subprocess at its call site.
+Inductor and pytest's imports; a `python -c` oracle (does torch import this package, register these ops, run opcheck
+on them?) pays ~1.5 CPU-s of torch's import before its first line. The suite makes well over a hundred such runs.
+`run_pytest` and `run_python` send the run to a helper process (one per xdist worker, started on first use) that
+imported those modules once; it forks a child per run, and the child sets up what a fresh interpreter with that cwd
+and environment would see (os.environ, cwd, sys.path, sys.argv, `__main__`, stdio) and runs pytest.main or the code.
+A run whose environment differs from the server's in a variable read at interpreter start or at torch's import
+(PYTHON*, TORCH*, HOME, ...) gets a real subprocess, and so does every run when the server cannot start. What a fresh
+interpreter itself proves (what is imported at collection or by a package, a user's start-up output, another Python)
+keeps calling subprocess at its call site.
 
 Fork safety: after these imports the server runs no Python thread; its one other thread is OpenBLAS's pool (numpy's
-import starts it), which OpenBLAS shuts down around fork itself (pthread_atfork). tests/test_forked_pytest.py checks
+import starts it), which OpenBLAS shuts down around fork itself (pthread_atfork). tests/test_forked_python.py checks
 both, and that a child sees what a real subprocess sees.
 """
 
 from __future__ import annotations
 
 import atexit
+import builtins
 import json
 import os
 import select
@@ -25,6 +29,9 @@ import subprocess
 import sys
 import tempfile
 import threading
+import traceback
+import types
+from importlib.machinery import BuiltinImporter
 from pathlib import Path
 
 # Imported once by the server: what a run of generated tests imports before and while its tests compile. No pytest
@@ -121,8 +128,18 @@ def run_pytest(args: list[str], *, cwd: Path | str | None = None, env: dict[str,
                timeout: float | None = None) -> subprocess.CompletedProcess:
     """What `subprocess.run([sys.executable, "-m", "pytest", *args], cwd=cwd, env=env, timeout=timeout,
     capture_output=True, text=True)` returns (TimeoutExpired too), from a forked child where it can."""
+    return run_python(["-m", "pytest", *map(str, args)], cwd=cwd, env=env, timeout=timeout)
+
+
+def run_python(args: list[str], *, cwd: Path | str | None = None, env: dict[str, str] | None = None,
+               timeout: float | None = None) -> subprocess.CompletedProcess:
+    """What `subprocess.run([sys.executable, *args], cwd=cwd, env=env, timeout=timeout, capture_output=True,
+    text=True)` returns (TimeoutExpired too), from a forked child where it can; `args`: `-m pytest ...` or
+    `-c CODE ...`."""
     global _server
-    command = [sys.executable, "-m", "pytest", *map(str, args)]
+    if args[0] not in ("-c", "-m") or (args[0] == "-m" and args[1] != "pytest"):
+        raise ValueError(f"run_python runs `-c CODE` or `-m pytest`, not {args[:2]}")
+    command = [sys.executable, *map(str, args)]
     env = dict(os.environ if env is None else env)
     cwd = str(Path(cwd if cwd is not None else os.getcwd()).resolve())
     with _lock:
@@ -130,9 +147,9 @@ def run_pytest(args: list[str], *, cwd: Path | str | None = None, env: dict[str,
         if server is None or not forkable(env, server.env):
             return subprocess.run(command, cwd=cwd, env=env, timeout=timeout, capture_output=True, text=True,
                                   check=False)
-        with tempfile.TemporaryDirectory(prefix="forked-pytest-") as folder:
+        with tempfile.TemporaryDirectory(prefix="forked-python-") as folder:
             out, err = Path(folder, "stdout"), Path(folder, "stderr")
-            request = {"args": command[3:], "cwd": cwd, "env": env, "timeout": timeout,
+            request = {"args": command[1:], "cwd": cwd, "env": env, "timeout": timeout,
                        "stdout": str(out), "stderr": str(err)}
             try:
                 answer = server.ask(request)
@@ -151,7 +168,7 @@ def run_pytest(args: list[str], *, cwd: Path | str | None = None, env: dict[str,
 # --- the server (this file run as a script) ---
 
 def _child(request: dict) -> None:
-    """In the forked child: become `python -m pytest ARGS` as started in request's cwd and env, run, exit."""
+    """In the forked child: become `python ARGS` as started in request's cwd and env, run, exit."""
     os.setpgid(0, 0)  # the server kills the whole group on timeout: the run's own subprocesses too
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
@@ -163,27 +180,55 @@ def _child(request: dict) -> None:
     os.environ.clear()
     os.environ.update(request["env"])
     sys.dont_write_bytecode = bool(os.environ.get("PYTHONDONTWRITEBYTECODE"))
-    # a fresh `python -m` puts the cwd first, then PYTHONPATH's entries (empty ones dropped), then the rest
-    python_path = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
-    sys.path[:] = [request["cwd"], *python_path, *_BASE_PATH]
-    import pytest.__main__ as main  # `python -m pytest` runs this module as __main__
-    sys.modules["__main__"] = main
-    sys.argv = [main.__file__, *request["args"]]
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # as Python sets it at start
     code = 1
     try:
-        import pytest
-
-        code = int(pytest.main(request["args"]))
+        code = _run_as_main(request["args"], request["cwd"])
     except SystemExit as done:
-        code = done.code if isinstance(done.code, int) else 1
+        code = _exit_code(done.code)
+    except BaseException:  # noqa: BLE001  (as the interpreter reports an uncaught exception: traceback, exit 1)
+        traceback.print_exc()
     finally:
+        if request["args"][0] == "-c":  # the interpreter waits for the code's non-daemon threads before it exits
+            threading._shutdown()
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
             except (OSError, ValueError):
                 pass
         os._exit(code)
+
+
+def _run_as_main(args: list[str], cwd: str) -> int:
+    """`python -m pytest ...` or `python -c CODE ...`: sys.path, sys.argv and `__main__` as a fresh interpreter sets
+    them (`-m` puts the cwd first, `-c` an empty entry, then PYTHONPATH's entries, empty ones dropped, then the
+    rest); the exit code."""
+    python_path = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
+    if args[0] == "-m":
+        sys.path[:] = [cwd, *python_path, *_BASE_PATH]
+        import pytest.__main__ as main  # `python -m pytest` runs this module as __main__
+        sys.modules["__main__"] = main
+        sys.argv = [main.__file__, *args[2:]]
+        import pytest
+
+        return int(pytest.main(args[2:]))
+    sys.path[:] = ["", *python_path, *_BASE_PATH]
+    main = types.ModuleType("__main__")
+    main.__dict__.update(__builtins__=builtins, __annotations__={}, __loader__=BuiltinImporter)
+    sys.modules["__main__"] = main
+    sys.argv = ["-c", *args[2:]]
+    exec(compile(args[1], "<string>", "exec"), main.__dict__)  # noqa: S102  (what `python -c` does)
+    return 0
+
+
+def _exit_code(code: object) -> int:
+    """The exit code of `raise SystemExit(code)` (a message is printed to stderr and gives 1)."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
 
 
 def _wait(pid: int, timeout: float | None) -> tuple[int, bool]:
