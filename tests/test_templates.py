@@ -124,3 +124,43 @@ def test_tool_caches_left_inside_a_template_are_no_template(tmp_path):
         cache.mkdir(parents=True)
         (cache / "12345").write_bytes(b"\x80\x81\xff binary")
     assert [(f.path, f.content) for f in render_package(spec, templates)] == clean
+
+
+def test_compiled_templates_are_kept_on_disk_and_a_torn_or_unwritable_cache_only_costs_a_compile(tmp_path, monkeypatch):
+    """`opgen new` keeps jinja's compiled templates in `<opgen cache>/templates/`: a later process loads them instead
+    of compiling; a torn cache file is compiled again (the same files come out), an unwritable cache is no error."""
+    cache = tmp_path / "cache"
+    spec = str(REPO / "examples" / "rms_norm.yaml")
+    monkeypatch.setenv("OPGEN_CACHE_DIR", str(cache))
+    assert opgen("new", spec, "-o", str(tmp_path / "first")).returncode == 0
+    kept = sorted((cache / "templates").glob("jinja2-*/*"))
+    assert len(kept) >= 10, kept
+    # a new process (nothing in memory) compiles none of the templates: it loads each from disk
+    assert _templates_compiled_by_opgen_new(spec, tmp_path / "second") == 0
+    # planted: the kept file torn (as a machine going down leaves it): compiled again, the same project comes out
+    for path in kept:
+        path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 2])
+    assert opgen("new", spec, "-o", str(tmp_path / "torn")).returncode == 0
+    assert snapshot(tmp_path / "torn") == snapshot(tmp_path / "first")
+    assert _templates_compiled_by_opgen_new(spec, tmp_path / "third") == 0, "the torn files were not written again"
+    # a cache folder that cannot be made (a file where it would be): no error, the same project
+    blocked = tmp_path / "blocked"
+    blocked.write_text("not a folder")
+    monkeypatch.setenv("OPGEN_CACHE_DIR", str(blocked))
+    done = opgen("new", spec, "-o", str(tmp_path / "blocked_out"))
+    assert done.returncode == 0, done.stderr
+    assert snapshot(tmp_path / "blocked_out") == snapshot(tmp_path / "first")
+
+
+def _templates_compiled_by_opgen_new(spec: str, out: Path) -> int:
+    """How many templates (not file names) jinja compiled in one new process running `opgen new SPEC -o OUT`."""
+    script = ("import jinja2, sys\nfrom opgen.cli import main\ncompiled = []\noriginal = jinja2.Environment.compile\n"
+              "def compile(self, source, name=None, filename=None, *args, **kwargs):\n"
+              "    compiled.append(filename)\n    return original(self, source, name, filename, *args, **kwargs)\n"
+              "jinja2.Environment.compile = compile\n"
+              "try:\n    main(sys.argv[1:], prog_name='opgen')\nexcept SystemExit as done:\n    assert not done.code\n"
+              "print(sum(1 for name in compiled if name), file=sys.__stdout__)\n")
+    done = subprocess.run([sys.executable, "-c", script, "new", spec, "-o", str(out)], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    return int(done.stdout.split()[-1])

@@ -8,7 +8,10 @@ Text from the spec only reaches generated code through `literal` / `docstring` (
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import tempfile
 import textwrap
 
 from jinja2 import BytecodeCache
@@ -233,18 +236,49 @@ class PythonFormat(Extension):
         environment.bytecode_cache = _COMPILED
 
 
-class _MemoryBytecodeCache(BytecodeCache):
-    """Compiled templates kept for the life of the process (jinja keys them by name and source checksum)."""
+class _CompiledTemplates(BytecodeCache):
+    """Compiled templates kept for the life of the process and in `<opgen cache>/templates/` (compiling them was a
+    third of an `opgen new`'s CPU). jinja keys them by template name and checks the source's checksum and its own and
+    Python's versions on load; the folder names jinja2's and cookiecutter's versions (cookiecutter's extensions add
+    tags, which change what a template compiles to). A cache that cannot be read or written is left alone: the
+    template compiles, as without one."""
 
     def __init__(self) -> None:
         self._code: dict[str, bytes] = {}
+        self._folder = None
+
+    def folder(self):
+        if self._folder is None:
+            from importlib.metadata import version
+
+            from ..files import cache_root
+
+            self._folder = cache_root() / "templates" / f"jinja2-{version('jinja2')}-cookiecutter-{version('cookiecutter')}"
+        return self._folder
 
     def load_bytecode(self, bucket) -> None:
-        if bucket.key in self._code:
+        if bucket.key not in self._code:
+            try:
+                self._code[bucket.key] = (self.folder() / bucket.key).read_bytes()
+            except (OSError, RuntimeError, ValueError):
+                return
+        try:  # a stale one (another source, jinja or Python) resets the bucket itself: the template compiles
             bucket.bytecode_from_string(self._code[bucket.key])
+        except Exception:  # noqa: BLE001  (a torn file, written when the machine went down: compile)
+            del self._code[bucket.key]
+            bucket.reset()
 
     def dump_bytecode(self, bucket) -> None:
-        self._code[bucket.key] = bucket.bytecode_to_string()
+        self._code[bucket.key] = code = bucket.bytecode_to_string()
+        try:  # whole or not at all for a concurrent reader: written aside, then renamed over
+            self.folder().mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile("wb", dir=self.folder(), prefix=bucket.key, suffix=".tmp",
+                                             delete=False) as part:
+                part.write(code)
+            os.replace(part.name, self.folder() / bucket.key)
+        except (OSError, RuntimeError, ValueError):
+            with contextlib.suppress(OSError, NameError):
+                os.unlink(part.name)
 
 
-_COMPILED = _MemoryBytecodeCache()
+_COMPILED = _CompiledTemplates()
