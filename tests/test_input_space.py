@@ -115,6 +115,18 @@ def _slow_scratch_buffer(x, eps=1e-6):
     return (buffer + 0).to(x.dtype)
 
 
+ONE_THREADS_LINE = []
+
+
+def _scratch_buffer_and_a_line_one_thread_runs(x, eps=1e-6):
+    if ONE_THREADS_LINE and threading.current_thread() is not threading.main_thread() and ONE_THREADS_LINE.pop():
+        ONE_THREADS_LINE.clear()  # the second thread here runs it, once (a finalizer or a lazy import, say)
+    xf = x.to(torch.promote_types(x.dtype, torch.float32))
+    buffer = SCRATCH.setdefault((tuple(x.shape), xf.dtype, "one"), torch.empty_like(xf))
+    torch.mul(xf, torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps), out=buffer)
+    return (buffer + 0).to(x.dtype)
+
+
 def _norm(name: str, kernel, **fields) -> checks.Op:
     return define(f"{name}(Tensor x, float eps=1e-06) -> Tensor", kernel, lambda x, eps=1e-6: torch.empty_like(x),
                   norm_reference, **fields)
@@ -153,6 +165,13 @@ def test_state_across_calls_and_the_default_dtype_are_caught_and_named():
     # while the turn passed as the line began, the threads' lines then running at once)
     with pytest.raises(checks.CheckFailed, match=r"called from two threads at once: .* it keeps state across calls"):
         checks.assert_matches_reference(_norm("norm_slow_scratch", _slow_scratch_buffer), norm_examples)
+    # a line one thread runs and the other does not puts their lines out of step: that run proves nothing, and the
+    # next one (in step) catches the buffer (unseen on every run while only a lost turn was run again)
+    for number in range(5):
+        ONE_THREADS_LINE[:] = [True, False]
+        with pytest.raises(checks.CheckFailed, match=r"called from two threads at once: .* keeps state across calls"):
+            checks.assert_matches_reference(_norm(f"norm_out_of_step{number}", _scratch_buffer_and_a_line_one_thread_runs),
+                                            norm_examples)
     float32 = _norm("norm_default_dtype", _default_dtype_buffer, dtypes=(torch.float32,))  # a float32-only op
     with pytest.raises(checks.CheckFailed, match=r"depends on the global default dtype: ops\[0\].examples\[0\] under "
                                                  r"torch.set_default_dtype\(torch.float64\)"):
