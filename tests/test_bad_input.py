@@ -458,6 +458,33 @@ def test_lint_stops_its_workers_when_a_later_path_does_not_exist(tmp_path):
     assert "Traceback" not in done.stderr and not done.stdout
 
 
+TERMINATED_AT_START = """
+from opgen.console import _terminate_as_exception
+from opgen.lint.engine import _start_pool
+with _terminate_as_exception():  # the CLI's SIGTERM handler, which the forked workers inherit
+    for _ in range(200):
+        pool = _start_pool(2)
+        pool.terminate()
+        pool.join()
+print("ended")
+"""
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="POSIX signal masks")
+def test_lint_workers_ended_as_they_start_end(tmp_path):
+    """Pool.terminate's SIGTERM reaching a worker while it starts: the worker ends (planted on the code before: with
+    the CLI's handler inherited, one in tens to hundreds of such workers never ended, and terminate waited for it for ever)."""
+    process = subprocess.Popen([sys.executable, "-c", TERMINATED_AT_START], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = process.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        pytest.fail("a lint worker that SIGTERM reached as it started never ended: terminate waited for it")
+    assert process.returncode == 0 and out == "ended\n", err
+
+
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="finds the worker through /proc")
 def test_check_stopped_by_sigterm_stops_its_worker_and_removes_its_folder(tmp_path):
     scratch = tmp_path / "tmp"
