@@ -59,7 +59,7 @@ def files(root: Path) -> list[str]:
 def test_three_examples_lay_out_files_as_op_plugin_does(generated):
     common = ["codegen/templates/_op_plugin_docs.py", "op_plugin/config/op_plugin_functions.yaml",
               "op_plugin/python/meta/_meta_registrations.py", "opgen.yaml", "test/core_tests/test_fake_tensor.py",
-              "test/core_tests/torch_npu_OpApi_schema_all.json"]
+              "test/core_tests/torch_npu_OpApi_schema_all.json", "opgen_checks/pytest.ini"]
     assert files(generated["add_rms_norm"]) == sorted(common + [
         "opgen_checks/test_npu_add_rms_norm_meta.py", "test/test_custom_ops/test_npu_add_rms_norm.py"])
     assert files(generated["rms_norm"]) == sorted(common + [
