@@ -123,7 +123,8 @@ def fresh(tmp_path_factory) -> dict:
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target)
     venv = root / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    # pip is linked in below with the rest, as ensurepip would install it (its unpacking was 4 CPU-s of this test)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
     bin_dir = venv / ("Scripts" if os.name == "nt" else "bin")
     link_installed_requirements(bin_dir / "python")
     env = {key: value for key, value in os.environ.items()
@@ -140,7 +141,7 @@ print(json.dumps({**sysconfig.get_paths(), "installed": installed}))"""
 
 def link_installed_requirements(python: Path) -> None:
     """Every distribution opgen and its test extra need (torch and numpy among them, and their own requirements),
-    linked from this process's environment into the new venv: package folders, dist-info and scripts, so that the
+    and pip, linked from this process's environment into the new venv: package folders, dist-info and scripts, so that the
     README's `pip install "torch==2.13.0" -e ".[test]"` finds them all satisfied and installs opgen alone (unpacking
     torch alone was most of this test's time, and resolving and unpacking the ~50 others most of the rest). pip
     still reads the command as written; `.ci/run`'s first step installs it all from nothing, as the README says."""
@@ -148,7 +149,7 @@ def link_installed_requirements(python: Path) -> None:
 
     venv = json.loads(subprocess.run([str(python), "-c", VENV_STATE], capture_output=True, text=True, check=True).stdout)
     site_packages, scripts = Path(venv["purelib"]), Path(venv["scripts"])
-    for distribution in requirement_closure("opgen", extras={"test"}):
+    for distribution in [*requirement_closure("opgen", extras={"test"}), importlib.metadata.distribution("pip")]:
         if canonicalize_name(distribution.metadata["Name"]) in venv["installed"]:  # its own setuptools, pip
             continue
         where = Path(distribution.locate_file(""))
