@@ -263,11 +263,31 @@ def test_an_op_that_hangs_is_reported_and_the_others_still_written(run_opgen, tm
         torch.library.register_fake("hangs::a_slow", lambda x: time.sleep(600), lib=lib)
         torch.library.register_fake("hangs::b_fine", lambda x: torch.empty_like(x), lib=lib)
     '''), encoding="utf-8")
-    done = run_opgen("import", str(package), "-o", str(tmp_path / "out"), "--timeout", "20", timeout=600)
+    done = run_opgen("import", str(package), "-o", str(tmp_path / "out"), "--timeout", "5", timeout=600)
     assert done.returncode == 1, done.stderr
-    assert "hangs::a_slow: left out: the worker hung (no answer in 20 s)" in done.stderr
+    assert "hangs::a_slow: left out: the worker hung (no answer in 5 s)" in done.stderr
     spec = load_spec(str(tmp_path / "out" / "hangs.yaml"))
     assert [op.schema.name for op in spec.ops] == ["b_fine"] and not spec.ops[0].missing_semantics
+
+
+def test_the_timeout_clock_starts_once_the_worker_has_started():
+    """--timeout bounds one op, not the worker's start (Python and torch, slow on a loaded machine); the twin: a
+    silence after the start longer than it is a hang."""
+    import subprocess
+    import sys
+
+    from opgen.importer.command import _follow
+
+    def worker(seconds: float) -> subprocess.Popen:
+        script = ("import time; time.sleep(1.5); print('{\"event\": \"started\"}', flush=True); "
+                  f"time.sleep({seconds}); print('{{\"event\": \"done\"}}', flush=True)")
+        return subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True)
+
+    slow_start, hung = worker(0), worker(30)  # at once: the waits overlap
+    assert _follow(slow_start, 1.0, {}) == {"done": True}
+    assert _follow(hung, 1.0, {})["failure"] == "hung (no answer in 1 s)"
+    hung.kill()
 
 
 def test_the_command_line_side_imports_no_torch():

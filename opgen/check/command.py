@@ -27,6 +27,9 @@ from .signatures import BY_ID, RUNG_LAYERS, causes_for, classify
 from .signatures import explain as explain_signature
 
 MAX_TIMEOUT = 7 * 24 * 3600  # seconds; beyond it the clocks and queues a rung is timed with overflow
+# seconds a worker (of check and import) may take to start Python and import torch, before its first `started` event:
+# not the user's code, so not --timeout's (on a loaded machine torch's import alone can take tens of seconds)
+WORKER_START_LIMIT = 300.0
 
 
 def _finite(param: click.Parameter, value: float) -> float:
@@ -202,14 +205,14 @@ def _follow(process: subprocess.Popen, stderr, timeout: float, results: list[dic
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=_pump, args=(process.stdout, lines), daemon=True).start()
     current: tuple = (None, None)
-    started = time.perf_counter()
+    started, limit = time.perf_counter(), max(timeout, WORKER_START_LIMIT)
     while True:
         try:
-            line = lines.get(timeout=max(0.1, timeout - (time.perf_counter() - started)))
+            line = lines.get(timeout=max(0.1, limit - (time.perf_counter() - started)))
         except queue.Empty:
             _kill(process)
             return {"done": False, "current": current, "failure": _failure(
-                "worker-timeout", f"no result after {timeout:g} s (a hang?)", stderr,
+                "worker-timeout", f"no result after {limit:g} s (a hang?)", stderr,
                 time.perf_counter() - started)}
         if line is None:  # the worker exited
             code = process.wait()
@@ -221,6 +224,9 @@ def _follow(process: subprocess.Popen, stderr, timeout: float, results: list[dic
         if kind == "usage":
             _kill(process)
             raise OpgenError(event["message"], hint=event.get("hint") or None)
+        if kind == "started":  # Python and torch imported: from here on each step has `timeout`
+            started, limit = time.perf_counter(), timeout
+            continue
         if kind == "done":
             process.wait()
             return {"done": True}

@@ -935,6 +935,7 @@ def main(argv: list[str]) -> int:
         emit(event="usage", message=f"opgen check needs torch, which cannot be imported ({error})",
              hint="pip install torch")
         return 0
+    emit(event="started")  # the parent's --timeout clock starts here: the target's import is the first step it times
     try:
         ops = resolve(job["targets"])
         prepare_inputs(ops, job.get("inputs"))

@@ -133,17 +133,20 @@ def _run_worker(job: dict, timeout: float, records: dict) -> dict:
 
 
 def _follow(process: subprocess.Popen, timeout: float, records: dict) -> dict:
+    from ..check.command import WORKER_START_LIMIT
+
     lines: queue.Queue = queue.Queue()
     stderr: list[str] = []
     threading.Thread(target=lambda: [lines.put(line) for line in process.stdout] + [lines.put(None)],
                      daemon=True).start()
     threading.Thread(target=lambda: stderr.extend(process.stderr), daemon=True).start()
     current: tuple = (None, "")
+    limit = max(timeout, WORKER_START_LIMIT)  # until the worker has started Python and torch
     while True:
         try:
-            line = lines.get(timeout=timeout)
+            line = lines.get(timeout=limit)
         except queue.Empty:
-            return {"done": False, "current": current, "failure": f"hung (no answer in {timeout:g} s)"}
+            return {"done": False, "current": current, "failure": f"hung (no answer in {limit:g} s)"}
         if line is None:
             process.wait()
             said = "".join(stderr).strip().splitlines()
@@ -154,7 +157,9 @@ def _follow(process: subprocess.Popen, timeout: float, records: dict) -> dict:
             event = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if event["event"] == "usage":
+        if event["event"] == "started":
+            limit = timeout
+        elif event["event"] == "usage":
             raise OpgenError(event["message"], hint=event.get("hint") or None)
         if event["event"] == "start":
             current = (event["index"], event["name"])

@@ -1,6 +1,7 @@
 """The torch side of `opgen import`, run by opgen.importer.command as `python -m opgen.importer.worker JOB.json`.
 
 It writes one JSON object per line to its original standard output (the package's prints go to standard error):
+  {"event": "started"}                      torch imported: the parent's --timeout clock starts
   {"event": "usage", "message", "hint"}     the package does not import, or registers no op: nothing to write
   {"event": "start", "index", "name"}       so the parent knows which op a crash or hang hit
   {"event": "op", "index", "record"}        what opgen.importer.spec_text needs for one op
@@ -59,6 +60,13 @@ def main(job_path: str) -> None:
     os.dup2(2, 1)  # the package's own prints must not corrupt the protocol
     with open(job_path, encoding="utf-8") as handle:
         job = json.load(handle)
+    try:
+        import torch  # noqa: F401
+    except ImportError as error:
+        emit(event="usage", message=f"opgen import needs torch, which cannot be imported ({error})",
+             hint="pip install torch")
+        return
+    emit(event="started")  # the parent's --timeout clock starts here
     try:
         overloads, root = resolve(job)
         given = _given_examples(overloads, job.get("inputs"))
