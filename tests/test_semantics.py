@@ -849,69 +849,64 @@ def test_semantics_module_does_not_import_torch():
 # C++ compiled for real: every shape and dtype construct gives the same answer as its Python
 
 
-_CPP_WRAPPER_TYPES = {  # what pybind11 hands over, converted to the op's real C++ parameter types
-    "Tensor[]": "std::vector<at::Tensor>", "Tensor?": "c10::optional<at::Tensor>", "int[]": "std::vector<int64_t>",
-    "str": "std::string", "int?": "c10::optional<int64_t>", "Tensor?[]": "std::vector<c10::optional<at::Tensor>>",
-    "ScalarType?": "c10::optional<at::ScalarType>", "int[1]?": "c10::optional<std::vector<int64_t>>",
-}
-
-
-def _cpp_module_source(schema, rules, kind):
+def _cpp_library_source(schema, rules, kind):
+    """Each rule as the body of an op `<kind>_<n>` taking the schema's arguments with the C++ parameter types an
+    op_plugin kernel has (opgen.schema.types.cpp_type), registered with torch's dispatcher, which unboxes Python's
+    arguments into them as it does for a real kernel; the op returns the sizes (int[]) or the ScalarType."""
     from opgen.schema.types import cpp_type
 
     params = ", ".join(f"{cpp_type(a)} {a.name}" for a in schema.arguments)
-    wrapper_params = ", ".join(f"{_CPP_WRAPPER_TYPES.get(str(a.type), cpp_type(a))} {a.name}"
-                               for a in schema.arguments)
-    converted = []
-    for a in schema.arguments:
-        if str(a.type) == "Tensor?[]":
-            converted.append(f"[&] {{ c10::List<c10::optional<at::Tensor>> l; for (auto& t : {a.name}) "
-                             "l.push_back(t); return l; }()")
-        elif str(a.type) == "int[1]?":
-            converted.append(f"{a.name}.has_value() ? at::OptionalIntArrayRef(*{a.name}) : at::OptionalIntArrayRef()")
-        else:
-            converted.append(a.name)
-    lines, names = [], []
+    arguments = ", ".join(str(a) for a in schema.arguments)
+    lines, definitions, names = [], [], []
     for number, rule in enumerate(rules):
         name = f"{kind}_{number}"
         names.append(name)
         if kind == "shape":
-            lines += [f"static std::vector<int64_t> rule_{name}({params}) {{",
-                      f"  const auto& sizes = {rule.cpp()};",
+            lines += [f"static std::vector<int64_t> {name}({params}) {{", f"  const auto& sizes = {rule.cpp()};",
                       "  return std::vector<int64_t>(sizes.begin(), sizes.end());", "}"]
-            result = "std::vector<int64_t>"
+            definitions.append(f'  m.def("{name}({arguments}) -> int[]", &{name});')
         else:
-            lines += [f"static at::ScalarType rule_{name}({params}) {{", f"  return {rule.cpp()};", "}"]
-            result = "at::ScalarType"
-        lines += [f"{result} {name}({wrapper_params}) {{", f"  return rule_{name}({', '.join(converted)});", "}"]
-    return "\n".join(lines), names
+            lines += [f"static at::ScalarType {name}({params}) {{", f"  return {rule.cpp()};", "}"]
+            definitions.append(f'  m.def("{name}({arguments}) -> ScalarType", &{name});')
+    return lines, definitions, names
 
 
 @pytest.fixture(scope="session")  # one compile per worker, kept while other modules' tests run in between
 def compiled_rules(tmp_path_factory):
+    """torch.ops.opgen_rules, every shape and dtype case of this module printed in C++ and compiled. The source
+    includes the dispatcher's headers and the few ATen/c10 ones the printed rules call, not torch/extension.h
+    (pybind11 and all of ATen's API: three quarters of the compile's 22 CPU-s)."""
     import shutil
 
     if shutil.which("c++") is None:
         pytest.skip("no C++ compiler (c++) on PATH: cannot compile the C++ printing")
-    from torch.utils.cpp_extension import load_inline
+    from torch.utils.cpp_extension import load
 
     from opgen.spec.semantics_ir import FLOOR_DIV_HEADER
 
     shape_rules = [parse_shape(text, SHAPE_SCHEMA, scope=SHAPE_SCOPE) for text, _, _ in SHAPE_CASES]
     dtype_rules = [parse_dtype(text, DTYPE_SCHEMA, scope=DTYPE_SCOPE) for text, _, _ in DTYPE_CASES]
-    shape_source, shape_names = _cpp_module_source(SHAPE_SCHEMA, shape_rules, "shape")
-    dtype_source, dtype_names = _cpp_module_source(DTYPE_SCHEMA, dtype_rules, "dtype")
+    shape_lines, shape_definitions, _ = _cpp_library_source(SHAPE_SCHEMA, shape_rules, "shape")
+    dtype_lines, dtype_definitions, _ = _cpp_library_source(DTYPE_SCHEMA, dtype_rules, "dtype")
+    # the kernels that print a rule include c10's floor division the way op_plugin/kernel.py does
+    source = "\n".join([f"#include <{FLOOR_DIV_HEADER}>", "#include <ATen/ExpandUtils.h>",
+                        "#include <c10/core/WrapDimMinimal.h>", "#include <torch/library.h>", *shape_lines,
+                        *dtype_lines, "static int64_t scalar_type_code(at::ScalarType t) { return static_cast<int64_t>(t); }",
+                        "TORCH_LIBRARY(opgen_rules, m) {", *shape_definitions, *dtype_definitions,
+                        '  m.def("scalar_type_code(ScalarType t) -> int", &scalar_type_code);', "}"])
     # one build directory for every xdist worker: torch's build lock makes the others wait for the first
     # compile and load its result instead of compiling again
     build = tmp_path_factory.getbasetemp().parent / "cpp_rules" if os.environ.get("PYTEST_XDIST_WORKER") \
         else tmp_path_factory.mktemp("cpp_rules")
     build.mkdir(exist_ok=True)
-    module = load_inline(
-        # the kernels that print a rule include c10's floor division the way op_plugin/kernel.py does
-        name="opgen_semantics_rules", cpp_sources=[f"#include <{FLOOR_DIV_HEADER}>\n{shape_source}\n{dtype_source}"],
-        functions=shape_names + dtype_names, build_directory=str(build), extra_cflags=["-O0", "-Werror=return-type"],
-    )
-    return module
+    path = build / "opgen_rules.cpp"
+    if not path.exists() or path.read_text(encoding="utf-8") != source:  # the same text: ninja builds nothing
+        partial = build / f"opgen_rules.cpp.{os.getpid()}"
+        partial.write_text(source, encoding="utf-8")
+        partial.replace(path)
+    load(name="opgen_rules", sources=[str(path)], build_directory=str(build), is_python_module=False,
+         extra_cflags=["-O0", "-Werror=return-type"])
+    return torch.ops.opgen_rules
 
 
 @pytest.mark.parametrize("number", range(len(SHAPE_CASES)), ids=[c[0] for c in SHAPE_CASES])
@@ -931,7 +926,10 @@ def test_cpp_dtype_rule_compiles_and_agrees_with_python(compiled_rules, number):
     text, overrides, expected = DTYPE_CASES[number]
     inputs = dtype_inputs(**overrides)
     names = [a.name for a in DTYPE_SCHEMA.arguments]
-    assert getattr(compiled_rules, f"dtype_{number}")(*(inputs[n] for n in names)) == expected, text
+    # a ScalarType comes back from the dispatcher as its number: the dtype whose number it is
+    code = getattr(compiled_rules, f"dtype_{number}")(*(inputs[n] for n in names))
+    dtypes = [value for value in vars(torch).values() if isinstance(value, torch.dtype)]
+    assert {compiled_rules.scalar_type_code(d): d for d in dtypes}[code] == expected, text
 
 
 # ---------------------------------------------------------------------------------------------
