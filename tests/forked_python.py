@@ -69,8 +69,8 @@ class _Server:
 
     def __init__(self) -> None:
         self.env = dict(SESSION_ENV)
-        self.process = subprocess.Popen([sys.executable, __file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=subprocess.DEVNULL, env=self.env, text=True)
+        self.process = subprocess.Popen([sys.executable, __file__, *PRELOAD], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=self.env, text=True)
         ready = self.process.stdout.readline()
         if not ready.startswith("ready "):
             self.close()
@@ -248,11 +248,11 @@ def _wait(pid: int, timeout: float | None) -> tuple[int, bool]:
     return os.waitstatus_to_exitcode(status), timed_out
 
 
-def _serve() -> None:
+def _serve(preload: list[str]) -> None:
     import gc
     import importlib
 
-    for name in PRELOAD:
+    for name in preload:
         importlib.import_module(name)
     gc.collect()
     gc.freeze()  # the children's collections leave the server's objects (and their shared pages) alone
@@ -269,4 +269,4 @@ def _serve() -> None:
 
 if __name__ == "__main__":
     _BASE_PATH = sys.path[1:]  # without this script's folder, which a `python -m pytest` does not have
-    _serve()
+    _serve(sys.argv[1:])  # the client's PRELOAD (tests of the server's own life start servers that import less)

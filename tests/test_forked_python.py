@@ -186,7 +186,19 @@ def _assert_server_still_runs(tmp_path):
     assert forked_python._server is server
 
 
-def test_a_dead_server_is_replaced(tmp_path):
+@pytest.fixture
+def own_servers():
+    """The servers a test kills or closes are its own, which import pytest alone (a second or less to start, not the
+    four CPU-s of torch's imports): the session's server is put back, alive, for the tests after it. (A patch of its
+    own: a test's `monkeypatch.undo()` must not bring the session's server back halfway through.)"""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(forked_python, "PRELOAD", ("pytest",))
+        patch.setattr(forked_python, "_server", None)
+        yield
+        forked_python.close_server()  # the test's own; the context then puts the session's back
+
+
+def test_a_dead_server_is_replaced(tmp_path, own_servers):
     server = forked_python._get_server()
     server.process.kill()
     server.process.wait()
@@ -198,7 +210,8 @@ def test_a_dead_server_is_replaced(tmp_path):
     assert done.returncode == 0 and "1 passed" in done.stdout
 
 
-def test_a_server_first_needed_by_a_test_that_changed_the_environment_starts_with_the_sessions(tmp_path, monkeypatch):
+def test_a_server_first_needed_by_a_test_that_changed_the_environment_starts_with_the_sessions(tmp_path, monkeypatch,
+                                                                                              own_servers):
     """In CI the server was first started inside a test that had changed HOME: it kept that environment, so every later
     run, in the session's own environment, differed from it and fell back to a subprocess. It now starts with the
     session's environment."""
