@@ -84,10 +84,23 @@ def copy_into(destination, source) -> None:
 
 
 
+def _identical(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Same dtype, device and values without a NaN (torch.equal: one pass, no copy; the callers' full comparisons
+    allocate and convert, twenty times its cost on a million values): the callers' answer when it holds."""
+    if a.dtype != b.dtype or a.device != b.device:
+        return False
+    try:
+        return torch.equal(a, b)
+    except (RuntimeError, NotImplementedError):  # a dtype without equality on this torch line: the full comparison
+        return False
+
+
 def same(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Equal shapes and values, NaN equal to NaN."""
     if a.shape != b.shape:
         return False
+    if _identical(a, b):
+        return True
     equal = a == b
     if a.is_floating_point():
         equal |= a.isnan() & b.isnan()
@@ -108,6 +121,8 @@ def mismatch(actual, expected: torch.Tensor, tolerance: tuple | None = None) -> 
         return f"got {type(actual).__name__}, expected a tensor"
     if tuple(actual.shape) != tuple(expected.shape):
         return f"shape {tuple(actual.shape)}, expected {tuple(expected.shape)}"
+    if _identical(actual, expected):
+        return None  # a kernel often computes exactly what its reference does
     rtol, atol = tolerance or TOLERANCES.get(actual.dtype, (0.0, 0.0))
     got, want = actual.detach().cpu().to(torch.float64), expected.detach().cpu().to(torch.float64)
     bad = ~torch.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
