@@ -333,7 +333,9 @@ def test_text_report_has_the_four_parts_and_rung_times():
 
 @pytest.mark.slow
 def test_a_crash_and_a_hang_are_diagnoses_and_the_next_op_still_runs():
-    fast = [arg for rung in ("opcheck", "aot_eager", "npugraph_ex") for arg in ("--skip", rung)]
+    # the rungs after eager skipped too: with npugraph_ex fetched, capture's first compile on a busy machine could
+    # take the 4 s that the hang is given
+    fast = [arg for rung in ("opcheck", "aot_eager", "npugraph_ex", "fusion", "capture") for arg in ("--skip", rung)]
     done = check("--json", "--timeout", "4", *fast, "check_fixtures.crash")
     found = reports(done)
     assert done.returncode == 1
