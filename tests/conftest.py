@@ -27,6 +27,15 @@ def run_opgen_command(*args: str, input: str | None = None, env: dict | None = N
                           env=full_env, cwd=cwd, timeout=timeout, check=False)
 
 
+def worker_started_then(seconds: float) -> subprocess.Popen:
+    """A stand-in for an `opgen check` or `opgen import` worker: 1.5 s to start (Python and torch on a loaded
+    machine), its `started` event, then a step of `seconds` before `done`."""
+    script = ("import time; time.sleep(1.5); print('{\"event\": \"started\"}', flush=True); "
+              f"time.sleep({seconds}); print('{{\"event\": \"done\"}}', flush=True)")
+    return subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+
+
 def pytest_configure(config):
     """opgen's own modules byte-compiled once, before any worker starts, wherever PYTHONDONTWRITEBYTECODE is set (it is
     on the CI machines): else each of the suite's ~700 `python -m opgen` runs, opgen check workers and forked runs

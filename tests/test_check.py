@@ -14,12 +14,10 @@ import inspect
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import run_opgen_command
+from conftest import run_opgen_command, worker_started_then
 from forked_python import run_python
 from new_helpers import REPO, opgen
 
@@ -346,19 +344,12 @@ def test_a_crash_and_a_hang_are_diagnoses_and_the_next_op_still_runs():
     assert hang["verdict"]["signature"] == "worker-timeout" and hang["verdict"]["layer"] == "eager"
 
 
-def _started_then(seconds: float) -> subprocess.Popen:
-    """A stand-in worker: 1.5 s to start (Python and torch on a loaded machine), then a step of `seconds`."""
-    script = ("import time; time.sleep(1.5); print('{\"event\": \"started\"}', flush=True); "
-              f"time.sleep({seconds}); print('{{\"event\": \"done\"}}', flush=True)")
-    return subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, start_new_session=True)
-
-
 def test_the_timeout_clock_starts_once_the_worker_has_started(tmp_path):
     """--timeout bounds what the target's code does, not the worker's start: a start longer than it is no hang, and
     (the twin) a step after the start longer than it is one."""
     from opgen.check.command import _follow
 
-    slow_start, slow_step = _started_then(0), _started_then(30)  # at once: the waits overlap
+    slow_start, slow_step = worker_started_then(0), worker_started_then(30)  # at once: the waits overlap
     with (tmp_path / "stderr.txt").open("w+") as stderr:
         assert _follow(slow_start, stderr, 1.0, [], []) == {"done": True}
         state = _follow(slow_step, stderr, 1.0, [], [])

@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import worker_started_then
 from forked_python import run_pytest
 from import_helpers import evaluated, inputs_text
 from new_helpers import EXAMPLES
@@ -273,18 +274,9 @@ def test_an_op_that_hangs_is_reported_and_the_others_still_written(run_opgen, tm
 def test_the_timeout_clock_starts_once_the_worker_has_started():
     """--timeout bounds one op, not the worker's start (Python and torch, slow on a loaded machine); the twin: a
     silence after the start longer than it is a hang."""
-    import subprocess
-    import sys
-
     from opgen.importer.command import _follow
 
-    def worker(seconds: float) -> subprocess.Popen:
-        script = ("import time; time.sleep(1.5); print('{\"event\": \"started\"}', flush=True); "
-                  f"time.sleep({seconds}); print('{{\"event\": \"done\"}}', flush=True)")
-        return subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, start_new_session=True)
-
-    slow_start, hung = worker(0), worker(30)  # at once: the waits overlap
+    slow_start, hung = worker_started_then(0), worker_started_then(30)  # at once: the waits overlap
     assert _follow(slow_start, 1.0, {}) == {"done": True}
     assert _follow(hung, 1.0, {})["failure"] == "hung (no answer in 1 s)"
     hung.kill()

@@ -857,10 +857,9 @@ def _cpp_library_source(schema, rules, kind):
 
     params = ", ".join(f"{cpp_type(a)} {a.name}" for a in schema.arguments)
     arguments = ", ".join(str(a) for a in schema.arguments)
-    lines, definitions, names = [], [], []
+    lines, definitions = [], []
     for number, rule in enumerate(rules):
         name = f"{kind}_{number}"
-        names.append(name)
         if kind == "shape":
             lines += [f"static std::vector<int64_t> {name}({params}) {{", f"  const auto& sizes = {rule.cpp()};",
                       "  return std::vector<int64_t>(sizes.begin(), sizes.end());", "}"]
@@ -868,7 +867,7 @@ def _cpp_library_source(schema, rules, kind):
         else:
             lines += [f"static at::ScalarType {name}({params}) {{", f"  return {rule.cpp()};", "}"]
             definitions.append(f'  m.def("{name}({arguments}) -> ScalarType", &{name});')
-    return lines, definitions, names
+    return lines, definitions
 
 
 @pytest.fixture(scope="session")  # one compile per worker, kept while other modules' tests run in between
@@ -886,8 +885,8 @@ def compiled_rules(tmp_path_factory):
 
     shape_rules = [parse_shape(text, SHAPE_SCHEMA, scope=SHAPE_SCOPE) for text, _, _ in SHAPE_CASES]
     dtype_rules = [parse_dtype(text, DTYPE_SCHEMA, scope=DTYPE_SCOPE) for text, _, _ in DTYPE_CASES]
-    shape_lines, shape_definitions, _ = _cpp_library_source(SHAPE_SCHEMA, shape_rules, "shape")
-    dtype_lines, dtype_definitions, _ = _cpp_library_source(DTYPE_SCHEMA, dtype_rules, "dtype")
+    shape_lines, shape_definitions = _cpp_library_source(SHAPE_SCHEMA, shape_rules, "shape")
+    dtype_lines, dtype_definitions = _cpp_library_source(DTYPE_SCHEMA, dtype_rules, "dtype")
     # the kernels that print a rule include c10's floor division the way op_plugin/kernel.py does
     source = "\n".join([f"#include <{FLOOR_DIV_HEADER}>", "#include <ATen/ExpandUtils.h>",
                         "#include <c10/core/WrapDimMinimal.h>", "#include <torch/library.h>", *shape_lines,

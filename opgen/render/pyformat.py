@@ -270,15 +270,18 @@ class _CompiledTemplates(BytecodeCache):
 
     def dump_bytecode(self, bucket) -> None:
         self._code[bucket.key] = code = bucket.bytecode_to_string()
+        partial = None
         try:  # whole or not at all for a concurrent reader: written aside, then renamed over
             self.folder().mkdir(parents=True, exist_ok=True)
             with tempfile.NamedTemporaryFile("wb", dir=self.folder(), prefix=bucket.key, suffix=".tmp",
                                              delete=False) as part:
+                partial = part.name
                 part.write(code)
-            os.replace(part.name, self.folder() / bucket.key)
+            os.replace(partial, self.folder() / bucket.key)
         except (OSError, RuntimeError, ValueError):
-            with contextlib.suppress(OSError, NameError):
-                os.unlink(part.name)
+            if partial is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(partial)
 
 
 _COMPILED = _CompiledTemplates()
