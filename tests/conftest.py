@@ -1,4 +1,4 @@
-"""Shared test helpers: run the real `opgen` command line in a subprocess."""
+"""Shared test helpers: run the real `opgen` command line in a new interpreter (or a fork of a warm one)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-import forked_python  # noqa: F401  (its SESSION_ENV: the environment before any test changes it)
+import forked_python  # (imported first: its SESSION_ENV is the environment before any test changes it)
 import pytest
 
 # tests/fixtures holds other projects' files (an op-plugin checkout's own tests, which import torch_npu): inputs of
@@ -20,11 +20,11 @@ os.environ["OPGEN_NPUGRAPH_EX_FETCH"] = "0"
 
 def run_opgen_command(*args: str, input: str | None = None, env: dict | None = None,
                       cwd: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    """`python -m opgen ARGS` as a user would run it; text mode, output captured."""
+    """`python -m opgen ARGS` as a user would run it; text mode, output captured (forked from a warm server where
+    the environment allows, tests/forked_python.py)."""
     full_env = {key: value for key, value in os.environ.items() if key != "OPGEN_DEBUG"}
     full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "opgen", *args], input=input, capture_output=True, text=True,
-                          env=full_env, cwd=cwd, timeout=timeout, check=False)
+    return forked_python.run_python(["-m", "opgen", *args], input=input, env=full_env, cwd=cwd, timeout=timeout)
 
 
 def worker_started_then(seconds: float) -> subprocess.Popen:

@@ -1,12 +1,14 @@
-"""`python -m pytest ARGS` and `python -c CODE ARGS` for opgen's tests, run as forks of a server that has already
-imported torch.
+"""`python -m pytest ARGS`, `python -m opgen ARGS` and `python -c CODE ARGS` for opgen's tests, run as forks of a server
+that has already imported torch and the opgen command line's third-party packages.
 
 Each run of a generated project's tests in a new interpreter pays ~3-4 CPU-s before its first test: torch, Dynamo,
 Inductor and pytest's imports; a `python -c` oracle (does torch import this package, register these ops, run opcheck
-on them?) pays ~1.5 CPU-s of torch's import before its first line. The suite makes well over a hundred such runs.
+on them?) pays ~1.5 CPU-s of torch's import before its first line; a `python -m opgen new` ~0.15 CPU-s of click's,
+cookiecutter's, jinja2's and yaml's. The suite makes well over a hundred runs of the first two and ~400 of the third.
 `run_pytest` and `run_python` send the run to a helper process (one per xdist worker, started on first use) that
 imported those modules once; it forks a child per run, and the child sets up what a fresh interpreter with that cwd
-and environment would see (os.environ, cwd, sys.path, sys.argv, `__main__`, stdio) and runs pytest.main or the code.
+and environment would see (os.environ, cwd, sys.path, sys.argv, `__main__`, stdio) and runs the module or the code.
+opgen itself is never imported by the server: each run imports the opgen its PYTHONPATH and cwd lead to.
 A run whose environment differs from the server's in a variable read at interpreter start or at torch's import
 (PYTHON*, TORCH*, HOME, ...) gets a real subprocess, and so does every run when the server cannot start. What a fresh
 interpreter itself proves (what is imported at collection or by a package, a user's start-up output, another Python)
@@ -21,8 +23,10 @@ from __future__ import annotations
 
 import atexit
 import builtins
+import io
 import json
 import os
+import runpy
 import select
 import signal
 import subprocess
@@ -37,7 +41,11 @@ from pathlib import Path
 # Imported once by the server: what a run of generated tests imports before and while its tests compile. No pytest
 # plugin from an entry point (xdist, opgen's): pytest rewrites their asserts on import, and warns when it cannot
 PRELOAD = ("torch", "torch._dynamo", "torch._functorch.aot_autograd", "torch._inductor.compile_fx",
-           "torch.testing._internal.optests", "pytest")
+           "torch.testing._internal.optests", "pytest",
+           # what `python -m opgen new` imports besides opgen (cookiecutter's brings rich, arrow and slugify)
+           "click", "yaml", "jinja2", "cookiecutter.generate", "cookiecutter.prompt")
+# The modules `run_python` runs with `-m` (each one's __main__ runs as `python -m` runs it)
+MODULES = ("pytest", "opgen")
 # Environment variables the server's imports or the interpreter's start read: a run that changes one gets a subprocess
 START_TIME_VARIABLES = ("PYTHON", "TORCH", "PYTORCH", "CUDA", "OMP_", "MKL", "KMP_", "OPENBLAS", "LD_", "HOME",
                         "XDG_", "TMPDIR", "TEMP", "TMP", "TRITON", "LC_", "LANG")
@@ -132,32 +140,35 @@ def run_pytest(args: list[str], *, cwd: Path | str | None = None, env: dict[str,
 
 
 def run_python(args: list[str], *, cwd: Path | str | None = None, env: dict[str, str] | None = None,
-               timeout: float | None = None) -> subprocess.CompletedProcess:
-    """What `subprocess.run([sys.executable, *args], cwd=cwd, env=env, timeout=timeout, capture_output=True,
-    text=True)` returns (TimeoutExpired too), from a forked child where it can; `args`: `-m pytest ...` or
-    `-c CODE ...`."""
+               timeout: float | None = None, input: str | None = None) -> subprocess.CompletedProcess:
+    """What `subprocess.run([sys.executable, *args], cwd=cwd, env=env, timeout=timeout, input=input,
+    capture_output=True, text=True)` returns (TimeoutExpired too), from a forked child where it can; `args`:
+    `-m pytest ...`, `-m opgen ...` or `-c CODE ...`."""
     global _server
-    if args[0] not in ("-c", "-m") or (args[0] == "-m" and args[1] != "pytest"):
-        raise ValueError(f"run_python runs `-c CODE` or `-m pytest`, not {args[:2]}")
+    if args[0] not in ("-c", "-m") or (args[0] == "-m" and args[1] not in MODULES):
+        raise ValueError(f"run_python runs `-c CODE` or `-m` {' or '.join(MODULES)}, not {args[:2]}")
     command = [sys.executable, *map(str, args)]
     env = dict(os.environ if env is None else env)
     cwd = str(Path(cwd if cwd is not None else os.getcwd()).resolve())
     with _lock:
         server = _get_server()
         if server is None or not forkable(env, server.env):
-            return subprocess.run(command, cwd=cwd, env=env, timeout=timeout, capture_output=True, text=True,
-                                  check=False)
+            return subprocess.run(command, cwd=cwd, env=env, timeout=timeout, input=input, capture_output=True,
+                                  text=True, check=False)
         with tempfile.TemporaryDirectory(prefix="forked-python-") as folder:
-            out, err = Path(folder, "stdout"), Path(folder, "stderr")
+            out, err, given = Path(folder, "stdout"), Path(folder, "stderr"), Path(folder, "stdin")
+            if input is not None:
+                given.write_text(input)
             request = {"args": command[1:], "cwd": cwd, "env": env, "timeout": timeout,
-                       "stdout": str(out), "stderr": str(err)}
+                       "stdin": str(given) if input is not None else os.devnull, "stdout": str(out),
+                       "stderr": str(err)}
             try:
                 answer = server.ask(request)
             except (OSError, ValueError):  # the server died: a new one next time, a real subprocess now
                 server.close()
                 _server = None
-                return subprocess.run(command, cwd=cwd, env=env, timeout=timeout, capture_output=True, text=True,
-                                      check=False)
+                return subprocess.run(command, cwd=cwd, env=env, timeout=timeout, input=input, capture_output=True,
+                                      text=True, check=False)
             stdout = out.read_text(errors="replace") if out.exists() else ""
             stderr = err.read_text(errors="replace") if err.exists() else ""
     if answer["timed_out"]:
@@ -170,8 +181,12 @@ def run_python(args: list[str], *, cwd: Path | str | None = None, env: dict[str,
 def _child(request: dict) -> None:
     """In the forked child: become `python ARGS` as started in request's cwd and env, run, exit."""
     os.setpgid(0, 0)  # the server kills the whole group on timeout: the run's own subprocesses too
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
+    given = os.open(request["stdin"], os.O_RDONLY)
+    os.dup2(given, 0)
+    os.close(given)
+    # a stdin of its own, as the interpreter makes at start: the server's read ahead on its request pipe
+    sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)),
+                                                 encoding=sys.stdin.encoding, errors=sys.stdin.errors)
     for fd, name in ((1, "stdout"), (2, "stderr")):
         target = os.open(request[name], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(target, fd)
@@ -181,6 +196,7 @@ def _child(request: dict) -> None:
     os.environ.update(request["env"])
     sys.dont_write_bytecode = bool(os.environ.get("PYTHONDONTWRITEBYTECODE"))
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # as Python sets it at start
+    atexit._clear()  # the run's own exit functions run at its end, as the interpreter's do, not the server's
     code = 1
     try:
         code = _run_as_main(request["args"], request["cwd"])
@@ -189,8 +205,8 @@ def _child(request: dict) -> None:
     except BaseException:  # noqa: BLE001  (as the interpreter reports an uncaught exception: traceback, exit 1)
         traceback.print_exc()
     finally:
-        if request["args"][0] == "-c":  # the interpreter waits for the code's non-daemon threads before it exits
-            threading._shutdown()
+        threading._shutdown()  # the interpreter waits for the run's non-daemon threads before it exits
+        atexit._run_exitfuncs()
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
@@ -200,18 +216,15 @@ def _child(request: dict) -> None:
 
 
 def _run_as_main(args: list[str], cwd: str) -> int:
-    """`python -m pytest ...` or `python -c CODE ...`: sys.path, sys.argv and `__main__` as a fresh interpreter sets
+    """`python -m MODULE ...` or `python -c CODE ...`: sys.path, sys.argv and `__main__` as a fresh interpreter sets
     them (`-m` puts the cwd first, `-c` an empty entry, then PYTHONPATH's entries, empty ones dropped, then the
     rest); the exit code."""
     python_path = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
     if args[0] == "-m":
         sys.path[:] = [cwd, *python_path, *_BASE_PATH]
-        import pytest.__main__ as main  # `python -m pytest` runs this module as __main__
-        sys.modules["__main__"] = main
-        sys.argv = [main.__file__, *args[2:]]
-        import pytest
-
-        return int(pytest.main(args[2:]))
+        sys.argv = [args[1], *args[2:]]  # runpy puts the module's file first, as `python -m` does
+        runpy._run_module_as_main(args[1])
+        return 0
     sys.path[:] = ["", *python_path, *_BASE_PATH]
     main = types.ModuleType("__main__")
     main.__dict__.update(__builtins__=builtins, __annotations__={}, __loader__=BuiltinImporter)

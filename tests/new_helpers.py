@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from xml.etree import ElementTree
 
-from forked_python import run_pytest
+from forked_python import run_pytest, run_python
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
@@ -26,10 +26,9 @@ PYTEST_PLUGINS_OFF = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest")
 
 
 def opgen(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """Run `python -m opgen ...` as a user would."""
+    """Run `python -m opgen ...` as a user would (forked from a warm server where it can, tests/forked_python.py)."""
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    return subprocess.run([sys.executable, "-m", "opgen", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=120, check=False)
+    return run_python(["-m", "opgen", *args], cwd=cwd, env=env, timeout=120)
 
 
 def opgen_in_one_process(*calls: list[str]) -> list[int]:

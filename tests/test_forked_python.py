@@ -100,7 +100,49 @@ def test_python_c_forked_sees_what_a_fresh_python_c_sees(tmp_path, ending, code,
     assert real_report.pop("parent") == os.getpid() != forked_report.pop("parent")
     assert forked_report == real_report
     with pytest.raises(ValueError, match="not"):
-        run_python(["-m", "opgen"])
+        run_python(["-m", "json.tool"])
+
+
+MODULE_REPORT = """
+import json, os, sys
+main = sys.modules["__main__"]
+print(json.dumps({"cwd": os.getcwd(), "path": sys.path, "argv": sys.argv, "spec": main.__spec__.name,
+                  "file": main.__file__, "stdin": sys.stdin.read(), "parent": os.getppid(), "opgen": __file__}))
+raise SystemExit(4)
+"""
+
+
+def test_python_m_opgen_forked_runs_the_opgen_a_fresh_python_would_find(tmp_path):
+    """`-m opgen`: the server never imports opgen, so the opgen that runs is the one the run's cwd and PYTHONPATH lead
+    to (here a stand-in in the cwd, which `-m` puts first), as `__main__`, with argv, stdin and exit code as a fresh
+    interpreter gives them."""
+    (tmp_path / "opgen").mkdir()
+    (tmp_path / "opgen" / "__init__.py").write_text("")
+    (tmp_path / "opgen" / "__main__.py").write_text(MODULE_REPORT)
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path / 'lib'}"}
+    args = ["-m", "opgen", "new", "--dry-run"]
+    real = subprocess.run([sys.executable, *args], cwd=tmp_path, env=env, input="given", capture_output=True,
+                          text=True, timeout=120, check=False)
+    forked = run_python(args, cwd=tmp_path, env=env, input="given", timeout=120)
+    reports = []
+    for done in (real, forked):
+        assert done.returncode == 4, done.stderr
+        reports.append(json.loads(done.stdout))
+    real_report, forked_report = reports
+    assert real_report.pop("parent") == os.getpid() != forked_report.pop("parent")
+    assert forked_report == real_report
+    assert forked_report["stdin"] == "given" and forked_report["argv"][1:] == ["new", "--dry-run"]
+
+
+@pytest.mark.parametrize("args", [["explain", "--json", "-"], ["explain", "--code", "OPG999"], ["new", "--bogus"]])
+def test_the_real_opgen_forked_prints_and_exits_as_in_a_fresh_python(tmp_path, args):
+    """The command line itself: stdin read, an unknown code, a usage error, each as a fresh `python -m opgen`."""
+    given = "f(Tensor x) -> Tensor\ng(Tensor(a!) x) -> Tensor(a!)\n"
+    real = subprocess.run([sys.executable, "-m", "opgen", *args], cwd=tmp_path, input=given, capture_output=True,
+                          text=True, timeout=120, check=False)
+    forked = run_python(["-m", "opgen", *args], cwd=tmp_path, input=given, timeout=120)
+    assert (forked.returncode, forked.stdout, forked.stderr) == (real.returncode, real.stdout, real.stderr)
+    assert real.returncode in (1, 2) and real.stdout + real.stderr
 
 
 def test_a_run_changing_a_start_time_variable_gets_a_real_subprocess(tmp_path):
