@@ -4,13 +4,16 @@ that has already imported torch and the opgen command line's third-party package
 Each run of a generated project's tests in a new interpreter pays ~3-4 CPU-s before its first test: torch, Dynamo,
 Inductor and pytest's imports; a `python -c` oracle (does torch import this package, register these ops, run opcheck
 on them?) pays ~1.5 CPU-s of torch's import before its first line; a `python -m opgen new` ~0.15 CPU-s of click's,
-cookiecutter's, jinja2's and yaml's. The suite makes well over a hundred runs of the first two and ~400 of the third.
+cookiecutter's, jinja2's and yaml's; each `opgen check` or `opgen import` worker ~2 CPU-s of torch's, Dynamo's and
+opcheck's. The suite makes well over a hundred runs of the first two, ~400 of the third and ~40 workers.
 `run_pytest` and `run_python` send the run to a helper process (one per xdist worker, started on first use) that
 imported those modules once; it forks a child per run, and the child sets up what a fresh interpreter with that cwd
 and environment would see (os.environ, cwd, sys.path, sys.argv, `__main__`, stdio) and runs the module or the code.
-opgen itself is never imported by the server: each run imports the opgen its PYTHONPATH and cwd lead to.
+opgen itself is never imported by the server: each run imports the opgen its PYTHONPATH and cwd lead to. A forked
+`python -m opgen` starts its workers through a launcher that has the server fork them too (LAUNCHER below).
 A run whose environment differs from the server's in a variable read at interpreter start or at torch's import
-(PYTHON*, TORCH*, HOME, ...) gets a real subprocess, and so does every run when the server cannot start. What a fresh
+(PYTHON*, TORCH*, HOME, ...), whose path puts a stand-in for a preloaded module first (a test hiding torch), or that
+sets FORKED_PYTHON_FRESH gets a real subprocess, and so does every run when the server cannot start. What a fresh
 interpreter itself proves (what is imported at collection or by a package, a user's start-up output, another Python)
 keeps calling subprocess at its call site.
 
@@ -23,16 +26,20 @@ from __future__ import annotations
 
 import atexit
 import builtins
+import faulthandler
 import io
 import json
 import os
 import runpy
 import select
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 import traceback
 import types
 from importlib.machinery import BuiltinImporter
@@ -52,18 +59,30 @@ START_TIME_VARIABLES = ("PYTHON", "TORCH", "PYTORCH", "CUDA", "OMP_", "MKL", "KM
 # ...except these, which the child applies itself
 # (Inductor reads its cache directories on each compile, never at import, and sets TORCHINDUCTOR_CACHE_DIR itself on
 # first use: the worker's environment gains it mid-session, so comparing it would send every later run to a subprocess)
-APPLIED_BY_CHILD = ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+# A run that needs what only a fresh interpreter has imported (nothing but torch when a module's import registers
+# torch's own ops) sets it: it gets a real subprocess, and so does every `opgen check` worker it starts
+FRESH = "FORKED_PYTHON_FRESH"
+APPLIED_BY_CHILD = ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "PYTHONFAULTHANDLER", "TORCHINDUCTOR_CACHE_DIR",
+                    "TRITON_CACHE_DIR")
 
 
 def _matters_at_start(name: str) -> bool:
     return name not in APPLIED_BY_CHILD and name.startswith(START_TIME_VARIABLES)
 
 
-def forkable(env: dict[str, str], server_env: dict[str, str]) -> bool:
-    """Whether a child forked from a server started with `server_env` sees what a fresh interpreter given `env`
-    would: the variables read at start-up or at torch's import are the same."""
+def forkable(env: dict[str, str], server_env: dict[str, str], cwd: str | None = None) -> bool:
+    """Whether a child forked from a server started with `server_env` sees what a fresh interpreter given `env` (and
+    run in `cwd`) would: the variables read at start-up or at torch's import are the same, and no folder on its path
+    ahead of site-packages holds a module of its own by a preloaded one's name (a test hiding torch behind a stand-in
+    that refuses to import)."""
+    if env.get(FRESH):
+        return False
     names = {name for name in {*env, *server_env} if _matters_at_start(name)}
-    return all(env.get(name) == server_env.get(name) for name in names)
+    folders = [cwd or "", *env.get("PYTHONPATH", "").split(os.pathsep)]
+    preloaded = {name.partition(".")[0] for name in PRELOAD}
+    shadowed = any(Path(folder, name).is_dir() or Path(folder, f"{name}.py").is_file()
+                   for folder in folders if folder for name in preloaded)
+    return not shadowed and all(env.get(name) == server_env.get(name) for name in names)
 
 
 # The environment the session started with (conftest.py imports this module before any test runs): the server starts
@@ -152,7 +171,7 @@ def run_python(args: list[str], *, cwd: Path | str | None = None, env: dict[str,
     cwd = str(Path(cwd if cwd is not None else os.getcwd()).resolve())
     with _lock:
         server = _get_server()
-        if server is None or not forkable(env, server.env):
+        if server is None or not forkable(env, server.env, cwd):
             return subprocess.run(command, cwd=cwd, env=env, timeout=timeout, input=input, capture_output=True,
                                   text=True, check=False)
         with tempfile.TemporaryDirectory(prefix="forked-python-") as folder:
@@ -178,24 +197,31 @@ def run_python(args: list[str], *, cwd: Path | str | None = None, env: dict[str,
 
 # --- the server (this file run as a script) ---
 
-def _child(request: dict) -> None:
-    """In the forked child: become `python ARGS` as started in request's cwd and env, run, exit."""
+def _child(request: dict, stdio: list[int] | None = None) -> None:
+    """In the forked child: become `python ARGS` as started in request's cwd and env, on the `stdio` descriptors a
+    launcher sent (else the request's files), run, exit."""
     os.setpgid(0, 0)  # the server kills the whole group on timeout: the run's own subprocesses too
-    given = os.open(request["stdin"], os.O_RDONLY)
-    os.dup2(given, 0)
-    os.close(given)
+    for fd in _SERVER_FDS:
+        os.close(fd)
+    if stdio is None:
+        stdio = [os.open(request["stdin"], os.O_RDONLY),
+                 *(os.open(request[name], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600) for name in ("stdout", "stderr"))]
+    for fd, given in enumerate(stdio):
+        os.dup2(given, fd)
+    for given in set(stdio) - {0, 1, 2}:
+        os.close(given)
     # a stdin of its own, as the interpreter makes at start: the server's read ahead on its request pipe
     sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)),
                                                  encoding=sys.stdin.encoding, errors=sys.stdin.errors)
-    for fd, name in ((1, "stdout"), (2, "stderr")):
-        target = os.open(request[name], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.dup2(target, fd)
-        os.close(target)
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
     sys.dont_write_bytecode = bool(os.environ.get("PYTHONDONTWRITEBYTECODE"))
+    if os.environ.get("PYTHONFAULTHANDLER"):
+        faulthandler.enable()
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # as Python sets it at start
+    if request["args"][:2] == ["-m", "opgen"]:  # its workers start through the launcher
+        sys.executable = _LAUNCHER
     atexit._clear()  # the run's own exit functions run at its end, as the interpreter's do, not the server's
     code = 1
     try:
@@ -244,41 +270,164 @@ def _exit_code(code: object) -> int:
     return 1
 
 
-def _wait(pid: int, timeout: float | None) -> tuple[int, bool]:
-    """Wait for the child, killing its process group at the timeout: (returncode as subprocess has it, timed out)."""
-    pidfd = os.pidfd_open(pid)
+# --- the launcher: `opgen check` and `opgen import` start their worker with `sys.executable -m opgen.check.worker`
+# (opgen.importer.worker): in a forked `python -m opgen`, sys.executable is this script, which asks the server to fork
+# the worker (it has imported torch, Dynamo and opcheck's modules: ~2 CPU-s of each worker's start) on the launcher's
+# stdin, stdout and stderr, waits for it and exits as it did. Anything else, or a worker whose environment differs at
+# start-up, gets the real interpreter (exec). Killing the launcher kills the worker: the server watches both.
+LAUNCHER = """#!{python} -IS
+import json, os, signal, socket, sys
+args = sys.argv[1:]
+if args[:1] == ["-m"] and args[1:2] in (["opgen.check.worker"], ["opgen.importer.worker"]):
     try:
-        ready, _, _ = select.select([pidfd], [], [], timeout)
-    finally:
-        os.close(pidfd)
-    timed_out = not ready
-    if timed_out:
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        server.connect({socket!r})
+        request = {{"args": args, "cwd": os.getcwd(), "env": dict(os.environ), "pid": os.getpid()}}
+        socket.send_fds(server, [json.dumps(request).encode()], [0, 1, 2])
+        forked = json.loads(server.recv(4096) or "false")
+    except OSError:
+        forked = False
+    if forked:
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):  # the worker's alone: a reader of its stdout sees the end when the worker ends
+            os.dup2(null, fd)
+        code = json.loads(server.recv(4096) or "1")
+        if code < 0:  # killed by a signal: so is the launcher, without a core file
+            import resource
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            signal.signal(-code, signal.SIG_DFL)
+            os.kill(os.getpid(), -code)
+        os._exit(code)
+os.execv({python!r}, [{python!r}, *args])
+"""
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+class _Workers:
+    """The workers the server forked for launchers: each one's pid, its launcher's connection and pidfd."""
+
+    def __init__(self, listener: socket.socket, env: dict[str, str]) -> None:
+        self.listener, self.env = listener, env
+        self.by_worker: dict[int, tuple[int, socket.socket, int]] = {}  # worker pidfd -> (pid, connection, launcher pidfd)
+
+    def descriptors(self) -> list[int]:
+        return [self.listener.fileno(), *self.by_worker, *(launcher for _, _, launcher in self.by_worker.values())]
+
+    def handle(self, fd: int) -> None:
+        if fd == self.listener.fileno():
+            self._start()
+            return
+        for worker, (pid, connection, launcher) in list(self.by_worker.items()):
+            if fd == launcher:  # the launcher was killed: so is its worker (its pidfd then says it ended)
+                _kill_group(pid)
+            elif fd == worker:
+                _, status = os.waitpid(pid, 0)
+                try:
+                    connection.send(json.dumps(os.waitstatus_to_exitcode(status)).encode())
+                except OSError:
+                    pass
+                for done in (worker, launcher, connection.fileno()):
+                    _SERVER_FDS.remove(done)
+                for done in (worker, launcher):
+                    os.close(done)
+                connection.close()
+                del self.by_worker[worker]
+
+    def _start(self) -> None:
+        connection, _ = self.listener.accept()
+        message, stdio, _, _ = socket.recv_fds(connection, 1 << 20, 3)
         try:
-            os.killpg(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status), timed_out
+            request = json.loads(message)
+            launcher = os.pidfd_open(request["pid"])
+        except (ValueError, OSError):
+            request, launcher = None, None
+        if launcher is None or len(stdio) != 3 or not forkable(request["env"], self.env, request["cwd"]):
+            for fd in [*stdio, *([launcher] if launcher is not None else [])]:
+                os.close(fd)
+            connection.send(b"false")
+            connection.close()
+            return
+        _SERVER_FDS.extend([connection.fileno(), launcher])
+        pid = os.fork()
+        if pid == 0:
+            _child(request, stdio)
+        for fd in stdio:
+            os.close(fd)
+        connection.send(b"true")
+        worker = os.pidfd_open(pid)
+        _SERVER_FDS.append(worker)
+        self.by_worker[worker] = (pid, connection, launcher)
 
 
 def _serve(preload: list[str]) -> None:
     import gc
     import importlib
 
+    global _LAUNCHER
     for name in preload:
         importlib.import_module(name)
     gc.collect()
     gc.freeze()  # the children's collections leave the server's objects (and their shared pages) alone
     threads = {"python": threading.active_count(), "os": len(os.listdir("/proc/self/task"))}
+    folder = tempfile.mkdtemp(prefix="forked-python-")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(os.path.join(folder, "socket"))
+    listener.listen(16)
+    _LAUNCHER = os.path.join(folder, "python")
+    Path(_LAUNCHER).write_text(LAUNCHER.format(python=sys.executable, socket=listener.getsockname()))
+    os.chmod(_LAUNCHER, 0o700)
+    workers = _Workers(listener, dict(os.environ))
+    _SERVER_FDS.append(listener.fileno())
     print("ready", json.dumps(threads), flush=True)
-    for line in sys.stdin:
-        request = json.loads(line)
-        pid = os.fork()
-        if pid == 0:
-            _child(request)
-        returncode, timed_out = _wait(pid, request["timeout"])
-        print(json.dumps({"returncode": returncode, "timed_out": timed_out}), flush=True)
+    try:
+        _loop(workers)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
+
+def _loop(workers: _Workers) -> None:
+    """Serve the client's runs (one at a time, from stdin) and the launchers' workers (any number) until stdin ends."""
+    run: tuple[int, int, float | None] | None = None  # (pid, pidfd, deadline) of the client's run
+    timeout: float | None = None
+    while True:
+        waiting = [*workers.descriptors(), run[1] if run else sys.stdin.fileno()]
+        if run and run[2] is not None:
+            timeout = max(0.0, run[2] - time.monotonic())
+        ready, _, _ = select.select(waiting, [], [], timeout if run else None)
+        if run and (run[1] in ready or (run[2] is not None and time.monotonic() >= run[2])):
+            timed_out = run[1] not in ready
+            if timed_out:
+                _kill_group(run[0])
+            _, status = os.waitpid(run[0], 0)
+            os.close(run[1])
+            _SERVER_FDS.remove(run[1])
+            print(json.dumps({"returncode": os.waitstatus_to_exitcode(status), "timed_out": timed_out}), flush=True)
+            run, timeout = None, None
+            continue
+        for fd in ready:
+            if fd == sys.stdin.fileno():
+                line = sys.stdin.readline()
+                if not line:
+                    return
+                request = json.loads(line)
+                pid = os.fork()
+                if pid == 0:
+                    _child(request)
+                deadline = None if request["timeout"] is None else time.monotonic() + request["timeout"]
+                run = (pid, os.pidfd_open(pid), deadline)
+                _SERVER_FDS.append(run[1])
+            else:
+                workers.handle(fd)
+
+
+_SERVER_FDS: list[int] = []  # the server's own descriptors, which its children close
+_LAUNCHER = sys.executable  # the server's launcher script, once it has one
 
 if __name__ == "__main__":
     _BASE_PATH = sys.path[1:]  # without this script's folder, which a `python -m pytest` does not have

@@ -275,3 +275,59 @@ def test_the_inductor_cache_directory_inductor_sets_mid_session_still_forks(tmp_
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     report = _report(tmp_path, _forked, "cache_dir")
     assert report["parent"] != os.getpid() and report["env"]["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "inductor")
+
+
+STAND_IN_CLI = """
+import json, os, signal, subprocess, sys, time
+mode = sys.argv[1]
+worker = subprocess.Popen([sys.executable, "-m", "opgen.check.worker", mode], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, text=True, start_new_session=True)
+if mode == "hang":  # as opgen check ends a hung worker: SIGKILL to the group of the process it started
+    pid = int(worker.stdout.readline())
+    os.killpg(worker.pid, signal.SIGKILL)
+    worker.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and os.path.exists(f"/proc/{pid}"):
+        time.sleep(0.05)
+    print(json.dumps({"worker_alive": os.path.exists(f"/proc/{pid}"), "eof": worker.stdout.read() == ""}))
+else:
+    out, _ = worker.communicate("given")
+    print(json.dumps({"code": worker.returncode, "report": out}))
+"""
+STAND_IN_WORKER = """
+import faulthandler, json, os, signal, sys, time
+mode = sys.argv[1]
+if mode == "hang":
+    print(os.getpid(), flush=True)
+    time.sleep(600)
+print(json.dumps({"warm": "torch" in sys.modules, "argv": sys.argv, "cwd": os.getcwd(), "stdin": sys.stdin.read(),
+                  "path": sys.path[0], "faulthandler": faulthandler.is_enabled(), "main": __name__}), flush=True)
+if mode == "crash":
+    os.kill(os.getpid(), signal.SIGSEGV)
+raise SystemExit(3)
+"""
+
+
+@pytest.mark.parametrize("mode", ["exit", "crash", "hang"])
+def test_an_opgen_check_worker_is_forked_warm_and_ends_as_a_fresh_one_does(tmp_path, mode):
+    """In a forked `python -m opgen`, the worker `opgen check` starts with `sys.executable -m opgen.check.worker`
+    comes from the server, torch imported, with the stdin, stdout, argv, cwd and exit code (a signal's too) a fresh
+    worker has; killing the group of the process the command started kills the worker. Stand-ins for the command and
+    its worker (found first, in the cwd) report what each saw, in a fork and in a fresh interpreter."""
+    package = tmp_path / "opgen"
+    (package / "check").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "check" / "__init__.py").write_text("")
+    (package / "__main__.py").write_text(STAND_IN_CLI)
+    (package / "check" / "worker.py").write_text(STAND_IN_WORKER)
+    env = {**os.environ, "PYTHONFAULTHANDLER": "1"}
+    seen = [json.loads(run_python(["-m", "opgen", mode], cwd=tmp_path, env={**env, **fresh}, timeout=120).stdout)
+            for fresh in ({forked_python.FRESH: "1"}, {})]
+    if mode == "hang":
+        assert seen[0] == seen[1] == {"worker_alive": False, "eof": True}
+        return
+    reports = [json.loads(done.pop("report")) for done in seen]
+    assert seen[0] == seen[1] == {"code": 3 if mode == "exit" else -11}
+    assert [report.pop("warm") for report in reports] == [False, True]
+    assert reports[0] == reports[1]
+    assert reports[1]["stdin"] == "given" and reports[1]["faulthandler"] and reports[1]["main"] == "__main__"
