@@ -302,6 +302,14 @@ os.execv({python!r}, [{python!r}, *args])
 """
 
 
+def _own_group(pid: int) -> None:
+    """The child's own process group, set from this side too: a kill right after the fork reaches it."""
+    try:
+        os.setpgid(pid, pid)
+    except (PermissionError, ProcessLookupError):  # it already has (and may have exec'd), or it already ended
+        pass
+
+
 def _kill_group(pid: int) -> None:
     try:
         os.killpg(pid, signal.SIGKILL)
@@ -357,6 +365,7 @@ class _Workers:
         pid = os.fork()
         if pid == 0:
             _child(request, stdio)
+        _own_group(pid)
         for fd in stdio:
             os.close(fd)
         connection.send(b"true")
@@ -379,9 +388,11 @@ def _serve(preload: list[str]) -> None:
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     listener.bind(os.path.join(folder, "socket"))
     listener.listen(16)
-    _LAUNCHER = os.path.join(folder, "python")
-    Path(_LAUNCHER).write_text(LAUNCHER.format(python=sys.executable, socket=listener.getsockname()))
-    os.chmod(_LAUNCHER, 0o700)
+    launcher = os.path.join(folder, "python")
+    Path(launcher).write_text(LAUNCHER.format(python=sys.executable, socket=listener.getsockname()))
+    os.chmod(launcher, 0o700)
+    if len(f"#!{sys.executable} -IS") < 127:  # else the kernel may cut its #! line: workers start as they would
+        _LAUNCHER = launcher
     workers = _Workers(listener, dict(os.environ))
     _SERVER_FDS.append(listener.fileno())
     print("ready", json.dumps(threads), flush=True)
@@ -419,6 +430,7 @@ def _loop(workers: _Workers) -> None:
                 pid = os.fork()
                 if pid == 0:
                     _child(request)
+                _own_group(pid)
                 deadline = None if request["timeout"] is None else time.monotonic() + request["timeout"]
                 run = (pid, os.pidfd_open(pid), deadline)
                 _SERVER_FDS.append(run[1])
