@@ -149,6 +149,11 @@ def test_a_run_changing_a_start_time_variable_gets_a_real_subprocess(tmp_path):
     assert forkable({**os.environ, "PYTHONPATH": "x", "OPGEN_Y": "1"}, dict(os.environ))
     assert not forkable({**os.environ, "TORCHINDUCTOR_COMPILE_THREADS": "1"}, dict(os.environ))  # read at import
     assert not forkable({key: value for key, value in os.environ.items() if key != "HOME"}, {**os.environ, "HOME": "/"})
+    assert not forkable({**os.environ, forked_python.FRESH: "1"}, dict(os.environ))
+    (tmp_path / "hidden" / "torch").mkdir(parents=True)  # a stand-in for a module the server has imported
+    assert not forkable({**os.environ, "PYTHONPATH": str(tmp_path / "hidden")}, dict(os.environ))
+    assert not forkable(dict(os.environ), dict(os.environ), cwd=str(tmp_path / "hidden"))
+    assert forkable(dict(os.environ), dict(os.environ), cwd=str(tmp_path))
     report = _report(tmp_path, _forked, "inductor", TORCHINDUCTOR_COMPILE_THREADS="1")
     assert report["parent"] == os.getpid()
 
