@@ -53,15 +53,15 @@ PRELOAD = ("torch", "torch._dynamo", "torch._functorch.aot_autograd", "torch._in
            "click", "yaml", "jinja2", "cookiecutter.generate", "cookiecutter.prompt")
 # The modules `run_python` runs with `-m` (each one's __main__ runs as `python -m` runs it)
 MODULES = ("pytest", "opgen")
+# A run that needs what only a fresh interpreter has imported (nothing but torch when a module's import registers
+# torch's own ops) sets it: it gets a real subprocess, and so does every `opgen check` worker it starts
+FRESH = "FORKED_PYTHON_FRESH"
 # Environment variables the server's imports or the interpreter's start read: a run that changes one gets a subprocess
 START_TIME_VARIABLES = ("PYTHON", "TORCH", "PYTORCH", "CUDA", "OMP_", "MKL", "KMP_", "OPENBLAS", "LD_", "HOME",
                         "XDG_", "TMPDIR", "TEMP", "TMP", "TRITON", "LC_", "LANG")
 # ...except these, which the child applies itself
 # (Inductor reads its cache directories on each compile, never at import, and sets TORCHINDUCTOR_CACHE_DIR itself on
 # first use: the worker's environment gains it mid-session, so comparing it would send every later run to a subprocess)
-# A run that needs what only a fresh interpreter has imported (nothing but torch when a module's import registers
-# torch's own ops) sets it: it gets a real subprocess, and so does every `opgen check` worker it starts
-FRESH = "FORKED_PYTHON_FRESH"
 APPLIED_BY_CHILD = ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "PYTHONFAULTHANDLER", "TORCHINDUCTOR_CACHE_DIR",
                     "TRITON_CACHE_DIR")
 
@@ -323,9 +323,11 @@ class _Workers:
     def __init__(self, listener: socket.socket, env: dict[str, str]) -> None:
         self.listener, self.env = listener, env
         self.by_worker: dict[int, tuple[int, socket.socket, int]] = {}  # worker pidfd -> (pid, connection, launcher pidfd)
+        self.orphaned: set[int] = set()  # the workers killed with their launcher, whose end is still to come
 
     def descriptors(self) -> list[int]:
-        return [self.listener.fileno(), *self.by_worker, *(launcher for _, _, launcher in self.by_worker.values())]
+        return [self.listener.fileno(), *self.by_worker,
+                *(launcher for worker, (_, _, launcher) in self.by_worker.items() if worker not in self.orphaned)]
 
     def handle(self, fd: int) -> None:
         if fd == self.listener.fileno():
@@ -334,6 +336,7 @@ class _Workers:
         for worker, (pid, connection, launcher) in list(self.by_worker.items()):
             if fd == launcher:  # the launcher was killed: so is its worker (its pidfd then says it ended)
                 _kill_group(pid)
+                self.orphaned.add(worker)
             elif fd == worker:
                 _, status = os.waitpid(pid, 0)
                 try:
@@ -346,6 +349,7 @@ class _Workers:
                     os.close(done)
                 connection.close()
                 del self.by_worker[worker]
+                self.orphaned.discard(worker)
 
     def _start(self) -> None:
         connection, _ = self.listener.accept()
@@ -405,12 +409,10 @@ def _serve(preload: list[str]) -> None:
 def _loop(workers: _Workers) -> None:
     """Serve the client's runs (one at a time, from stdin) and the launchers' workers (any number) until stdin ends."""
     run: tuple[int, int, float | None] | None = None  # (pid, pidfd, deadline) of the client's run
-    timeout: float | None = None
     while True:
         waiting = [*workers.descriptors(), run[1] if run else sys.stdin.fileno()]
-        if run and run[2] is not None:
-            timeout = max(0.0, run[2] - time.monotonic())
-        ready, _, _ = select.select(waiting, [], [], timeout if run else None)
+        timeout = max(0.0, run[2] - time.monotonic()) if run and run[2] is not None else None
+        ready, _, _ = select.select(waiting, [], [], timeout)
         if run and (run[1] in ready or (run[2] is not None and time.monotonic() >= run[2])):
             timed_out = run[1] not in ready
             if timed_out:
@@ -419,7 +421,7 @@ def _loop(workers: _Workers) -> None:
             os.close(run[1])
             _SERVER_FDS.remove(run[1])
             print(json.dumps({"returncode": os.waitstatus_to_exitcode(status), "timed_out": timed_out}), flush=True)
-            run, timeout = None, None
+            run = None
             continue
         for fd in ready:
             if fd == sys.stdin.fileno():
