@@ -386,6 +386,39 @@ def test_gradcheck_runs_on_a_moved_default_and_catches_a_formula_ignoring_it():
         checks.gradcheck(ignoring, examples)
 
 
+def _row_means(name: str, backward) -> checks.Op:
+    """mean over the last dim, keepdim, with `backward(grad, x)` as its formula."""
+    op = define(f"{name}(Tensor x) -> Tensor", lambda x: x.mean(-1, keepdim=True),
+                lambda x: x.new_empty((*x.shape[:-1], 1)), lambda x: x.mean(-1, keepdim=True))
+
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    torch.library.register_autograd(f"iv_test::{name}", lambda ctx, grad: backward(grad, *ctx.saved_tensors),
+                                    setup_context=setup_context, lib=lib)
+    return op
+
+
+@pytest.mark.parametrize(("name", "backward", "variant"), [
+    # the example's last size written into the formula: wrong at every other size, all over the Jacobian
+    ("last_size", lambda grad, x: grad.expand_as(x) / 4, r"examples\[0\] with its size 4 as (1|5)"),
+    # no gradient past the example's 3 rows: right there, wrong in 2 rows of 5 at the variant
+    ("rows", lambda grad, x: torch.cat([grad.expand_as(x)[:3] / x.shape[-1], torch.zeros_like(x[3:])]),
+     r"examples\[0\] with its size 3 as 5"),
+])
+def test_gradcheck_on_the_size_variants_catches_a_formula_right_at_the_examples_size_only(name, backward, variant):
+    """The variants' gradcheck runs in torch's fast mode (a projection of the Jacobian) first: a formula right on
+    the examples and wrong at other sizes, all over the Jacobian or in the rows past the example's, still fails,
+    with the failing variant's elementwise report (the fast mode failed, then the elementwise check); its correct
+    twin passes."""
+    examples = lambda seed: [{"x": torch.randn(3, 4, generator=torch.Generator().manual_seed(seed))}]
+    checks.gradcheck(_row_means(f"grad_rows_twin_{name}", lambda grad, x: grad.expand_as(x) / x.shape[-1]), examples)
+    planted = _row_means(f"grad_rows_{name}", backward)
+    checks.gradcheck(planted, examples(0))  # on the examples alone it passes
+    with pytest.raises(checks.CheckFailed, match=rf"ops\[0\].autograd .* on ops\[0\].{variant}: Jacobian mismatch"):
+        checks.gradcheck(planted, examples)
+
+
 # --- writes, contiguity, random numbers ----------------------------------------------------------------------------
 
 
