@@ -73,13 +73,20 @@ _MISSING = object()
 
 
 def torch_release() -> str | None:
-    """The installed torch's X.Y.Z (from its metadata, without importing torch); None when it is absent."""
-    try:
-        version = importlib.metadata.version("torch")
-    except importlib.metadata.PackageNotFoundError:
-        return None
-    match = RELEASE.match(version)
-    return match.group(0) if match else version
+    """The installed torch's X.Y.Z (from its metadata, without importing torch); None when it is absent. Found once
+    per process: each look-up reads every folder on sys.path (a run of several projects' tests asks hundreds of
+    times), and the torch a process runs does not change under it."""
+    if not _TORCH_RELEASE:
+        try:
+            version = importlib.metadata.version("torch")
+        except importlib.metadata.PackageNotFoundError:
+            return None
+        match = RELEASE.match(version)
+        _TORCH_RELEASE.append(match.group(0) if match else version)
+    return _TORCH_RELEASE[0]
+
+
+_TORCH_RELEASE: list[str] = []
 
 
 def line_lacks_npugraph_ex(release: str) -> bool:
