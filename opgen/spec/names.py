@@ -105,8 +105,9 @@ def _module_shadows(tree: ast.Module) -> list[tuple[str, int, str]]:
             first.setdefault(name, index)
     found = []
     for index, statement in enumerate(tree.body):
-        now = frozenset(name for name, at in first.items() if at < index)
-        found += _shadowed_loads(statement, now, frozenset(first))
+        if first:  # else no load can meet a module-level binding of a builtin's name (most modules: skipped)
+            now = frozenset(name for name, at in first.items() if at < index)
+            found += _shadowed_loads(statement, now, frozenset(first))
         for node in ast.walk(statement):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 found += _parameter_shadows(node)
