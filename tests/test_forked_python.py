@@ -68,6 +68,7 @@ import json, os, sys, threading
 main = sys.modules["__main__"]
 print(json.dumps({"cwd": os.getcwd(), "path": sys.path, "argv": sys.argv, "name": __name__,
                   "main": sorted(k for k in vars(main) if k != "__builtins__"), "parent": os.getppid(),
+                  "opgen": sorted(name for name in sys.modules if name.partition(".")[0] == "opgen"),
                   "env": {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}}))
 def late():
     import time
@@ -82,8 +83,9 @@ threading.Thread(target=late).start()
     ("", 0, ""), ("sys.exit(3)", 3, ""), ("sys.exit('bye')", 1, "bye"),
     ("raise KeyError('planted')", 1, "KeyError: 'planted'")])
 def test_python_c_forked_sees_what_a_fresh_python_c_sees(tmp_path, ending, code, stderr):
-    """`-c`: cwd, sys.path (an empty first entry, PYTHONPATH's next), argv, `__main__`, the exit code of a normal end,
-    a SystemExit and an uncaught exception (its traceback on stderr), and the wait for a non-daemon thread."""
+    """`-c`: cwd, sys.path (an empty first entry, PYTHONPATH's next), argv, `__main__`, no opgen module imported (the
+    server's are dropped), the exit code of a normal end, a SystemExit and an uncaught exception (its traceback on
+    stderr), and the wait for a non-daemon thread."""
     env = {**os.environ, "PYTHONPATH": f"{tmp_path / 'lib'}{os.pathsep}{tmp_path / 'other'}"}
     args = ["-c", CODE_REPORT.replace("{ending}", ending), "one", "two"]
     real = subprocess.run([sys.executable, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
@@ -113,9 +115,9 @@ raise SystemExit(4)
 
 
 def test_python_m_opgen_forked_runs_the_opgen_a_fresh_python_would_find(tmp_path):
-    """`-m opgen`: the server never imports opgen, so the opgen that runs is the one the run's cwd and PYTHONPATH lead
-    to (here a stand-in in the cwd, which `-m` puts first), as `__main__`, with argv, stdin and exit code as a fresh
-    interpreter gives them."""
+    """`-m opgen`: the opgen that runs is the one the run's cwd and PYTHONPATH lead to (here a stand-in in the cwd,
+    which `-m` puts first: the child drops the server's opgen), as `__main__`, with argv, stdin and exit code as a
+    fresh interpreter gives them."""
     (tmp_path / "opgen").mkdir()
     (tmp_path / "opgen" / "__init__.py").write_text("")
     (tmp_path / "opgen" / "__main__.py").write_text(MODULE_REPORT)
@@ -132,6 +134,22 @@ def test_python_m_opgen_forked_runs_the_opgen_a_fresh_python_would_find(tmp_path
     assert real_report.pop("parent") == os.getpid() != forked_report.pop("parent")
     assert forked_report == real_report
     assert forked_report["stdin"] == "given" and forked_report["argv"][1:] == ["new", "--dry-run"]
+
+
+def test_a_child_keeps_the_servers_opgen_only_for_opgens_command_line_finding_that_same_opgen(tmp_path, monkeypatch):
+    """The decision each child makes on the modules of OPGEN_PRELOAD (this process imported the same opgen): kept for
+    `-m opgen` and `-m opgen.check.worker` on a path without another opgen; dropped where the path finds a stand-in
+    first, and for pytest and `-c` runs."""
+    keeps = forked_python._keeps_preloaded_opgen
+    plain, standing_in = tmp_path / "plain", tmp_path / "standing_in"
+    plain.mkdir()
+    (standing_in / "opgen").mkdir(parents=True)
+    (standing_in / "opgen" / "__init__.py").write_text("")
+    monkeypatch.setattr(sys, "path", [str(plain), *sys.path[1:]])
+    assert keeps(["-m", "opgen", "new"]) and keeps(["-m", "opgen.check.worker", "job.json"])
+    assert not keeps(["-m", "pytest", "-q"]) and not keeps(["-c", "import opgen"])
+    monkeypatch.setattr(sys, "path", [str(standing_in), *sys.path[1:]])
+    assert not keeps(["-m", "opgen", "new"]) and not keeps(["-m", "opgen.check.worker", "job.json"])
 
 
 @pytest.mark.parametrize("args", [["explain", "--json", "-"], ["explain", "--code", "OPG999"], ["new", "--bogus"]])
@@ -240,6 +258,7 @@ def own_servers():
     own: a test's `monkeypatch.undo()` must not bring the session's server back halfway through.)"""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(forked_python, "PRELOAD", ("pytest",))
+        patch.setattr(forked_python, "OPGEN_PRELOAD", ())
         patch.setattr(forked_python, "_server", None)
         yield
         forked_python.close_server()  # the test's own; the context then puts the session's back
