@@ -1,4 +1,5 @@
-"""`opgen lint` through the real command (subprocess): output formats, selection, exit codes, fixes."""
+"""`opgen lint` through the real command (`python -m opgen lint`, forked from a warm interpreter where it can be:
+tests/forked_python.py): output formats, selection, exit codes, fixes."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from forked_python import run_python
 
 FIXTURES = Path(__file__).parent / "fixtures" / "lint"
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,8 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def run_lint(*args: str, cwd: Path | str = FIXTURES) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "opgen", "lint", *args], cwd=cwd, capture_output=True, text=True,
-                          env=env, timeout=300, check=False)
+    return run_python(["-m", "opgen", "lint", *args], cwd=cwd, env=env, timeout=300)
 
 
 LINE = re.compile(r"^(?P<path>[^:]+):(?P<line>\d+):(?P<col>\d+): (?P<code>OPG\d{3})( \[\*\])? (?P<msg>.+)$")
