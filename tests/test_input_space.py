@@ -399,24 +399,54 @@ def _row_means(name: str, backward) -> checks.Op:
     return op
 
 
-@pytest.mark.parametrize(("name", "backward", "variant"), [
+def _l2_normalize(name: str, backward) -> checks.Op:
+    """x / ||x|| over the last dim, with `backward(grad, x)` as its formula."""
+    def normalize(x):
+        return x / x.pow(2).sum(-1, keepdim=True).sqrt()
+
+    op = define(f"{name}(Tensor x) -> Tensor", normalize, torch.empty_like, normalize)
+
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    torch.library.register_autograd(f"iv_test::{name}", lambda ctx, grad: backward(grad, *ctx.saved_tensors),
+                                    setup_context=setup_context, lib=lib)
+    return op
+
+
+def _l2_backward(grad, x, rows=None):
+    norm = x.pow(2).sum(-1, keepdim=True).sqrt()
+    y = x / norm
+    dot = (grad * y).sum(-1, keepdim=True)
+    if rows is not None:
+        dot = torch.cat([dot[:rows], torch.zeros_like(dot[rows:])])  # the planted bug: no dot product past `rows`
+    return (grad - y * dot) / norm
+
+
+@pytest.mark.parametrize(("name", "define_op", "planted", "twin", "variant"), [
     # the example's last size written into the formula: wrong at every other size, all over the Jacobian
-    ("last_size", lambda grad, x: grad.expand_as(x) / 4, r"examples\[0\] with its size 4 as (1|5)"),
+    ("last_size", _row_means, lambda grad, x: grad.expand_as(x) / 4,
+     lambda grad, x: grad.expand_as(x) / x.shape[-1], r"examples\[0\] with its size 4 as (1|5)"),
     # no gradient past the example's 3 rows: right there, wrong in 2 rows of 5 at the variant
-    ("rows", lambda grad, x: torch.cat([grad.expand_as(x)[:3] / x.shape[-1], torch.zeros_like(x[3:])]),
+    ("rows", _row_means, lambda grad, x: torch.cat([grad.expand_as(x)[:3] / x.shape[-1], torch.zeros_like(x[3:])]),
+     lambda grad, x: grad.expand_as(x) / x.shape[-1], r"examples\[0\] with its size 3 as 5"),
+    # the projection term of an L2 normalisation dropped past the example's 3 rows: a rank-one error in those rows
+    # that torch's fast gradcheck (one random projection of the Jacobian) passed; every element shows it
+    ("projection", _l2_normalize, lambda grad, x: _l2_backward(grad, x, rows=3), _l2_backward,
      r"examples\[0\] with its size 3 as 5"),
 ])
-def test_gradcheck_on_the_size_variants_catches_a_formula_right_at_the_examples_size_only(name, backward, variant):
-    """The variants' gradcheck runs in torch's fast mode (a projection of the Jacobian) first: a formula right on
-    the examples and wrong at other sizes, all over the Jacobian or in the rows past the example's, still fails,
-    with the failing variant's elementwise report (the fast mode failed, then the elementwise check); its correct
-    twin passes."""
-    examples = lambda seed: [{"x": torch.randn(3, 4, generator=torch.Generator().manual_seed(seed))}]
-    checks.gradcheck(_row_means(f"grad_rows_twin_{name}", lambda grad, x: grad.expand_as(x) / x.shape[-1]), examples)
-    planted = _row_means(f"grad_rows_{name}", backward)
-    checks.gradcheck(planted, examples(0))  # on the examples alone it passes
+def test_gradcheck_on_the_size_variants_catches_a_formula_right_at_the_examples_size_only(name, define_op, planted,
+                                                                                         twin, variant):
+    """A formula right on the examples and wrong at other sizes, all over the Jacobian or only in the rows past the
+    example's, fails gradcheck on the size variant that shows it (elementwise: a random projection of the Jacobian
+    missed the projection case); its correct twin passes."""
+    columns = {"last_size": 4, "rows": 16, "projection": 64}[name]  # fast gradcheck passed the projection at 64
+    examples = lambda seed: [{"x": torch.randn(3, columns, generator=torch.Generator().manual_seed(seed))}]
+    checks.gradcheck(define_op(f"grad_size_twin_{name}", twin), examples)
+    bad = define_op(f"grad_size_{name}", planted)
+    checks.gradcheck(bad, examples(0))  # on the examples alone it passes
     with pytest.raises(checks.CheckFailed, match=rf"ops\[0\].autograd .* on ops\[0\].{variant}: Jacobian mismatch"):
-        checks.gradcheck(planted, examples)
+        checks.gradcheck(bad, examples)
 
 
 # --- writes, contiguity, random numbers ----------------------------------------------------------------------------

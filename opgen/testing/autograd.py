@@ -134,8 +134,7 @@ GRADCHECK_ELEMENTS = 4096  # the most floating elements of a variant gradcheck t
 def gradcheck(op: Op, examples: Callable[[int], list[Call]] | Sequence[Call]) -> None:
     """torch.autograd.gradcheck of the backward formula in float64, every floating-point tensor an input, on every
     example and (`examples` the examples function) on its variants with a defaulted scalar moved or a size changed
-    (input_variants) that the kernel takes (in fast mode first, `_gradcheck`): a formula ignoring a scalar, or right
-    at one size only, fails. Then, on
+    (input_variants) that the kernel takes: a formula ignoring a scalar, or right at one size only, fails. Then, on
     each example, the backward with a non-contiguous grad_output and with each subset of the inputs requiring grad
     (a frozen weight) must give the gradients it gives with all of them and a contiguous one."""
     if callable(examples):
@@ -151,24 +150,13 @@ def gradcheck(op: Op, examples: Callable[[int], list[Call]] | Sequence[Call]) ->
         if variant and not _takes(op, call):  # not an input of the op: the oracle tier judges that
             continue
         try:
-            _gradcheck(op, call, elementwise=not variant)
+            torch.autograd.gradcheck(*_gradcheck_inputs(op, call))
         except GradcheckError as error:
             raise CheckFailed(f"the backward formula of {op.field}.autograd in opgen.yaml disagrees with finite "
                               f"differences on {op.field}.{label}: {error}", "wrong-gradient") from error
     for label, call, variant in calls:
         if not variant and id(call) in differentiable:
             _assert_backward_on_subsets(op, label, call)
-
-
-def _gradcheck(op: Op, call: Call, elementwise: bool) -> None:
-    """gradcheck on `call`: every element of the Jacobian (an example), or first torch's fast mode, a random
-    projection of it (a variant: a formula ignoring a moved scalar or right at one size only is wrong all over the
-    Jacobian, and a projection costs a few calls where every element costs two per input element), then on a
-    variant the projection fails on, every element, whose verdict stands and whose error names them."""
-    fn, inputs = _gradcheck_inputs(op, call)
-    if not elementwise and torch.autograd.gradcheck(fn, inputs, fast_mode=True, raise_exception=False):
-        return
-    torch.autograd.gradcheck(fn, inputs)
 
 
 
